@@ -1,0 +1,156 @@
+"""The engine's reports: plain frozen dataclasses, picklable across the process pipe.
+
+Everything the UI shows comes from these. Times are ``time.monotonic()`` seconds,
+which on Linux is one clock for all processes, so the child's timestamps and the
+parent's submit time can be subtracted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from .llama_log import LlamaBuffers
+
+
+@dataclass(frozen=True)
+class LoadProgress:
+    fraction: float
+
+
+@dataclass(frozen=True)
+class Loaded:
+    path: str
+    name: str
+    description: str
+    architecture: str
+    file_type: str
+    n_params: int
+    model_bytes: int
+    n_ctx: int
+    n_ctx_train: int
+    n_threads: int
+    n_threads_batch: int
+    n_batch: int
+    n_ubatch: int
+    n_gpu_layers: int
+    flash_attn: str
+    type_k: str
+    type_v: str
+    swa_full: bool
+    buffers: LlamaBuffers
+    has_chat_template: bool
+    load_s: float
+    pid: int
+
+
+@dataclass(frozen=True)
+class LoadFailed:
+    reason: str
+
+
+@dataclass(frozen=True)
+class TurnStarted:
+    """The prompt is tokenized and checked; prefill is about to start."""
+
+    turn_id: int
+    prompt_tokens: int
+    reused_tokens: int
+    n_ctx: int
+    template_name: str
+    template_fallback: str | None
+    template_s: float
+    tokenize_s: float
+    first_diff_index: int | None  # where the new prompt left the cached tokens
+    t: float
+
+
+@dataclass(frozen=True)
+class PrefillProgress:
+    turn_id: int
+    done: int  # prompt tokens whose KV is ready, reused ones included
+    total: int
+    reused: int
+    elapsed_s: float  # since prefill of the computed part started
+    tok_s: float  # computed tokens / elapsed
+    ubatch_tokens: int
+    ubatch_s: float
+    t: float
+
+
+@dataclass(frozen=True)
+class TokenEvent:
+    turn_id: int
+    index: int  # 0 for the first generated token
+    token_id: int
+    text: str  # UTF-8-safe delta: may be "" while a character is incomplete
+    pos: int  # KV position of this token
+    t: float
+
+
+@dataclass(frozen=True)
+class TurnMetrics:
+    prompt_tokens: int
+    reused_tokens: int
+    prefill_tokens: int
+    prefill_s: float
+    prefill_tok_s: float | None
+    template_s: float
+    tokenize_s: float
+    wait_s: float  # from submit until the engine started the turn
+    ttft_s: float | None  # submit -> first visible character
+    decode_tokens: int
+    decode_s: float
+    decode_tok_s: float | None
+    itl_p50_ms: float | None
+    itl_p95_ms: float | None
+    kv_cells_used: int
+    n_ctx: int
+    first_token_s: float | None = None  # prefill end -> first token sampled
+    ubatches: tuple[tuple[int, float], ...] = ()  # (tokens, seconds) per prefill micro-batch
+    perf: dict = field(default_factory=dict)  # llama_perf_context cross-check
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class TurnDone:
+    turn_id: int
+    stop_reason: str  # "eog", "n_predict", "context_full", "cancelled"
+    text: str
+    metrics: TurnMetrics
+    t: float
+
+
+@dataclass(frozen=True)
+class TurnRefused:
+    turn_id: int
+    reason: str
+    prompt_tokens: int
+    n_ctx: int
+
+
+@dataclass(frozen=True)
+class CacheCleared:
+    pass
+
+
+@dataclass(frozen=True)
+class EngineError:
+    reason: str
+
+
+@dataclass(frozen=True)
+class EngineDied:
+    """The engine's child process ended on its own (abort, OOM kill, crash)."""
+
+    exitcode: int | None
+    reason: str
+
+
+STOP_LABELS = {
+    "eog": "end of turn",
+    "n_predict": "-n reached",
+    "context_full": "context full",
+    "cancelled": "cancelled",
+}

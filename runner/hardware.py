@@ -1,0 +1,311 @@
+"""Hardware probes: GPUs through NVML, the CPU by a short measurement, memory by psutil.
+
+Missing hardware is a value, not an exception (as nvitop's ``NA``): every query
+returns ``None`` for a figure it cannot read and the reason in ``note``. NVML is
+initialised lazily, once, and every call is wrapped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+
+# Peak dense FLOPS (bf16/fp16 tensor cores, no sparsity) and memory bandwidth of
+# known GPUs, from the vendors' datasheets. Matched by substring of the NVML name.
+KNOWN_GPUS: list[tuple[str, float, float, str]] = [
+    # (name contains, TFLOPS, bandwidth GB/s, source)
+    ("H200", 989.0, 4800.0, "NVIDIA H200 datasheet (SXM, dense BF16)"),
+    ("H100 PCIe", 756.0, 2000.0, "NVIDIA H100 datasheet (PCIe, dense BF16)"),
+    ("H100", 989.0, 3350.0, "NVIDIA H100 datasheet (SXM, dense BF16)"),
+    ("A100", 312.0, 2039.0, "NVIDIA A100 datasheet (80GB SXM, dense BF16)"),
+    ("L40S", 362.0, 864.0, "NVIDIA L40S datasheet (dense BF16)"),
+    ("L4", 121.0, 300.0, "NVIDIA L4 datasheet (dense FP16)"),
+    ("RTX 5090", 209.5, 1792.0, "NVIDIA Blackwell GeForce whitepaper (FP16, FP32 accumulate)"),
+    ("RTX 4090", 165.2, 1008.0, "NVIDIA Ada whitepaper (FP16, FP32 accumulate)"),
+    ("RTX 4080", 97.5, 716.8, "NVIDIA Ada whitepaper (FP16, FP32 accumulate)"),
+    ("RTX 3090", 71.0, 936.0, "NVIDIA Ampere GA102 whitepaper (FP16, FP32 accumulate)"),
+    ("RTX 3080", 59.5, 760.0, "NVIDIA Ampere GA102 whitepaper (FP16, FP32 accumulate)"),
+    ("T4", 65.0, 320.0, "NVIDIA T4 datasheet (FP16 mixed precision)"),
+]
+
+
+@dataclass(frozen=True)
+class GPUInfo:
+    index: int
+    name: str
+    memory_total: int | None
+    memory_used: int | None
+    memory_free: int | None
+    utilization: int | None  # percent
+    bandwidth_gbs: float | None  # peak, from bus width x max memory clock x 2
+    tflops: float | None  # peak, from the table, None when unknown
+    tflops_source: str | None
+    process_memory: int | None = None  # bytes used by the process asked about
+
+
+@dataclass(frozen=True)
+class GPUReport:
+    gpus: tuple[GPUInfo, ...]
+    note: str | None  # why there are none, e.g. "no NVIDIA GPU (NVML not found)"
+
+
+class _NVML:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._state: str | None = None  # None: not tried; "ok"; else the reason
+        self._nv = None
+
+    def ensure(self) -> str:
+        with self._lock:
+            if self._state is None:
+                try:
+                    import pynvml
+
+                    pynvml.nvmlInit()
+                    self._nv = pynvml
+                    self._state = "ok"
+                except Exception as exc:  # NVMLError_LibraryNotFound, DriverNotLoaded, ImportError
+                    self._state = f"no NVIDIA GPU ({_short(exc) or 'NVML unavailable'})"
+            return self._state
+
+    @property
+    def nv(self):
+        return self._nv
+
+
+_NVML_STATE = _NVML()
+
+
+def _short(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:120]
+
+
+def _try(fn, *args):
+    try:
+        return fn(*args)
+    except Exception:
+        return None
+
+
+def query_gpus(pid: int | None = None) -> GPUReport:
+    state = _NVML_STATE.ensure()
+    if state != "ok":
+        return GPUReport((), state)
+    nv = _NVML_STATE.nv
+    count = _try(nv.nvmlDeviceGetCount)
+    if not count:
+        return GPUReport((), "no NVIDIA GPU (NVML found no devices)")
+    gpus = []
+    for i in range(count):
+        h = _try(nv.nvmlDeviceGetHandleByIndex, i)
+        if h is None:
+            continue
+        name = _try(nv.nvmlDeviceGetName, h) or "unknown GPU"
+        if isinstance(name, bytes):
+            name = name.decode(errors="replace")
+        mem = _try(nv.nvmlDeviceGetMemoryInfo, h)
+        util = _try(nv.nvmlDeviceGetUtilizationRates, h)
+        bus = _try(nv.nvmlDeviceGetMemoryBusWidth, h)
+        clk = _try(nv.nvmlDeviceGetMaxClockInfo, h, nv.NVML_CLOCK_MEM)
+        bw = bus * clk * 2 / 8 / 1000 if bus and clk else None  # bits x MHz x DDR -> GB/s
+        tf, src, table_bw = None, None, None
+        for key, tflops, bw_gbs, source in KNOWN_GPUS:
+            if key in name:
+                tf, src, table_bw = tflops, source, bw_gbs
+                break
+        if bw is None:
+            bw = table_bw
+        proc_mem = None
+        if pid is not None:
+            procs = _try(nv.nvmlDeviceGetComputeRunningProcesses, h) or []
+            for p in procs:
+                if getattr(p, "pid", None) == pid:
+                    proc_mem = getattr(p, "usedGpuMemory", None)
+        gpus.append(GPUInfo(
+            index=i, name=name,
+            memory_total=getattr(mem, "total", None), memory_used=getattr(mem, "used", None),
+            memory_free=getattr(mem, "free", None), utilization=getattr(util, "gpu", None),
+            bandwidth_gbs=bw, tflops=tf, tflops_source=src, process_memory=proc_mem,
+        ))
+    return GPUReport(tuple(gpus), None)
+
+
+@dataclass(frozen=True)
+class CPUProbe:
+    """Measured CPU figures: read bandwidth with all cores, and matmul FLOPS."""
+
+    bandwidth_gbs: float
+    tflops: float
+    threads: int
+    seconds: float
+    measured_at: float
+    machine: str
+
+
+def _probe_bandwidth(threads: int, nbytes: int = 256 * 1024 * 1024, repeats: int = 3) -> float:
+    import numpy as np
+    from concurrent.futures import ThreadPoolExecutor
+
+    arr = np.ones(nbytes // 8, dtype=np.float64)
+    parts = np.array_split(arr, threads)
+    best = 0.0
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(np.sum, parts))  # warm up: fault pages in
+        for _ in range(repeats):
+            t = time.perf_counter()
+            list(pool.map(np.sum, parts))
+            dt = time.perf_counter() - t
+            best = max(best, arr.nbytes / dt / 1e9)
+    return best
+
+
+def _probe_flops(n: int = 1024, repeats: int = 4) -> float:
+    import numpy as np
+
+    a = np.random.default_rng(0).random((n, n), dtype=np.float32)
+    b = a.T.copy()
+    a @ b
+    best = 0.0
+    for _ in range(repeats):
+        t = time.perf_counter()
+        a @ b
+        dt = time.perf_counter() - t
+        best = max(best, 2 * n**3 / dt / 1e12)
+    return best
+
+
+def machine_key() -> str:
+    return f"{platform.node()}-{platform.machine()}-{os.cpu_count()}"
+
+
+def probe_cpu(threads: int | None = None) -> CPUProbe:
+    threads = threads or os.cpu_count() or 1
+    t = time.perf_counter()
+    bw = _probe_bandwidth(threads)
+    fl = _probe_flops()
+    return CPUProbe(bw, fl, threads, time.perf_counter() - t, time.time(), machine_key())
+
+
+def cpu_profile(cache_dir: str | None = None, refresh: bool = False) -> CPUProbe:
+    """The CPU probe, cached on disk per machine; ``refresh`` re-runs it."""
+    if cache_dir is None:
+        from platformdirs import user_cache_dir
+
+        cache_dir = user_cache_dir("kvtop")
+    path = os.path.join(cache_dir, f"cpu-probe-{machine_key()}.json")
+    if not refresh:
+        try:
+            with open(path) as fh:
+                return CPUProbe(**json.load(fh))
+        except (OSError, ValueError, TypeError):
+            pass
+    probe = probe_cpu()
+    try:
+        os.makedirs(cache_dir, exist_ok=True)
+        tmp = path + ".tmp"
+        with open(tmp, "w") as fh:
+            json.dump(asdict(probe), fh)
+        os.replace(tmp, path)
+    except OSError:
+        pass
+    return probe
+
+
+@dataclass(frozen=True)
+class HardwareProfile:
+    """The figures an estimate uses, each with where it came from."""
+
+    bandwidth_gbs: float | None
+    tflops: float | None
+    source: str  # "cpu probe", "GPU 0 (NVIDIA H200)", "override", ...
+    memory_free: int | None
+    memory_total: int | None
+    cpu: CPUProbe | None = None
+    gpus: tuple[GPUInfo, ...] = ()
+    gpu_note: str | None = None
+    cpu_name: str = field(default_factory=platform.processor)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def hardware_profile(
+    n_gpu_layers: int = 0,
+    bandwidth_gbs: float | None = None,
+    tflops: float | None = None,
+    refresh: bool = False,
+    cache_dir: str | None = None,
+) -> HardwareProfile:
+    """Pick the device the model runs on: the first GPU when layers are offloaded."""
+    import psutil
+
+    gpu = query_gpus()
+    cpu = None
+    vm = psutil.virtual_memory()
+    if n_gpu_layers != 0 and gpu.gpus:
+        g = gpu.gpus[0]
+        bw, tf, src = g.bandwidth_gbs, g.tflops, f"GPU {g.index} ({g.name})"
+        free, total = g.memory_free, g.memory_total
+    else:
+        cpu = cpu_profile(cache_dir, refresh)
+        bw, tf, src = cpu.bandwidth_gbs, cpu.tflops, f"CPU probe ({cpu.threads} threads)"
+        free, total = vm.available, vm.total
+    if bandwidth_gbs is not None or tflops is not None:
+        src += " + override"
+    return HardwareProfile(
+        bandwidth_gbs=bandwidth_gbs if bandwidth_gbs is not None else bw,
+        tflops=tflops if tflops is not None else tf,
+        source=src, memory_free=free, memory_total=total,
+        cpu=cpu, gpus=gpu.gpus, gpu_note=gpu.note,
+    )
+
+
+@dataclass(frozen=True)
+class ProcessMemory:
+    rss: int | None
+    note: str | None = None
+
+
+def process_memory(pid: int | None) -> ProcessMemory:
+    """RSS of a process; psutil's AccessDenied/NoSuchProcess become N/A."""
+    import psutil
+
+    if pid is None:
+        return ProcessMemory(None, "no process")
+    try:
+        return ProcessMemory(psutil.Process(pid).memory_info().rss)
+    except psutil.NoSuchProcess:
+        return ProcessMemory(None, "process gone")
+    except psutil.AccessDenied:
+        return ProcessMemory(None, "access denied")
+    except Exception as exc:
+        return ProcessMemory(None, _short(exc))
+
+
+@dataclass(frozen=True)
+class SystemMemory:
+    total: int | None
+    available: int | None
+    used: int | None
+    swap_used: int | None
+    swap_total: int | None
+
+
+def system_memory() -> SystemMemory:
+    import psutil
+
+    try:
+        vm = psutil.virtual_memory()
+        total, avail, used = vm.total, vm.available, vm.total - vm.available
+    except Exception:
+        total = avail = used = None
+    try:
+        sw = psutil.swap_memory()
+        swu, swt = sw.used, sw.total
+    except Exception:
+        swu = swt = None
+    return SystemMemory(total, avail, used, swu, swt)

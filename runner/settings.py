@@ -1,0 +1,113 @@
+"""Engine settings under llama.cpp's own flag names, and kvtop's defaults.
+
+Defaults are chosen to be faster than llama-cpp-python's: it uses half the
+logical cores for decode (1 thread on a 2-core machine). kvtop uses every core
+it may run on, capped at the physical core count (hyper-threads slow decode).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import asdict, dataclass, replace
+
+from .kv_math import pad
+from .quant_types import KV_CACHE_TYPES
+
+DEFAULT_CTX = 4096
+
+
+def default_threads() -> tuple[int, str]:
+    """(threads, why) for decode: usable cores, at most the physical ones."""
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:
+        usable = os.cpu_count() or 1
+    physical = None
+    try:
+        import psutil
+
+        physical = psutil.cpu_count(logical=False)
+    except Exception:
+        pass
+    if physical and physical < usable:
+        return physical, f"{physical} physical cores of {usable} usable"
+    return usable, f"all {usable} usable cores"
+
+
+@dataclass(frozen=True)
+class Settings:
+    model: str
+    n_ctx: int = DEFAULT_CTX
+    n_threads: int = 0  # 0: default_threads()
+    n_threads_batch: int = 0  # 0: same as n_threads
+    n_batch: int = 512
+    n_ubatch: int = 512
+    n_gpu_layers: int = 0
+    flash_attn: str = "auto"  # on / off / auto
+    cache_type_k: str = "f16"
+    cache_type_v: str = "f16"
+    swa_full: bool = False
+    mlock: bool = False
+    mmap: bool = True
+    n_predict: int = -1
+    temp: float = 0.8
+    top_k: int = 40
+    top_p: float = 0.95
+    seed: int = -1
+    system_prompt: str = ""
+    threads_why: str = ""
+
+    def resolved(self) -> "Settings":
+        """Fill the automatic values (threads, padded n_ctx, ubatch <= batch)."""
+        s = self
+        if s.n_threads <= 0:
+            n, why = default_threads()
+            s = replace(s, n_threads=n, threads_why=why)
+        elif not s.threads_why:
+            s = replace(s, threads_why="set by -t")
+        if s.n_threads_batch <= 0:
+            s = replace(s, n_threads_batch=s.n_threads)
+        if s.n_ctx > 0:
+            # llama.cpp pads n_ctx to 256; llama-cpp-python 0.3.36 then fails on
+            # prompts that land in the padding, so kvtop asks for the padded size.
+            s = replace(s, n_ctx=pad(s.n_ctx))
+        s = replace(s, n_ubatch=min(s.n_ubatch, s.n_batch))
+        return s
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def add_engine_flags(p: argparse.ArgumentParser) -> None:
+    """llama.cpp's flag names, so a user can paste their llama-cli/llama-server flags."""
+    g = p.add_argument_group("llama.cpp settings")
+    g.add_argument("-c", "--ctx-size", dest="n_ctx", type=int, default=DEFAULT_CTX,
+                   help="context size in tokens (padded to 256; 0 = the model's trained context)")
+    g.add_argument("-t", "--threads", dest="n_threads", type=int, default=0,
+                   help="decode threads (default: physical cores, capped at usable cores)")
+    g.add_argument("-tb", "--threads-batch", dest="n_threads_batch", type=int, default=0,
+                   help="prefill threads (default: same as --threads)")
+    g.add_argument("-b", "--batch-size", dest="n_batch", type=int, default=512)
+    g.add_argument("-ub", "--ubatch-size", dest="n_ubatch", type=int, default=512)
+    g.add_argument("-ngl", "--n-gpu-layers", "--gpu-layers", dest="n_gpu_layers", type=int, default=0)
+    g.add_argument("-fa", "--flash-attn", dest="flash_attn", choices=["on", "off", "auto"], default="auto")
+    g.add_argument("-ctk", "--cache-type-k", dest="cache_type_k", choices=list(KV_CACHE_TYPES), default="f16")
+    g.add_argument("-ctv", "--cache-type-v", dest="cache_type_v", choices=list(KV_CACHE_TYPES), default="f16")
+    g.add_argument("--swa-full", dest="swa_full", action="store_true",
+                   help="keep a full-size cache for sliding-window layers")
+    g.add_argument("--mlock", action="store_true")
+    g.add_argument("--no-mmap", dest="mmap", action="store_false")
+    g.add_argument("-n", "--n-predict", dest="n_predict", type=int, default=-1,
+                   help="tokens to generate per turn (-1 = until end of turn or context full)")
+    g.add_argument("--temp", type=float, default=0.8)
+    g.add_argument("--top-k", dest="top_k", type=int, default=40)
+    g.add_argument("--top-p", dest="top_p", type=float, default=0.95)
+    g.add_argument("--seed", type=int, default=-1)
+    g.add_argument("-sys", "--system-prompt", dest="system_prompt", default="")
+
+
+def settings_from_args(model: str, ns: argparse.Namespace) -> Settings:
+    fields = Settings.__dataclass_fields__
+    kwargs = {k: getattr(ns, k) for k in fields if k != "model" and hasattr(ns, k)}
+    return Settings(model=model, **kwargs)
