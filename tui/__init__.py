@@ -1,0 +1,1 @@
+"""kvtop's Textual UI. Importing this package imports nothing heavy; see ``tui.app``."""

@@ -1,0 +1,476 @@
+"""The kvtop Textual app: chat with a model while every pane shows where time and memory go.
+
+Threads: the engine is driven from ``@work(thread=True)`` workers; they never touch
+widgets, only ``post_message`` (through ``TurnBridge``). Message handlers below,
+on the main thread, own every widget update.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+from typing import Callable, Iterable
+
+from textual import on, work
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, Input
+
+from runner.estimate import decode_ceilings_at, predict
+from runner.hardware import HardwareProfile
+from runner.kv_math import kv_layout
+from runner.paths import Paths, unique_file
+from runner.process import EngineUnavailable
+from runner.sanitize import clean_line, clean_text
+from runner.settings import Settings
+from themes import APP_VARIABLE_DEFAULTS, DEFAULT_THEME, THEMES, register_all
+
+from . import messages as msg
+from .bridge import TurnBridge
+from .config import Preferences, load_preferences, save_preferences
+from .panes.chat import ChatLog, ChatMessage, turn_footer
+from .panes.decode import DecodePane
+from .panes.estimate import EstimatePane
+from .panes.kv import KVPane
+from .panes.memory import MemoryPane, MemorySample, take_sample
+from .panes.prefill import PrefillPane
+from .panes.status import StatusBar
+from .screens import ErrorScreen, HelpScreen, PreflightScreen
+
+WIDE_COLUMNS = 140
+_SVG_BAD_XML = dict.fromkeys(i for i in range(32) if i not in (9, 10, 13))
+
+
+class KvtopApp(App[int]):
+    CSS_PATH = "app.tcss"
+    TITLE = "kvtop"
+    BINDINGS = [
+        Binding("escape", "cancel_turn", "Cancel", priority=True),
+        Binding("ctrl+s", "screenshot", "Screenshot", priority=True),
+        Binding("ctrl+e", "export", "Export", priority=True),
+        Binding("ctrl+l", "new_chat", "New chat", priority=True),
+        Binding("ctrl+t", "change_theme", "Theme", priority=True),
+        Binding("f1", "help", "Help"),
+        Binding("ctrl+q", "quit", "Quit", priority=True),
+    ]
+
+    def __init__(
+        self,
+        settings: Settings,
+        engine_factory: Callable[[Settings], object],
+        paths: Paths,
+        *,
+        hardware: HardwareProfile | None = None,
+        live_system: bool = True,
+        memory_sample: MemorySample | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        argv: list[str] | None = None,
+        resume_messages: list[dict] | None = None,
+        write_transcript: bool = True,
+    ) -> None:
+        super().__init__()
+        self.settings = settings.resolved()
+        self.engine = engine_factory(self.settings)
+        self.paths = paths
+        self.fixed_hardware = hardware
+        self.live_system = live_system
+        self.fixed_memory = memory_sample
+        self.clock = clock
+        self.argv = list(sys.argv if argv is None else argv)
+        self.prefs: Preferences = load_preferences(paths.config_file)
+        self.messages: list[dict] = list(resume_messages or [])
+        self.write_transcript = write_transcript
+        self.transcript = None
+        self.facts = None
+        self.layout_kv = None
+        self.hw: HardwareProfile | None = None
+        self.loaded = None
+        self.load_error: str | None = None
+        self.turn_running = False
+        self.turns: list[dict] = []
+        self.current_reply: ChatMessage | None = None
+        self.current_user = ""
+        self._engine_ready = threading.Event()
+        self._preflight_go = threading.Event()
+        self._preflight_answer = True
+        self.last_saved: str | None = None
+
+    # ------------------------------------------------------------------ setup
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        return dict(APP_VARIABLE_DEFAULTS)
+
+    def compose(self) -> ComposeResult:
+        name = clean_line(os.path.basename(self.settings.model))
+        yield StatusBar(name, id="status")
+        with Horizontal(id="body"):
+            with Vertical(id="chat-column"):
+                yield ChatLog(id="chat")
+                yield Input(placeholder="Message (Enter to send, F1 for help)", id="prompt")
+            with VerticalScroll(id="metrics"):
+                yield PrefillPane(id="prefill", classes="pane")
+                yield KVPane(id="kv", classes="pane")
+                yield DecodePane(id="decode", classes="pane")
+                yield EstimatePane(id="estimate", classes="pane")
+                yield MemoryPane(id="memory", classes="pane")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        register_all(self)
+        names = {t.name for t in THEMES} | set(self.available_themes)
+        self.theme = self.prefs.theme if self.prefs.theme in names else DEFAULT_THEME
+        self.theme_changed_signal.subscribe(self, self._remember_theme)
+        self._apply_width(self.size.width)
+        self.query_one(DecodePane).ceilings = self._ceilings
+        chat = self.query_one(ChatLog)
+        for m in self.messages:
+            chat.add(m["role"], m["content"])
+        if self.messages:
+            chat.add("system", f"resumed {len(self.messages) // 2} turns from the last session")
+        if self.fixed_memory is not None:
+            self.query_one(MemoryPane).set_sample(self.fixed_memory)
+        if self.live_system:
+            self._sample_memory()
+            self.set_interval(1.0, self._sample_memory)
+        self.query_one("#prompt", Input).focus()
+        self._load_engine()
+
+    def _remember_theme(self, theme) -> None:
+        self.prefs.theme = theme.name
+        try:
+            save_preferences(self.paths.config_file, self.prefs)
+        except OSError as exc:
+            self.notify(f"could not save preferences: {clean_line(str(exc))}", severity="warning", markup=False)
+
+    def on_resize(self, event) -> None:
+        self._apply_width(event.size.width)
+
+    def _apply_width(self, width: int) -> None:
+        self.set_class(width >= WIDE_COLUMNS, "-wide")
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        yield SystemCommand("Cancel turn", "Stop the running prefill or decode (Esc)", self.action_cancel_turn)
+        yield SystemCommand("Screenshot", "Save an SVG screenshot (Ctrl+S)", self.action_screenshot)
+        yield SystemCommand("Export debug bundle", "Write settings, hardware, timings (Ctrl+E)", self.action_export)
+        yield SystemCommand("New chat", "Clear the chat and the KV cache (Ctrl+L)", self.action_new_chat)
+        yield SystemCommand("kvtop help", "Keys and panes (F1)", self.action_help)
+
+    # ---------------------------------------------------------------- workers
+    @work(thread=True, exclusive=True, group="load", exit_on_error=False)
+    def _load_engine(self) -> None:
+        from runner.hardware import hardware_profile
+        from runner.report import ModelFileError, load_facts, memory_check
+
+        bridge = TurnBridge(self.post_message, clock=self.clock)
+        try:
+            s = self.settings
+            try:
+                facts = load_facts(s.model)
+            except ModelFileError as exc:
+                raise EngineUnavailable(str(exc)) from None
+            hw = self.fixed_hardware or hardware_profile(s.n_gpu_layers, cache_dir=self.paths.cache_dir)
+            layout = kv_layout(facts, s.n_ctx, s.cache_type_k, s.cache_type_v, s.swa_full, s.n_ubatch)
+            pre = memory_check(facts, layout, hw, s.n_gpu_layers)
+            self.post_message(msg.ModelInspected(facts, hw, pre))
+            if pre.fits is False:
+                self._preflight_go.wait()
+                if not self._preflight_answer:
+                    raise EngineUnavailable("loading stopped by the user after the memory warning")
+            self.engine.start(bridge)
+        except EngineUnavailable as exc:
+            self.load_error = str(exc)
+            self.post_message(msg.EngineFailed(str(exc)))
+        except Exception as exc:  # never let a worker error kill the UI
+            self.load_error = clean_line(f"{type(exc).__name__}: {exc}")
+            self.post_message(msg.EngineFailed(self.load_error))
+        finally:
+            self._engine_ready.set()
+
+    @work(thread=True, exclusive=True, group="turn", exit_on_error=False)
+    def _run_turn(self, messages: list[dict], t_submit: float) -> None:
+        self._engine_ready.wait()
+        if self.load_error is not None:
+            self.post_message(msg.EngineFailed(self.load_error))
+            return
+        bridge = TurnBridge(self.post_message, clock=self.clock)
+        try:
+            self.engine.chat(messages, bridge, t_submit=t_submit)
+        except EngineUnavailable as exc:
+            self.post_message(msg.EngineFailed(str(exc), died=True))
+        except Exception as exc:
+            self.post_message(msg.EngineFailed(clean_line(f"{type(exc).__name__}: {exc}"), died=True))
+
+    @work(thread=True, exclusive=True, group="turn", exit_on_error=False)
+    def _reset_engine(self) -> None:
+        self._engine_ready.wait()
+        if self.load_error is not None:
+            return
+        try:
+            self.engine.reset(TurnBridge(self.post_message, clock=self.clock))
+        except EngineUnavailable as exc:
+            self.post_message(msg.EngineFailed(str(exc), died=True))
+
+    # --------------------------------------------------------------- handlers
+    @on(Input.Submitted, "#prompt")
+    def _submit(self, event: Input.Submitted) -> None:
+        text = clean_text(event.value).strip()
+        if not text:
+            return
+        if self.turn_running:
+            self.notify("A turn is running: Esc cancels it.", severity="warning", markup=False)
+            return
+        if self.load_error is not None:
+            self.notify("No engine: " + self.load_error, severity="error", markup=False)
+            return
+        event.input.value = ""
+        self.turn_running = True
+        self.current_user = text
+        self.messages.append({"role": "user", "content": text})
+        chat = self.query_one(ChatLog)
+        chat.add("user", text)
+        self.current_reply = chat.add("assistant", "")
+        if not self._engine_ready.is_set():
+            self.current_reply.set_footer("waiting for the model to load…")
+        self._run_turn(list(self.messages), self.clock())
+
+    def on_model_inspected(self, m: msg.ModelInspected) -> None:
+        self.facts, self.hw = m.facts, m.hardware
+        s = self.settings
+        self.layout_kv = kv_layout(m.facts, s.n_ctx, s.cache_type_k, s.cache_type_v, s.swa_full, s.n_ubatch)
+        self.query_one(KVPane).set_layout(self.layout_kv, self.layout_kv.n_ctx, None)
+        self._update_estimate()
+        if m.preflight.fits is False:
+            self.push_screen(PreflightScreen(m.preflight.message), self._preflight_done)
+
+    def _preflight_done(self, go: bool | None) -> None:
+        self._preflight_answer = bool(go)
+        self._preflight_go.set()
+        if not go:
+            self.exit(return_code=1)
+
+    def on_engine_load_progress(self, m: msg.EngineLoadProgress) -> None:
+        self.query_one(StatusBar).set_loading(m.fraction)
+
+    def on_engine_loaded(self, m: msg.EngineLoaded) -> None:
+        self.loaded = L = m.loaded
+        self.query_one(StatusBar).set_loaded(L, self.settings.threads_why)
+        self.query_one(MemoryPane).set_buffers(L.buffers)
+        if self.facts is not None:
+            s = self.settings
+            self.layout_kv = kv_layout(self.facts, L.n_ctx, s.cache_type_k, s.cache_type_v, s.swa_full, L.n_ubatch)
+        if self.layout_kv is not None:
+            self.query_one(KVPane).set_layout(self.layout_kv, L.n_ctx, L.buffers.kv_mib * 1024 * 1024)
+        if self.current_reply is not None and self.turn_running:
+            self.current_reply.set_footer("")
+        if self.write_transcript and self.transcript is None:
+            from runner.transcript import Transcript
+
+            try:
+                self.transcript = Transcript(self.paths.sessions_dir, {
+                    "model": L.path, "settings": self.settings.to_dict(), "argv": self.argv})
+            except OSError as exc:
+                self.notify(f"no transcript: {clean_line(str(exc))}", severity="warning", markup=False)
+        self._update_estimate()
+
+    def on_engine_failed(self, m: msg.EngineFailed) -> None:
+        reason = clean_line(m.reason, 600)
+        self.query_one(StatusBar).set_problem("engine died" if m.died else "model not loaded")
+        if self.turn_running:
+            self.turn_running = False
+            if self.current_reply is not None:
+                self.current_reply.set_footer("turn lost: " + reason)
+        if m.died:
+            self.load_error = reason
+        self.query_one(ChatLog).add("system", reason)
+        self.push_screen(ErrorScreen("The engine died" if m.died else "Could not load the model", reason))
+
+    def on_turn_began(self, m: msg.TurnBegan) -> None:
+        self.query_one(PrefillPane).begin(m.started)
+        self.query_one(KVPane).set_cells(m.started.reused_tokens)
+
+    def on_prefill_update(self, m: msg.PrefillUpdate) -> None:
+        self.query_one(PrefillPane).progress(m.progress)
+        self.query_one(KVPane).set_cells(m.progress.done)
+
+    def on_decode_update(self, m: msg.DecodeUpdate) -> None:
+        if self.current_reply is not None:
+            self.current_reply.set_text(m.text)
+            self.query_one(ChatLog).follow()
+        self.query_one(DecodePane).update_live(m, self.clock())
+        self.query_one(KVPane).set_cells(m.pos + 1, m.tok_s)
+
+    def on_turn_finished(self, m: msg.TurnFinished) -> None:
+        r = m.result
+        self.turn_running = False
+        if not hasattr(r, "metrics"):  # refused before prefill
+            self.messages.pop()
+            if self.current_reply is not None:
+                self.current_reply.set_text("")
+                self.current_reply.set_footer("refused: " + r.reason)
+            self.query_one(PrefillPane).refused(r.reason)
+            return
+        mt = r.metrics
+        text = clean_text(r.text)
+        if self.current_reply is not None:
+            self.current_reply.set_text(text)
+            self.current_reply.set_footer(turn_footer(r))
+        self.messages.append({"role": "assistant", "content": text})
+        self.query_one(PrefillPane).finish(mt, r.stop_reason)
+        self.query_one(DecodePane).finish(mt, m.series)
+        self.query_one(KVPane).set_cells(mt.kv_cells_used, mt.decode_tok_s)
+        self.turns.append({"user": self.current_user, "stop_reason": r.stop_reason, "metrics": mt.to_dict()})
+        self._update_estimate(mt)
+        if r.stop_reason == "context_full":
+            self.notify("Context full: Ctrl+L starts a new chat.", severity="warning", markup=False)
+        if self.transcript is not None:
+            try:
+                self.transcript.turn(self.current_user, text, r.stop_reason, mt)
+            except OSError as exc:
+                self.notify(f"transcript write failed: {clean_line(str(exc))}", severity="error", markup=False)
+
+    def on_cache_reset(self, m: msg.CacheReset) -> None:
+        self.query_one(KVPane).set_cells(0)
+
+    # ------------------------------------------------------------- estimates
+    def _ceilings(self, depth: int) -> tuple[float | None, float | None]:
+        if self.facts is None or self.layout_kv is None or self.hw is None:
+            return None, None
+        return decode_ceilings_at(self.facts, self.layout_kv, self.hw.bandwidth_gbs, self.hw.tflops, depth)
+
+    def _update_estimate(self, mt=None) -> None:
+        if self.facts is None or self.layout_kv is None or self.hw is None:
+            return
+        f, lay, hw = self.facts, self.layout_kv, self.hw
+        rows: dict = {}
+        mib = 1024 * 1024
+        buffers = self.loaded.buffers if self.loaded else None
+        rows["kv"] = (lay.bytes_allocated, buffers.kv_mib * mib if buffers else None)
+        rows["weights"] = (f.weights_bytes, buffers.weights_mib * mib if buffers else None)
+        peak_pred = None
+        if f.weights_bytes is not None:
+            peak_pred = f.weights_bytes + lay.bytes_allocated + (buffers.compute_total_mib * mib if buffers else 0)
+        rows["peak"] = (peak_pred, self.query_one(MemoryPane).peak_engine_rss)
+        ctx = {
+            "gpu_present": bool(hw.gpus), "n_gpu_layers": self.settings.n_gpu_layers,
+            "n_ubatch": self.settings.n_ubatch, "on_cpu": not (hw.gpus and self.settings.n_gpu_layers),
+            "kv_quantised": self.settings.cache_type_k not in ("f16", "f32", "bf16")
+            or self.settings.cache_type_v not in ("f16", "f32", "bf16"),
+            "kv_types": f"{self.settings.cache_type_k}/{self.settings.cache_type_v}",
+            "weights_bytes": f.weights_bytes,
+        }
+        note = f"hardware: {hw.source}"
+        if mt is not None:
+            p = predict(f, lay, hw.bandwidth_gbs, hw.tflops, prompt_tokens=max(mt.prefill_tokens, 1),
+                        output_tokens=mt.decode_tokens, reused_tokens=mt.reused_tokens)
+            ttft_pred = (p.prefill_s or 0) + mt.template_s + mt.tokenize_s if p.prefill_s is not None else None
+            rows["ttft"] = (ttft_pred, mt.ttft_s)
+            rows["prefill"] = (p.prefill_tok_s, mt.prefill_tok_s)
+            dec_pred = min(x for x in (p.decode_ceiling_tok_s, p.compute_ceiling_tok_s) if x is not None) \
+                if (p.decode_ceiling_tok_s or p.compute_ceiling_tok_s) else None
+            rows["decode"] = (dec_pred, mt.decode_tok_s)
+            ctx["prompt_tokens"] = mt.prefill_tokens
+        self.query_one(EstimatePane).set_rows(rows, ctx, note)
+
+    # ---------------------------------------------------------------- system
+    def _sample_memory(self) -> None:
+        pid = self.engine.pid if self.engine is not None else None
+        same = pid == os.getpid()
+        self.query_one(MemoryPane).set_sample(take_sample(pid, os.getpid(), same_process=same))
+        if self.loaded is not None and not self.engine.alive() and self.load_error is None:
+            self.load_error = "the engine process is gone"
+            self.post_message(msg.EngineFailed(getattr(self.engine, "died", None) and self.engine.died.reason
+                                               or "the engine process exited", died=True))
+
+    # --------------------------------------------------------------- actions
+    def action_cancel_turn(self) -> None:
+        if isinstance(self.screen, (HelpScreen, ErrorScreen)) or len(self.screen_stack) > 1:
+            self.screen.dismiss()
+            return
+        if self.turn_running:
+            self.engine.cancel()
+            self.notify("Cancelling…", markup=False, timeout=2)
+
+    def action_new_chat(self) -> None:
+        if self.turn_running:
+            self.engine.cancel()
+        self.messages.clear()
+        self.query_one(ChatLog).remove_children()
+        self.current_reply = None
+        if self.transcript is not None:
+            self.transcript.event("new_chat")
+        self._reset_engine()
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen())
+
+    def action_screenshot(self) -> None:
+        svg = self.export_screenshot(title="kvtop").translate(_SVG_BAD_XML)
+        try:
+            path, fh = unique_file(self.paths.screenshots_dir, time.strftime("kvtop-%Y%m%d-%H%M%S"), "svg")
+            with fh:
+                fh.write(svg)
+        except OSError as exc:
+            self.notify(f"screenshot failed: {clean_line(str(exc))}", severity="error", markup=False)
+            return
+        self.last_saved = path
+        self.notify(f"saved {path}", markup=False, timeout=6)
+
+    def debug_bundle(self) -> dict:
+        from dataclasses import asdict
+
+        from runner.report import estimate_report
+
+        est = None
+        if self.facts is not None and self.hw is not None:
+            s = self.settings
+            est = estimate_report(self.facts, self.hw, s.n_ctx, s.cache_type_k, s.cache_type_v,
+                                  s.swa_full, s.n_ubatch, n_gpu_layers=s.n_gpu_layers)
+        facts = None
+        if self.facts is not None:
+            facts = {k: v for k, v in asdict(self.facts).items() if k not in ("chat_template",)}
+            facts["layers"] = [asdict(x) for x in self.facts.layers]
+        return {
+            "kvtop_bundle_version": 1,
+            "command_line": self.argv,
+            "settings": self.settings.to_dict(),
+            "loaded": asdict(self.loaded) if self.loaded else None,
+            "hardware": self.hw.to_dict() if self.hw else None,
+            "gguf": facts,
+            "turns": self.turns,
+            "estimate": est,
+            "load_error": self.load_error,
+            "transcript": self.transcript.path if self.transcript else None,
+        }
+
+    def action_export(self) -> None:
+        try:
+            path, fh = unique_file(self.paths.exports_dir, time.strftime("kvtop-debug-%Y%m%d-%H%M%S"), "json")
+            with fh:
+                json.dump(self.debug_bundle(), fh, indent=2, default=str)
+        except OSError as exc:
+            self.notify(f"export failed: {clean_line(str(exc))}", severity="error", markup=False)
+            return
+        self.last_saved = path
+        self.notify(f"debug bundle {path}", markup=False, timeout=6)
+
+    async def action_quit(self) -> None:
+        self.shutdown_engine()
+        self.exit(0)
+
+    def shutdown_engine(self) -> None:
+        if self.engine is not None:
+            try:
+                self.engine.close()
+            except Exception:
+                pass
+        if self.transcript is not None:
+            self.transcript.close()
+            self.transcript = None
+
+    def on_unmount(self) -> None:
+        self.shutdown_engine()

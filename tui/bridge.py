@@ -1,0 +1,91 @@
+"""Turns engine events (in the worker thread) into UI messages, throttled.
+
+One token event arrives per token; the UI needs at most ~15 redraws a second. The
+bridge accumulates text and per-token times and posts a cumulative
+``DecodeUpdate`` at most every ``interval`` seconds (and always the last one).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from runner import events as ev
+from runner.sanitize import clean_text
+
+from . import messages as msg
+
+RATE_WINDOW = 8  # tokens over which the live tok/s is measured
+MAX_SERIES = 4096
+
+
+class TurnBridge:
+    def __init__(self, post: Callable[[object], object], interval: float = 1 / 15,
+                 clock: Callable[[], float] = time.monotonic):
+        self.post = post
+        self.interval = interval
+        self.clock = clock
+        self._reset(0)
+
+    def _reset(self, turn_id: int) -> None:
+        self.turn_id = turn_id
+        self.text: list[str] = []
+        self.times: list[float] = []
+        self.positions: list[int] = []
+        self.series: list[tuple[int, float]] = []
+        self._last_post = 0.0
+        self._last_prefill_post = 0.0
+        self._pending_prefill: ev.PrefillProgress | None = None
+
+    def __call__(self, e: object) -> None:
+        if isinstance(e, ev.TurnStarted):
+            self._reset(e.turn_id)
+            self.post(msg.TurnBegan(e))
+        elif isinstance(e, ev.PrefillProgress):
+            now = self.clock()
+            if e.done >= e.total or now - self._last_prefill_post >= self.interval:
+                self._last_prefill_post = now
+                self.post(msg.PrefillUpdate(e))
+        elif isinstance(e, ev.TokenEvent):
+            self._token(e)
+        elif isinstance(e, ev.TurnDone):
+            self._flush_decode()
+            self.post(msg.TurnFinished(e, tuple(self.series)))
+        elif isinstance(e, ev.TurnRefused):
+            self.post(msg.TurnFinished(e))
+        elif isinstance(e, ev.LoadProgress):
+            self.post(msg.EngineLoadProgress(e.fraction))
+        elif isinstance(e, ev.Loaded):
+            self.post(msg.EngineLoaded(e))
+        elif isinstance(e, ev.EngineDied):
+            self.post(msg.EngineFailed(e.reason, died=True))
+        elif isinstance(e, ev.CacheCleared):
+            self.post(msg.CacheReset())
+
+    def _token(self, e: ev.TokenEvent) -> None:
+        self.text.append(e.text)
+        if e.token_id >= 0:
+            self.times.append(e.t)
+            self.positions.append(e.pos)
+            n = len(self.times)
+            if n > 1:
+                k = min(RATE_WINDOW, n - 1)
+                dt = self.times[-1] - self.times[-1 - k]
+                if dt > 0:
+                    self.series.append((e.pos, k / dt))
+                    if len(self.series) > MAX_SERIES:
+                        del self.series[: len(self.series) - MAX_SERIES]
+        now = self.clock()
+        if now - self._last_post >= self.interval:
+            self._last_post = now
+            self._flush_decode()
+
+    def _flush_decode(self) -> None:
+        if not self.times and not self.text:
+            return
+        n = len(self.times)
+        elapsed = self.times[-1] - self.times[0] if n > 1 else 0.0
+        rate = self.series[-1][1] if self.series else None
+        self.post(msg.DecodeUpdate(
+            self.turn_id, clean_text("".join(self.text)), n,
+            self.positions[-1] if self.positions else 0, elapsed, rate, tuple(self.series)))

@@ -1,0 +1,28 @@
+"""The ``kvtop`` command: the live monitor, ``kvtop bench`` and ``kvtop estimate``.
+
+The headless commands never import Textual. Exit codes: 0 ok, 1 runtime error
+with a one-line message, 2 usage error.
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "bench":
+        from runner.commands import bench_main
+
+        return bench_main(argv[1:])
+    if argv and argv[0] == "estimate":
+        from runner.commands import estimate_main
+
+        return estimate_main(argv[1:])
+    from .launch import launch_main
+
+    return launch_main(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

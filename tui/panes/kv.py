@@ -1,0 +1,67 @@
+"""KV cache fill: cells used of n_ctx, bytes used and allocated, per attention kind."""
+
+from __future__ import annotations
+
+from textual.content import Content
+from textual.widget import Widget
+
+from ..format import bar, fmt_bytes, fmt_int, fmt_seconds
+
+KIND_STYLE = {
+    "full": "$kvtop-kv-full",
+    "sliding": "$kvtop-kv-sliding",
+    "latent": "$kvtop-kv-latent",
+    "recurrent": "$kvtop-kv-recurrent",
+}
+
+
+class KVPane(Widget):
+    def __init__(self, **kw) -> None:
+        super().__init__(**kw)
+        self.border_title = "KV cache"
+        self.layout_ = None  # runner.kv_math.KVLayout
+        self.allocated_llama: float | None = None  # bytes, from llama.cpp's log
+        self.cells = 0
+        self.n_ctx = 0
+        self.rate: float | None = None
+
+    def set_layout(self, layout, n_ctx: int, allocated_bytes: float | None) -> None:
+        self.layout_ = layout
+        self.n_ctx = n_ctx
+        self.allocated_llama = allocated_bytes
+        self.refresh()
+
+    def set_cells(self, cells: int, rate: float | None = None) -> None:
+        self.cells = cells
+        if rate is not None:
+            self.rate = rate
+        self.refresh()
+
+    def render(self) -> Content:
+        w = max(0, self.size.width - 2)
+        n_ctx = max(self.n_ctx, 1)
+        lay = self.layout_
+        lines = [
+            bar(w, [(self.cells / n_ctx, "$kvtop-kv-full")]),
+            Content.assemble((f"{fmt_int(self.cells)}/{fmt_int(self.n_ctx)} cells", "bold"),
+                             (f"  {self.cells / n_ctx * 100:.1f}%", "$text-muted")),
+        ]
+        if lay is not None:
+            used = lay.bytes_used(self.cells)
+            lines.append(Content.assemble(
+                ("used ", "$text-muted"), fmt_bytes(used), ("  allocated ", "$text-muted"),
+                fmt_bytes(self.allocated_llama if self.allocated_llama is not None else lay.bytes_allocated),
+                ("  per token ", "$text-muted"), fmt_bytes(lay.bytes_per_token)))
+            for k in lay.kinds:
+                used_k = k.bytes_used(self.cells)
+                cells = "state" if k.kind == "recurrent" else f"{min(self.cells, k.cells):,}/{k.cells:,}"
+                lines.append(Content.assemble(
+                    ("■ ", KIND_STYLE.get(k.kind, "")), (f"{k.kind:<9}", KIND_STYLE.get(k.kind, "")),
+                    f" {k.n_layers:>3} layers  {cells:>13}  {fmt_bytes(used_k)} / {fmt_bytes(k.bytes_allocated)}"))
+        left = self.n_ctx - self.cells
+        if self.rate and left > 0:
+            lines.append(Content.assemble(("full in ", "$text-muted"),
+                                          f"{left:,} tok ≈ {fmt_seconds(left / self.rate)} at {self.rate:.0f} tok/s"))
+        elif left <= 0 and self.n_ctx:
+            lines.append(Content.styled("context full: Ctrl+L starts a new chat", "bold $kvtop-critical"))
+        return Content("\n").join(lines)

@@ -1,0 +1,85 @@
+"""Memory: engine and UI RSS, system RAM and swap, GPUs (NVML), llama.cpp's buffers.
+
+No NVML is a value: the pane says "no NVIDIA GPU" and the rest still shows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual.content import Content
+from textual.widget import Widget
+
+from runner.sanitize import clean_line
+
+from ..format import NA, bar, fmt_bytes
+
+
+@dataclass(frozen=True)
+class MemorySample:
+    engine_rss: int | None
+    ui_rss: int | None
+    system: object  # runner.hardware.SystemMemory
+    gpus: tuple = ()
+    gpu_note: str | None = None
+
+
+def take_sample(engine_pid: int | None, ui_pid: int, same_process: bool = False) -> MemorySample:
+    from runner.hardware import process_memory, query_gpus, system_memory
+
+    eng = process_memory(engine_pid).rss if engine_pid else None
+    ui = process_memory(ui_pid).rss
+    g = query_gpus(engine_pid)
+    return MemorySample(eng, None if same_process else ui, system_memory(), g.gpus, g.note)
+
+
+class MemoryPane(Widget):
+    def __init__(self, **kw) -> None:
+        super().__init__(**kw)
+        self.border_title = "Memory"
+        self.sample: MemorySample | None = None
+        self.buffers = None  # runner.llama_log.LlamaBuffers
+        self.peak_engine_rss: int | None = None
+
+    def set_sample(self, s: MemorySample) -> None:
+        self.sample = s
+        if s.engine_rss is not None:
+            self.peak_engine_rss = max(self.peak_engine_rss or 0, s.engine_rss)
+        self.refresh()
+
+    def set_buffers(self, buffers) -> None:
+        self.buffers = buffers
+        self.refresh()
+
+    def render(self) -> Content:
+        s = self.sample
+        w = max(0, self.size.width - 2)
+        lines: list[Content] = []
+        if s is None:
+            lines.append(Content.styled("sampling…", "$text-muted"))
+        else:
+            lines.append(Content.assemble(("engine ", "$text-muted"), fmt_bytes(s.engine_rss),
+                                          ("  peak ", "$text-muted"), fmt_bytes(self.peak_engine_rss),
+                                          ("  UI ", "$text-muted"), fmt_bytes(s.ui_rss) if s.ui_rss else "same process"))
+            sm = s.system
+            if sm.total:
+                lines.append(bar(w, [(sm.used / sm.total, "$kvtop-measured")]))
+            lines.append(Content.assemble(("RAM ", "$text-muted"), fmt_bytes(sm.used), " / ", fmt_bytes(sm.total),
+                                          ("  free ", "$text-muted"), fmt_bytes(sm.available)))
+            lines.append(Content.assemble(("swap ", "$text-muted"), fmt_bytes(sm.swap_used), " / ",
+                                          fmt_bytes(sm.swap_total)))
+            if not s.gpus:
+                lines.append(Content.styled(clean_line(s.gpu_note or "no NVIDIA GPU"), "$text-muted"))
+            for g in s.gpus:
+                used = fmt_bytes(g.memory_used)
+                util = f"{g.utilization}%" if g.utilization is not None else NA
+                lines.append(Content.assemble((f"GPU{g.index} ", "bold"), clean_line(g.name, 28), "  ", used, " / ",
+                                              fmt_bytes(g.memory_total), ("  engine ", "$text-muted"),
+                                              fmt_bytes(g.process_memory), ("  util ", "$text-muted"), util))
+        b = self.buffers
+        if b is not None:
+            mib = 1024 * 1024
+            lines.append(Content.assemble(("llama.cpp ", "$text-muted"), "weights ", fmt_bytes(b.weights_mib * mib),
+                                          "  KV ", fmt_bytes(b.kv_mib * mib)))
+            lines.append(Content.assemble(("          ", ""), "compute ", fmt_bytes(b.compute_total_mib * mib)))
+        return Content("\n").join(lines)

@@ -1,0 +1,90 @@
+"""Modal screens: help, an error report (instead of a crash), the pre-flight warning."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.content import Content
+from textual.screen import ModalScreen
+from textual.widgets import Button, Static
+
+KEYS = [
+    ("Enter", "send the message"),
+    ("Esc", "cancel the running turn (prefill or decode)"),
+    ("Ctrl+S", "save an SVG screenshot (kvtop names it; the path is shown)"),
+    ("Ctrl+E", "export a debug bundle (JSON)"),
+    ("Ctrl+L", "new chat (clears the KV cache)"),
+    ("Ctrl+T", "pick a theme"),
+    ("Ctrl+P", "command palette"),
+    ("F1", "this help"),
+    ("Ctrl+Q", "quit"),
+]
+
+PANES = [
+    ("Prefill", "prompt tokens done/total; reused-from-cache tokens are pre-filled in their own colour"),
+    ("Decode", "live tok/s vs the bandwidth ceiling (bandwidth / bytes read per token) and the compute ceiling"),
+    ("KV cache", "cells used of n_ctx, bytes used/allocated per attention kind"),
+    ("Memory", "engine and UI RSS, system RAM, GPUs, llama.cpp's own buffers"),
+    ("Estimate", "what the physics predicts beside what was measured, and the likely reason for the gap"),
+]
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape,f1,q", "dismiss", "Close")]
+
+    def compose(self) -> ComposeResult:
+        lines = [Content.styled("kvtop keys", "bold")]
+        lines += [Content.assemble((f"{k:<8}", "bold $accent"), v) for k, v in KEYS]
+        lines += [Content(""), Content.styled("panes", "bold")]
+        lines += [Content.assemble((f"{k:<9}", "bold $primary"), v) for k, v in PANES]
+        with Vertical(id="help-box", classes="dialog"):
+            yield Static(Content("\n").join(lines), markup=False)
+            yield Button("Close", id="close", variant="primary")
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss()
+
+
+class ErrorScreen(ModalScreen[None]):
+    """A failure the user must see: model not loadable, engine died."""
+
+    BINDINGS = [Binding("escape,enter", "dismiss", "Close")]
+
+    def __init__(self, title: str, reason: str) -> None:
+        super().__init__()
+        self.title_text = title
+        self.reason = reason
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="error-box", classes="dialog"):
+            yield Static(Content.styled(self.title_text, "bold $error"), markup=False)
+            yield Static(Content(self.reason), markup=False, id="error-reason")
+            with Horizontal(classes="buttons"):
+                yield Button("Close", id="close", variant="primary")
+                yield Button("Quit", id="quit", variant="error")
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "quit":
+            self.app.exit(return_code=1)
+        else:
+            self.dismiss()
+
+
+class PreflightScreen(ModalScreen[bool]):
+    """The model may not fit in memory: go on, or stop before loading."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__()
+        self.message = message
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="preflight-box", classes="dialog"):
+            yield Static(Content.styled("This model may not fit in memory", "bold $warning"), markup=False)
+            yield Static(Content(self.message), markup=False)
+            with Horizontal(classes="buttons"):
+                yield Button("Load anyway", id="go", variant="warning")
+                yield Button("Stop", id="stop", variant="primary")
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "go")
