@@ -18,7 +18,6 @@ The engine knows nothing of processes or UIs: it reports through ``emit(event)``
 
 from __future__ import annotations
 
-import codecs
 import ctypes
 import os
 import threading
@@ -31,6 +30,7 @@ from .llama_log import CAPTURE, parse_buffers
 from .quant_types import KV_CACHE_TYPES
 from .sanitize import clean_line
 from .settings import Settings
+from .textstream import Utf8Stream
 
 Emit = Callable[[object], None]
 
@@ -195,6 +195,9 @@ class Engine:
         n = llama_cpp.llama_token_to_piece(self.vocab, tok, self._piece_buf, 256, 0, True)
         return self._piece_buf.raw[: max(n, 0)].decode("utf-8", errors="replace")
 
+    def piece(self, tok: int) -> bytes:
+        return self._piece(tok)
+
     def _piece(self, tok: int) -> bytes:
         import llama_cpp
 
@@ -342,7 +345,7 @@ class Engine:
         prefill_s = time.monotonic() - t_pf
 
         # ---- decode
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        decoder = Utf8Stream()
         out_text: list[str] = []
         token_times: list[float] = []
         t_first_visible = None
@@ -359,7 +362,7 @@ class Engine:
                 now = time.monotonic()
                 if t_first_token is None:
                     t_first_token = now
-                text = decoder.decode(self._piece(tok))
+                text = decoder.feed(self._piece(tok))
                 if text and t_first_visible is None:
                     t_first_visible = now
                 token_times.append(now)
@@ -388,7 +391,7 @@ class Engine:
         finally:
             if smpl is not None:
                 llama_cpp.llama_sampler_free(smpl)
-            tail = decoder.decode(b"", final=True)
+            tail = decoder.flush()
             if tail:
                 out_text.append(tail)
                 now = time.monotonic()

