@@ -17,7 +17,7 @@ from .settings import Settings
 
 def smollm_loaded(path: str, n_ctx: int = 4096) -> ev.Loaded:
     """A ``Loaded`` event as SmolLM2-135M-Instruct Q4_1 reports it on a 2-core CPU."""
-    kv_mib = 22.5 * n_ctx / 2048
+    kv_mib = 45.0 * n_ctx / 2048  # 22.5 KiB per cell
     return ev.Loaded(
         path=path, name="SmolLM2 135M Instruct", description="llama 256M Q4_1", architecture="llama",
         file_type="Q4_1", n_params=134515008, model_bytes=96576768, n_ctx=n_ctx, n_ctx_train=8192,

@@ -27,6 +27,11 @@ def verdict(rows: dict, ctx: dict) -> str:
     if gaps[worst] < math.log(1.25):
         return f"measured within 25% of the estimate ({worst} {ratio:.2f}x): running near the hardware's limits"
     if worst in ("prefill", "ttft"):
+        if worst == "ttft":
+            pp_pred, pp_meas = rows.get("prefill", (None, None))
+            if not (pp_pred and pp_meas):
+                return f"TTFT {ratio:.2f}x the estimate: time outside prefill (queueing, template, first sample)"
+            ratio = pp_meas / pp_pred
         if ctx.get("prompt_tokens", 0) < 64:
             return (f"prefill at {ratio:.2f}x of the estimate: a {ctx.get('prompt_tokens')}-token prompt is too short "
                     f"to keep the matrix units busy")
@@ -42,7 +47,7 @@ def verdict(rows: dict, ctx: dict) -> str:
     if weights and weights < 512 * 1024 * 1024 and ratio < 1:
         per_tok = 1 / meas * 1000 if meas else 0
         return (f"decode at {ratio:.2f}x of the bandwidth ceiling: a tiny model ({fmt_bytes(weights)}) is "
-                f"bound by per-token overhead ({per_tok:.1f} ms/token), not by reading weights")
+                f"bound by per-token overhead ({per_tok:.1f} ms/token), not by reading the weights")
     return f"decode at {ratio:.2f}x of the bandwidth ceiling: memory bandwidth not saturated (threads? other load?)"
 
 
@@ -58,7 +63,7 @@ class EstimatePane(Widget):
         self.rows = rows
         self.context = context
         self.note = note
-        self.refresh()
+        self.refresh(layout=True)
 
     def render(self) -> Content:
         spec = [

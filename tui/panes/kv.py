@@ -29,13 +29,13 @@ class KVPane(Widget):
         self.layout_ = layout
         self.n_ctx = n_ctx
         self.allocated_llama = allocated_bytes
-        self.refresh()
+        self.refresh(layout=True)
 
     def set_cells(self, cells: int, rate: float | None = None) -> None:
         self.cells = cells
         if rate is not None:
             self.rate = rate
-        self.refresh()
+        self.refresh(layout=True)
 
     def render(self) -> Content:
         w = max(0, self.size.width - 2)

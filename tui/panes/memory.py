@@ -45,11 +45,11 @@ class MemoryPane(Widget):
         self.sample = s
         if s.engine_rss is not None:
             self.peak_engine_rss = max(self.peak_engine_rss or 0, s.engine_rss)
-        self.refresh()
+        self.refresh(layout=True)
 
     def set_buffers(self, buffers) -> None:
         self.buffers = buffers
-        self.refresh()
+        self.refresh(layout=True)
 
     def render(self) -> Content:
         s = self.sample
@@ -58,9 +58,10 @@ class MemoryPane(Widget):
         if s is None:
             lines.append(Content.styled("sampling…", "$text-muted"))
         else:
-            lines.append(Content.assemble(("engine ", "$text-muted"), fmt_bytes(s.engine_rss),
-                                          ("  peak ", "$text-muted"), fmt_bytes(self.peak_engine_rss),
-                                          ("  UI ", "$text-muted"), fmt_bytes(s.ui_rss) if s.ui_rss else "same process"))
+            lines.append(Content.assemble(("engine RSS ", "$text-muted"), fmt_bytes(s.engine_rss),
+                                          ("  peak ", "$text-muted"), fmt_bytes(self.peak_engine_rss)))
+            lines.append(Content.assemble(("UI RSS ", "$text-muted"),
+                                          fmt_bytes(s.ui_rss) if s.ui_rss else "same process as the engine"))
             sm = s.system
             if sm.total:
                 lines.append(bar(w, [(sm.used / sm.total, "$kvtop-measured")]))

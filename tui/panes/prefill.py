@@ -33,12 +33,12 @@ class PrefillPane(Widget):
         self.finished = False
         self.note = "computing"
         self.template_note = started.template_fallback
-        self.refresh()
+        self.refresh(layout=True)
 
     def progress(self, p) -> None:
         self.total, self.done, self.reused = p.total, p.done, p.reused
         self.elapsed, self.rate = p.elapsed_s, p.tok_s
-        self.refresh()
+        self.refresh(layout=True)
 
     def finish(self, metrics, stop_reason: str) -> None:
         self.finished = True
@@ -47,12 +47,12 @@ class PrefillPane(Widget):
         self.elapsed = metrics.prefill_s
         self.rate = metrics.prefill_tok_s
         self.note = "cancelled" if stop_reason == "cancelled" and self.done < self.total else "done"
-        self.refresh()
+        self.refresh(layout=True)
 
     def refused(self, reason: str) -> None:
         self.finished = True
         self.note = reason
-        self.refresh()
+        self.refresh(layout=True)
 
     def render(self) -> Content:
         w = max(0, self.size.width - 2)

@@ -1,0 +1,109 @@
+"""Drive the real app (App.run_test) on the real SmolLM2 model in its child process."""
+
+import json
+import os
+
+import pytest
+
+from helpers import make_app, screen_text, wait_until
+from runner.process import EngineProcess
+from runner.settings import Settings
+from tui.panes.chat import ChatLog, ChatMessage
+from tui.panes.decode import DecodePane
+from tui.panes.kv import KVPane
+from tui.panes.prefill import PrefillPane
+from tui.panes.status import StatusBar
+
+
+@pytest.fixture
+def settings(smollm_path):
+    return Settings(smollm_path, n_ctx=2048, temp=0, n_predict=40)
+
+
+async def send(pilot, text):
+    inp = pilot.app.query_one("#prompt")
+    inp.value = text
+    await pilot.press("enter")
+
+
+async def test_a_real_turn_fills_every_pane_with_the_engines_figures(settings, tmp_path):
+    app = make_app(settings, EngineProcess, tmp_path, live_system=False)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await wait_until(pilot, lambda: app.loaded is not None, what="model load")
+        assert app.query_one(StatusBar).load_fraction is None
+        await send(pilot, "Write one sentence about the moon.")
+        await wait_until(pilot, lambda: app.turns and not app.turn_running, what="turn end")
+        m = app.turns[-1]["metrics"]
+        stop = app.turns[-1]["stop_reason"]
+        pre = app.query_one(PrefillPane)
+        assert pre.done == pre.total == m["prompt_tokens"]
+        assert pre.rate == pytest.approx(m["prefill_tokens"] / m["prefill_s"])
+        kv = app.query_one(KVPane)
+        assert kv.cells == m["prompt_tokens"] + m["decode_tokens"] - (1 if stop == "n_predict" else 0)
+        dec = app.query_one(DecodePane)
+        assert dec.rate == pytest.approx((m["decode_tokens"] - 1) / m["decode_s"])
+        assert len(dec.series) == m["decode_tokens"] - 1
+        reply = app.query(ChatMessage)[-1]
+        assert reply.role == "assistant" and reply.text == app.messages[-1]["content"] and reply.text
+        assert "TTFT" in reply.footer and f"{m['decode_tokens']} tok" in reply.footer
+        text = screen_text(app)
+        assert f"{m['prompt_tokens']}/{m['prompt_tokens']} tok" in text
+        assert f"{kv.cells:,}/2,048 cells" in text
+        assert "Estimate vs actual" in text and "predicted" in text
+        # a second turn reuses the cached prefix and the pane shows it
+        await send(pilot, "And one about the sun.")
+        await wait_until(pilot, lambda: len(app.turns) == 2 and not app.turn_running, what="turn 2")
+        m2 = app.turns[-1]["metrics"]
+        assert m2["reused_tokens"] > m["prompt_tokens"]
+        assert pre.reused == m2["reused_tokens"]
+        assert f"reused {m2['reused_tokens']}" in screen_text(app)
+        # the transcript holds both turns, on disk already
+        with open(app.transcript.path) as fh:
+            lines = [json.loads(x) for x in fh]
+        assert [x["type"] for x in lines] == ["session", "turn", "turn"]
+        assert lines[2]["metrics"]["reused_tokens"] == m2["reused_tokens"]
+
+
+async def test_escape_cancels_a_long_prefill_and_the_next_turn_works(smollm_path, tmp_path):
+    settings = Settings(smollm_path, n_ctx=4096, temp=0, n_predict=8, n_ubatch=64, n_batch=64)
+    app = make_app(settings, EngineProcess, tmp_path, live_system=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_until(pilot, lambda: app.loaded is not None, what="model load")
+        await send(pilot, "Summarise: " + "the tide comes in and the tide goes out. " * 250)
+        pre = app.query_one(PrefillPane)
+        await wait_until(pilot, lambda: pre.done > pre.reused, what="prefill progress")
+        assert app.turn_running
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: not app.turn_running, timeout=20, what="cancel")
+        assert app.turns[-1]["stop_reason"] == "cancelled"
+        assert pre.done < pre.total and pre.note == "cancelled"
+        assert "cancelled" in app.query(ChatMessage)[-1].footer
+        await send(pilot, "Hi")
+        await wait_until(pilot, lambda: len(app.turns) == 2 and not app.turn_running, what="next turn")
+        assert app.turns[-1]["stop_reason"] in ("eog", "n_predict")
+
+
+async def test_theme_switch_applies_and_persists(settings, tmp_path):
+    app = make_app(settings, EngineProcess, tmp_path, live_system=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        assert app.theme == "kvtop-dark"
+        dark_svg = app.export_screenshot()
+        app.theme = "kvtop-light"
+        await pilot.pause()
+        light_svg = app.export_screenshot()
+        assert "#f6f8fa" in light_svg.lower() and "#f6f8fa" not in dark_svg.lower()
+        assert app.theme_variables["kvtop-ceiling"] == "#c4161c"
+    with open(os.path.join(tmp_path, "config", "config.json")) as fh:
+        assert json.load(fh)["theme"] == "kvtop-light"
+    again = make_app(settings, EngineProcess, tmp_path, live_system=False)
+    async with again.run_test(size=(100, 30)) as pilot:
+        assert again.theme == "kvtop-light"
+
+
+async def test_ctrl_t_opens_the_theme_picker(settings, tmp_path):
+    app = make_app(settings, EngineProcess, tmp_path, live_system=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("ctrl+t")
+        await pilot.pause()
+        assert "CommandPalette" in type(app.screen).__name__
+        assert "kvtop-high-contrast" in screen_text(app)

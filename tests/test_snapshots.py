@@ -1,0 +1,55 @@
+"""SVG snapshots of the dashboard: 80x24 and 160x50, dark and light themes.
+
+Deterministic: a scripted engine replays fixed events with fixed timestamps, the
+clock is fixed, hardware and memory figures are fixed, nothing samples the system.
+Update after an intended change with ``pytest --snapshot-update`` and look at the
+report it writes before committing.
+"""
+
+import pytest
+
+from helpers import make_app, wait_until
+from runner.hardware import SystemMemory
+from runner.scripted import ScriptedEngine, scripted_turn, smollm_loaded
+from runner.settings import Settings
+from tui.panes.memory import MemorySample
+
+PIECES = ["The", " moon", " is", " Earth", "'s", " only", " natural", " satellite", ",", " about",
+          " 384", ",", "400", " km", " away", ". ", "It", " has", " no", " light", " of", " its",
+          " own", ": ", "[bold]", "markup", "[/]", " stays", " text", "."]
+
+MEMORY = MemorySample(engine_rss=251 * 2**20, ui_rss=61 * 2**20,
+                      system=SystemMemory(24 * 2**30, 22 * 2**30, 2 * 2**30, 0, 2**30),
+                      gpus=(), gpu_note="no NVIDIA GPU (NVML Shared Library Not Found)")
+
+
+def build(theme: str, tmp_path):
+    settings = Settings("/models/SmolLM2-135M-Instruct.Q4_1.gguf", n_ctx=4096, n_threads=2)
+    loaded = smollm_loaded(settings.model)
+    turns = [scripted_turn(1, 1000.0, 37, 0, PIECES, pp_tok_s=420.0, tg_tok_s=150.0)]
+    factory = lambda s: ScriptedEngine(s, loaded, turns)
+
+    from runner.demo import demo_model_path
+
+    app = make_app(settings, factory, tmp_path, live_system=False, memory_sample=MEMORY,
+                   clock=lambda: 5000.0, write_transcript=False)
+    # the facts come from the real SmolLM2 header, the path shown is the scripted one
+    app.settings = Settings(demo_model_path(), n_ctx=4096, n_threads=2, threads_why="set by -t").resolved()
+    app.prefs.theme = theme
+    return app
+
+
+async def chat_turn(pilot):
+    app = pilot.app
+    app.query_one("#prompt").cursor_blink = False
+    await wait_until(pilot, lambda: app.loaded is not None and app.facts is not None, what="load")
+    app.query_one("#prompt").value = "Tell me about the moon."
+    await pilot.press("enter")
+    await wait_until(pilot, lambda: app.turns and not app.turn_running, what="turn")
+    await pilot.pause(0.3)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 50)])
+@pytest.mark.parametrize("theme", ["kvtop-dark", "kvtop-light"])
+def test_dashboard_snapshot(snap_compare, tmp_path, size, theme):
+    assert snap_compare(build(theme, tmp_path), terminal_size=size, run_before=chat_turn)
