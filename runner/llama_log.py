@@ -153,11 +153,14 @@ class LogCapture:
             return "\n".join(lines + ([self._partial] if self._partial else []))
 
     def last_error(self) -> str | None:
+        """The most telling error since ``mark``: llama.cpp logs the cause first
+        ("error loading model: ...") and generic follow-ups ("failed to load model") after."""
         with self._lock:
-            for line in reversed(self._errors):
-                if line:
-                    return line
-        return None
+            errors = [line for line in self._errors if line]
+        for line in errors:
+            if "error loading model" in line:
+                return line.split("error loading model:", 1)[-1].strip() or line
+        return errors[0] if errors else None
 
 
 CAPTURE = LogCapture()

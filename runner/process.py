@@ -51,7 +51,7 @@ def _signal_name(code: int | None) -> str:
     return f"exit code {code}"
 
 
-def _tail(path: str, n: int = 6) -> str:
+def _tail(path: str, n: int = 3) -> str:
     try:
         with open(path, "rb") as fh:
             fh.seek(0, os.SEEK_END)
@@ -61,7 +61,8 @@ def _tail(path: str, n: int = 6) -> str:
     except OSError:
         return ""
     keep = [ln.strip() for ln in lines if ln.strip()]
-    return " | ".join(keep[-n:])
+    asserts = [ln for ln in keep if "GGML_ASSERT" in ln or "error" in ln.lower()]
+    return " | ".join((asserts or keep)[-n:])
 
 
 class EngineProcess:
@@ -92,6 +93,7 @@ class EngineProcess:
         ev_r, ev_w = os.pipe()
         env = dict(os.environ)
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        env["GGML_NO_BACKTRACE"] = "1"  # an abort should log its assertion, not run gdb
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         log = open(self.log_path, "ab")
         try:
@@ -218,6 +220,11 @@ class EngineProcess:
                 except OSError:
                     pass
             self._cmd = self._events = None
+            if self.died is None:  # keep the log only when it explains a death
+                try:
+                    os.unlink(self.log_path)
+                except OSError:
+                    pass
 
     def kill_now(self) -> None:
         """For signal handlers: end the child without waiting on pipes."""

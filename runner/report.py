@@ -31,6 +31,10 @@ def load_facts(path: str) -> ModelFacts:
         raise ModelFileError(f"{path}: {exc}") from None
     facts = facts_from_header(header)
     check_consistent(facts, header)
+    if header.tensors and not header.has_tensor_data:
+        facts.notes.append(
+            f"tensor data missing or truncated ({header.file_size:,} of "
+            f"{header.data_offset + header.tensor_data_bytes():,} bytes): estimate from the header only")
     return facts
 
 

@@ -57,6 +57,7 @@ class KvtopApp(App[int]):
         Binding("ctrl+t", "change_theme", "Theme", priority=True),
         Binding("f1", "help", "Help"),
         Binding("ctrl+q", "quit", "Quit", priority=True),
+        Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
     ]
 
     def __init__(
@@ -448,14 +449,22 @@ class KvtopApp(App[int]):
         }
 
     def action_export(self) -> None:
+        """The debug bundle (JSON) and the per-turn timings as CSV beside it."""
+        from .export import write_turns_csv
+
+        stem = time.strftime("kvtop-debug-%Y%m%d-%H%M%S")
         try:
-            path, fh = unique_file(self.paths.exports_dir, time.strftime("kvtop-debug-%Y%m%d-%H%M%S"), "json")
+            path, fh = unique_file(self.paths.exports_dir, stem, "json")
             with fh:
                 json.dump(self.debug_bundle(), fh, indent=2, default=str)
+            csv_path, cfh = unique_file(self.paths.exports_dir, stem + "-turns", "csv")
+            with cfh:
+                write_turns_csv(cfh, self.turns)
         except OSError as exc:
             self.notify(f"export failed: {clean_line(str(exc))}", severity="error", markup=False)
             return
         self.last_saved = path
+        self.last_csv = csv_path
         self.notify(f"debug bundle {path}", markup=False, timeout=6)
 
     async def action_quit(self) -> None:

@@ -1,0 +1,85 @@
+"""kvtop in a real terminal (tmux): type a message, read the answer off the screen, quit cleanly."""
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is installed by .ci/run")
+
+
+def tmux(*args, check=True):
+    return subprocess.run(["tmux", *args], capture_output=True, text=True, check=check)
+
+
+def capture(session):
+    return tmux("capture-pane", "-t", session, "-p").stdout
+
+
+def wait_screen(session, predicate, timeout=60, what=""):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        screen = capture(session)
+        if predicate(screen):
+            return screen
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}; screen:\n{capture(session)}")
+
+
+def engine_pids():
+    out = subprocess.run(["pgrep", "-f", "runner.process"], capture_output=True, text=True).stdout
+    return {int(x) for x in out.split()}
+
+
+@pytest.fixture
+def session(tmp_path):
+    name = f"kvtop-test-{os.getpid()}"
+    yield name
+    tmux("kill-session", "-t", name, check=False)
+
+
+@pytest.mark.parametrize("size", [(120, 40), (80, 24)])
+def test_chat_in_a_real_terminal(session, tmp_path, size):
+    before = engine_pids()
+    home = tmp_path / "home"
+    cmd = (f"KVTOP_HOME={home} {sys.executable} -m tui -n 24 --temp 0 -c 1024; "
+           f"echo KVTOP-EXIT=$?; sleep 30")
+    tmux("new-session", "-d", "-s", session, "-x", str(size[0]), "-y", str(size[1]), cmd)
+    wait_screen(session, lambda s: "n_ctx 1,024" in s, what="the model to load")
+    tmux("send-keys", "-t", session, "Say hello to the world", "Enter")
+    screen = wait_screen(session, lambda s: re.search(r"TTFT \d", s), what="the answer")
+    assert "you: Say hello to the world" in screen
+    assert "model:" in screen
+    assert "tok/s" in screen
+    assert any(p not in before for p in engine_pids())  # the engine runs in its own process
+    tmux("send-keys", "-t", session, "C-s")
+    wait_screen(session, lambda s: "saved" in s, what="the screenshot path")
+    shots = list((home / "data" / "screenshots").glob("*.svg"))
+    assert len(shots) == 1 and shots[0].read_text().lstrip().startswith("<svg")
+    tmux("send-keys", "-t", session, "C-q")
+    wait_screen(session, lambda s: "KVTOP-EXIT=0" in s, timeout=20, what="a clean exit")
+    time.sleep(0.5)
+    assert engine_pids() <= before, "the engine child outlived the UI"
+
+
+def test_sigterm_during_a_turn_stops_the_engine(session, tmp_path):
+    before = engine_pids()
+    home = tmp_path / "home"
+    cmd = f"KVTOP_HOME={home} {sys.executable} -m tui -n -1 --temp 0 -c 4096; echo KVTOP-EXIT=$?; sleep 30"
+    tmux("new-session", "-d", "-s", session, "-x", "120", "-y", "40", cmd)
+    wait_screen(session, lambda s: "n_ctx 4,096" in s, what="the model to load")
+    tmux("send-keys", "-t", session, "Write a very long essay about oceans.", "Enter")
+    wait_screen(session, lambda s: "live" in s, what="decode to start")
+    kids = engine_pids() - before
+    assert len(kids) == 1
+    ui = int(subprocess.run(["ps", "-o", "ppid=", "-p", str(next(iter(kids)))],
+                            capture_output=True, text=True).stdout)
+    os.kill(ui, signal.SIGTERM)
+    wait_screen(session, lambda s: "KVTOP-EXIT=" in s, timeout=20, what="exit after SIGTERM")
+    time.sleep(0.5)
+    assert not (engine_pids() & kids), "the engine child outlived SIGTERM"
