@@ -34,9 +34,6 @@ async def wait_until(pilot, predicate, timeout: float = 60.0, what: str = "condi
 
 
 def screen_text(app) -> str:
-    """What the terminal shows, as plain text (from the SVG export's text)."""
-    import html
-    import re
-
-    svg = app.export_screenshot()
-    return html.unescape(re.sub(r"<[^>]+>", "", svg)).replace("\xa0", " ")
+    """What the terminal shows, line by line, as plain text (the composited screen)."""
+    strips = app.screen._compositor.render_strips()
+    return "\n".join(strip.text for strip in strips)

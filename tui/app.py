@@ -100,6 +100,7 @@ class KvtopApp(App[int]):
         self._preflight_go = threading.Event()
         self._preflight_answer = True
         self.last_saved: str | None = None
+        self._stopping = False
 
     # ------------------------------------------------------------------ setup
     def get_theme_variable_defaults(self) -> dict[str, str]:
@@ -250,9 +251,10 @@ class KvtopApp(App[int]):
 
     def _preflight_done(self, go: bool | None) -> None:
         self._preflight_answer = bool(go)
-        self._preflight_go.set()
         if not go:
+            self._stopping = True
             self.exit(return_code=1)
+        self._preflight_go.set()
 
     def on_engine_load_progress(self, m: msg.EngineLoadProgress) -> None:
         self.query_one(StatusBar).set_loading(m.fraction)
@@ -279,6 +281,8 @@ class KvtopApp(App[int]):
         self._update_estimate()
 
     def on_engine_failed(self, m: msg.EngineFailed) -> None:
+        if self._stopping:
+            return
         reason = clean_line(m.reason, 600)
         self.query_one(StatusBar).set_problem("engine died" if m.died else "model not loaded")
         if self.turn_running:
@@ -472,6 +476,9 @@ class KvtopApp(App[int]):
         self.exit(0)
 
     def shutdown_engine(self) -> None:
+        self._stopping = True
+        self._preflight_answer = False
+        self._preflight_go.set()  # a load worker waiting on the memory warning ends
         if self.engine is not None:
             try:
                 self.engine.close()

@@ -44,20 +44,22 @@ class KVPane(Widget):
         lines = [
             bar(w, [(self.cells / n_ctx, "$kvtop-kv-full")]),
             Content.assemble((f"{fmt_int(self.cells)}/{fmt_int(self.n_ctx)} cells", "bold"),
-                             (f"  {self.cells / n_ctx * 100:.1f}%", "$text-muted")),
+                             (f" {self.cells / n_ctx * 100:.1f}%", "$text-muted"),
+                             *((("  ", ""), (fmt_bytes(lay.bytes_per_token), ""), ("/token", "$text-muted"))
+                               if lay is not None else ())),
         ]
         if lay is not None:
             used = lay.bytes_used(self.cells)
             lines.append(Content.assemble(
-                ("used ", "$text-muted"), fmt_bytes(used), ("  allocated ", "$text-muted"),
+                ("used ", "$text-muted"), fmt_bytes(used), (" of ", "$text-muted"),
                 fmt_bytes(self.allocated_llama if self.allocated_llama is not None else lay.bytes_allocated),
-                ("  per token ", "$text-muted"), fmt_bytes(lay.bytes_per_token)))
+                (" allocated", "$text-muted")))
             for k in lay.kinds:
                 used_k = k.bytes_used(self.cells)
-                cells = "state" if k.kind == "recurrent" else f"{min(self.cells, k.cells):,}/{k.cells:,}"
+                what = "constant state" if k.kind == "recurrent" else f"{k.cells:,} cells"
                 lines.append(Content.assemble(
-                    ("■ ", KIND_STYLE.get(k.kind, "")), (f"{k.kind:<9}", KIND_STYLE.get(k.kind, "")),
-                    f" {k.n_layers:>3} layers  {cells:>13}  {fmt_bytes(used_k)} / {fmt_bytes(k.bytes_allocated)}"))
+                    ("■ ", KIND_STYLE.get(k.kind, "")), (f"{k.kind:<8}", KIND_STYLE.get(k.kind, "")),
+                    f" {k.n_layers}L x {what}  {fmt_bytes(used_k)} / {fmt_bytes(k.bytes_allocated)}"))
         left = self.n_ctx - self.cells
         if self.rate and left > 0:
             lines.append(Content.assemble(("full in ", "$text-muted"),

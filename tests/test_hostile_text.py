@@ -1,0 +1,198 @@
+"""Untrusted text: chat templates, GGUF metadata strings and model output never act."""
+
+import io
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from gguf_factory import write_tiny_llama
+from helpers import make_app, screen_text, wait_until
+from runner.chat_template import render_chat
+from runner.engine import Engine
+from runner.hardware import SystemMemory
+from runner.process import EngineProcess
+from runner.sanitize import clean_line, clean_text
+from runner.scripted import ScriptedEngine, scripted_turn, smollm_loaded
+from runner.settings import Settings
+from tui.export import safe_cell, write_turns_csv
+from tui.panes.chat import ChatMessage
+from tui.panes.status import StatusBar
+
+MSGS = [{"role": "user", "content": "hi"}]
+EVIL = "[bold]b[/] [@click=app.quit]quit[/] [link=file:///etc/passwd]pw[/link] [/] \x1b[31mred\x1b[0m " \
+       "\x1b]8;;https://evil.example\x07osc\x1b]8;;\x07 nul\x00 c1\x9b2J bel\x07"
+
+
+# ---------------------------------------------------------------- templates
+def test_ssti_payload_is_refused_by_the_sandbox():
+    payload = "{{ cycler.__init__.__globals__.os.popen('echo pwned > /tmp/kvtop-pwned').read() }}"
+    r = render_chat(payload, MSGS)
+    assert r.template_name == "chatml" and "sandbox" in r.fallback_reason
+    assert "<|im_start|>user\nhi<|im_end|>" in r.text
+    import os
+
+    assert not os.path.exists("/tmp/kvtop-pwned")
+
+
+def test_template_syntax_error_falls_back_with_the_line():
+    r = render_chat("{% for m in messages %}{{ m.content }", MSGS)
+    assert r.template_name == "chatml" and "syntax error" in r.fallback_reason
+
+
+def test_range_bomb_is_bounded():
+    r = render_chat("{% for i in range(10**9) %}x{% endfor %}", MSGS)
+    assert r.template_name == "chatml" and "range" in r.fallback_reason
+
+
+def test_loop_that_never_finishes_is_stopped_in_time():
+    bomb = "{% for a in range(9999) %}{% for b in range(9999) %}{% for c in range(9999) %}{% endfor %}{% endfor %}{% endfor %}"
+    r = render_chat(bomb, MSGS)
+    assert r.template_name == "chatml" and "took over" in r.fallback_reason
+    assert r.seconds < 5
+
+
+def test_huge_prompt_is_bounded():
+    r = render_chat("{% for i in range(9000) %}{{ 'x' * 9000 }}{% endfor %}", MSGS)
+    assert r.template_name == "chatml" and "size limit" in r.fallback_reason or "characters" in r.fallback_reason
+
+
+def test_engine_uses_the_fallback_and_reports_it(tmp_path, smollm_path):
+    from gguf import GGUFWriter
+
+    path = write_tiny_llama(tmp_path / "ssti.gguf", smollm_path)
+    # replace the chat template with the SSTI payload
+    from gguf_factory import _copy_tokenizer  # noqa: F401  (the file already has a template)
+    import gguf
+
+    r = gguf.GGUFReader(path)
+    assert "tokenizer.chat_template" in r.fields
+    evil = tmp_path / "evil.gguf"
+    data = open(path, "rb").read()
+    tmpl = str(bytes(r.fields["tokenizer.chat_template"].parts[r.fields["tokenizer.chat_template"].data[0]]), "utf-8")
+    payload = "{{ ''.__class__.__mro__[1].__subclasses__() }}"
+    payload = payload + " " * (len(tmpl.encode()) - len(payload))  # same length: offsets stay valid
+    evil.write_bytes(data.replace(tmpl.encode(), payload.encode()))
+    seen = []
+    e = Engine(Settings(str(evil), n_ctx=256, temp=0, n_predict=2), seen.append)
+    e.load()
+    try:
+        done = e.chat(MSGS)
+        started = [x for x in seen if type(x).__name__ == "TurnStarted"][0]
+        assert started.template_name == "chatml" and "sandbox" in started.template_fallback
+        assert done.metrics.decode_tokens == 2
+    finally:
+        e.close()
+
+
+# ---------------------------------------------------------------- sanitizing
+def test_clean_text_strips_escapes_and_controls_but_keeps_markup_text():
+    out = clean_text(EVIL)
+    assert "\x1b" not in out and "\x00" not in out and "\x9b" not in out and "\x07" not in out
+    assert "[@click=app.quit]quit[/]" in out and "[link=file:///etc/passwd]" in out
+    assert "https://evil.example" not in out  # the OSC 8 hyperlink is removed whole
+    assert clean_text("a\ud800b") == "a\ufffdb"
+    assert "\n" not in clean_line("a\nb\tc")
+
+
+async def test_markup_in_gguf_metadata_is_shown_literally(tmp_path, smollm_path):
+    path = write_tiny_llama(tmp_path / "evil-name.gguf", smollm_path, name=EVIL)
+    app = make_app(Settings(path, n_ctx=256, temp=0, n_predict=4), EngineProcess, tmp_path, live_system=False)
+    async with app.run_test(size=(200, 40)) as pilot:
+        await wait_until(pilot, lambda: app.loaded is not None, what="load")
+        bar = app.query_one(StatusBar)
+        assert "[@click=app.quit]quit[/]" in bar.model_label and "\x1b" not in bar.model_label
+        await pilot.click(StatusBar, offset=(30, 0))  # clicking the "link" does nothing
+        await pilot.pause()
+        assert app.is_running
+        text = screen_text(app)
+        assert "[@click=app.quit]quit[/]" in text and "\x1b" not in text
+
+
+async def test_markup_and_escapes_in_model_output_are_shown_literally(tmp_path, smollm_path):
+    loaded = smollm_loaded(smollm_path)
+    pieces = ["Here: ", "[@click=app.quit]", "click", "[/]", " [link=file:///etc/passwd]x[/link] ", "\x1b[2J",
+              "\x1b]8;;https://evil.example\x07", "osc", "\x00\x9b", " [/]", " end"]
+    turns = [scripted_turn(1, 10.0, 20, 0, pieces)]
+    app = make_app(Settings(smollm_path), lambda s: ScriptedEngine(s, loaded, turns), tmp_path,
+                   live_system=False, write_transcript=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_until(pilot, lambda: app.loaded is not None, what="load")
+        app.query_one("#prompt").value = "[/] hi [@click=app.quit]x"
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: app.turns, what="turn")
+        reply = app.query(ChatMessage)[-1]
+        assert reply.text.startswith("Here: [@click=app.quit]click[/]") and "\x1b" not in reply.text
+        await pilot.click(ChatMessage)
+        await pilot.pause()
+        assert app.is_running
+        svg = app.export_screenshot()
+        ET.fromstring(svg)  # valid XML
+        assert "\x1b" not in svg and "evil.example" not in svg
+        text = screen_text(app)
+        assert "[@click=app.quit]click[/]" in text and "you: [/] hi [@click=app.quit]x" in text
+
+
+async def test_lone_surrogates_in_the_input_are_replaced(tmp_path, smollm_path):
+    app = make_app(Settings(smollm_path, n_ctx=512, temp=0, n_predict=4), EngineProcess, tmp_path, live_system=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_until(pilot, lambda: app.loaded is not None, what="load")
+        app.query_one("#prompt").value = "bad \ud800 text \udfff"
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: app.turns and not app.turn_running, what="turn")
+        assert app.messages[0]["content"] == "bad \ufffd text \ufffd"
+        assert app.turns[-1]["stop_reason"] in ("eog", "n_predict")
+
+
+# ------------------------------------------------------------ exports
+def test_csv_cells_that_look_like_formulas_are_escaped():
+    buf = io.StringIO()
+    write_turns_csv(buf, [{"user": "=HYPERLINK(\"http://x\")", "stop_reason": "eog", "metrics": {"prompt_tokens": 5}},
+                          {"user": "+1", "stop_reason": "@x", "metrics": {}}, {"user": "-2", "metrics": {}}])
+    import csv
+
+    rows = list(csv.reader(io.StringIO(buf.getvalue())))
+    assert rows[1][1] == "'=HYPERLINK(\"http://x\")" and rows[1][3] == "5"
+    assert rows[2][1:3] == ["'+1", "'@x"] and rows[3][1] == "'-2"
+    assert safe_cell("plain") == "plain" and safe_cell(None) == ""
+
+
+async def test_screenshots_are_named_by_kvtop_and_never_overwrite(tmp_path, smollm_path):
+    import os
+
+    loaded = smollm_loaded(smollm_path)
+    app = make_app(Settings(smollm_path), lambda s: ScriptedEngine(s, loaded, []), tmp_path,
+                   live_system=False, write_transcript=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_until(pilot, lambda: app.loaded is not None, what="load")
+        shots_dir = tmp_path / "data" / "screenshots"
+        shots_dir.mkdir(parents=True)
+        paths = []
+        for _ in range(3):
+            await pilot.press("ctrl+s")
+            await pilot.pause()
+            paths.append(app.last_saved)
+        assert len(set(paths)) == 3
+        for p in paths:
+            assert os.path.dirname(p) == str(shots_dir) and p.endswith(".svg")
+            ET.parse(p)
+        # a file planted where kvtop's next name would land is never replaced
+        victim = tmp_path / "victim.txt"
+        victim.write_text("keep me")
+        await pilot.press("ctrl+e")
+        await pilot.pause()
+        assert os.path.dirname(app.last_saved) == str(tmp_path / "data" / "exports")
+        assert victim.read_text() == "keep me"
+
+
+def test_unique_file_refuses_to_follow_or_replace(tmp_path):
+    from runner.paths import unique_file
+
+    (tmp_path / "a.svg").write_text("old")
+    (tmp_path / "a-1.svg").symlink_to(tmp_path / "target")
+    path, fh = unique_file(str(tmp_path), "a", "svg")
+    fh.close()
+    assert path.endswith("a-2.svg") and (tmp_path / "a.svg").read_text() == "old"
+    assert not (tmp_path / "target").exists()
+    path, fh = unique_file(str(tmp_path), "../../etc/passwd", "svg")
+    fh.close()
+    assert path.startswith(str(tmp_path)) and "/" not in path[len(str(tmp_path)) + 1:]
