@@ -262,7 +262,8 @@ class Engine:
             self._bos_text and rendered.text.startswith(self._bos_text)))
         tokenize_s = time.monotonic() - t1
         return self.generate(tokens, turn_id=turn_id, t_submit=t_submit, t_start=t_start,
-                             n_predict=n_predict, template_name=rendered.template_name,
+                             n_predict=n_predict, ignore_eog=self.settings.ignore_eos,
+                             template_name=rendered.template_name,
                              template_fallback=rendered.fallback_reason,
                              template_s=rendered.seconds, tokenize_s=tokenize_s)
 

@@ -51,6 +51,7 @@ class Settings:
     mlock: bool = False
     mmap: bool = True
     n_predict: int = -1
+    ignore_eos: bool = False
     temp: float = 0.8
     top_k: int = 40
     top_p: float = 0.95
@@ -100,6 +101,8 @@ def add_engine_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--no-mmap", dest="mmap", action="store_false")
     g.add_argument("-n", "--n-predict", dest="n_predict", type=int, default=-1,
                    help="tokens to generate per turn (-1 = until end of turn or context full)")
+    g.add_argument("--ignore-eos", dest="ignore_eos", action="store_true",
+                   help="keep generating past end-of-generation tokens (for benchmarks)")
     g.add_argument("--temp", type=float, default=0.8)
     g.add_argument("--top-k", dest="top_k", type=int, default=40)
     g.add_argument("--top-p", dest="top_p", type=float, default=0.95)

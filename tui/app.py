@@ -60,6 +60,8 @@ class KvtopApp(App[int]):
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
     ]
 
+    CHAT_INTERVAL = 1.0  # seconds between transcript redraws while decoding
+
     def __init__(
         self,
         settings: Settings,
@@ -73,6 +75,7 @@ class KvtopApp(App[int]):
         argv: list[str] | None = None,
         resume_messages: list[dict] | None = None,
         write_transcript: bool = True,
+        ui_nice: int = 0,
     ) -> None:
         super().__init__()
         self.settings = settings.resolved()
@@ -86,6 +89,7 @@ class KvtopApp(App[int]):
         self.prefs: Preferences = load_preferences(paths.config_file)
         self.messages: list[dict] = list(resume_messages or [])
         self.write_transcript = write_transcript
+        self.ui_nice = ui_nice
         self.transcript = None
         self.facts = None
         self.layout_kv = None
@@ -101,6 +105,7 @@ class KvtopApp(App[int]):
         self._preflight_answer = True
         self.last_saved: str | None = None
         self._stopping = False
+        self._last_chat_update = -1e9
 
     # ------------------------------------------------------------------ setup
     def get_theme_variable_defaults(self) -> dict[str, str]:
@@ -261,6 +266,14 @@ class KvtopApp(App[int]):
 
     def on_engine_loaded(self, m: msg.EngineLoaded) -> None:
         self.loaded = L = m.loaded
+        if self.ui_nice and L.pid != os.getpid():
+            # Yield the CPU to the engine: llama.cpp's threads wait on each other at every
+            # barrier, so a redraw that preempts one of them stalls them all. The child
+            # started first and keeps its priority; only the UI process lowers its own.
+            try:
+                os.nice(self.ui_nice)
+            except OSError:
+                pass
         self.query_one(StatusBar).set_loaded(L, self.settings.threads_why)
         self.query_one(MemoryPane).set_buffers(L.buffers)
         if self.facts is not None:
@@ -303,7 +316,10 @@ class KvtopApp(App[int]):
         self.query_one(KVPane).set_cells(m.progress.done)
 
     def on_decode_update(self, m: msg.DecodeUpdate) -> None:
-        if self.current_reply is not None:
+        now = self.clock()
+        # re-wrapping a growing reply is the costliest redraw: twice a second is enough to read
+        if self.current_reply is not None and now - self._last_chat_update >= self.CHAT_INTERVAL:
+            self._last_chat_update = now
             self.current_reply.set_text(m.text)
             self.query_one(ChatLog).follow()
         self.query_one(DecodePane).update_live(m, self.clock())

@@ -20,10 +20,14 @@ MAX_SERIES = 4096
 
 
 class TurnBridge:
-    def __init__(self, post: Callable[[object], object], interval: float = 1 / 15,
-                 clock: Callable[[], float] = time.monotonic):
+    """``interval`` paces decode updates (2 a second: on a 2-core machine every redraw
+    competes with llama.cpp's threads); prefill progress is paced at ``prefill_interval``."""
+
+    def __init__(self, post: Callable[[object], object], interval: float = 0.5,
+                 clock: Callable[[], float] = time.monotonic, prefill_interval: float = 0.25):
         self.post = post
         self.interval = interval
+        self.prefill_interval = prefill_interval
         self.clock = clock
         self._reset(0)
 
@@ -43,7 +47,7 @@ class TurnBridge:
             self.post(msg.TurnBegan(e))
         elif isinstance(e, ev.PrefillProgress):
             now = self.clock()
-            if e.done >= e.total or now - self._last_prefill_post >= self.interval:
+            if e.done >= e.total or now - self._last_prefill_post >= self.prefill_interval:
                 self._last_prefill_post = now
                 self.post(msg.PrefillUpdate(e))
         elif isinstance(e, ev.TokenEvent):

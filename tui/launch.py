@@ -26,6 +26,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model", nargs="?", help="path to a .gguf file (default: the bundled demo model)")
     p.add_argument("--resume", action="store_true", help="reopen the last session's transcript")
     p.add_argument("--in-process", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--ui-nice", type=int, default=5,
+                   help="lower the UI's CPU priority by this much once the engine runs (0 = off)")
     add_engine_flags(p)
     return p
 
@@ -56,7 +58,8 @@ def launch_main(argv: list[str]) -> int:
     from .app import KvtopApp
 
     factory = InProcessEngine if a.in_process else EngineProcess
-    app = KvtopApp(settings, factory, paths, argv=[sys.argv[0]] + argv, resume_messages=resume)
+    app = KvtopApp(settings, factory, paths, argv=[sys.argv[0]] + argv, resume_messages=resume,
+                   ui_nice=max(0, a.ui_nice))
 
     def on_signal(signum, frame):
         app.shutdown_engine()

@@ -13,7 +13,7 @@ from textual.app import ComposeResult
 from textual.color import Color
 from textual.containers import Vertical
 from textual.content import Content
-from textual.widgets import Static
+from textual.widget import Widget
 from textual_plotext import PlotextPlot
 
 from ..format import fmt_rate
@@ -21,12 +21,23 @@ from ..format import fmt_rate
 Ceilings = Callable[[int], tuple[float | None, float | None]]
 
 
-class DecodeSummary(Static):
-    pass
+class DecodeSummary(Widget):
+    """Three fixed lines; ``refresh`` without a re-layout."""
+
+    def __init__(self, **kw) -> None:
+        super().__init__(**kw)
+        self.content = Content("")
+
+    def show(self, content: Content) -> None:
+        self.content = content
+        self.refresh()
+
+    def render(self) -> Content:
+        return self.content
 
 
 class DecodePane(Vertical):
-    CHART_INTERVAL = 0.25  # seconds between chart redraws while decoding
+    CHART_INTERVAL = 2.0  # seconds between chart redraws while decoding (plotext is not cheap)
 
     def __init__(self, **kw) -> None:
         super().__init__(**kw)
@@ -41,7 +52,7 @@ class DecodePane(Vertical):
         self._last_chart = -1.0
 
     def compose(self) -> ComposeResult:
-        yield DecodeSummary(markup=False)
+        yield DecodeSummary()
         yield PlotextPlot(id="decode-chart")
 
     def on_mount(self) -> None:
@@ -84,7 +95,7 @@ class DecodePane(Vertical):
             Content.assemble(("compute ceiling ", "$text-muted"), fmt_rate(comp), "  ",
                              (f"{binding}-bound" if binding else "", "bold")),
         ]
-        self.query_one(DecodeSummary).update(Content("\n").join(lines))
+        self.query_one(DecodeSummary).show(Content("\n").join(lines))
 
     def _color(self, var: str) -> tuple[int, int, int]:
         value = self.app.theme_variables.get(var, "#ff0000")

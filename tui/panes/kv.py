@@ -32,10 +32,16 @@ class KVPane(Widget):
         self.refresh(layout=True)
 
     def set_cells(self, cells: int, rate: float | None = None) -> None:
+        before = self._line_count()
         self.cells = cells
         if rate is not None:
             self.rate = rate
-        self.refresh(layout=True)
+        # a re-layout only when the pane's height changes: per-token updates stay cheap
+        self.refresh(layout=self._line_count() != before)
+
+    def _line_count(self) -> int:
+        n = 2 + (1 + len(self.layout_.kinds) if self.layout_ is not None else 0)
+        return n + (1 if (self.rate and self.n_ctx > self.cells) or (self.n_ctx and self.cells >= self.n_ctx) else 0)
 
     def render(self) -> Content:
         w = max(0, self.size.width - 2)

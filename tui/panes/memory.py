@@ -42,10 +42,11 @@ class MemoryPane(Widget):
         self.peak_engine_rss: int | None = None
 
     def set_sample(self, s: MemorySample) -> None:
+        relayout = self.sample is None or len(self.sample.gpus) != len(s.gpus)
         self.sample = s
         if s.engine_rss is not None:
             self.peak_engine_rss = max(self.peak_engine_rss or 0, s.engine_rss)
-        self.refresh(layout=True)
+        self.refresh(layout=relayout)
 
     def set_buffers(self, buffers) -> None:
         self.buffers = buffers

@@ -38,7 +38,7 @@ class PrefillPane(Widget):
     def progress(self, p) -> None:
         self.total, self.done, self.reused = p.total, p.done, p.reused
         self.elapsed, self.rate = p.elapsed_s, p.tok_s
-        self.refresh(layout=True)
+        self.refresh()
 
     def finish(self, metrics, stop_reason: str) -> None:
         self.finished = True

@@ -1,0 +1,102 @@
+"""What watching costs: decode tok/s with the UI live in a real terminal vs ``kvtop bench``.
+
+Runs kvtop under tmux (a real terminal), sends a message that generates exactly
+``-n`` tokens (``--ignore-eos``), and reads the turn's measured decode tok/s from
+the session transcript. Then ``kvtop bench`` runs headless on the same model and
+settings with the same prompt length. Alternating, R rounds; the medians give
+
+    ratio = UI decode tok/s / bench decode tok/s     (goal: >= 0.97)
+
+    python bench/ui_overhead.py [MODEL] [-n 256] [-r 3] [-t N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from runner.demo import demo_model_path  # noqa: E402
+
+PROMPT = "Write a long essay about the history of lighthouses."
+
+
+def tmux(*args):
+    return subprocess.run(["tmux", *args], capture_output=True, text=True)
+
+
+def ui_turn(model: str, n: int, threads: int, home: str) -> dict:
+    session = f"kvtop-bench-{os.getpid()}"
+    flags = f"-n {n} --ignore-eos -c 2048 --temp 0.8" + (f" -t {threads}" if threads else "")
+    cmd = f"cd {ROOT} && KVTOP_HOME={home} {sys.executable} -m tui {model} {flags}"
+    tmux("new-session", "-d", "-s", session, "-x", "160", "-y", "50", cmd)
+    try:
+        deadline = time.monotonic() + 60
+        while "n_ctx" not in tmux("capture-pane", "-t", session, "-p").stdout:
+            if time.monotonic() > deadline:
+                raise RuntimeError("kvtop did not load")
+            time.sleep(0.2)
+        time.sleep(1.0)
+        tmux("send-keys", "-t", session, PROMPT, "Enter")
+        deadline = time.monotonic() + 300
+        while True:
+            files = glob.glob(os.path.join(home, "data", "sessions", "*.jsonl"))
+            turns = []
+            for f in files:
+                with open(f) as fh:
+                    turns += [json.loads(x) for x in fh if '"type": "turn"' in x]
+            if turns:
+                return turns[-1]["metrics"]
+            if time.monotonic() > deadline:
+                raise RuntimeError("no turn finished")
+            time.sleep(0.2)
+    finally:
+        tmux("send-keys", "-t", session, "C-q")
+        time.sleep(1.0)
+        tmux("kill-session", "-t", session)
+
+
+def bench_turn(model: str, n: int, threads: int, prompt_tokens: int) -> dict:
+    cmd = [sys.executable, "-m", "tui", "bench", model, "-p", str(prompt_tokens), "-n", str(n), "-r", "1",
+           "-c", "2048", "--json"] + (["-t", str(threads)] if threads else [])
+    out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, check=True)
+    return json.loads(out.stdout)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("model", nargs="?", default=demo_model_path())
+    ap.add_argument("-n", type=int, default=256)
+    ap.add_argument("-r", type=int, default=3)
+    ap.add_argument("-t", type=int, default=0)
+    a = ap.parse_args()
+    if shutil.which("tmux") is None:
+        print("tmux is needed", file=sys.stderr)
+        return 1
+    ui, hb = [], []
+    for i in range(a.r):
+        home = tempfile.mkdtemp(prefix="kvtop-bench-")
+        m = ui_turn(a.model, a.n, a.t, home)
+        ui.append(m["decode_tok_s"])
+        b = bench_turn(a.model, a.n, a.t, m["prompt_tokens"])
+        hb.append(b["tg_tok_s"])
+        shutil.rmtree(home, ignore_errors=True)
+        print(f"round {i + 1}: UI {ui[-1]:.1f} tok/s ({m['decode_tokens']} tokens after a {m['prompt_tokens']}-token "
+              f"prompt), bench {hb[-1]:.1f} tok/s")
+    u, b = statistics.median(ui), statistics.median(hb)
+    print(f"decode tok/s: UI live {u:.1f}, kvtop bench {b:.1f}, ratio {u / b:.3f} (goal >= 0.97)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
