@@ -265,13 +265,14 @@ class Engine:
                              n_predict=n_predict, ignore_eog=self.settings.ignore_eos,
                              template_name=rendered.template_name,
                              template_fallback=rendered.fallback_reason,
-                             template_s=rendered.seconds, tokenize_s=tokenize_s)
+                             template_s=rendered.seconds, tokenize_s=tokenize_s,
+                             marks=(("template", t_start, t1), ("tokenize", t1, t1 + tokenize_s)))
 
     def generate(self, tokens: list[int], turn_id: int = 0, t_submit: float | None = None,
                  t_start: float | None = None, n_predict: int | None = None,
                  ignore_eog: bool = False, template_name: str = "tokens",
                  template_fallback: str | None = None, template_s: float = 0.0,
-                 tokenize_s: float = 0.0) -> ev.TurnDone | ev.TurnRefused:
+                 tokenize_s: float = 0.0, marks: tuple = ()) -> ev.TurnDone | ev.TurnRefused:
         import llama_cpp
 
         s = self.settings
@@ -300,11 +301,16 @@ class Engine:
         while common < limit and self.cached[common] == tokens[common]:
             common += 1
         first_diff = common if common < len(self.cached) else None
+        diff_context = None
+        if first_diff is not None:
+            diff_context = (self._detok(self.cached[max(0, common - 8): common + 8]),
+                            self._detok(tokens[max(0, common - 8): common + 8]))
         self._trim_cache(common)
         reused = len(self.cached)
+        t_lookup = time.monotonic()
         self.emit(ev.TurnStarted(turn_id, n_prompt, reused, self.n_ctx, template_name,
                                  template_fallback, template_s, tokenize_s, first_diff,
-                                 time.monotonic()))
+                                 t_lookup, diff_context))
         llama_cpp.llama_perf_context_reset(self.ctx)
         self.cancel_event_checked = False
 
@@ -401,6 +407,8 @@ class Engine:
                 self.emit(ev.TokenEvent(turn_id, n_out, -1, tail, pos, now))
 
         t_end = time.monotonic()
+        timeline = self._timeline(t_submit, t_start, marks, t_lookup, t_pf, ubatches, t_first_token,
+                                  t_first_visible, reused)
         itl = [(b - a) * 1000 for a, b in zip(token_times, token_times[1:])]
         dec_s = token_times[-1] - token_times[0] if len(token_times) > 1 else 0.0
         perf = llama_cpp.llama_perf_context(self.ctx)
@@ -423,6 +431,7 @@ class Engine:
             n_ctx=self.n_ctx,
             first_token_s=(t_first_token - (t_pf + prefill_s)) if t_first_token else None,
             ubatches=tuple(ubatches),
+            timeline=timeline,
             perf={
                 "t_p_eval_ms": perf.t_p_eval_ms, "n_p_eval": perf.n_p_eval,
                 "t_eval_ms": perf.t_eval_ms, "n_eval": perf.n_eval,
@@ -431,6 +440,37 @@ class Engine:
         done_ev = ev.TurnDone(turn_id, stop or "eog", "".join(out_text), metrics, t_end)
         self.emit(done_ev)
         return done_ev
+
+    def _detok(self, toks: list[int]) -> str:
+        return b"".join(self._piece(t) for t in toks).decode("utf-8", errors="replace")
+
+    @staticmethod
+    def _timeline(t_submit, t_start, marks, t_lookup, t_pf, ubatches, t_first_token, t_first_visible,
+                  reused) -> tuple[tuple[str, float, float], ...]:
+        """Contiguous (label, start, seconds) segments from submit to the first visible
+        character, offsets from submit: they add up to TTFT by construction of the
+        boundaries, each boundary a measured timestamp."""
+        if t_first_visible is None:
+            return ()
+        bounds: list[tuple[str, float]] = [("wait for engine", t_start)]
+        for label, _a, b in marks:
+            bounds.append((label, b))
+        bounds.append((f"cache lookup ({reused} reused)", t_lookup))
+        t = t_pf
+        bounds.append(("prefill setup", t_pf))
+        for i, (n, dt) in enumerate(ubatches):
+            t += dt
+            bounds.append((f"ubatch {i + 1} ({n} tok)", t))
+        if t_first_token is not None:
+            bounds.append(("first decode+sample", t_first_token))
+        bounds.append(("first visible char", t_first_visible))
+        out = []
+        prev = t_submit
+        for label, end in bounds:
+            end = max(end, prev)
+            out.append((label, prev - t_submit, end - prev))
+            prev = end
+        return tuple(out)
 
     def _trim_cache_after_failure(self, keep: int) -> None:
         import llama_cpp

@@ -62,6 +62,7 @@ class TurnStarted:
     tokenize_s: float
     first_diff_index: int | None  # where the new prompt left the cached tokens
     t: float
+    diff_context: tuple[str, str] | None = None  # (cached text, new text) around that index
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,7 @@ class TurnMetrics:
     first_token_s: float | None = None  # prefill end -> first token sampled
     ubatches: tuple[tuple[int, float], ...] = ()  # (tokens, seconds) per prefill micro-batch
     perf: dict = field(default_factory=dict)  # llama_perf_context cross-check
+    timeline: tuple[tuple[str, float, float], ...] = ()  # TTFT waterfall: (segment, start, seconds)
 
     def to_dict(self) -> dict:
         return asdict(self)

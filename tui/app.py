@@ -69,6 +69,7 @@ class KvtopApp(App[int]):
         Binding("ctrl+l", "new_chat", "New chat", priority=True),
         Binding("ctrl+t", "change_theme", "Theme", priority=True),
         Binding("f1", "help", "Help"),
+        Binding("f2", "waterfall", "TTFT waterfall"),
         Binding("ctrl+q", "quit", "Quit", priority=True),
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
     ]
@@ -89,6 +90,7 @@ class KvtopApp(App[int]):
         resume_messages: list[dict] | None = None,
         write_transcript: bool = True,
         ui_nice: int = 0,
+        prompt_file: str | None = None,
     ) -> None:
         super().__init__()
         self.settings = settings.resolved()
@@ -118,6 +120,8 @@ class KvtopApp(App[int]):
         self._preflight_answer = True
         self.last_saved: str | None = None
         self._stopping = False
+        self._turn_started = None
+        self.prompt_file = prompt_file
         self._last_chat_update = -1e9
 
     # ------------------------------------------------------------------ setup
@@ -158,6 +162,10 @@ class KvtopApp(App[int]):
             self.set_interval(1.0, self._sample_memory)
         self.query_one("#prompt", Input).focus()
         self._load_engine()
+        if self.prompt_file:
+            text = self._read_prompt_file(self.prompt_file)
+            if text:
+                self._send(self.query_one("#prompt", Input), text)
 
     def _remember_theme(self, theme) -> None:
         self.prefs.theme = theme.name
@@ -241,13 +249,37 @@ class KvtopApp(App[int]):
         text = clean_text(event.value).strip()
         if not text:
             return
+        if text.startswith("/file "):
+            loaded = self._read_prompt_file(text[6:].strip())
+            if loaded is None:
+                return
+            text = loaded
+        self._send(event.input, text)
+
+    MAX_PROMPT_FILE = 4 * 1024 * 1024
+
+    def _read_prompt_file(self, path: str) -> str | None:
+        """A file's text as the message (``/file PATH`` or ``--prompt-file``), bounded in size."""
+        try:
+            with open(os.path.expanduser(path), "rb") as fh:
+                data = fh.read(self.MAX_PROMPT_FILE + 1)
+        except OSError as exc:
+            self.notify(f"cannot read {clean_line(path)}: {clean_line(exc.strerror or str(exc))}",
+                        severity="error", markup=False)
+            return None
+        if len(data) > self.MAX_PROMPT_FILE:
+            self.notify(f"{clean_line(path)} is over 4 MiB", severity="error", markup=False)
+            return None
+        return clean_text(data.decode("utf-8", errors="replace")).strip() or None
+
+    def _send(self, input_widget: Input, text: str) -> None:
         if self.turn_running:
             self.notify("A turn is running: Esc cancels it.", severity="warning", markup=False)
             return
         if self.load_error is not None:
             self.notify("No engine: " + self.load_error, severity="error", markup=False)
             return
-        event.input.value = ""
+        input_widget.value = ""
         self.turn_running = True
         self.current_user = text
         self.messages.append({"role": "user", "content": text})
@@ -321,6 +353,7 @@ class KvtopApp(App[int]):
         self.push_screen(ErrorScreen("The engine died" if m.died else "Could not load the model", reason))
 
     def on_turn_began(self, m: msg.TurnBegan) -> None:
+        self._turn_started = m.started
         self.query_one(PrefillPane).begin(m.started)
         self.query_one(KVPane).set_cells(m.started.reused_tokens)
 
@@ -357,7 +390,10 @@ class KvtopApp(App[int]):
         self.query_one(PrefillPane).finish(mt, r.stop_reason)
         self.query_one(DecodePane).finish(mt, m.series)
         self.query_one(KVPane).set_cells(mt.kv_cells_used, mt.decode_tok_s)
-        self.turns.append({"user": self.current_user, "stop_reason": r.stop_reason, "metrics": mt.to_dict()})
+        started = self._turn_started
+        self.turns.append({"user": self.current_user, "stop_reason": r.stop_reason, "metrics": mt.to_dict(),
+                           "first_diff_index": started.first_diff_index if started else None,
+                           "diff_context": started.diff_context if started else None})
         self._update_estimate(mt)
         if r.stop_reason == "context_full":
             self.notify("Context full: Ctrl+L starts a new chat.", severity="warning", markup=False)
@@ -442,6 +478,12 @@ class KvtopApp(App[int]):
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
+
+    def action_waterfall(self) -> None:
+        from .waterfall import WaterfallScreen
+
+        self.push_screen(WaterfallScreen(self.turns[-1] if self.turns else None, self.facts,
+                                         self.hw.tflops if self.hw else None))
 
     def action_screenshot(self) -> None:
         svg = self.export_screenshot(title="kvtop").translate(_SVG_BAD_XML)

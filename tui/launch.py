@@ -25,6 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("model", nargs="?", help="path to a .gguf file (default: the bundled demo model)")
     p.add_argument("--resume", action="store_true", help="reopen the last session's transcript")
+    p.add_argument("--prompt-file", metavar="PATH", help="send this file's text as the first message")
     p.add_argument("--in-process", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--ui-nice", type=int, default=5,
                    help="lower the UI's CPU priority by this much once the engine runs (0 = off)")
@@ -59,7 +60,7 @@ def launch_main(argv: list[str]) -> int:
 
     factory = InProcessEngine if a.in_process else EngineProcess
     app = KvtopApp(settings, factory, paths, argv=[sys.argv[0]] + argv, resume_messages=resume,
-                   ui_nice=max(0, a.ui_nice))
+                   ui_nice=max(0, a.ui_nice), prompt_file=a.prompt_file)
 
     def on_signal(signum, frame):
         app.shutdown_engine()

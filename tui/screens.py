@@ -18,6 +18,8 @@ KEYS = [
     ("Ctrl+T", "pick a theme"),
     ("Ctrl+P", "command palette"),
     ("F1", "this help"),
+    ("F2", "TTFT waterfall of the last turn: where the time to first token went"),
+    ("/file PATH", "type this to send a file's text as the message (also --prompt-file PATH)"),
     ("Ctrl+Q", "quit"),
 ]
 

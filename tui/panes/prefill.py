@@ -23,6 +23,7 @@ class PrefillPane(Widget):
         self.finished = False
         self.note = "no turn yet"
         self.template_note: str | None = None
+        self.diverged: int | None = None
 
     def begin(self, started) -> None:
         self.total = started.prompt_tokens
@@ -33,6 +34,7 @@ class PrefillPane(Widget):
         self.finished = False
         self.note = "computing"
         self.template_note = started.template_fallback
+        self.diverged = started.first_diff_index
         self.refresh(layout=True)
 
     def progress(self, p) -> None:
@@ -72,6 +74,9 @@ class PrefillPane(Widget):
             (self.note, "$text-muted"),
         )
         lines = [b, line1, line2]
+        if self.diverged is not None:
+            lines.append(Content.assemble(("cache diverged at token ", "$text-muted"), (f"{self.diverged:,}", "$kvtop-warn"),
+                                          (" (F2: waterfall)", "$text-muted")))
         if self.template_note:
             lines.append(Content.styled(f"template fallback: {self.template_note}", "$kvtop-warn"))
         return Content("\n").join(lines)

@@ -1,0 +1,68 @@
+"""The TTFT waterfall and the prefix-cache diagnosis, on the real model."""
+
+import pytest
+
+from helpers import make_app, screen_text, wait_until
+from runner.diagnosis import ttft_verdict
+from runner.engine import Engine
+from runner.events import TurnStarted
+from runner.process import EngineProcess
+from runner.settings import Settings
+from tui.waterfall import WaterfallScreen
+
+
+def test_changed_system_prompt_shows_where_the_cache_diverged(smollm_path):
+    seen = []
+    e = Engine(Settings(smollm_path, n_ctx=2048, temp=0, n_predict=4, n_ubatch=64, n_batch=64), seen.append)
+    e.load()
+    try:
+        question = {"role": "user", "content": "Describe the sea. " * 40}
+        a = [{"role": "system", "content": "You are a calm poet who writes about water."}, question]
+        b = [{"role": "system", "content": "You are a loud pirate who writes about water."}, question]
+        e.chat(a)
+        done = e.chat(b)
+        ta, tb = e.tokenize(e.render(a).text, False), e.tokenize(e.render(b).text, False)
+        expected = next(i for i, (x, y) in enumerate(zip(ta, tb)) if x != y)
+        started = [x for x in seen if isinstance(x, TurnStarted)][-1]
+        assert started.first_diff_index == expected == done.metrics.reused_tokens
+        assert "calm" in started.diff_context[0] and "loud" in started.diff_context[1]
+        m = done.metrics
+        # contiguous segments that add up to TTFT (within 1%)
+        assert sum(dt for _, _, dt in m.timeline) == pytest.approx(m.ttft_s, rel=0.01)
+        starts = [s for _, s, _ in m.timeline]
+        assert starts == sorted(starts)
+        for (_, s0, d0), (_, s1, _) in zip(m.timeline, m.timeline[1:]):
+            assert s0 + d0 == pytest.approx(s1, abs=1e-9)
+        labels = [label for label, _, _ in m.timeline]
+        assert labels[:3] == ["wait for engine", "template", "tokenize"]
+        assert len([x for x in labels if x.startswith("ubatch")]) == len(m.ubatches) == -(-m.prefill_tokens // 64)
+        verdict = ttft_verdict(m, started.first_diff_index, started.diff_context)
+        assert f"differs from the cached one at token {expected}" in verdict
+        assert f"{m.prefill_tokens:,} recomputed" in verdict
+    finally:
+        e.close()
+
+
+async def test_waterfall_screen_for_a_long_prompt(smollm_path, tmp_path):
+    settings = Settings(smollm_path, n_ctx=4096, temp=0, n_predict=4)
+    app = make_app(settings, EngineProcess, tmp_path, live_system=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_until(pilot, lambda: app.loaded is not None, what="load")
+        prompt = tmp_path / "long.txt"
+        prompt.write_text("The lighthouse keeper counted the waves. " * 300)
+        app.query_one("#prompt").value = f"/file {prompt}"
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: app.turns and not app.turn_running, timeout=120, what="long turn")
+        m = app.turns[-1]["metrics"]
+        assert m["prompt_tokens"] > 2000 and len(m["ubatches"]) >= 4
+        await pilot.press("f2")
+        await pilot.pause(0.3)
+        assert isinstance(app.screen, WaterfallScreen)
+        table = str(app.screen.query_one("#waterfall-table").render())
+        assert "ubatch 1 (512 tok)" in table and "first visible char" in table and "sum of segments" in table
+        verdict = str(app.screen.query_one("#waterfall-verdict").render())
+        assert verdict.startswith("compute-bound") and f"{m['prefill_tokens']:,} tokens" in verdict
+        assert "Time to first token" in screen_text(app)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, WaterfallScreen)
