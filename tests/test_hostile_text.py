@@ -182,6 +182,14 @@ async def test_screenshots_are_named_by_kvtop_and_never_overwrite(tmp_path, smol
         await pilot.pause()
         assert os.path.dirname(app.last_saved) == str(tmp_path / "data" / "exports")
         assert victim.read_text() == "keep me"
+        import json
+
+        with open(app.last_saved) as fh:
+            bundle = json.load(fh)
+        assert bundle["command_line"][0] == "kvtop" and bundle["settings"]["model"] == smollm_path
+        assert bundle["gguf"]["architecture"] == "llama" and bundle["estimate"]["kv_bytes"] == 90 * 2**20
+        assert bundle["trace"][0]["type"] == "kvtop-trace" and bundle["screenshot_svg"].startswith("<svg")
+        ET.fromstring(bundle["screenshot_svg"])
 
 
 def test_unique_file_refuses_to_follow_or_replace(tmp_path):

@@ -91,6 +91,10 @@ class KvtopApp(App[int]):
         write_transcript: bool = True,
         ui_nice: int = 0,
         prompt_file: str | None = None,
+        trace_path: str | None = None,
+        record_trace: bool = True,
+        facts=None,
+        replay_messages: list[str] | None = None,
     ) -> None:
         super().__init__()
         self.settings = settings.resolved()
@@ -122,6 +126,11 @@ class KvtopApp(App[int]):
         self._stopping = False
         self._turn_started = None
         self.prompt_file = prompt_file
+        self.trace_path = trace_path
+        self.record_trace = record_trace
+        self.trace = None
+        self.fixed_facts = facts
+        self.replay_messages = list(replay_messages or [])
         self._last_chat_update = -1e9
 
     # ------------------------------------------------------------------ setup
@@ -198,10 +207,11 @@ class KvtopApp(App[int]):
         try:
             s = self.settings
             try:
-                facts = load_facts(s.model)
+                facts = self.fixed_facts or load_facts(s.model)
             except ModelFileError as exc:
                 raise EngineUnavailable(str(exc)) from None
             hw = self.fixed_hardware or hardware_profile(s.n_gpu_layers, cache_dir=self.paths.cache_dir)
+            self._open_trace(facts, hw)
             layout = kv_layout(facts, s.n_ctx, s.cache_type_k, s.cache_type_v, s.swa_full, s.n_ubatch)
             pre = memory_check(facts, layout, hw, s.n_gpu_layers)
             self.post_message(msg.ModelInspected(facts, hw, pre))
@@ -209,7 +219,7 @@ class KvtopApp(App[int]):
                 self._preflight_go.wait()
                 if not self._preflight_answer:
                     raise EngineUnavailable("loading stopped by the user after the memory warning")
-            self.engine.start(bridge)
+            self.engine.start(self._recorded(bridge))
         except EngineUnavailable as exc:
             self.load_error = str(exc)
             self.post_message(msg.EngineFailed(str(exc)))
@@ -227,7 +237,7 @@ class KvtopApp(App[int]):
             return
         bridge = TurnBridge(self.post_message, clock=self.clock)
         try:
-            self.engine.chat(messages, bridge, t_submit=t_submit)
+            self.engine.chat(messages, self._recorded(bridge), t_submit=t_submit)
         except EngineUnavailable as exc:
             self.post_message(msg.EngineFailed(str(exc), died=True))
         except Exception as exc:
@@ -242,6 +252,41 @@ class KvtopApp(App[int]):
             self.engine.reset(TurnBridge(self.post_message, clock=self.clock))
         except EngineUnavailable as exc:
             self.post_message(msg.EngineFailed(str(exc), died=True))
+
+    def _recorded(self, bridge):
+        """Every engine event goes to the trace (if any), then to the UI bridge."""
+        trace = self.trace
+        if trace is None:
+            return bridge
+
+        def on_event(e) -> None:
+            trace.event(e)
+            bridge(e)
+
+        return on_event
+
+    def _open_trace(self, facts, hw) -> None:
+        if not self.record_trace or self.trace is not None:
+            return
+        from dataclasses import asdict
+
+        from runner.trace import TraceWriter
+
+        header = {"argv": self.argv, "settings": self.settings.to_dict(),
+                  "hardware": hw.to_dict() if hw else None, "facts": asdict(facts) if facts else None}
+        try:
+            if self.trace_path:
+                self.trace = TraceWriter(self.trace_path, header)
+            else:
+                path, fh = unique_file(self.paths.sessions_dir, time.strftime("trace-%Y%m%d-%H%M%S"), "jsonl")
+                fh.close()
+                os.unlink(path)
+                self.trace = TraceWriter(path, header)
+        except OSError as exc:
+            self.post_message(msg.Notice(f"no trace: {clean_line(str(exc))}"))
+
+    def on_notice(self, m: msg.Notice) -> None:
+        self.notify(m.text, severity="warning", markup=False)
 
     # --------------------------------------------------------------- handlers
     @on(Input.Submitted, "#prompt")
@@ -280,6 +325,8 @@ class KvtopApp(App[int]):
             self.notify("No engine: " + self.load_error, severity="error", markup=False)
             return
         input_widget.value = ""
+        if self.trace is not None:
+            self.trace.user(text)
         self.turn_running = True
         self.current_user = text
         self.messages.append({"role": "user", "content": text})
@@ -328,6 +375,7 @@ class KvtopApp(App[int]):
             self.query_one(KVPane).set_layout(self.layout_kv, L.n_ctx, L.buffers.kv_mib * 1024 * 1024)
         if self.current_reply is not None and self.turn_running:
             self.current_reply.set_footer("")
+        self._next_replay_message()
         if self.write_transcript and self.transcript is None:
             from runner.transcript import Transcript
 
@@ -395,6 +443,7 @@ class KvtopApp(App[int]):
                            "first_diff_index": started.first_diff_index if started else None,
                            "diff_context": started.diff_context if started else None})
         self._update_estimate(mt)
+        self.call_later(self._next_replay_message)
         if r.stop_reason == "context_full":
             self.notify("Context full: Ctrl+L starts a new chat.", severity="warning", markup=False)
         if self.transcript is not None:
@@ -402,6 +451,10 @@ class KvtopApp(App[int]):
                 self.transcript.turn(self.current_user, text, r.stop_reason, mt)
             except OSError as exc:
                 self.notify(f"transcript write failed: {clean_line(str(exc))}", severity="error", markup=False)
+
+    def _next_replay_message(self) -> None:
+        if self.replay_messages and not self.turn_running:
+            self._send(self.query_one("#prompt", Input), self.replay_messages.pop(0))
 
     def on_cache_reset(self, m: msg.CacheReset) -> None:
         self.query_one(KVPane).set_cells(0)
@@ -474,6 +527,8 @@ class KvtopApp(App[int]):
         self.current_reply = None
         if self.transcript is not None:
             self.transcript.event("new_chat")
+        if self.trace is not None:
+            self.trace.new_chat()
         self._reset_engine()
 
     def action_help(self) -> None:
@@ -522,7 +577,21 @@ class KvtopApp(App[int]):
             "estimate": est,
             "load_error": self.load_error,
             "transcript": self.transcript.path if self.transcript else None,
+            "trace_file": self.trace.path if self.trace else None,
+            "trace": self._trace_lines(),
+            "screenshot_svg": self.export_screenshot(title="kvtop").translate(_SVG_BAD_XML),
         }
+
+    def _trace_lines(self, limit: int = 32 * 1024 * 1024) -> list | None:
+        if self.trace is None:
+            return None
+        self.trace.flush()
+        try:
+            with open(self.trace.path, encoding="utf-8") as fh:
+                data = fh.read(limit)
+        except OSError:
+            return None
+        return [json.loads(line) for line in data.splitlines() if line.strip()][: 10**6]
 
     def action_export(self) -> None:
         """The debug bundle (JSON) and the per-turn timings as CSV beside it."""
@@ -559,6 +628,8 @@ class KvtopApp(App[int]):
         if self.transcript is not None:
             self.transcript.close()
             self.transcript = None
+        if self.trace is not None:
+            self.trace.close()
 
     def on_unmount(self) -> None:
         self.shutdown_engine()

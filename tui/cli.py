@@ -19,6 +19,10 @@ def main(argv: list[str] | None = None) -> int:
         from runner.commands import estimate_main
 
         return estimate_main(argv[1:])
+    if argv and argv[0] == "replay":
+        from .launch import replay_main
+
+        return replay_main(argv[1:])
     from .launch import launch_main
 
     return launch_main(argv)

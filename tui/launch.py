@@ -26,6 +26,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model", nargs="?", help="path to a .gguf file (default: the bundled demo model)")
     p.add_argument("--resume", action="store_true", help="reopen the last session's transcript")
     p.add_argument("--prompt-file", metavar="PATH", help="send this file's text as the first message")
+    p.add_argument("--trace", metavar="FILE", help="also write the session's trace here (always written "
+                   "into the session folder); replay it with 'kvtop replay FILE'")
     p.add_argument("--in-process", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--ui-nice", type=int, default=5,
                    help="lower the UI's CPU priority by this much once the engine runs (0 = off)")
@@ -60,7 +62,7 @@ def launch_main(argv: list[str]) -> int:
 
     factory = InProcessEngine if a.in_process else EngineProcess
     app = KvtopApp(settings, factory, paths, argv=[sys.argv[0]] + argv, resume_messages=resume,
-                   ui_nice=max(0, a.ui_nice), prompt_file=a.prompt_file)
+                   ui_nice=max(0, a.ui_nice), prompt_file=a.prompt_file, trace_path=a.trace)
 
     def on_signal(signum, frame):
         app.shutdown_engine()
@@ -72,4 +74,36 @@ def launch_main(argv: list[str]) -> int:
         rc = app.run()
     finally:
         app.shutdown_engine()
+    return rc if isinstance(rc, int) else 0
+
+
+def replay_main(argv: list[str]) -> int:
+    """``kvtop replay TRACE``: the dashboard from a trace alone, no model and no engine."""
+    p = argparse.ArgumentParser(prog="kvtop replay", description="Open the dashboard from a recorded trace.")
+    p.add_argument("trace")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--speed", type=float, default=1.0, help="playback speed (default 1: as recorded)")
+    g.add_argument("--end", action="store_true", help="jump to the end")
+    a = p.parse_args(argv)
+    if a.speed <= 0:
+        p.error("--speed must be positive")
+
+    from runner.paths import default_paths
+    from runner.settings import Settings
+    from runner.trace import ReplayEngine, TraceError, read_trace
+
+    try:
+        trace = read_trace(a.trace)
+        settings = Settings(**{k: v for k, v in trace.header.get("settings", {}).items()
+                               if k in Settings.__dataclass_fields__})
+    except (TraceError, TypeError) as exc:
+        print(f"kvtop: {clean_line(str(exc), 400)}", file=sys.stderr)
+        return 1
+    from .app import KvtopApp
+
+    texts = [text for text, _events in trace.turns()]
+    app = KvtopApp(settings, lambda s: ReplayEngine(trace, 0 if a.end else a.speed), default_paths(),
+                   argv=[sys.argv[0], "replay"] + argv, hardware=trace.hardware, facts=trace.facts,
+                   write_transcript=False, record_trace=False, replay_messages=texts)
+    rc = app.run()
     return rc if isinstance(rc, int) else 0

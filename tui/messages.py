@@ -89,3 +89,11 @@ class TurnFinished(Message):
 
 class CacheReset(Message):
     pass
+
+
+class Notice(Message):
+    """A warning for the user from a worker thread."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text

@@ -1,0 +1,250 @@
+"""Traces: every engine event of a session as JSON lines, and reading them back.
+
+Format (version 1, documented in docs/trace-format.md):
+
+* line 1: ``{"type": "kvtop-trace", "version": 1, "created": ..., "argv": [...],
+  "settings": {...}, "hardware": {...}|null, "facts": {...}|null}``
+* then one line per record: ``{"type": "event", "event": "<class>", "data": {...}}``
+  for every engine event (timestamps inside ``data`` are the engine's monotonic
+  clock), ``{"type": "user", "text": ...}`` when a message is sent, and
+  ``{"type": "new_chat"}``.
+
+``read_trace`` validates every line and raises ``TraceError`` with the line number
+for anything it cannot use, so a corrupted or truncated trace gives a clear error.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import asdict, fields, is_dataclass
+
+from . import events as ev
+from .hardware import CPUProbe, GPUInfo, HardwareProfile
+from .llama_log import KVBufferLine, LlamaBuffers
+from .model_facts import LayerShape, ModelFacts
+
+TRACE_VERSION = 1
+EVENT_TYPES = {cls.__name__: cls for cls in (
+    ev.LoadProgress, ev.Loaded, ev.LoadFailed, ev.TurnStarted, ev.PrefillProgress, ev.TokenEvent,
+    ev.TurnDone, ev.TurnRefused, ev.CacheCleared, ev.EngineError, ev.EngineDied)}
+
+
+class TraceError(ValueError):
+    pass
+
+
+def _plain(obj):
+    if is_dataclass(obj):
+        return asdict(obj)
+    raise TypeError(type(obj).__name__)
+
+
+def _tuples(v):
+    return tuple(_tuples(x) for x in v) if isinstance(v, list) else v
+
+
+def _build(cls, data: dict):
+    """A dataclass from its asdict() form, rebuilding the nested ones kvtop uses."""
+    kw = {}
+    for f in fields(cls):
+        if f.name not in data:
+            continue
+        v = data[f.name]
+        if cls is ev.Loaded and f.name == "buffers":
+            v = LlamaBuffers(v["model_mib"], tuple(KVBufferLine(**k) for k in v["kv"]), v["recurrent_mib"],
+                             v["compute_mib"], v["output_mib"])
+        elif cls is ev.TurnDone and f.name == "metrics":
+            v = _build(ev.TurnMetrics, v)
+        elif cls is ModelFacts and f.name == "layers":
+            v = [LayerShape(**x) for x in v]
+        elif cls is HardwareProfile and f.name == "cpu":
+            v = CPUProbe(**v) if v else None
+        elif cls is HardwareProfile and f.name == "gpus":
+            v = tuple(GPUInfo(**g) for g in v)
+        elif isinstance(v, list) and cls is not ModelFacts:
+            v = _tuples(v)
+        kw[f.name] = v
+    return cls(**kw)
+
+
+class TraceWriter:
+    """Appends records; thread-safe (events arrive on the worker thread). Flushed per turn."""
+
+    def __init__(self, path: str, header: dict):
+        self.path = path
+        self._lock = threading.Lock()
+        self._fh = open(path, "x", encoding="utf-8")
+        self._write({"type": "kvtop-trace", "version": TRACE_VERSION, "created": time.time(), **header})
+        self.flush()
+
+    def _write(self, obj: dict) -> None:
+        with self._lock:
+            if self._fh is not None:
+                self._fh.write(json.dumps(obj, default=_plain, ensure_ascii=False) + "\n")
+
+    def event(self, e) -> None:
+        name = type(e).__name__
+        if name in EVENT_TYPES:
+            self._write({"type": "event", "event": name, "data": asdict(e)})
+            if name in ("TurnDone", "TurnRefused", "Loaded", "EngineDied", "LoadFailed"):
+                self.flush()
+
+    def user(self, text: str) -> None:
+        self._write({"type": "user", "text": text})
+
+    def new_chat(self) -> None:
+        self._write({"type": "new_chat"})
+
+    def flush(self) -> None:
+        with self._lock:
+            if self._fh is not None:
+                self._fh.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fh is not None:
+                self._fh.close()
+                self._fh = None
+
+
+class Trace:
+    def __init__(self, header: dict, records: list[tuple[str, object]]):
+        self.header = header
+        self.records = records  # ("event", obj) | ("user", text) | ("new_chat", None)
+
+    @property
+    def facts(self) -> ModelFacts | None:
+        f = self.header.get("facts")
+        return _build(ModelFacts, f) if f else None
+
+    @property
+    def hardware(self) -> HardwareProfile | None:
+        h = self.header.get("hardware")
+        return _build(HardwareProfile, h) if h else None
+
+    def loaded(self) -> ev.Loaded | None:
+        for kind, obj in self.records:
+            if kind == "event" and isinstance(obj, ev.Loaded):
+                return obj
+        return None
+
+    def turns(self) -> list[tuple[str, list[object]]]:
+        """(user text, that turn's events) in order."""
+        out: list[tuple[str, list[object]]] = []
+        for kind, obj in self.records:
+            if kind == "user":
+                out.append((obj, []))
+            elif kind == "event" and out and not isinstance(obj, (ev.Loaded, ev.LoadProgress)):
+                out[-1][1].append(obj)
+        return out
+
+
+def read_trace(path: str) -> Trace:
+    try:
+        fh = open(path, encoding="utf-8", errors="strict")
+    except OSError as exc:
+        raise TraceError(f"{path}: {exc.strerror or exc}") from None
+    records: list[tuple[str, object]] = []
+    header = None
+    with fh:
+        try:
+            for n, line in enumerate(fh, 1):
+                if not line.endswith("\n"):
+                    raise TraceError(f"{path}: line {n} is cut short (truncated trace)")
+                try:
+                    obj = json.loads(line)
+                except ValueError as exc:
+                    raise TraceError(f"{path}: line {n} is not JSON ({exc.msg})") from None
+                if not isinstance(obj, dict):
+                    raise TraceError(f"{path}: line {n} is not a JSON object")
+                if n == 1:
+                    if obj.get("type") != "kvtop-trace":
+                        raise TraceError(f"{path}: not a kvtop trace (first line has no kvtop-trace header)")
+                    if obj.get("version") != TRACE_VERSION:
+                        raise TraceError(f"{path}: trace version {obj.get('version')!r}, this kvtop reads {TRACE_VERSION}")
+                    header = obj
+                    continue
+                kind = obj.get("type")
+                if kind == "event":
+                    cls = EVENT_TYPES.get(obj.get("event"))
+                    if cls is None or not isinstance(obj.get("data"), dict):
+                        raise TraceError(f"{path}: line {n} has an unknown event {obj.get('event')!r}")
+                    try:
+                        records.append(("event", _build(cls, obj["data"])))
+                    except (TypeError, KeyError, AttributeError) as exc:
+                        raise TraceError(f"{path}: line {n}: bad {cls.__name__} ({exc})") from None
+                elif kind == "user":
+                    records.append(("user", str(obj.get("text", ""))))
+                elif kind == "new_chat":
+                    records.append(("new_chat", None))
+                else:
+                    raise TraceError(f"{path}: line {n} has an unknown record type {kind!r}")
+        except UnicodeDecodeError:
+            raise TraceError(f"{path}: not UTF-8 text") from None
+    if header is None:
+        raise TraceError(f"{path}: empty trace")
+    return Trace(header, records)
+
+
+class ReplayEngine:
+    """Plays a trace's turns with their recorded timing (scaled by ``speed``; 0 = instantly).
+
+    Same interface as ``EngineProcess``; no model, no llama.cpp."""
+
+    def __init__(self, trace: Trace, speed: float = 1.0):
+        self.trace = trace
+        self.speed = speed
+        self.turn_scripts = [events for _text, events in trace.turns()]
+        self.loaded = None
+        self.died = None
+        self.cancel_event = threading.Event()
+        self.closed = False
+
+    @property
+    def pid(self):
+        return None
+
+    def alive(self) -> bool:
+        return not self.closed
+
+    def start(self, on_event):
+        loaded = self.trace.loaded()
+        if loaded is None:
+            from .process import EngineUnavailable
+
+            raise EngineUnavailable("the trace has no Loaded event")
+        on_event(ev.LoadProgress(1.0))
+        self.loaded = loaded
+        on_event(loaded)
+        return loaded
+
+    def chat(self, messages, on_event, t_submit=None, n_predict=None):
+        self.cancel_event.clear()
+        script = self.turn_scripts.pop(0) if self.turn_scripts else []
+        prev_t = None
+        last = None
+        for e in script:
+            t = getattr(e, "t", None)
+            if self.speed > 0 and t is not None and prev_t is not None and t > prev_t:
+                if self.cancel_event.wait((t - prev_t) / self.speed):
+                    break
+            if t is not None:
+                prev_t = t
+            on_event(e)
+            last = e
+        return last
+
+    def cancel(self) -> None:
+        self.cancel_event.set()
+
+    def reset(self, on_event=lambda e: None) -> None:
+        on_event(ev.CacheCleared())
+
+    def close(self, timeout: float = 0) -> None:
+        self.closed = True
+        self.cancel_event.set()
+
+    def kill_now(self) -> None:
+        self.close()
