@@ -60,6 +60,7 @@ class Engine:
         self.mem = None
         self.n_ctx = 0
         self.cached: list[int] = []  # tokens whose KV is in the cache, in order
+        self._prompt_cache_done = False
         self.loaded: ev.Loaded | None = None
         self._template: str | None = None
         self._bos_text = ""
@@ -294,6 +295,8 @@ class Engine:
             self.emit(r)
             return r
 
+        if self.settings.prompt_cache and not self._prompt_cache_done and not self.cached:
+            self._restore_prompt_cache()
         # Prefix reuse: keep the cached tokens the new prompt starts with. At least one
         # token is always computed, so there are logits to sample from.
         common = 0
@@ -350,6 +353,8 @@ class Engine:
         finally:
             llama_cpp.llama_set_abort_callback(self.ctx, self._null_abort, None)
         prefill_s = time.monotonic() - t_pf
+        if self.settings.prompt_cache and not self._prompt_cache_done and stop is None:
+            self._save_prompt_cache()
 
         # ---- decode
         decoder = Utf8Stream()
@@ -440,6 +445,37 @@ class Engine:
         done_ev = ev.TurnDone(turn_id, stop or "eog", "".join(out_text), metrics, t_end)
         self.emit(done_ev)
         return done_ev
+
+    def _restore_prompt_cache(self) -> None:
+        """Load ``--prompt-cache`` (llama.cpp's seq state file) into the cache, if it exists."""
+        import llama_cpp
+
+        path = self.settings.prompt_cache
+        if not os.path.isfile(path):
+            return
+        t0 = time.monotonic()
+        cap = self.n_ctx
+        toks = (ctypes.c_int32 * cap)()
+        n = ctypes.c_size_t(0)
+        size = llama_cpp.llama_state_seq_load_file(self.ctx, os.fsencode(path), 0, toks, cap, ctypes.byref(n))
+        self._prompt_cache_done = True
+        if size == 0 or n.value == 0:
+            llama_cpp.llama_memory_clear(self.mem, True)
+            self.emit(ev.EngineWarning(f"prompt cache {clean_line(path)} could not be restored (other model or settings?)"))
+            return
+        self.cached = list(toks[: n.value])
+        self.emit(ev.PromptCache("restored", path, n.value, int(size), time.monotonic() - t0))
+
+    def _save_prompt_cache(self) -> None:
+        import llama_cpp
+
+        path = self.settings.prompt_cache
+        self._prompt_cache_done = True
+        t0 = time.monotonic()
+        arr = (ctypes.c_int32 * len(self.cached))(*self.cached)
+        size = llama_cpp.llama_state_seq_save_file(self.ctx, os.fsencode(path), 0, arr, len(self.cached))
+        if size:
+            self.emit(ev.PromptCache("saved", path, len(self.cached), int(size), time.monotonic() - t0))
 
     def _detok(self, toks: list[int]) -> str:
         return b"".join(self._piece(t) for t in toks).decode("utf-8", errors="replace")

@@ -138,7 +138,25 @@ class CacheCleared:
 
 
 @dataclass(frozen=True)
+class PromptCache:
+    """The KV state of a prompt saved to, or restored from, ``--prompt-cache FILE``."""
+
+    action: str  # "restored" or "saved"
+    path: str
+    tokens: int
+    bytes: int
+    seconds: float
+
+
+@dataclass(frozen=True)
 class EngineError:
+    reason: str
+
+
+@dataclass(frozen=True)
+class EngineWarning:
+    """Something the user should know that does not stop the engine."""
+
     reason: str
 
 

@@ -57,6 +57,7 @@ class Settings:
     top_p: float = 0.95
     seed: int = -1
     system_prompt: str = ""
+    prompt_cache: str = ""
     threads_why: str = ""
 
     def resolved(self) -> "Settings":
@@ -108,6 +109,8 @@ def add_engine_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--top-p", dest="top_p", type=float, default=0.95)
     g.add_argument("--seed", type=int, default=-1)
     g.add_argument("-sys", "--system-prompt", dest="system_prompt", default="")
+    g.add_argument("--prompt-cache", dest="prompt_cache", default="", metavar="FILE",
+                   help="save the first prompt's KV state here, and restore it on the next start")
 
 
 def settings_from_args(model: str, ns: argparse.Namespace) -> Settings:

@@ -1,5 +1,7 @@
 """The TTFT waterfall and the prefix-cache diagnosis, on the real model."""
 
+import os
+
 import pytest
 
 from helpers import make_app, screen_text, wait_until
@@ -66,3 +68,42 @@ async def test_waterfall_screen_for_a_long_prompt(smollm_path, tmp_path):
         await pilot.press("escape")
         await pilot.pause()
         assert not isinstance(app.screen, WaterfallScreen)
+
+
+def test_prompt_cache_saves_and_restores_the_kv_state(smollm_path, tmp_path):
+    from runner import events as ev
+
+    cache = str(tmp_path / "system.kvcache")
+    msgs = [{"role": "system", "content": "You are a careful assistant. " * 60}, {"role": "user", "content": "Hi"}]
+    results = []
+    for _ in range(2):
+        seen = []
+        e = Engine(Settings(smollm_path, n_ctx=2048, temp=0, n_predict=8, prompt_cache=cache), seen.append)
+        e.load()
+        try:
+            results.append((e.chat(msgs), [x for x in seen if isinstance(x, ev.PromptCache)]))
+        finally:
+            e.close()
+    (first, notes1), (second, notes2) = results
+    assert [n.action for n in notes1] == ["saved"] and notes1[0].tokens == first.metrics.prompt_tokens
+    assert notes1[0].bytes == os.path.getsize(cache) > 376 * 22.5 * 1024
+    assert [n.action for n in notes2] == ["restored"] and notes2[0].tokens == first.metrics.prompt_tokens
+    assert second.metrics.reused_tokens == first.metrics.prompt_tokens - 1 and second.metrics.prefill_tokens == 1
+    assert second.text == first.text
+    assert second.metrics.ttft_s < first.metrics.ttft_s / 5
+
+
+async def test_prompt_cache_note_in_the_ui(smollm_path, tmp_path):
+    from tui.panes.prefill import PrefillPane
+
+    cache = str(tmp_path / "c.kvcache")
+    for run in range(2):
+        app = make_app(Settings(smollm_path, n_ctx=2048, temp=0, n_predict=4, prompt_cache=cache,
+                                system_prompt="You are terse. " * 40), EngineProcess, tmp_path / str(run), live_system=False)
+        async with app.run_test(size=(160, 50)) as pilot:
+            await wait_until(pilot, lambda: app.loaded is not None, what="load")
+            app.query_one("#prompt").value = "Hi"
+            await pilot.press("enter")
+            await wait_until(pilot, lambda: app.turns and not app.turn_running, what="turn")
+            note = app.query_one(PrefillPane).cache_note
+    assert note.startswith("prompt cache restored:") and "MiB" in note and "saved ≈" in note

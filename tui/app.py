@@ -125,6 +125,7 @@ class KvtopApp(App[int]):
         self.last_saved: str | None = None
         self._stopping = False
         self._turn_started = None
+        self._prompt_cache_restored = 0
         self.prompt_file = prompt_file
         self.trace_path = trace_path
         self.record_trace = record_trace
@@ -285,6 +286,13 @@ class KvtopApp(App[int]):
         except OSError as exc:
             self.post_message(msg.Notice(f"no trace: {clean_line(str(exc))}"))
 
+    def on_prompt_cache_note(self, m: msg.PromptCacheNote) -> None:
+        e = m.event
+        self._prompt_cache_restored = e.tokens if e.action == "restored" else 0
+        mib = e.bytes / 2**20
+        self.query_one(PrefillPane).set_cache_note(
+            f"prompt cache {e.action}: {e.tokens:,} tokens, {mib:.2f} MiB in {e.seconds * 1000:.0f} ms")
+
     def on_notice(self, m: msg.Notice) -> None:
         self.notify(m.text, severity="warning", markup=False)
 
@@ -443,6 +451,11 @@ class KvtopApp(App[int]):
                            "first_diff_index": started.first_diff_index if started else None,
                            "diff_context": started.diff_context if started else None})
         self._update_estimate(mt)
+        if self._prompt_cache_restored and mt.prefill_tok_s:
+            saved = min(self._prompt_cache_restored, mt.reused_tokens) / mt.prefill_tok_s
+            self.query_one(PrefillPane).set_cache_note(
+                f"{self.query_one(PrefillPane).cache_note}; saved ≈ {saved:.2f} s of prefill")
+            self._prompt_cache_restored = 0
         self.call_later(self._next_replay_message)
         if r.stop_reason == "context_full":
             self.notify("Context full: Ctrl+L starts a new chat.", severity="warning", markup=False)

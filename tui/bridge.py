@@ -65,6 +65,10 @@ class TurnBridge:
             self.post(msg.EngineFailed(e.reason, died=True))
         elif isinstance(e, ev.CacheCleared):
             self.post(msg.CacheReset())
+        elif isinstance(e, ev.PromptCache):
+            self.post(msg.PromptCacheNote(e))
+        elif isinstance(e, ev.EngineWarning):
+            self.post(msg.Notice(e.reason))
 
     def _token(self, e: ev.TokenEvent) -> None:
         self.text.append(e.text)

@@ -97,3 +97,9 @@ class Notice(Message):
     def __init__(self, text: str) -> None:
         super().__init__()
         self.text = text
+
+
+class PromptCacheNote(Message):
+    def __init__(self, event) -> None:
+        super().__init__()
+        self.event = event

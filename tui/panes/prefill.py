@@ -24,6 +24,11 @@ class PrefillPane(Widget):
         self.note = "no turn yet"
         self.template_note: str | None = None
         self.diverged: int | None = None
+        self.cache_note: str = ""
+
+    def set_cache_note(self, note: str) -> None:
+        self.cache_note = note
+        self.refresh(layout=True)
 
     def begin(self, started) -> None:
         self.total = started.prompt_tokens
@@ -77,6 +82,8 @@ class PrefillPane(Widget):
         if self.diverged is not None:
             lines.append(Content.assemble(("cache diverged at token ", "$text-muted"), (f"{self.diverged:,}", "$kvtop-warn"),
                                           (" (F2: waterfall)", "$text-muted")))
+        if self.cache_note:
+            lines.append(Content.styled(self.cache_note, "$kvtop-reused"))
         if self.template_note:
             lines.append(Content.styled(f"template fallback: {self.template_note}", "$kvtop-warn"))
         return Content("\n").join(lines)
