@@ -7,12 +7,10 @@ panes compute from them (rates, TTFT) is the same on every run.
 
 from __future__ import annotations
 
-import threading
-from dataclasses import replace
-
 from . import events as ev
 from .llama_log import KVBufferLine, LlamaBuffers
 from .settings import Settings
+from .trace import ReplayEngine
 
 
 def smollm_loaded(path: str, n_ctx: int = 4096) -> ev.Loaded:
@@ -67,49 +65,9 @@ def scripted_turn(turn_id: int, t0: float, prompt_tokens: int, reused: int, piec
     return out
 
 
-class ScriptedEngine:
-    """Plays ``loaded`` on start and the next script on each chat."""
+class ScriptedEngine(ReplayEngine):
+    """Plays ``loaded`` on start and the next script on each chat, instantly."""
 
     def __init__(self, settings: Settings, loaded: ev.Loaded, turns: list[list[object]]):
+        super().__init__(speed=0, loaded=loaded, turns=turns)
         self.settings = settings.resolved()
-        self.loaded_event = loaded
-        self.turns = list(turns)
-        self.loaded = None
-        self.died = None
-        self.cancelled = threading.Event()
-        self.chats: list[list[dict]] = []
-        self.closed = False
-
-    @property
-    def pid(self) -> None:
-        return None
-
-    def alive(self) -> bool:
-        return not self.closed
-
-    def start(self, on_event) -> ev.Loaded:
-        on_event(ev.LoadProgress(1.0))
-        self.loaded = replace(self.loaded_event)
-        on_event(self.loaded)
-        return self.loaded
-
-    def chat(self, messages, on_event, t_submit=None, n_predict=None):
-        self.chats.append(list(messages))
-        script = self.turns.pop(0) if self.turns else []
-        last = None
-        for e in script:
-            on_event(e)
-            last = e
-        return last
-
-    def cancel(self) -> None:
-        self.cancelled.set()
-
-    def reset(self, on_event=lambda e: None) -> None:
-        on_event(ev.CacheCleared())
-
-    def close(self, timeout: float = 0) -> None:
-        self.closed = True
-
-    def kill_now(self) -> None:
-        self.closed = True

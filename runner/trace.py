@@ -190,14 +190,17 @@ def read_trace(path: str) -> Trace:
 
 
 class ReplayEngine:
-    """Plays a trace's turns with their recorded timing (scaled by ``speed``; 0 = instantly).
+    """Plays recorded turns with their recorded timing (scaled by ``speed``; 0 = instantly).
 
-    Same interface as ``EngineProcess``; no model, no llama.cpp."""
+    Same interface as ``EngineProcess``; no model, no llama.cpp. Built from a trace,
+    or (``runner.scripted``) from a ``Loaded`` event and event lists written by hand."""
 
-    def __init__(self, trace: Trace, speed: float = 1.0):
-        self.trace = trace
+    def __init__(self, trace: Trace | None = None, speed: float = 1.0, *,
+                 loaded: ev.Loaded | None = None, turns: list[list[object]] | None = None):
         self.speed = speed
-        self.turn_scripts = [events for _text, events in trace.turns()]
+        self.loaded_event = trace.loaded() if trace is not None else loaded
+        self.turn_scripts = [events for _text, events in trace.turns()] if trace is not None else list(turns or [])
+        self.chats: list[list[dict]] = []
         self.loaded = None
         self.died = None
         self.cancel_event = threading.Event()
@@ -211,7 +214,7 @@ class ReplayEngine:
         return not self.closed
 
     def start(self, on_event):
-        loaded = self.trace.loaded()
+        loaded = self.loaded_event
         if loaded is None:
             from .process import EngineUnavailable
 
@@ -222,6 +225,7 @@ class ReplayEngine:
         return loaded
 
     def chat(self, messages, on_event, t_submit=None, n_predict=None):
+        self.chats.append(list(messages))
         self.cancel_event.clear()
         script = self.turn_scripts.pop(0) if self.turn_scripts else []
         prev_t = None

@@ -317,8 +317,8 @@ class KvtopApp(App[int]):
             with open(os.path.expanduser(path), "rb") as fh:
                 data = fh.read(self.MAX_PROMPT_FILE + 1)
         except OSError as exc:
-            self.notify(f"cannot read {clean_line(path)}: {clean_line(exc.strerror or str(exc))}",
-                        severity="error", markup=False)
+            reason = f"cannot read {clean_line(path)}: {clean_line(exc.strerror or str(exc))}"
+            self.notify(reason, severity="error", markup=False)
             return None
         if len(data) > self.MAX_PROMPT_FILE:
             self.notify(f"{clean_line(path)} is over 4 MiB", severity="error", markup=False)
