@@ -168,6 +168,17 @@ class EngineDied:
     reason: str
 
 
+@dataclass(frozen=True)
+class EventBatch:
+    """Token events sent over the pipe together (the parent unpacks them in order).
+
+    Every token still has its own event and timestamp; batching only spares the
+    receiving process a wake-up per token, which on a small machine steals time from
+    llama.cpp's threads."""
+
+    events: tuple
+
+
 STOP_LABELS = {
     "eog": "end of turn",
     "n_predict": "-n reached",

@@ -34,6 +34,7 @@ from . import events as ev
 from .settings import Settings
 
 OnEvent = Callable[[object], None]
+BATCH_S = 0.05  # seconds of token events sent together from the child
 
 
 class EngineUnavailable(Exception):
@@ -143,14 +144,18 @@ class EngineProcess:
 
     def _recv(self, on_event: OnEvent):
         assert self._events is not None
-        try:
-            e = self._events.recv()
-        except (EOFError, OSError):
-            reason = self._death_reason()
-            on_event(self.died)
-            raise EngineUnavailable(reason) from None
-        on_event(e)
-        return e
+        while True:
+            try:
+                e = self._events.recv()
+            except (EOFError, OSError):
+                reason = self._death_reason()
+                on_event(self.died)
+                raise EngineUnavailable(reason) from None
+            if not isinstance(e, ev.EventBatch):
+                on_event(e)
+                return e
+            for item in e.events:
+                on_event(item)
 
     def chat(self, messages: list[dict], on_event: OnEvent, t_submit: float | None = None,
              n_predict: int | None = None) -> ev.TurnDone | ev.TurnRefused:
@@ -334,7 +339,23 @@ def child_main(cmd_fd: int, ev_fd: int) -> int:
 
     threading.Thread(target=reader, daemon=True, name="kvtop-cmd").start()
 
+    batch: list = []
+    last_flush = [0.0]
+
     def emit(e) -> None:
+        # Token events go out in batches of up to BATCH_S (the first token at once, so
+        # nothing waits on it); any other event flushes the batch first, keeping order.
+        if isinstance(e, ev.TokenEvent):
+            batch.append(e)
+            now = time.monotonic()
+            if e.index == 0 or now - last_flush[0] >= BATCH_S:
+                last_flush[0] = now
+                ev_conn.send(ev.EventBatch(tuple(batch)))
+                batch.clear()
+            return
+        if batch:
+            ev_conn.send(ev.EventBatch(tuple(batch)))
+            batch.clear()
         ev_conn.send(e)
 
     from .engine import Engine, EngineLoadError

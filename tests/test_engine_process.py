@@ -199,3 +199,40 @@ def test_bench_usage_and_runtime_errors(tmp_path):
     assert len(r.stderr.strip().splitlines()) == 1
     r = subprocess.run([sys.executable, "-m", "tui", "bench"], capture_output=True, text=True)
     assert r.returncode == 2
+
+
+def test_n_ctx_is_padded_so_no_prompt_lands_in_llama_cpps_padding(smollm_path):
+    """-c 300 becomes 512 (llama.cpp pads to 256); a 400-token prompt then fits and runs."""
+    from runner.engine import Engine
+
+    e = Engine(Settings(smollm_path, n_ctx=300, temp=0, n_predict=2), lambda x: None)
+    loaded = e.load()
+    try:
+        assert e.settings.n_ctx == 512 and loaded.n_ctx == 512
+        toks = (e.tokenize("The cat sat on the mat. ") * 60)[:400]
+        done = e.generate(toks, n_predict=2, ignore_eog=True)
+        assert done.stop_reason == "n_predict" and done.metrics.prompt_tokens == 400
+    finally:
+        e.close()
+
+
+def test_cpu_probe_is_sane_and_its_ceiling_is_above_measured_decode(smollm_path, tmp_path):
+    from runner.estimate import decode_ceilings_at
+    from runner.hardware import cpu_profile
+    from runner.kv_math import kv_layout
+    from runner.report import load_facts
+
+    probe = cpu_profile(str(tmp_path), refresh=True)
+    assert probe.seconds < 3
+    assert 1 < probe.bandwidth_gbs < 2000 and 0.005 < probe.tflops < 500
+    assert cpu_profile(str(tmp_path)) == probe  # cached on disk per machine
+    e = EngineProcess(Settings(smollm_path, n_ctx=1024, temp=0, n_predict=64))
+    e.start(lambda x: None)
+    try:
+        done = e.generate(e.tokenize("Once upon a time"), lambda x: None, n_predict=64, ignore_eog=True)
+    finally:
+        e.close()
+    facts = load_facts(smollm_path)
+    bw, comp = decode_ceilings_at(facts, kv_layout(facts, 1024), probe.bandwidth_gbs, probe.tflops,
+                                  done.metrics.kv_cells_used)
+    assert done.metrics.decode_tok_s < bw

@@ -67,7 +67,8 @@ def test_chat_in_a_real_terminal(session, tmp_path, size):
     assert engine_pids() <= before, "the engine child outlived the UI"
 
 
-def test_sigterm_during_a_turn_stops_the_engine(session, tmp_path):
+@pytest.mark.parametrize("stop", ["SIGTERM", "SIGHUP", "C-c"])
+def test_stopping_during_a_turn_stops_the_engine(session, tmp_path, stop):
     before = engine_pids()
     home = tmp_path / "home"
     cmd = f"KVTOP_HOME={home} {sys.executable} -m tui -n -1 --temp 0 -c 4096; echo KVTOP-EXIT=$?; sleep 30"
@@ -79,7 +80,12 @@ def test_sigterm_during_a_turn_stops_the_engine(session, tmp_path):
     assert len(kids) == 1
     ui = int(subprocess.run(["ps", "-o", "ppid=", "-p", str(next(iter(kids)))],
                             capture_output=True, text=True).stdout)
-    os.kill(ui, signal.SIGTERM)
-    wait_screen(session, lambda s: "KVTOP-EXIT=" in s, timeout=20, what="exit after SIGTERM")
+    if stop == "C-c":
+        tmux("send-keys", "-t", session, "C-c")
+    else:
+        os.kill(ui, getattr(signal, stop))
+    screen = wait_screen(session, lambda s: "KVTOP-EXIT=" in s, timeout=20, what=f"exit after {stop}")
     time.sleep(0.5)
-    assert not (engine_pids() & kids), "the engine child outlived SIGTERM"
+    assert not (engine_pids() & kids), f"the engine child outlived {stop}"
+    # the terminal is restored: the shell's own output is on a normal screen again
+    assert "n_ctx" not in screen

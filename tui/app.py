@@ -33,7 +33,7 @@ from themes import APP_VARIABLE_DEFAULTS, DEFAULT_THEME, THEMES, register_all
 from . import messages as msg
 from .bridge import TurnBridge
 from .config import Preferences, load_preferences, save_preferences
-from .panes.chat import ChatLog, ChatMessage, turn_footer
+from .panes.chat import ChatLog, ChatMessage, StreamTail, turn_footer
 from .panes.decode import DecodePane
 from .panes.estimate import EstimatePane
 from .panes.kv import KVPane
@@ -70,11 +70,12 @@ class KvtopApp(App[int]):
         Binding("ctrl+t", "change_theme", "Theme", priority=True),
         Binding("f1", "help", "Help"),
         Binding("f2", "waterfall", "TTFT waterfall"),
+        Binding("ctrl+o", "attach_file", "Attach file", show=False, priority=True),
         Binding("ctrl+q", "quit", "Quit", priority=True),
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
     ]
 
-    CHAT_INTERVAL = 1.0  # seconds between transcript redraws while decoding
+    CHAT_INTERVAL = 5.0  # seconds between full transcript redraws while decoding (the tail streams)
 
     def __init__(
         self,
@@ -144,6 +145,7 @@ class KvtopApp(App[int]):
         with Horizontal(id="body"):
             with Vertical(id="chat-column"):
                 yield ChatLog(id="chat")
+                yield StreamTail(id="stream-tail")
                 yield Input(placeholder="Message (Enter to send, F1 for help)", id="prompt")
             with VerticalScroll(id="metrics"):
                 yield PrefillPane(id="prefill", classes="pane")
@@ -420,6 +422,7 @@ class KvtopApp(App[int]):
     def on_decode_update(self, m: msg.DecodeUpdate) -> None:
         now = self.clock()
         # re-wrapping a growing reply is the costliest redraw: twice a second is enough to read
+        self.query_one(StreamTail).show(clean_text(m.text))
         if self.current_reply is not None and now - self._last_chat_update >= self.CHAT_INTERVAL:
             self._last_chat_update = now
             self.current_reply.set_text(m.text)
@@ -439,6 +442,8 @@ class KvtopApp(App[int]):
             return
         mt = r.metrics
         text = clean_text(r.text)
+        self.query_one(StreamTail).show("")
+        self._last_chat_update = -1e9
         if self.current_reply is not None:
             self.current_reply.set_text(text)
             self.current_reply.set_footer(turn_footer(r))
@@ -546,6 +551,13 @@ class KvtopApp(App[int]):
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
+
+    def action_attach_file(self) -> None:
+        """Start a ``/file PATH`` message: the file's text is sent when Enter is pressed."""
+        inp = self.query_one("#prompt", Input)
+        inp.value = "/file "
+        inp.cursor_position = len(inp.value)
+        inp.focus()
 
     def action_waterfall(self) -> None:
         from .waterfall import WaterfallScreen

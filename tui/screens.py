@@ -19,7 +19,7 @@ KEYS = [
     ("Ctrl+P", "command palette"),
     ("F1", "this help"),
     ("F2", "TTFT waterfall of the last turn: where the time to first token went"),
-    ("/file PATH", "type this to send a file's text as the message (also --prompt-file PATH)"),
+    ("Ctrl+O", "attach a file: starts '/file ' in the input; type the path, Enter sends its text"),
     ("Ctrl+Q", "quit"),
 ]
 
