@@ -412,6 +412,7 @@ class KvtopApp(App[int]):
 
     def on_turn_began(self, m: msg.TurnBegan) -> None:
         self._turn_started = m.started
+        self._last_chat_update = self.clock()  # the stream tail shows the reply first
         self.query_one(PrefillPane).begin(m.started)
         self.query_one(KVPane).set_cells(m.started.reused_tokens)
 

@@ -62,10 +62,10 @@ class KVPane(Widget):
                 (" allocated", "$text-muted")))
             for k in lay.kinds:
                 used_k = k.bytes_used(self.cells)
-                what = "constant state" if k.kind == "recurrent" else f"{k.cells:,} cells"
+                what = "state" if k.kind == "recurrent" else f"{k.cells:,}"
                 lines.append(Content.assemble(
                     ("■ ", KIND_STYLE.get(k.kind, "")), (f"{k.kind:<8}", KIND_STYLE.get(k.kind, "")),
-                    f" {k.n_layers}L x {what}  {fmt_bytes(used_k)} / {fmt_bytes(k.bytes_allocated)}"))
+                    f" {k.n_layers}L×{what}  {fmt_bytes(used_k)}/{fmt_bytes(k.bytes_allocated)}"))
         left = self.n_ctx - self.cells
         if self.rate and left > 0:
             lines.append(Content.assemble(("full in ", "$text-muted"),

@@ -45,6 +45,8 @@ class PrefillPane(Widget):
     def progress(self, p) -> None:
         self.total, self.done, self.reused = p.total, p.done, p.reused
         self.elapsed, self.rate = p.elapsed_s, p.tok_s
+        if p.done >= p.total:
+            self.note = "done"
         self.refresh()
 
     def finish(self, metrics, stop_reason: str) -> None:
