@@ -315,7 +315,6 @@ class Engine:
                                  template_fallback, template_s, tokenize_s, first_diff,
                                  t_lookup, diff_context))
         llama_cpp.llama_perf_context_reset(self.ctx)
-        self.cancel_event_checked = False
 
         # ---- prefill, one ubatch per llama_decode
         ub = max(1, llama_cpp.llama_n_ubatch(self.ctx))

@@ -231,10 +231,6 @@ class EngineProcess:
                 except OSError:
                     pass
 
-    def kill_now(self) -> None:
-        """For signal handlers: end the child without waiting on pipes."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
 
 
 class InProcessEngine:
@@ -299,8 +295,6 @@ class InProcessEngine:
     def close(self, timeout: float = 0) -> None:
         self.engine.close()
 
-    def kill_now(self) -> None:
-        pass
 
 
 # ---------------------------------------------------------------- child side

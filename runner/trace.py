@@ -251,5 +251,3 @@ class ReplayEngine:
         self.closed = True
         self.cancel_event.set()
 
-    def kill_now(self) -> None:
-        self.close()

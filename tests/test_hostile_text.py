@@ -181,6 +181,8 @@ async def test_screenshots_are_named_by_kvtop_and_never_overwrite(tmp_path, smol
         await pilot.press("ctrl+e")
         await pilot.pause()
         assert os.path.dirname(app.last_saved) == str(tmp_path / "data" / "exports")
+        assert os.path.dirname(app.last_csv) == str(tmp_path / "data" / "exports")
+        assert open(app.last_csv).readline().startswith("turn,user,stop_reason")
         assert victim.read_text() == "keep me"
         import json
 

@@ -423,7 +423,7 @@ class KvtopApp(App[int]):
     def on_decode_update(self, m: msg.DecodeUpdate) -> None:
         now = self.clock()
         # re-wrapping a growing reply is the costliest redraw: twice a second is enough to read
-        self.query_one(StreamTail).show(clean_text(m.text))
+        self.query_one(StreamTail).show(m.text)  # cleaned by the bridge
         if self.current_reply is not None and now - self._last_chat_update >= self.CHAT_INTERVAL:
             self._last_chat_update = now
             self.current_reply.set_text(m.text)
