@@ -88,7 +88,9 @@ class TraceWriter:
     def event(self, e) -> None:
         name = type(e).__name__
         if name in EVENT_TYPES:
-            self._write({"type": "event", "event": name, "data": asdict(e)})
+            # per-token events are flat: their __dict__ is their asdict(), without the deep copy
+            data = dict(e.__dict__) if name in ("TokenEvent", "PrefillProgress") else asdict(e)
+            self._write({"type": "event", "event": name, "data": data})
             if name in ("TurnDone", "TurnRefused", "Loaded", "EngineDied", "LoadFailed"):
                 self.flush()
 
