@@ -85,7 +85,7 @@ def main() -> int:
         return 1
     ui, hb = [], []
     for i in range(a.r):
-        home = tempfile.mkdtemp(prefix="kvtop-bench-")
+        home = tempfile.mkdtemp(prefix="kvtop-bench-")  # a first start: the CPU probe runs too
         m = ui_turn(a.model, a.n, a.t, home)
         ui.append(m["decode_tok_s"])
         b = bench_turn(a.model, a.n, a.t, m["prompt_tokens"])

@@ -182,6 +182,25 @@ def machine_key() -> str:
     return f"{platform.node()}-{platform.machine()}-{os.cpu_count()}"
 
 
+def probe_cpu_in_subprocess() -> CPUProbe:
+    """Run the probe in a short-lived process: its 256 MiB buffer and the BLAS threads
+    numpy starts (which keep spinning for a while after a matmul) stay out of the
+    process that goes on to watch the model."""
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    code = "import json, dataclasses; from runner.hardware import probe_cpu; print(json.dumps(dataclasses.asdict(probe_cpu())))"
+    try:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                             timeout=60, check=True)
+        return CPUProbe(**json.loads(out.stdout.strip().splitlines()[-1]))
+    except (subprocess.SubprocessError, OSError, ValueError, TypeError, IndexError):
+        return probe_cpu()
+
+
 def probe_cpu(threads: int | None = None) -> CPUProbe:
     threads = threads or os.cpu_count() or 1
     t = time.perf_counter()
@@ -203,7 +222,7 @@ def cpu_profile(cache_dir: str | None = None, refresh: bool = False) -> CPUProbe
                 return CPUProbe(**json.load(fh))
         except (OSError, ValueError, TypeError):
             pass
-    probe = probe_cpu()
+    probe = probe_cpu_in_subprocess()
     try:
         os.makedirs(cache_dir, exist_ok=True)
         tmp = path + ".tmp"
