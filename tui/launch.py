@@ -21,7 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="kvtop",
         description="Run a local GGUF model and watch, live, why it is fast or slow. "
-                    "Also: 'kvtop bench MODEL' and 'kvtop estimate MODEL'.",
+                    "Also: 'kvtop bench MODEL', 'kvtop estimate MODEL' and 'kvtop replay TRACE'.",
     )
     p.add_argument("model", nargs="?", help="path to a .gguf file (default: the bundled demo model)")
     p.add_argument("--resume", action="store_true", help="reopen the last session's transcript")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
@@ -40,7 +40,7 @@ class HelpScreen(ModalScreen[None]):
         lines += [Content.assemble((f"{k:<8}", "bold $accent"), v) for k, v in KEYS]
         lines += [Content(""), Content.styled("panes", "bold")]
         lines += [Content.assemble((f"{k:<9}", "bold $primary"), v) for k, v in PANES]
-        with Vertical(id="help-box", classes="dialog"):
+        with VerticalScroll(id="help-box", classes="dialog"):
             yield Static(Content("\n").join(lines), markup=False)
             yield Button("Close", id="close", variant="primary")
 
