@@ -197,9 +197,7 @@ class Engine:
         return self._piece_buf.raw[: max(n, 0)].decode("utf-8", errors="replace")
 
     def piece(self, tok: int) -> bytes:
-        return self._piece(tok)
-
-    def _piece(self, tok: int) -> bytes:
+        """The bytes of one token (possibly part of a UTF-8 character)."""
         import llama_cpp
 
         n = llama_cpp.llama_token_to_piece(self.vocab, tok, self._piece_buf, 256, 0, False)
@@ -323,6 +321,7 @@ class Engine:
         t_pf = time.monotonic()
         done = 0
         ubatches: list[tuple[int, float]] = []
+        ubatch_ends: list[float] = []
         stop = None
         llama_cpp.llama_set_abort_callback(self.ctx, self._abort_cb, None)
         try:
@@ -346,6 +345,7 @@ class Engine:
                 self.cached.extend(todo[done: done + n])
                 done += n
                 ubatches.append((n, t_e - t_u))
+                ubatch_ends.append(t_e)
                 el = t_e - t_pf
                 self.emit(ev.PrefillProgress(turn_id, reused + done, n_prompt, reused, el,
                                              done / el if el > 0 else 0.0, n, t_e - t_u, t_e))
@@ -373,7 +373,7 @@ class Engine:
                 now = time.monotonic()
                 if t_first_token is None:
                     t_first_token = now
-                text = decoder.feed(self._piece(tok))
+                text = decoder.feed(self.piece(tok))
                 if text and t_first_visible is None:
                     t_first_visible = now
                 token_times.append(now)
@@ -411,8 +411,8 @@ class Engine:
                 self.emit(ev.TokenEvent(turn_id, n_out, -1, tail, pos, now))
 
         t_end = time.monotonic()
-        timeline = self._timeline(t_submit, t_start, marks, t_lookup, t_pf, ubatches, t_first_token,
-                                  t_first_visible, reused)
+        timeline = self._timeline(t_submit, t_start, marks, t_lookup, t_pf, ubatches, ubatch_ends,
+                                  t_first_token, t_first_visible, reused)
         itl = [(b - a) * 1000 for a, b in zip(token_times, token_times[1:])]
         dec_s = token_times[-1] - token_times[0] if len(token_times) > 1 else 0.0
         perf = llama_cpp.llama_perf_context(self.ctx)
@@ -477,25 +477,23 @@ class Engine:
             self.emit(ev.PromptCache("saved", path, len(self.cached), int(size), time.monotonic() - t0))
 
     def _detok(self, toks: list[int]) -> str:
-        return b"".join(self._piece(t) for t in toks).decode("utf-8", errors="replace")
+        return b"".join(self.piece(t) for t in toks).decode("utf-8", errors="replace")
 
     @staticmethod
-    def _timeline(t_submit, t_start, marks, t_lookup, t_pf, ubatches, t_first_token, t_first_visible,
-                  reused) -> tuple[tuple[str, float, float], ...]:
+    def _timeline(t_submit, t_start, marks, t_lookup, t_pf, ubatches, ubatch_ends, t_first_token,
+                  t_first_visible, reused) -> tuple[tuple[str, float, float], ...]:
         """Contiguous (label, start, seconds) segments from submit to the first visible
-        character, offsets from submit: they add up to TTFT by construction of the
-        boundaries, each boundary a measured timestamp."""
+        character, offsets from submit. Each boundary is a measured timestamp, so the
+        segments add up to TTFT; a ubatch segment includes the progress report before it."""
         if t_first_visible is None:
             return ()
         bounds: list[tuple[str, float]] = [("wait for engine", t_start)]
         for label, _a, b in marks:
             bounds.append((label, b))
         bounds.append((f"cache lookup ({reused} reused)", t_lookup))
-        t = t_pf
         bounds.append(("prefill setup", t_pf))
-        for i, (n, dt) in enumerate(ubatches):
-            t += dt
-            bounds.append((f"ubatch {i + 1} ({n} tok)", t))
+        for i, ((n, _dt), end) in enumerate(zip(ubatches, ubatch_ends)):
+            bounds.append((f"ubatch {i + 1} ({n} tok)", end))
         if t_first_token is not None:
             bounds.append(("first decode+sample", t_first_token))
         bounds.append(("first visible char", t_first_visible))

@@ -232,7 +232,6 @@ class EngineProcess:
                     pass
 
 
-
 class InProcessEngine:
     """The same interface as ``EngineProcess``, running the engine in this process."""
 
@@ -294,7 +293,6 @@ class InProcessEngine:
 
     def close(self, timeout: float = 0) -> None:
         self.engine.close()
-
 
 
 # ---------------------------------------------------------------- child side

@@ -73,10 +73,12 @@ def _build(cls, data: dict):
 class TraceWriter:
     """Appends records; thread-safe (events arrive on the worker thread). Flushed per turn."""
 
-    def __init__(self, path: str, header: dict):
+    def __init__(self, path: str, header: dict, fh=None):
+        """``fh``: the file already created at ``path`` (by ``unique_file``); else ``path``
+        is created here, never overwriting an existing file."""
         self.path = path
         self._lock = threading.Lock()
-        self._fh = open(path, "x", encoding="utf-8")
+        self._fh = fh if fh is not None else open(path, "x", encoding="utf-8")
         self._write({"type": "kvtop-trace", "version": TRACE_VERSION, "created": time.time(), **header})
         self.flush()
 

@@ -217,7 +217,7 @@ class KvtopApp(App[int]):
             self._open_trace(facts, hw)
             layout = kv_layout(facts, s.n_ctx, s.cache_type_k, s.cache_type_v, s.swa_full, s.n_ubatch)
             pre = memory_check(facts, layout, hw, s.n_gpu_layers)
-            self.post_message(msg.ModelInspected(facts, hw, pre))
+            self.post_message(msg.ModelInspected(facts, hw, layout, pre))
             if pre.fits is False:
                 self._preflight_go.wait()
                 if not self._preflight_answer:
@@ -282,9 +282,7 @@ class KvtopApp(App[int]):
                 self.trace = TraceWriter(self.trace_path, header)
             else:
                 path, fh = unique_file(self.paths.sessions_dir, time.strftime("trace-%Y%m%d-%H%M%S"), "jsonl")
-                fh.close()
-                os.unlink(path)
-                self.trace = TraceWriter(path, header)
+                self.trace = TraceWriter(path, header, fh)
         except OSError as exc:
             self.post_message(msg.Notice(f"no trace: {clean_line(str(exc))}"))
 
@@ -348,9 +346,7 @@ class KvtopApp(App[int]):
         self._run_turn(list(self.messages), self.clock())
 
     def on_model_inspected(self, m: msg.ModelInspected) -> None:
-        self.facts, self.hw = m.facts, m.hardware
-        s = self.settings
-        self.layout_kv = kv_layout(m.facts, s.n_ctx, s.cache_type_k, s.cache_type_v, s.swa_full, s.n_ubatch)
+        self.facts, self.hw, self.layout_kv = m.facts, m.hardware, m.layout
         self.query_one(KVPane).set_layout(self.layout_kv, self.layout_kv.n_ctx, None)
         self._update_estimate()
         if m.preflight.fits is False:
@@ -422,13 +418,14 @@ class KvtopApp(App[int]):
 
     def on_decode_update(self, m: msg.DecodeUpdate) -> None:
         now = self.clock()
-        # re-wrapping a growing reply is the costliest redraw: twice a second is enough to read
+        # Re-wrapping the growing reply in the transcript is the costliest redraw, so the
+        # fixed-height tail streams it and the transcript catches up every CHAT_INTERVAL.
         self.query_one(StreamTail).show(m.text)  # cleaned by the bridge
         if self.current_reply is not None and now - self._last_chat_update >= self.CHAT_INTERVAL:
             self._last_chat_update = now
             self.current_reply.set_text(m.text)
             self.query_one(ChatLog).follow()
-        self.query_one(DecodePane).update_live(m, self.clock())
+        self.query_one(DecodePane).update_live(m, now)
         self.query_one(KVPane).set_cells(m.pos + 1, m.tok_s)
 
     def on_turn_finished(self, m: msg.TurnFinished) -> None:
@@ -525,12 +522,12 @@ class KvtopApp(App[int]):
         self.query_one(MemoryPane).set_sample(take_sample(pid, os.getpid(), same_process=same))
         if self.loaded is not None and not self.engine.alive() and self.load_error is None:
             self.load_error = "the engine process is gone"
-            self.post_message(msg.EngineFailed(getattr(self.engine, "died", None) and self.engine.died.reason
-                                               or "the engine process exited", died=True))
+            died = getattr(self.engine, "died", None)
+            self.post_message(msg.EngineFailed(died.reason if died else "the engine process exited", died=True))
 
     # --------------------------------------------------------------- actions
     def action_cancel_turn(self) -> None:
-        if isinstance(self.screen, (HelpScreen, ErrorScreen)) or len(self.screen_stack) > 1:
+        if len(self.screen_stack) > 1:  # Esc closes a dialog first
             self.screen.dismiss()
             return
         if self.turn_running:
@@ -590,8 +587,7 @@ class KvtopApp(App[int]):
                                   s.swa_full, s.n_ubatch, n_gpu_layers=s.n_gpu_layers)
         facts = None
         if self.facts is not None:
-            facts = {k: v for k, v in asdict(self.facts).items() if k not in ("chat_template",)}
-            facts["layers"] = [asdict(x) for x in self.facts.layers]
+            facts = {k: v for k, v in asdict(self.facts).items() if k != "chat_template"}
         return {
             "kvtop_bundle_version": 1,
             "command_line": self.argv,

@@ -35,11 +35,10 @@ class TurnBridge:
         self.turn_id = turn_id
         self.text: list[str] = []
         self.times: list[float] = []
-        self.positions: list[int] = []
+        self.last_pos = 0
         self.series: list[tuple[int, float]] = []
         self._last_post = 0.0
         self._last_prefill_post = 0.0
-        self._pending_prefill: ev.PrefillProgress | None = None
 
     def __call__(self, e: object) -> None:
         if isinstance(e, ev.TurnStarted):
@@ -74,7 +73,7 @@ class TurnBridge:
         self.text.append(e.text)
         if e.token_id >= 0:
             self.times.append(e.t)
-            self.positions.append(e.pos)
+            self.last_pos = e.pos
             n = len(self.times)
             if n > 1:
                 k = min(RATE_WINDOW, n - 1)
@@ -91,9 +90,6 @@ class TurnBridge:
     def _flush_decode(self) -> None:
         if not self.times and not self.text:
             return
-        n = len(self.times)
-        elapsed = self.times[-1] - self.times[0] if n > 1 else 0.0
         rate = self.series[-1][1] if self.series else None
-        self.post(msg.DecodeUpdate(
-            self.turn_id, clean_text("".join(self.text)), n,
-            self.positions[-1] if self.positions else 0, elapsed, rate, tuple(self.series)))
+        self.post(msg.DecodeUpdate(self.turn_id, clean_text("".join(self.text)), self.last_pos, rate,
+                                   tuple(self.series)))

@@ -25,10 +25,11 @@ class EngineLoadProgress(Message):
 class ModelInspected(Message):
     """GGUF facts, KV layout and hardware profile, known before the weights load."""
 
-    def __init__(self, facts, hardware, preflight) -> None:
+    def __init__(self, facts, hardware, layout, preflight) -> None:
         super().__init__()
         self.facts = facts
         self.hardware = hardware
+        self.layout = layout
         self.preflight = preflight
 
 
@@ -65,14 +66,12 @@ class PrefillUpdate(Message):
 class DecodeUpdate(Message):
     """Cumulative decode state of the running turn."""
 
-    def __init__(self, turn_id: int, text: str, n_tokens: int, pos: int, elapsed_s: float,
-                 tok_s: float | None, series: tuple[tuple[int, float], ...]) -> None:
+    def __init__(self, turn_id: int, text: str, pos: int, tok_s: float | None,
+                 series: tuple[tuple[int, float], ...]) -> None:
         super().__init__()
         self.turn_id = turn_id
         self.text = text
-        self.n_tokens = n_tokens
         self.pos = pos
-        self.elapsed_s = elapsed_s
         self.tok_s = tok_s
         self.series = series  # (KV position, tok/s over the last few tokens)
 

@@ -44,8 +44,6 @@ class DecodePane(Vertical):
         self.border_title = "Decode"
         self.ceilings: Ceilings = lambda depth: (None, None)
         self.rate: float | None = None
-        self.turn_rate: float | None = None
-        self.n_tokens = 0
         self.pos = 0
         self.series: tuple[tuple[int, float], ...] = ()
         self.state = "idle"
@@ -60,7 +58,7 @@ class DecodePane(Vertical):
 
     def update_live(self, u, now: float) -> None:
         self.state = "decoding"
-        self.rate, self.n_tokens, self.pos, self.series = u.tok_s, u.n_tokens, u.pos, u.series
+        self.rate, self.pos, self.series = u.tok_s, u.pos, u.series
         self._show()
         if now - self._last_chart >= self.CHART_INTERVAL:
             self._last_chart = now
@@ -68,9 +66,7 @@ class DecodePane(Vertical):
 
     def finish(self, metrics, series) -> None:
         self.state = "done"
-        self.turn_rate = metrics.decode_tok_s
         self.rate = metrics.decode_tok_s
-        self.n_tokens = metrics.decode_tokens
         self.pos = max(0, metrics.kv_cells_used - 1)
         if series:
             self.series = series
