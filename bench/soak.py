@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))
 
 import psutil  # noqa: E402
 
-from helpers import make_app, wait_until  # noqa: E402
+from helpers import make_app, send, wait_until  # noqa: E402
 from runner.demo import demo_model_path  # noqa: E402
 from runner.process import EngineProcess  # noqa: E402
 from runner.settings import Settings  # noqa: E402
@@ -45,8 +45,7 @@ async def soak(turns: int, reset_every: int, n: int) -> int:
         await wait_until(pilot, lambda: app.loaded is not None, what="load")
         engine_pid = app.engine.pid
         for i in range(1, turns + 1):
-            app.query_one("#prompt").value = f"Say a short sentence about the number {i}."
-            await pilot.press("enter")
+            await send(pilot, f"Say a short sentence about the number {i}.")
             await wait_until(pilot, lambda: len(app.turns) == i and not app.turn_running, timeout=120, what=f"turn {i}")
             if i % reset_every == 0:
                 await pilot.press("ctrl+l")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 from runner.hardware import HardwareProfile
@@ -31,6 +30,12 @@ async def wait_until(pilot, predicate, timeout: float = 60.0, what: str = "condi
             raise AssertionError(f"timed out waiting for {what}")
         await pilot.pause(0.05)
     await pilot.pause()
+
+
+async def send(pilot, text: str) -> None:
+    """Type a message into the prompt and press Enter, as a user would."""
+    pilot.app.query_one("#prompt").value = text
+    await pilot.press("enter")
 
 
 def screen_text(app) -> str:

@@ -5,10 +5,10 @@ import os
 
 import pytest
 
-from helpers import make_app, screen_text, wait_until
+from helpers import make_app, screen_text, send, wait_until
 from runner.process import EngineProcess
 from runner.settings import Settings
-from tui.panes.chat import ChatLog, ChatMessage
+from tui.panes.chat import ChatMessage
 from tui.panes.decode import DecodePane
 from tui.panes.kv import KVPane
 from tui.panes.prefill import PrefillPane
@@ -18,12 +18,6 @@ from tui.panes.status import StatusBar
 @pytest.fixture
 def settings(smollm_path):
     return Settings(smollm_path, n_ctx=2048, temp=0, n_predict=40)
-
-
-async def send(pilot, text):
-    inp = pilot.app.query_one("#prompt")
-    inp.value = text
-    await pilot.press("enter")
 
 
 async def test_a_real_turn_fills_every_pane_with_the_engines_figures(settings, tmp_path):

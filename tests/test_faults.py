@@ -1,13 +1,10 @@
 """Missing or failing hardware APIs, resizes during decode, the transcript after a crash."""
 
-import json
-import os
 import types
 
 import psutil
-import pytest
 
-from helpers import make_app, screen_text, wait_until
+from helpers import make_app, screen_text, send, wait_until
 from runner import hardware
 from runner.process import EngineProcess
 from runner.scripted import ScriptedEngine, scripted_turn, smollm_loaded
@@ -88,8 +85,7 @@ async def test_resizing_during_decode_down_to_1x1_never_crashes(tmp_path, smollm
     app = make_app(Settings(smollm_path, n_ctx=1024, temp=0, n_predict=120), EngineProcess, tmp_path, live_system=False)
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_until(pilot, lambda: app.loaded is not None, what="load")
-        app.query_one("#prompt").value = "Tell me a long story about a lighthouse."
-        await pilot.press("enter")
+        await send(pilot, "Tell me a long story about a lighthouse.")
         sizes = [(1, 1), (200, 60), (3, 2), (80, 24), (1, 1), (160, 50), (40, 10), (120, 40)]
         i = 0
         while app.turn_running or not app.turns:
@@ -111,8 +107,7 @@ async def test_context_full_in_the_ui_offers_a_new_chat(tmp_path, smollm_path):
                    live_system=False, write_transcript=False)
     async with app.run_test(size=(160, 50)) as pilot:
         await wait_until(pilot, lambda: app.loaded is not None, what="load")
-        app.query_one("#prompt").value = "fill it"
-        await pilot.press("enter")
+        await send(pilot, "fill it")
         await wait_until(pilot, lambda: app.turns, what="turn")
         await pilot.pause(0.2)
         text = screen_text(app)
@@ -147,8 +142,7 @@ async def test_resume_reopens_the_last_session(tmp_path, smollm_path):
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_until(pilot, lambda: app.loaded is not None, what="load")
         assert "A tower with a light." in screen_text(app)
-        app.query_one("#prompt").value = "And why?"
-        await pilot.press("enter")
+        await send(pilot, "And why?")
         await wait_until(pilot, lambda: app.turns, what="turn")
         sent = app.engine.chats[-1]
         assert [m["content"] for m in sent] == ["What is a lighthouse?", "A tower with a light.", "And why?"]

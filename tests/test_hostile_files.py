@@ -1,6 +1,5 @@
 """Bad model files: one line naming the file and the reason, exit 1, an error screen in the UI."""
 
-import os
 import struct
 import subprocess
 import sys
@@ -8,7 +7,7 @@ import sys
 import pytest
 
 from gguf_factory import write_header_only, write_tiny_llama
-from helpers import make_app, screen_text, wait_until
+from helpers import make_app, screen_text, send, wait_until
 from runner.process import EngineProcess
 from runner.settings import Settings
 from tui.screens import ErrorScreen
@@ -110,8 +109,7 @@ async def test_ui_shows_an_error_screen_and_stays_up(cases, tmp_path, name):
         assert "Could not load the model" in screen_text(app)
         await pilot.press("escape")
         await pilot.pause()
-        app.query_one("#prompt").value = "hello?"
-        await pilot.press("enter")
+        await send(pilot, "hello?")
         await pilot.pause()
         assert app.is_running and not app.turn_running
 

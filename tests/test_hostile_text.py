@@ -3,13 +3,10 @@
 import io
 import xml.etree.ElementTree as ET
 
-import pytest
-
 from gguf_factory import write_tiny_llama
-from helpers import make_app, screen_text, wait_until
+from helpers import make_app, screen_text, send, wait_until
 from runner.chat_template import render_chat
 from runner.engine import Engine
-from runner.hardware import SystemMemory
 from runner.process import EngineProcess
 from runner.sanitize import clean_line, clean_text
 from runner.scripted import ScriptedEngine, scripted_turn, smollm_loaded
@@ -53,16 +50,14 @@ def test_loop_that_never_finishes_is_stopped_in_time():
 
 def test_huge_prompt_is_bounded():
     r = render_chat("{% for i in range(9000) %}{{ 'x' * 9000 }}{% endfor %}", MSGS)
-    assert r.template_name == "chatml" and "size limit" in r.fallback_reason or "characters" in r.fallback_reason
+    assert r.template_name == "chatml" and ("size limit" in r.fallback_reason or "characters" in r.fallback_reason)
 
 
 def test_engine_uses_the_fallback_and_reports_it(tmp_path, smollm_path):
-    from gguf import GGUFWriter
+    import gguf
 
     path = write_tiny_llama(tmp_path / "ssti.gguf", smollm_path)
-    # replace the chat template with the SSTI payload
-    from gguf_factory import _copy_tokenizer  # noqa: F401  (the file already has a template)
-    import gguf
+    # replace the chat template (copied from SmolLM2) with the SSTI payload, same length
 
     r = gguf.GGUFReader(path)
     assert "tokenizer.chat_template" in r.fields
@@ -117,8 +112,7 @@ async def test_markup_and_escapes_in_model_output_are_shown_literally(tmp_path, 
                    live_system=False, write_transcript=False)
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_until(pilot, lambda: app.loaded is not None, what="load")
-        app.query_one("#prompt").value = "[/] hi [@click=app.quit]x"
-        await pilot.press("enter")
+        await send(pilot, "[/] hi [@click=app.quit]x")
         await wait_until(pilot, lambda: app.turns, what="turn")
         reply = app.query(ChatMessage)[-1]
         assert reply.text.startswith("Here: [@click=app.quit]click[/]") and "\x1b" not in reply.text
@@ -136,8 +130,7 @@ async def test_lone_surrogates_in_the_input_are_replaced(tmp_path, smollm_path):
     app = make_app(Settings(smollm_path, n_ctx=512, temp=0, n_predict=4), EngineProcess, tmp_path, live_system=False)
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_until(pilot, lambda: app.loaded is not None, what="load")
-        app.query_one("#prompt").value = "bad \ud800 text \udfff"
-        await pilot.press("enter")
+        await send(pilot, "bad \ud800 text \udfff")
         await wait_until(pilot, lambda: app.turns and not app.turn_running, what="turn")
         assert app.messages[0]["content"] == "bad \ufffd text \ufffd"
         assert app.turns[-1]["stop_reason"] in ("eog", "n_predict")

@@ -8,7 +8,7 @@ report it writes before committing.
 
 import pytest
 
-from helpers import make_app, wait_until
+from helpers import make_app, send, wait_until
 from runner.hardware import SystemMemory
 from runner.scripted import ScriptedEngine, scripted_turn, smollm_loaded
 from runner.settings import Settings
@@ -43,8 +43,7 @@ async def chat_turn(pilot):
     app = pilot.app
     app.query_one("#prompt").cursor_blink = False
     await wait_until(pilot, lambda: app.loaded is not None and app.facts is not None, what="load")
-    app.query_one("#prompt").value = "Tell me about the moon."
-    await pilot.press("enter")
+    await send(pilot, "Tell me about the moon.")
     await wait_until(pilot, lambda: app.turns and not app.turn_running, what="turn")
     await pilot.pause(0.3)
 

@@ -1,12 +1,11 @@
 """Traces record every engine event; replay renders the same final screen as the live run."""
 
-import json
 import subprocess
 import sys
 
 import pytest
 
-from helpers import FIXED_HW, make_app, screen_text, wait_until
+from helpers import make_app, send, wait_until
 from runner.hardware import SystemMemory
 from runner.process import EngineProcess
 from runner.settings import Settings
@@ -34,8 +33,7 @@ def live_run(tmp_path_factory, smollm_path):
             app.query_one("#prompt").cursor_blink = False
             await wait_until(pilot, lambda: app.loaded is not None, what="load")
             for i, q in enumerate(QUESTIONS, 1):
-                app.query_one("#prompt").value = q
-                await pilot.press("enter")
+                await send(pilot, q)
                 await wait_until(pilot, lambda: len(app.turns) == i and not app.turn_running, what=f"turn {i}")
             await pilot.pause(0.3)
             return app.export_screenshot(), app.turns

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from helpers import make_app, screen_text, wait_until
+from helpers import make_app, screen_text, send, wait_until
 from runner.diagnosis import ttft_verdict
 from runner.engine import Engine
 from runner.events import TurnStarted
@@ -52,8 +52,7 @@ async def test_waterfall_screen_for_a_long_prompt(smollm_path, tmp_path):
         await wait_until(pilot, lambda: app.loaded is not None, what="load")
         prompt = tmp_path / "long.txt"
         prompt.write_text("The lighthouse keeper counted the waves. " * 300)
-        app.query_one("#prompt").value = f"/file {prompt}"
-        await pilot.press("enter")
+        await send(pilot, f"/file {prompt}")
         await wait_until(pilot, lambda: app.turns and not app.turn_running, timeout=120, what="long turn")
         m = app.turns[-1]["metrics"]
         assert m["prompt_tokens"] > 2000 and len(m["ubatches"]) >= 4
@@ -102,8 +101,7 @@ async def test_prompt_cache_note_in_the_ui(smollm_path, tmp_path):
                                 system_prompt="You are terse. " * 40), EngineProcess, tmp_path / str(run), live_system=False)
         async with app.run_test(size=(160, 50)) as pilot:
             await wait_until(pilot, lambda: app.loaded is not None, what="load")
-            app.query_one("#prompt").value = "Hi"
-            await pilot.press("enter")
+            await send(pilot, "Hi")
             await wait_until(pilot, lambda: app.turns and not app.turn_running, what="turn")
             note = app.query_one(PrefillPane).cache_note
     assert note.startswith("prompt cache restored:") and "MiB" in note and "saved ≈" in note
