@@ -335,12 +335,12 @@ def child_main(cmd_fd: int, ev_fd: int) -> int:
     last_flush = [0.0]
 
     def emit(e) -> None:
-        # Token events go out in batches of up to BATCH_S (the first token at once, so
-        # nothing waits on it); any other event flushes the batch first, keeping order.
+        # Token events go out in batches of up to BATCH_S (timestamps are the child's, so
+        # no figure changes); any other event flushes the batch first, keeping order.
         if isinstance(e, ev.TokenEvent):
             batch.append(e)
             now = time.monotonic()
-            if e.index == 0 or now - last_flush[0] >= BATCH_S:
+            if now - last_flush[0] >= BATCH_S:
                 last_flush[0] = now
                 ev_conn.send(ev.EventBatch(tuple(batch)))
                 batch.clear()
@@ -348,6 +348,7 @@ def child_main(cmd_fd: int, ev_fd: int) -> int:
         if batch:
             ev_conn.send(ev.EventBatch(tuple(batch)))
             batch.clear()
+        last_flush[0] = time.monotonic()  # the first batch of a turn waits BATCH_S too
         ev_conn.send(e)
 
     from .engine import Engine, EngineLoadError

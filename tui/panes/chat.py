@@ -59,8 +59,7 @@ class StreamTail(Widget):
 
     def show(self, text: str) -> None:
         self.text = text
-        self.display = bool(text)
-        self.refresh()
+        self.refresh()  # always displayed: toggling display would re-layout the column
 
     def render(self) -> Content:
         width = max(1, self.size.width)
