@@ -59,7 +59,7 @@ def ui_turn(model: str, n: int, threads: int, home: str) -> dict:
                 return turns[-1]["metrics"]
             if time.monotonic() > deadline:
                 raise RuntimeError("no turn finished")
-            time.sleep(0.2)
+            time.sleep(1.0)  # this script is a process too: while the turn runs it wakes rarely
     finally:
         tmux("send-keys", "-t", session, "C-q")
         time.sleep(1.0)

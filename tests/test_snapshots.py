@@ -41,7 +41,6 @@ def build(theme: str, tmp_path):
 
 async def chat_turn(pilot):
     app = pilot.app
-    app.query_one("#prompt").cursor_blink = False
     await wait_until(pilot, lambda: app.loaded is not None and app.facts is not None, what="load")
     await send(pilot, "Tell me about the moon.")
     await wait_until(pilot, lambda: app.turns and not app.turn_running, what="turn")

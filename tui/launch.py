@@ -59,6 +59,7 @@ def launch_main(argv: list[str]) -> int:
         resume = read_messages(last) if last else []
 
     from .app import KvtopApp
+    from .collector import freeze_startup_objects
 
     factory = InProcessEngine if a.in_process else EngineProcess
     app = KvtopApp(settings, factory, paths, argv=[sys.argv[0]] + argv, resume_messages=resume,
@@ -70,6 +71,7 @@ def launch_main(argv: list[str]) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGHUP, on_signal)
+    freeze_startup_objects()  # everything imported so far lives as long as the app
     try:
         rc = app.run()
     finally:

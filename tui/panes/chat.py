@@ -8,16 +8,15 @@ from __future__ import annotations
 
 from textual.containers import VerticalScroll
 from textual.content import Content
-from textual.widget import Widget
-from textual.widgets import Static
 
 from runner.events import STOP_LABELS
 from runner.sanitize import clean_text
 
 from ..format import fmt_rate, fmt_seconds
+from .linkless import LinklessWidget, LinklessStatic
 
 
-class ChatMessage(Static):
+class ChatMessage(LinklessStatic):
     def __init__(self, role: str, text: str = "", **kw) -> None:
         super().__init__(markup=False, **kw)
         self.role = role
@@ -43,7 +42,7 @@ class ChatMessage(Static):
         self.update(Content.assemble(*parts))
 
 
-class StreamTail(Widget):
+class StreamTail(LinklessWidget):
     """The last lines of the reply being generated, redrawn in place (no re-layout).
 
     Re-wrapping and re-laying-out the whole growing reply in the transcript on every

@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 
 from textual.content import Content
-from textual.widget import Widget
 
 from ..format import NA, fmt_bytes, fmt_rate, fmt_seconds
+from .linkless import LinklessWidget
 
 
 def verdict(rows: dict, ctx: dict) -> str:
@@ -51,7 +51,7 @@ def verdict(rows: dict, ctx: dict) -> str:
     return f"decode at {ratio:.2f}x of the bandwidth ceiling: memory bandwidth not saturated (threads? other load?)"
 
 
-class EstimatePane(Widget):
+class EstimatePane(LinklessWidget):
     def __init__(self, **kw) -> None:
         super().__init__(**kw)
         self.border_title = "Estimate vs actual"

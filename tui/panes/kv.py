@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from textual.content import Content
-from textual.widget import Widget
 
 from ..format import bar, fmt_bytes, fmt_int, fmt_seconds
+from .linkless import LinklessWidget
 
 KIND_STYLE = {
     "full": "$kvtop-kv-full",
@@ -15,7 +15,7 @@ KIND_STYLE = {
 }
 
 
-class KVPane(Widget):
+class KVPane(LinklessWidget):
     def __init__(self, **kw) -> None:
         super().__init__(**kw)
         self.border_title = "KV cache"
@@ -32,16 +32,13 @@ class KVPane(Widget):
         self.refresh(layout=True)
 
     def set_cells(self, cells: int, rate: float | None = None) -> None:
-        before = self._line_count()
+        before = self.wrapped_height()
         self.cells = cells
         if rate is not None:
             self.rate = rate
-        # a re-layout only when the pane's height changes: per-token updates stay cheap
-        self.refresh(layout=self._line_count() != before)
-
-    def _line_count(self) -> int:
-        n = 2 + (1 + len(self.layout_.kinds) if self.layout_ is not None else 0)
-        return n + (1 if (self.rate and self.n_ctx > self.cells) or (self.n_ctx and self.cells >= self.n_ctx) else 0)
+        # a re-layout only when the pane's height changes: per-update redraws stay cheap
+        # (the "full in" line is there from the start, so decode starting rarely changes it)
+        self.refresh(layout=self.wrapped_height() != before)
 
     def render(self) -> Content:
         w = max(0, self.size.width - 2)
@@ -72,4 +69,6 @@ class KVPane(Widget):
                                           f"{left:,} tok ≈ {fmt_seconds(left / self.rate)} at {self.rate:.0f} tok/s"))
         elif left <= 0 and self.n_ctx:
             lines.append(Content.styled("context full: Ctrl+L starts a new chat", "bold $kvtop-critical"))
+        elif self.n_ctx:
+            lines.append(Content.assemble(("full in ", "$text-muted"), f"{left:,} tok ≈ - (no decode rate yet)"))
         return Content("\n").join(lines)

@@ -5,14 +5,15 @@ No NVML is a value: the pane says "no NVIDIA GPU" and the rest still shows.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from textual.content import Content
-from textual.widget import Widget
 
 from runner.sanitize import clean_line
 
 from ..format import NA, bar, fmt_bytes
+from .linkless import LinklessWidget
 
 
 @dataclass(frozen=True)
@@ -33,19 +34,35 @@ def take_sample(engine_pid: int | None, ui_pid: int, same_process: bool = False)
     return MemorySample(eng, None if same_process else ui, system_memory(), g.gpus, g.note)
 
 
-class MemoryPane(Widget):
+class MemoryPane(LinklessWidget):
     def __init__(self, **kw) -> None:
         super().__init__(**kw)
         self.border_title = "Memory"
         self.sample: MemorySample | None = None
         self.buffers = None  # runner.llama_log.LlamaBuffers
         self.peak_engine_rss: int | None = None
+        self.stale = False  # holds a sample not drawn yet
+        self.drawn_at = 0.0
 
-    def set_sample(self, s: MemorySample) -> None:
+    def set_sample(self, s: MemorySample, redraw: bool = True) -> None:
+        """Keep the sample (and the peak); ``redraw=False`` leaves the drawing to
+        ``redraw_if_stale``, so it can share a frame with other panes."""
         relayout = self.sample is None or len(self.sample.gpus) != len(s.gpus)
         self.sample = s
         if s.engine_rss is not None:
             self.peak_engine_rss = max(self.peak_engine_rss or 0, s.engine_rss)
+        if redraw or relayout:
+            self._redraw(relayout)
+        else:
+            self.stale = True
+
+    def redraw_if_stale(self) -> None:
+        if self.stale:
+            self._redraw(False)
+
+    def _redraw(self, relayout: bool) -> None:
+        self.stale = False
+        self.drawn_at = time.monotonic()
         self.refresh(layout=relayout)
 
     def set_buffers(self, buffers) -> None:

@@ -6,12 +6,12 @@ It stays on screen after the turn with the final figures.
 from __future__ import annotations
 
 from textual.content import Content
-from textual.widget import Widget
 
 from ..format import bar, fmt_int, fmt_rate, fmt_seconds
+from .linkless import LinklessWidget
 
 
-class PrefillPane(Widget):
+class PrefillPane(LinklessWidget):
     def __init__(self, **kw) -> None:
         super().__init__(**kw)
         self.border_title = "Prefill"
@@ -27,10 +27,14 @@ class PrefillPane(Widget):
         self.cache_note: str = ""
 
     def set_cache_note(self, note: str) -> None:
+        before = self.wrapped_height()
         self.cache_note = note
-        self.refresh(layout=True)
+        self.refresh(layout=self.wrapped_height() != before)
 
     def begin(self, started) -> None:
+        """A turn starts: re-laid out only if the pane's height changes (a re-layout
+        reflows the whole screen, and this lands as decode starts)."""
+        before = self.wrapped_height()
         self.total = started.prompt_tokens
         self.reused = started.reused_tokens
         self.done = started.reused_tokens
@@ -40,14 +44,15 @@ class PrefillPane(Widget):
         self.note = "computing"
         self.template_note = started.template_fallback
         self.diverged = started.first_diff_index
-        self.refresh(layout=True)
+        self.refresh(layout=self.wrapped_height() != before)
 
     def progress(self, p) -> None:
+        before = self.wrapped_height()
         self.total, self.done, self.reused = p.total, p.done, p.reused
         self.elapsed, self.rate = p.elapsed_s, p.tok_s
         if p.done >= p.total:
             self.note = "done"
-        self.refresh()
+        self.refresh(layout=self.wrapped_height() != before)
 
     def finish(self, metrics, stop_reason: str) -> None:
         self.finished = True
@@ -55,8 +60,9 @@ class PrefillPane(Widget):
         self.total = metrics.prompt_tokens
         self.elapsed = metrics.prefill_s
         self.rate = metrics.prefill_tok_s
+        before = self.wrapped_height()
         self.note = "cancelled" if stop_reason == "cancelled" and self.done < self.total else "done"
-        self.refresh(layout=True)
+        self.refresh(layout=self.wrapped_height() != before)
 
     def refused(self, reason: str) -> None:
         self.finished = True

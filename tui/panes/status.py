@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from textual.content import Content
-from textual.widget import Widget
 
 from ..format import bar
+from .linkless import LinklessWidget
 
 
-class StatusBar(Widget):
+class StatusBar(LinklessWidget):
     def __init__(self, model_label: str, **kw) -> None:
         super().__init__(**kw)
         self.model_label = model_label

@@ -1,0 +1,83 @@
+"""What keeps watching cheap: fewer frames and no collector pauses while a turn
+runs, and none of it hides a figure from the user."""
+
+import gc
+
+from helpers import make_app, screen_text, send, wait_until
+from runner.hardware import SystemMemory
+from runner.scripted import ScriptedEngine, scripted_turn, smollm_loaded
+from runner.settings import Settings
+from tui.collector import TurnCollector
+from tui.panes.kv import KVPane
+from tui.panes.memory import MemoryPane, MemorySample
+
+PIECES = ["The", " sea", " is", " wide", "."]
+
+
+def scripted_app(tmp_path, smollm_path):
+    settings = Settings(smollm_path, n_ctx=4096, n_threads=2)
+    loaded = smollm_loaded(smollm_path)
+    turns = [scripted_turn(1, 1000.0, 30, 0, PIECES)]
+    return make_app(settings, lambda s: ScriptedEngine(s, loaded, turns), tmp_path,
+                    live_system=False, write_transcript=False)
+
+
+def sample(rss_mib: int) -> MemorySample:
+    return MemorySample(engine_rss=rss_mib * 2**20, ui_rss=60 * 2**20,
+                        system=SystemMemory(24 * 2**30, 20 * 2**30, 4 * 2**30, 0, 2**30))
+
+
+def test_the_collector_waits_during_a_turn_and_runs_after():
+    assert gc.isenabled()
+    c = TurnCollector()
+    c.turn_started()
+    assert not gc.isenabled()
+    c.turn_started()  # a second start changes nothing
+    c.turn_ended()
+    assert gc.isenabled()
+    c.turn_ended()
+    assert gc.isenabled()
+
+
+async def test_a_turn_leaves_the_collector_running(tmp_path, smollm_path):
+    app = scripted_app(tmp_path, smollm_path)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await wait_until(pilot, lambda: app.loaded is not None, what="load")
+        await send(pilot, "Tell me about the sea.")
+        await wait_until(pilot, lambda: app.turns and not app.turn_running, what="turn")
+        assert gc.isenabled()
+        assert "The sea is wide." in screen_text(app)
+    assert gc.isenabled()
+
+
+async def test_a_deferred_memory_sample_keeps_its_peak_and_is_drawn_with_the_next_update(tmp_path, smollm_path):
+    app = scripted_app(tmp_path, smollm_path)
+    async with app.run_test(size=(160, 50)) as pilot:
+        pane = app.query_one(MemoryPane)
+        pane.set_sample(sample(200))
+        await pilot.pause()
+        assert "engine RSS 200.00 MiB" in screen_text(app)
+        pane.set_sample(sample(900), redraw=False)
+        pane.set_sample(sample(300), redraw=False)
+        assert pane.stale and pane.peak_engine_rss == 900 * 2**20
+        pane.redraw_if_stale()
+        await pilot.pause()
+        text = screen_text(app)
+        assert "engine RSS 300.00 MiB  peak 900.00 MiB" in text
+        assert not pane.stale
+
+
+async def test_the_kv_pane_keeps_its_height_when_decode_starts(tmp_path, smollm_path):
+    app = scripted_app(tmp_path, smollm_path)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await wait_until(pilot, lambda: app.loaded is not None and app.layout_kv is not None, what="load")
+        await pilot.pause()
+        kv = app.query_one(KVPane)
+        before = kv.size.height
+        assert "no decode rate yet" in screen_text(app)
+        await send(pilot, "Tell me about the sea.")
+        await wait_until(pilot, lambda: app.turns and not app.turn_running, what="turn")
+        await pilot.pause()
+        text = screen_text(app)
+        assert "no decode rate yet" not in text and "tok/s" in text.split("full in", 1)[1].split("\n", 1)[0]
+        assert kv.size.height == before
