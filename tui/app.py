@@ -71,6 +71,7 @@ class KvtopApp(App[int]):
         Binding("ctrl+t", "change_theme", "Theme", priority=True),
         Binding("f1", "help", "Help"),
         Binding("f2", "waterfall", "TTFT waterfall"),
+        Binding("f3", "toggle_markdown", "Markdown"),
         Binding("ctrl+o", "attach_file", "Attach file", show=False, priority=True),
         Binding("ctrl+q", "quit", "Quit", priority=True),
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
@@ -172,6 +173,7 @@ class KvtopApp(App[int]):
         self._apply_width(self.size.width)
         self.query_one(DecodePane).ceilings = self._ceilings
         chat = self.query_one(ChatLog)
+        chat.markdown = self.prefs.markdown
         for m in self.messages:
             chat.add(m["role"], m["content"])
         if self.messages:
@@ -190,6 +192,9 @@ class KvtopApp(App[int]):
 
     def _remember_theme(self, theme) -> None:
         self.prefs.theme = theme.name
+        self._save_preferences()
+
+    def _save_preferences(self) -> None:
         try:
             save_preferences(self.paths.config_file, self.prefs)
         except OSError as exc:
@@ -207,6 +212,8 @@ class KvtopApp(App[int]):
         yield SystemCommand("Screenshot", "Save an SVG screenshot (Ctrl+S)", self.action_screenshot)
         yield SystemCommand("Export debug bundle", "Write settings, hardware, timings (Ctrl+E)", self.action_export)
         yield SystemCommand("New chat", "Clear the chat and the KV cache (Ctrl+L)", self.action_new_chat)
+        yield SystemCommand("Markdown on/off", "Render model replies as Markdown; links shown, never opened (F3)",
+                            self.action_toggle_markdown)
         yield SystemCommand("kvtop help", "Keys and panes (F1)", self.action_help)
 
     # ---------------------------------------------------------------- workers
@@ -349,7 +356,7 @@ class KvtopApp(App[int]):
         self.messages.append({"role": "user", "content": text})
         chat = self.query_one(ChatLog)
         chat.add("user", text)
-        self.current_reply = chat.add("assistant", "")
+        self.current_reply = chat.add("assistant", "", streaming=True)
         if not self._engine_ready.is_set():
             self.current_reply.set_footer("waiting for the model to load…")
         self._run_turn(list(self.messages), self.clock())
@@ -463,8 +470,7 @@ class KvtopApp(App[int]):
         self.query_one(StreamTail).show("")
         self._last_chat_update = -1e9
         if self.current_reply is not None:
-            self.current_reply.set_text(text)
-            self.current_reply.set_footer(turn_footer(r))
+            self.current_reply.finish(text, turn_footer(r))
         self.messages.append({"role": "assistant", "content": text})
         self.query_one(PrefillPane).finish(mt, r.stop_reason)
         self.query_one(DecodePane).finish(mt, m.series)
@@ -580,6 +586,13 @@ class KvtopApp(App[int]):
         inp.value = "/file "
         inp.cursor_position = len(inp.value)
         inp.focus()
+
+    def action_toggle_markdown(self) -> None:
+        self.prefs.markdown = not self.prefs.markdown
+        self.query_one(ChatLog).set_markdown(self.prefs.markdown)
+        self._save_preferences()
+        self.notify("Markdown on: links are shown as text (url) and never opened" if self.prefs.markdown
+                    else "Markdown off: replies are plain text", markup=False, timeout=3)
 
     def action_waterfall(self) -> None:
         from .waterfall import WaterfallScreen

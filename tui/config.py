@@ -10,13 +10,15 @@ from dataclasses import asdict, dataclass
 @dataclass
 class Preferences:
     theme: str = "kvtop-dark"
+    markdown: bool = False  # render finished model replies as Markdown (F3)
 
 
 def load_preferences(path: str) -> Preferences:
     try:
         with open(path, encoding="utf-8") as fh:
             data = json.load(fh)
-        return Preferences(theme=str(data.get("theme", Preferences.theme)))
+        return Preferences(theme=str(data.get("theme", Preferences.theme)),
+                           markdown=data.get("markdown") is True)
     except (OSError, ValueError, AttributeError):
         return Preferences()
 

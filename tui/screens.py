@@ -19,6 +19,7 @@ KEYS = [
     ("Ctrl+P", "command palette"),
     ("F1", "this help"),
     ("F2", "TTFT waterfall of the last turn: where the time to first token went"),
+    ("F3", "Markdown on/off for model replies (links shown as text (url), never opened)"),
     ("Ctrl+O", "attach a file: starts '/file ' in the input; type the path, Enter sends its text"),
     ("Ctrl+Q", "quit"),
 ]

@@ -2,6 +2,12 @@
 
 Model output is untrusted: it is cleaned of control characters and shown as
 ``Content`` built from plain strings, so ``[@click=app.quit]`` or ``[/]`` is text.
+
+Markdown (F3, off by default) renders finished model replies with Rich's Markdown
+parser, which builds plain text runs (no console markup) and, with
+``hyperlinks=False``, writes every link as ``text (url)``: the target is shown,
+nothing is clickable, nothing is opened or fetched (images show their alt text).
+A reply still streaming stays plain text until it ends.
 """
 
 from __future__ import annotations
@@ -17,12 +23,24 @@ from .linkless import LinklessWidget, LinklessStatic
 
 
 class ChatMessage(LinklessStatic):
-    def __init__(self, role: str, text: str = "", **kw) -> None:
+    def __init__(self, role: str, text: str = "", markdown: bool = False, streaming: bool = False, **kw) -> None:
         super().__init__(markup=False, **kw)
         self.role = role
         self.text = text
         self.footer: str = ""
+        self.markdown = markdown
+        self.streaming = streaming
         self.add_class(f"-{role}")
+        self._show()
+
+    def set_markdown(self, on: bool) -> None:
+        if on != self.markdown:
+            self.markdown = on
+            self._show()
+
+    def finish(self, text: str, footer: str) -> None:
+        self.streaming = False
+        self.text, self.footer = text, footer
         self._show()
 
     def set_text(self, text: str) -> None:
@@ -35,11 +53,27 @@ class ChatMessage(LinklessStatic):
 
     def _show(self) -> None:
         label = {"user": "you", "assistant": "model", "system": "kvtop"}.get(self.role, self.role)
+        if self.markdown and self.role == "assistant" and not self.streaming and self.text:
+            self.update(self._markdown_view(label))
+            return
         parts: list = [(f"{label}: ", "bold $accent" if self.role == "user" else "bold $primary"),
                        clean_text(self.text) or ("…" if self.role == "assistant" else "")]
         if self.footer:
             parts += ["\n", (self.footer, "$text-muted")]
         self.update(Content.assemble(*parts))
+
+
+    def _markdown_view(self, label: str):
+        from rich.console import Group
+        from rich.markdown import Markdown
+        from rich.text import Text
+
+        var = self.app.theme_variables
+        parts = [Text(f"{label}:", style=f"bold {var.get('primary', '')}".strip()),
+                 Markdown(clean_text(self.text), hyperlinks=False)]
+        if self.footer:
+            parts.append(Text(self.footer, style=var.get("text-muted", "")))
+        return Group(*parts)
 
 
 class StreamTail(LinklessWidget):
@@ -70,13 +104,21 @@ class StreamTail(LinklessWidget):
 class ChatLog(VerticalScroll):
     """The transcript; keeps scrolled to the end while a turn streams."""
 
-    def add(self, role: str, text: str = "") -> ChatMessage:
-        m = ChatMessage(role, text)
+    markdown = False  # render finished model replies as Markdown (F3)
+
+    def add(self, role: str, text: str = "", streaming: bool = False) -> ChatMessage:
+        m = ChatMessage(role, text, markdown=self.markdown, streaming=streaming)
         self.mount(m)
         self.scroll_end(animate=False)
         return m
 
     def follow(self) -> None:
+        self.scroll_end(animate=False)
+
+    def set_markdown(self, on: bool) -> None:
+        self.markdown = on
+        for m in self.query(ChatMessage):
+            m.set_markdown(on)
         self.scroll_end(animate=False)
 
 

@@ -1,0 +1,75 @@
+"""F3 renders finished model replies as Markdown: formatting applies, links are shown
+as text with their target and never become clickable, markup stays text, and the
+choice is remembered."""
+
+import json
+
+from helpers import make_app, screen_text, send, wait_until
+from runner.scripted import ScriptedEngine, scripted_turn, smollm_loaded
+from runner.settings import Settings
+from tui.panes.chat import ChatMessage
+
+PIECES = ["**Lighthouses**", " guide", " ships.", " See", " [the", " list](http://evil.example/x)",
+          " and", " [@click=app.quit]q[/]", " and", " `code`", "."]
+
+
+def scripted_app(tmp_path, smollm_path):
+    settings = Settings(smollm_path, n_ctx=4096, n_threads=2)
+    loaded = smollm_loaded(smollm_path)
+    turns = [scripted_turn(1, 1000.0, 30, 0, PIECES)]
+    return make_app(settings, lambda s: ScriptedEngine(s, loaded, turns), tmp_path,
+                    live_system=False, write_transcript=False)
+
+
+def transcript(app) -> str:
+    """The transcript as the user reads it: its lines joined, wrapping undone."""
+    lines = []
+    for m in app.query(ChatMessage):
+        lines += [strip.text for strip in m.render_lines(m.region.reset_offset)]
+    return " ".join(" ".join(lines).split())
+
+
+def reply_segments(app):
+    reply = [m for m in app.query(ChatMessage) if m.role == "assistant"][-1]
+    return [seg for strip in reply.render_lines(reply.region.reset_offset) for seg in strip]
+
+
+async def test_f3_renders_markdown_without_links_and_is_remembered(tmp_path, smollm_path):
+    app = scripted_app(tmp_path, smollm_path)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await wait_until(pilot, lambda: app.loaded is not None, what="load")
+        await send(pilot, "Tell me about lighthouses.")
+        await wait_until(pilot, lambda: app.turns and not app.turn_running, what="turn")
+        await pilot.pause()
+        plain = transcript(app)
+        assert "you: Tell me about lighthouses." in plain
+        assert "**Lighthouses**" in plain and "[the list](http://evil.example/x)" in plain
+
+        await pilot.press("f3")
+        await pilot.pause()
+        text = transcript(app)
+        assert "you: Tell me about lighthouses." in text
+        assert "**" not in text and "Lighthouses guide ships." in text
+        assert "the list (http://evil.example/x)" in text  # the target is shown, as text
+        assert "[@click=app.quit]q[/]" in text  # console markup is not interpreted
+        assert "TTFT" in text  # the turn footer stays
+        assert "Lighthouses guide" in screen_text(app)  # and it is on screen
+        segments = reply_segments(app)
+        assert segments
+        for seg in segments:
+            style = seg.style
+            assert style is None or (not style.link and "@click" not in (style.meta or {}))
+        assert json.load(open(app.paths.config_file))["markdown"] is True
+        assert app.is_running  # the [@click=app.quit] text did nothing
+
+    app2 = scripted_app(tmp_path, smollm_path)
+    async with app2.run_test(size=(160, 50)) as pilot:
+        await wait_until(pilot, lambda: app2.loaded is not None, what="load")
+        await send(pilot, "Tell me about lighthouses.")
+        await wait_until(pilot, lambda: app2.turns and not app2.turn_running, what="turn")
+        await pilot.pause()
+        assert "the list (http://evil.example/x)" in transcript(app2)  # remembered
+        await pilot.press("f3")
+        await pilot.pause()
+        assert "**Lighthouses**" in transcript(app2)
+    assert json.load(open(app2.paths.config_file))["markdown"] is False
