@@ -447,7 +447,6 @@ class KvtopApp(App[int]):
         if self.current_reply is not None and now - self._last_chat_update >= self.CHAT_INTERVAL:
             self._last_chat_update = now
             self.current_reply.set_text(m.text)
-            self.query_one(ChatLog).follow()
         self.query_one(DecodePane).update_live(m, now)
         self.query_one(MemoryPane).redraw_if_stale()
         self.query_one(KVPane).set_cells(m.pos + 1, m.tok_s)

@@ -102,24 +102,24 @@ class StreamTail(LinklessWidget):
 
 
 class ChatLog(VerticalScroll):
-    """The transcript; keeps scrolled to the end while a turn streams."""
+    """The transcript. Anchored to its end: it follows new text as the layout grows it
+    (not when a scroll call happens to run), until the user scrolls up to read; going
+    back to the end follows again."""
 
     markdown = False  # render finished model replies as Markdown (F3)
+
+    def on_mount(self) -> None:
+        self.anchor()
 
     def add(self, role: str, text: str = "", streaming: bool = False) -> ChatMessage:
         m = ChatMessage(role, text, markdown=self.markdown, streaming=streaming)
         self.mount(m)
-        self.scroll_end(animate=False)
         return m
-
-    def follow(self) -> None:
-        self.scroll_end(animate=False)
 
     def set_markdown(self, on: bool) -> None:
         self.markdown = on
         for m in self.query(ChatMessage):
             m.set_markdown(on)
-        self.scroll_end(animate=False)
 
 
 def turn_footer(result) -> str:
