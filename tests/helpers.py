@@ -23,6 +23,26 @@ def make_app(settings, engine_factory, root, **kw):
     return KvtopApp(settings, engine_factory, test_paths(root), argv=["kvtop", settings.model], **kw)
 
 
+def scripted_app(tmp_path, model_path, pieces):
+    """The real app on a scripted engine: SmolLM2's facts, one turn that writes ``pieces``."""
+    from runner.scripted import ScriptedEngine, scripted_turn, smollm_loaded
+    from runner.settings import Settings
+
+    settings = Settings(model_path, n_ctx=4096, n_threads=2)
+    loaded = smollm_loaded(model_path)
+    turns = [scripted_turn(1, 1000.0, 30, 0, pieces)]
+    return make_app(settings, lambda s: ScriptedEngine(s, loaded, turns), root=tmp_path,
+                    live_system=False, write_transcript=False)
+
+
+async def one_turn(pilot, text: str) -> None:
+    """Wait for the model, send ``text``, wait for the turn to end."""
+    app = pilot.app
+    await wait_until(pilot, lambda: app.loaded is not None, what="load")
+    await send(pilot, text)
+    await wait_until(pilot, lambda: app.turns and not app.turn_running, what="turn")
+
+
 async def wait_until(pilot, predicate, timeout: float = 60.0, what: str = "condition") -> None:
     deadline = time.monotonic() + timeout
     while not predicate():

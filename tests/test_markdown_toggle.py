@@ -4,21 +4,13 @@ choice is remembered."""
 
 import json
 
-from helpers import make_app, screen_text, send, wait_until
-from runner.scripted import ScriptedEngine, scripted_turn, smollm_loaded
-from runner.settings import Settings
+from helpers import one_turn, scripted_app, screen_text
 from tui.panes.chat import ChatMessage
 
 PIECES = ["**Lighthouses**", " guide", " ships.", " See", " [the", " list](http://evil.example/x)",
           " and", " [@click=app.quit]q[/]", " and", " `code`", "."]
 
 
-def scripted_app(tmp_path, smollm_path):
-    settings = Settings(smollm_path, n_ctx=4096, n_threads=2)
-    loaded = smollm_loaded(smollm_path)
-    turns = [scripted_turn(1, 1000.0, 30, 0, PIECES)]
-    return make_app(settings, lambda s: ScriptedEngine(s, loaded, turns), tmp_path,
-                    live_system=False, write_transcript=False)
 
 
 def transcript(app) -> str:
@@ -35,11 +27,9 @@ def reply_segments(app):
 
 
 async def test_f3_renders_markdown_without_links_and_is_remembered(tmp_path, smollm_path):
-    app = scripted_app(tmp_path, smollm_path)
+    app = scripted_app(tmp_path, smollm_path, PIECES)
     async with app.run_test(size=(160, 50)) as pilot:
-        await wait_until(pilot, lambda: app.loaded is not None, what="load")
-        await send(pilot, "Tell me about lighthouses.")
-        await wait_until(pilot, lambda: app.turns and not app.turn_running, what="turn")
+        await one_turn(pilot, "Tell me about lighthouses.")
         await pilot.pause()
         plain = transcript(app)
         assert "you: Tell me about lighthouses." in plain
@@ -62,11 +52,9 @@ async def test_f3_renders_markdown_without_links_and_is_remembered(tmp_path, smo
         assert json.load(open(app.paths.config_file))["markdown"] is True
         assert app.is_running  # the [@click=app.quit] text did nothing
 
-    app2 = scripted_app(tmp_path, smollm_path)
+    app2 = scripted_app(tmp_path, smollm_path, PIECES)
     async with app2.run_test(size=(160, 50)) as pilot:
-        await wait_until(pilot, lambda: app2.loaded is not None, what="load")
-        await send(pilot, "Tell me about lighthouses.")
-        await wait_until(pilot, lambda: app2.turns and not app2.turn_running, what="turn")
+        await one_turn(pilot, "Tell me about lighthouses.")
         await pilot.pause()
         assert "the list (http://evil.example/x)" in transcript(app2)  # remembered
         await pilot.press("f3")

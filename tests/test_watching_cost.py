@@ -3,10 +3,8 @@ runs, and none of it hides a figure from the user."""
 
 import gc
 
-from helpers import make_app, screen_text, send, wait_until
+from helpers import one_turn, scripted_app, screen_text, send, wait_until
 from runner.hardware import SystemMemory
-from runner.scripted import ScriptedEngine, scripted_turn, smollm_loaded
-from runner.settings import Settings
 from tui.collector import TurnCollector
 from tui.panes.kv import KVPane
 from tui.panes.memory import MemoryPane, MemorySample
@@ -14,12 +12,6 @@ from tui.panes.memory import MemoryPane, MemorySample
 PIECES = ["The", " sea", " is", " wide", "."]
 
 
-def scripted_app(tmp_path, smollm_path):
-    settings = Settings(smollm_path, n_ctx=4096, n_threads=2)
-    loaded = smollm_loaded(smollm_path)
-    turns = [scripted_turn(1, 1000.0, 30, 0, PIECES)]
-    return make_app(settings, lambda s: ScriptedEngine(s, loaded, turns), tmp_path,
-                    live_system=False, write_transcript=False)
 
 
 def sample(rss_mib: int) -> MemorySample:
@@ -40,18 +32,16 @@ def test_the_collector_waits_during_a_turn_and_runs_after():
 
 
 async def test_a_turn_leaves_the_collector_running(tmp_path, smollm_path):
-    app = scripted_app(tmp_path, smollm_path)
+    app = scripted_app(tmp_path, smollm_path, PIECES)
     async with app.run_test(size=(160, 50)) as pilot:
-        await wait_until(pilot, lambda: app.loaded is not None, what="load")
-        await send(pilot, "Tell me about the sea.")
-        await wait_until(pilot, lambda: app.turns and not app.turn_running, what="turn")
+        await one_turn(pilot, "Tell me about the sea.")
         assert gc.isenabled()
         assert "The sea is wide." in screen_text(app)
     assert gc.isenabled()
 
 
 async def test_a_deferred_memory_sample_keeps_its_peak_and_is_drawn_with_the_next_update(tmp_path, smollm_path):
-    app = scripted_app(tmp_path, smollm_path)
+    app = scripted_app(tmp_path, smollm_path, PIECES)
     async with app.run_test(size=(160, 50)) as pilot:
         pane = app.query_one(MemoryPane)
         pane.set_sample(sample(200))
@@ -68,7 +58,7 @@ async def test_a_deferred_memory_sample_keeps_its_peak_and_is_drawn_with_the_nex
 
 
 async def test_the_kv_pane_keeps_its_height_when_decode_starts(tmp_path, smollm_path):
-    app = scripted_app(tmp_path, smollm_path)
+    app = scripted_app(tmp_path, smollm_path, PIECES)
     async with app.run_test(size=(160, 50)) as pilot:
         await wait_until(pilot, lambda: app.loaded is not None and app.layout_kv is not None, what="load")
         await pilot.pause()
