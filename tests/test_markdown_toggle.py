@@ -52,6 +52,15 @@ async def test_f3_renders_markdown_without_links_and_is_remembered(tmp_path, smo
         assert json.load(open(app.paths.config_file))["markdown"] is True
         assert app.is_running  # the [@click=app.quit] text did nothing
 
+        def label_colour():
+            seg = next(x for x in reply_segments(app) if x.text.startswith("model:"))
+            return seg.style.color.triplet.hex
+
+        assert label_colour() == app.theme_variables["primary"].lower()
+        app.theme = "kvtop-light"
+        await pilot.pause()
+        assert label_colour() == app.theme_variables["primary"].lower()  # follows the new theme
+
     app2 = scripted_app(tmp_path, smollm_path, PIECES)
     async with app2.run_test(size=(160, 50)) as pilot:
         await one_turn(pilot, "Tell me about lighthouses.")

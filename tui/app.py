@@ -193,6 +193,7 @@ class KvtopApp(App[int]):
     def _remember_theme(self, theme) -> None:
         self.prefs.theme = theme.name
         self._save_preferences()
+        self.query_one(ChatLog).restyle()
 
     def _save_preferences(self) -> None:
         try:
@@ -414,10 +415,7 @@ class KvtopApp(App[int]):
         reason = clean_line(m.reason, 600)
         self.query_one(StatusBar).set_problem("engine died" if m.died else "model not loaded")
         if self.turn_running:
-            self.turn_running = False
-            self._turn_streaming = False
-            self.collector.turn_ended()
-            self.query_one(MemoryPane).redraw_if_stale()
+            self._turn_over()
             if self.current_reply is not None:
                 self.current_reply.set_footer("turn lost: " + reason)
         if m.died:
@@ -433,6 +431,13 @@ class KvtopApp(App[int]):
         self.query_one(DecodePane).begin(self._last_chat_update)
         self.query_one(PrefillPane).begin(m.started)
         self.query_one(KVPane).set_cells(m.started.reused_tokens)
+
+    def _turn_over(self) -> None:
+        """A turn ended, finished or lost: what waited for it runs now."""
+        self.turn_running = False
+        self._turn_streaming = False
+        self.collector.turn_ended()
+        self.query_one(MemoryPane).redraw_if_stale()
 
     def on_prefill_update(self, m: msg.PrefillUpdate) -> None:
         self.query_one(MemoryPane).redraw_if_stale()
@@ -453,10 +458,7 @@ class KvtopApp(App[int]):
 
     def on_turn_finished(self, m: msg.TurnFinished) -> None:
         r = m.result
-        self.turn_running = False
-        self._turn_streaming = False
-        self.collector.turn_ended()
-        self.query_one(MemoryPane).redraw_if_stale()
+        self._turn_over()
         if not hasattr(r, "metrics"):  # refused before prefill
             self.messages.pop()
             if self.current_reply is not None:

@@ -19,10 +19,10 @@ from runner.events import STOP_LABELS
 from runner.sanitize import clean_text
 
 from ..format import fmt_rate, fmt_seconds
-from .linkless import LinklessWidget, LinklessStatic
+from .base import PaneWidget, PaneStatic
 
 
-class ChatMessage(LinklessStatic):
+class ChatMessage(PaneStatic):
     def __init__(self, role: str, text: str = "", markdown: bool = False, streaming: bool = False, **kw) -> None:
         super().__init__(markup=False, **kw)
         self.role = role
@@ -62,6 +62,10 @@ class ChatMessage(LinklessStatic):
             parts += ["\n", (self.footer, "$text-muted")]
         self.update(Content.assemble(*parts))
 
+    def restyle(self) -> None:
+        """The Markdown view holds colours resolved from the theme: redraw it on a new one."""
+        if self.markdown:
+            self._show()
 
     def _markdown_view(self, label: str):
         from rich.console import Group
@@ -76,7 +80,7 @@ class ChatMessage(LinklessStatic):
         return Group(*parts)
 
 
-class StreamTail(LinklessWidget):
+class StreamTail(PaneWidget):
     """The last lines of the reply being generated, redrawn in place (no re-layout).
 
     Re-wrapping and re-laying-out the whole growing reply in the transcript on every
@@ -120,6 +124,10 @@ class ChatLog(VerticalScroll):
         self.markdown = on
         for m in self.query(ChatMessage):
             m.set_markdown(on)
+
+    def restyle(self) -> None:
+        for m in self.query(ChatMessage):
+            m.restyle()
 
 
 def turn_footer(result) -> str:

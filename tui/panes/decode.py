@@ -15,7 +15,7 @@ from textual.containers import Vertical
 from textual.content import Content
 
 from ..format import fmt_rate
-from .linkless import LinklessWidget, LinklessPlot
+from .base import PaneWidget, PanePlot
 
 Ceilings = Callable[[int], tuple[float | None, float | None]]
 
@@ -41,7 +41,7 @@ def bucket_series(series, buckets: int) -> list[tuple[float, float]]:
     return out
 
 
-class DecodeSummary(LinklessWidget):
+class DecodeSummary(PaneWidget):
     """Three fixed lines; ``refresh`` without a re-layout."""
 
     def __init__(self, **kw) -> None:
@@ -71,7 +71,7 @@ class DecodePane(Vertical):
 
     def compose(self) -> ComposeResult:
         yield DecodeSummary()
-        yield LinklessPlot(id="decode-chart")
+        yield PanePlot(id="decode-chart")
 
     def on_mount(self) -> None:
         self._show()
@@ -128,7 +128,7 @@ class DecodePane(Vertical):
         return (c.r, c.g, c.b)
 
     def _draw_chart(self) -> None:
-        chart = self.query_one(LinklessPlot)
+        chart = self.query_one(PanePlot)
         plt = chart.plt
         plt.clear_data()
         plt.clear_figure()

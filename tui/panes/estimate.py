@@ -7,7 +7,7 @@ import math
 from textual.content import Content
 
 from ..format import NA, fmt_bytes, fmt_rate, fmt_seconds
-from .linkless import LinklessWidget
+from .base import PaneWidget
 
 
 def verdict(rows: dict, ctx: dict) -> str:
@@ -51,7 +51,7 @@ def verdict(rows: dict, ctx: dict) -> str:
     return f"decode at {ratio:.2f}x of the bandwidth ceiling: memory bandwidth not saturated (threads? other load?)"
 
 
-class EstimatePane(LinklessWidget):
+class EstimatePane(PaneWidget):
     def __init__(self, **kw) -> None:
         super().__init__(**kw)
         self.border_title = "Estimate vs actual"

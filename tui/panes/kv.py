@@ -5,7 +5,7 @@ from __future__ import annotations
 from textual.content import Content
 
 from ..format import bar, fmt_bytes, fmt_int, fmt_seconds
-from .linkless import LinklessWidget
+from .base import PaneWidget
 
 KIND_STYLE = {
     "full": "$kvtop-kv-full",
@@ -15,7 +15,7 @@ KIND_STYLE = {
 }
 
 
-class KVPane(LinklessWidget):
+class KVPane(PaneWidget):
     def __init__(self, **kw) -> None:
         super().__init__(**kw)
         self.border_title = "KV cache"

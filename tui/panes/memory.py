@@ -13,7 +13,7 @@ from textual.content import Content
 from runner.sanitize import clean_line
 
 from ..format import NA, bar, fmt_bytes
-from .linkless import LinklessWidget
+from .base import PaneWidget
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ def take_sample(engine_pid: int | None, ui_pid: int, same_process: bool = False)
     return MemorySample(eng, None if same_process else ui, system_memory(), g.gpus, g.note)
 
 
-class MemoryPane(LinklessWidget):
+class MemoryPane(PaneWidget):
     def __init__(self, **kw) -> None:
         super().__init__(**kw)
         self.border_title = "Memory"

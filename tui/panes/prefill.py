@@ -8,10 +8,10 @@ from __future__ import annotations
 from textual.content import Content
 
 from ..format import bar, fmt_int, fmt_rate, fmt_seconds
-from .linkless import LinklessWidget
+from .base import PaneWidget
 
 
-class PrefillPane(LinklessWidget):
+class PrefillPane(PaneWidget):
     def __init__(self, **kw) -> None:
         super().__init__(**kw)
         self.border_title = "Prefill"

@@ -5,10 +5,10 @@ from __future__ import annotations
 from textual.content import Content
 
 from ..format import bar
-from .linkless import LinklessWidget
+from .base import PaneWidget
 
 
-class StatusBar(LinklessWidget):
+class StatusBar(PaneWidget):
     def __init__(self, model_label: str, **kw) -> None:
         super().__init__(**kw)
         self.model_label = model_label

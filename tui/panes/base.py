@@ -1,0 +1,38 @@
+"""What kvtop's panes share: they are cheap to redraw.
+
+Every millisecond the UI spends during decode is taken from llama.cpp's threads
+on a small machine, so:
+
+* no link pass: Textual re-styles every segment of every line a widget renders,
+  looking for ``@click`` links (``auto_links``). The panes draw only text kvtop
+  writes itself, as ``Content`` without actions, so that pass finds nothing;
+  measured during decode it was about a quarter of the UI's time in Python;
+* re-layout only when the height changes (``wrapped_height``): a re-layout
+  reflows every pane on the screen.
+"""
+
+from __future__ import annotations
+
+from textual.reactive import Reactive
+from textual.widget import Widget
+from textual.widgets import Static
+from textual_plotext import PlotextPlot
+
+
+class PaneWidget(Widget):
+    auto_links = Reactive(False)
+
+    def wrapped_height(self) -> int:
+        """Lines the pane's content takes at its width (-1 before it has one)."""
+        width = self.content_region.width
+        if width <= 0:
+            return -1
+        return len(self.render().wrap(width))
+
+
+class PaneStatic(Static):
+    auto_links = Reactive(False)
+
+
+class PanePlot(PlotextPlot):
+    auto_links = Reactive(False)
