@@ -34,7 +34,10 @@ from . import events as ev
 from .settings import Settings
 
 OnEvent = Callable[[object], None]
-BATCH_S = 0.05  # seconds of token events sent together from the child
+# Seconds of token events sent together from the child. Each batch wakes the parent:
+# measured during decode, 20 batches a second cost the UI's receiving thread 4.5 ms of
+# CPU a second, 4 a second 2 ms (the UI redraws at most 4 times a second anyway).
+BATCH_S = 0.25
 
 
 class EngineUnavailable(Exception):

@@ -32,6 +32,7 @@ from themes import APP_VARIABLE_DEFAULTS, DEFAULT_THEME, THEMES, register_all
 
 from . import messages as msg
 from .bridge import TurnBridge
+from .refresh import chart_interval, prefill_interval, refresh_interval, usable_cores
 from .collector import TurnCollector
 from .config import Preferences, load_preferences, save_preferences
 from .panes.chat import ChatLog, ChatMessage, StreamTail, turn_footer
@@ -100,9 +101,11 @@ class KvtopApp(App[int]):
         record_trace: bool = True,
         facts=None,
         replay_messages: list[str] | None = None,
+        refresh: float | None = None,
     ) -> None:
         super().__init__()
         self.settings = settings.resolved()
+        self.refresh_s, self.refresh_why = refresh_interval(refresh, self.settings.n_threads, usable_cores())
         self.engine = engine_factory(self.settings)
         self.paths = paths
         self.fixed_hardware = hardware
@@ -160,7 +163,7 @@ class KvtopApp(App[int]):
             with VerticalScroll(id="metrics"):
                 yield PrefillPane(id="prefill", classes="pane")
                 yield KVPane(id="kv", classes="pane")
-                yield DecodePane(id="decode", classes="pane")
+                yield DecodePane(chart_interval(self.refresh_s), id="decode", classes="pane")
                 yield EstimatePane(id="estimate", classes="pane")
                 yield MemoryPane(id="memory", classes="pane")
         yield Footer()
@@ -223,7 +226,7 @@ class KvtopApp(App[int]):
         from runner.hardware import hardware_profile
         from runner.report import ModelFileError, load_facts, memory_check
 
-        bridge = TurnBridge(self.post_message, clock=self.clock)
+        bridge = self._bridge()
         try:
             s = self.settings
             try:
@@ -255,7 +258,7 @@ class KvtopApp(App[int]):
         if self.load_error is not None:
             self.post_message(msg.EngineFailed(self.load_error))
             return
-        bridge = TurnBridge(self.post_message, clock=self.clock)
+        bridge = self._bridge()
         try:
             self.engine.chat(messages, self._recorded(bridge), t_submit=t_submit)
         except EngineUnavailable as exc:
@@ -269,9 +272,13 @@ class KvtopApp(App[int]):
         if self.load_error is not None:
             return
         try:
-            self.engine.reset(TurnBridge(self.post_message, clock=self.clock))
+            self.engine.reset(self._bridge())
         except EngineUnavailable as exc:
             self.post_message(msg.EngineFailed(str(exc), died=True))
+
+    def _bridge(self) -> TurnBridge:
+        return TurnBridge(self.post_message, interval=self.refresh_s, clock=self.clock,
+                          prefill_interval=prefill_interval(self.refresh_s))
 
     def _recorded(self, bridge):
         """Every engine event goes to the trace (if any), then to the UI bridge."""
@@ -389,7 +396,7 @@ class KvtopApp(App[int]):
                 os.nice(self.ui_nice)
             except OSError:
                 pass
-        self.query_one(StatusBar).set_loaded(L, self.settings.threads_why)
+        self.query_one(StatusBar).set_loaded(L, self.settings.threads_why, self.refresh_s)
         self.query_one(MemoryPane).set_buffers(L.buffers)
         if self.facts is not None:
             s = self.settings
@@ -579,7 +586,7 @@ class KvtopApp(App[int]):
         self._reset_engine()
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen())
+        self.push_screen(HelpScreen(self.refresh_s, self.refresh_why))
 
     def action_attach_file(self) -> None:
         """Start a ``/file PATH`` message: the file's text is sent when Enter is pressed."""
@@ -630,6 +637,7 @@ class KvtopApp(App[int]):
             "kvtop_bundle_version": 1,
             "command_line": self.argv,
             "settings": self.settings.to_dict(),
+            "ui": {"refresh_s": self.refresh_s, "refresh_why": self.refresh_why},
             "loaded": asdict(self.loaded) if self.loaded else None,
             "hardware": self.hw.to_dict() if self.hw else None,
             "gguf": facts,

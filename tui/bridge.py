@@ -20,11 +20,11 @@ MAX_SERIES = 4096
 
 
 class TurnBridge:
-    """``interval`` paces decode updates (2 a second: on a 2-core machine every redraw
-    competes with llama.cpp's threads); prefill progress is paced at ``prefill_interval``."""
+    """``interval`` paces decode updates and ``prefill_interval`` prefill progress; the
+    app chooses both (``tui/refresh.py``): every redraw competes with llama.cpp's threads."""
 
-    def __init__(self, post: Callable[[object], object], interval: float = 0.5,
-                 clock: Callable[[], float] = time.monotonic, prefill_interval: float = 0.25):
+    def __init__(self, post: Callable[[object], object], interval: float = 1.0,
+                 clock: Callable[[], float] = time.monotonic, prefill_interval: float = 0.5):
         self.post = post
         self.interval = interval
         self.prefill_interval = prefill_interval

@@ -29,6 +29,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trace", metavar="FILE", help="also write the session's trace here (always written "
                    "into the session folder); replay it with 'kvtop replay FILE'")
     p.add_argument("--in-process", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--refresh", type=float, metavar="SECONDS",
+                   help="seconds between redraws while a turn runs (default: 1 when llama.cpp's threads "
+                        "take every core, else 0.25)")
     p.add_argument("--ui-nice", type=int, default=5,
                    help="lower the UI's CPU priority by this much once the engine runs (0 = off)")
     add_engine_flags(p)
@@ -38,6 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
 def launch_main(argv: list[str]) -> int:
     p = build_parser()
     a = p.parse_args(argv)
+    if a.refresh is not None and not 0 < a.refresh < float("inf"):
+        p.error("--refresh must be a positive number of seconds")
     model = a.model or demo_model_path()
     if model is None:
         print(f"kvtop: no model given and the demo model is not installed: {INSTALL_HINT}", file=sys.stderr)
@@ -63,7 +68,8 @@ def launch_main(argv: list[str]) -> int:
 
     factory = InProcessEngine if a.in_process else EngineProcess
     app = KvtopApp(settings, factory, paths, argv=[sys.argv[0]] + argv, resume_messages=resume,
-                   ui_nice=max(0, a.ui_nice), prompt_file=a.prompt_file, trace_path=a.trace)
+                   ui_nice=max(0, a.ui_nice), prompt_file=a.prompt_file, trace_path=a.trace,
+                   refresh=a.refresh)
 
     def on_signal(signum, frame):
         app.shutdown_engine()

@@ -36,11 +36,20 @@ PANES = [
 class HelpScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,f1,q", "dismiss", "Close")]
 
+    def __init__(self, refresh_s: float = 1.0, refresh_why: str = "") -> None:
+        super().__init__()
+        self.refresh_s = refresh_s
+        self.refresh_why = refresh_why
+
     def compose(self) -> ComposeResult:
         lines = [Content.styled("kvtop keys", "bold")]
         lines += [Content.assemble((f"{k:<8}", "bold $accent"), v) for k, v in KEYS]
         lines += [Content(""), Content.styled("panes", "bold")]
         lines += [Content.assemble((f"{k:<9}", "bold $primary"), v) for k, v in PANES]
+        lines += [Content(""), Content.assemble(
+            ("refresh ", "bold $primary"),
+            f"every {self.refresh_s:g} s while a turn runs ({self.refresh_why}); "
+            "each redraw takes CPU from llama.cpp's threads. --refresh SECONDS changes it.")]
         with VerticalScroll(id="help-box", classes="dialog"):
             yield Static(Content("\n").join(lines), markup=False)
             yield Button("Close", id="close", variant="primary")

@@ -8,11 +8,13 @@ on a small machine, so:
   writes itself, as ``Content`` without actions, so that pass finds nothing;
   measured during decode it was about a quarter of the UI's time in Python;
 * re-layout only when the height changes (``wrapped_height``): a re-layout
-  reflows every pane on the screen.
+  reflows every pane on the screen. Word-wrapping a pane to learn its height costs
+  more than drawing it, so lines that fit are counted, not wrapped.
 """
 
 from __future__ import annotations
 
+from rich.cells import cell_len
 from textual.reactive import Reactive
 from textual.widget import Widget
 from textual.widgets import Static
@@ -27,7 +29,11 @@ class PaneWidget(Widget):
         width = self.content_region.width
         if width <= 0:
             return -1
-        return len(self.render().wrap(width))
+        content = self.render()
+        lines = content.plain.split("\n")
+        if all(cell_len(line) <= width for line in lines):
+            return len(lines)
+        return len(content.wrap(width))
 
 
 class PaneStatic(Static):

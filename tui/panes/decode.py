@@ -57,10 +57,9 @@ class DecodeSummary(PaneWidget):
 
 
 class DecodePane(Vertical):
-    CHART_INTERVAL = 2.0  # seconds between chart redraws while decoding (plotext is not cheap)
-
-    def __init__(self, **kw) -> None:
+    def __init__(self, chart_interval: float = 4.0, **kw) -> None:
         super().__init__(**kw)
+        self.chart_interval = chart_interval  # seconds between chart redraws while decoding (plotext is not cheap)
         self.border_title = "Decode"
         self.ceilings: Ceilings = lambda depth: (None, None)
         self.rate: float | None = None
@@ -85,7 +84,7 @@ class DecodePane(Vertical):
         self.state = "decoding"
         self.rate, self.pos, self.series = u.tok_s, u.pos, u.series
         self._show()
-        if now - self._last_chart >= self.CHART_INTERVAL:
+        if now - self._last_chart >= self.chart_interval:
             self._last_chart = now
             self._draw_chart()
 

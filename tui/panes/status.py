@@ -20,7 +20,7 @@ class StatusBar(PaneWidget):
         self.load_fraction = fraction
         self.refresh()
 
-    def set_loaded(self, loaded, threads_why: str) -> None:
+    def set_loaded(self, loaded, threads_why: str, refresh_s: float) -> None:
         self.load_fraction = None
         self.model_label = loaded.name
         self.fields = [
@@ -31,6 +31,7 @@ class StatusBar(PaneWidget):
             ("ngl", str(loaded.n_gpu_layers)),
             ("fa", loaded.flash_attn),
             ("kv", f"{loaded.type_k}/{loaded.type_v}" + (" swa-full" if loaded.swa_full else "")),
+            ("refresh", f"{refresh_s:g} s"),
         ]
         self.refresh()
 

@@ -1,0 +1,150 @@
+"""The redraw pace during a turn: slower when llama.cpp's threads take every core,
+chosen by --refresh otherwise, shown to the user, and obeyed by the bridge."""
+
+import random
+import subprocess
+import sys
+
+from rich.cells import cell_len
+from textual.content import Content
+
+from helpers import make_app, screen_text, wait_until
+from runner import events as ev
+from runner.scripted import ScriptedEngine, scripted_turn, smollm_loaded
+from runner.settings import Settings
+from runner.trace import ReplayEngine
+from tui import messages as msg
+from tui.bridge import TurnBridge
+from tui.panes.base import PaneWidget
+from tui.panes.decode import DecodePane
+from tui.refresh import chart_interval, prefill_interval, refresh_interval
+from tui.screens import HelpScreen
+
+
+def test_every_core_decoding_means_one_redraw_a_second():
+    assert refresh_interval(None, 2, 2)[0] == 1.0
+    assert "2 decode threads on 2 cores" in refresh_interval(None, 2, 2)[1]
+    assert refresh_interval(None, 4, 2)[0] == 1.0  # oversubscribed: still the slow pace
+
+
+def test_a_spare_core_means_four_redraws_a_second():
+    s, why = refresh_interval(None, 8, 16)
+    assert s == 0.25 and "8 of 16 cores spare" in why
+
+
+def test_refresh_flag_wins_within_bounds():
+    assert refresh_interval(0.5, 2, 2) == (0.5, "set by --refresh")
+    assert refresh_interval(0.001, 2, 2)[0] == 0.05
+    assert refresh_interval(1000, 2, 2)[0] == 10.0
+
+
+def test_chart_and_prefill_follow_the_refresh():
+    assert chart_interval(1.0) == 4.0 and chart_interval(0.1) == 1.0
+    assert prefill_interval(1.0) == 0.5 and prefill_interval(0.25) == 0.25
+
+
+def run_bridge(interval: float, n_tokens: int, tg_tok_s: float = 20.0):
+    """Feed one scripted turn through a bridge whose clock is the events' own time."""
+    pieces = [f" w{i}" for i in range(n_tokens)]
+    events = scripted_turn(1, 100.0, 30, 0, pieces, tg_tok_s=tg_tok_s)
+    now = [0.0]
+    posted = []
+    bridge = TurnBridge(posted.append, interval=interval, clock=lambda: now[0])
+    for e in events:
+        now[0] = e.t if hasattr(e, "t") else now[0]
+        bridge(e)
+    return pieces, posted
+
+
+def test_the_bridge_posts_decode_updates_at_the_chosen_pace():
+    # 60 tokens at 20 tok/s: 3 s of decode
+    _, slow = run_bridge(1.0, 60)
+    _, fast = run_bridge(0.25, 60)
+    n_slow = sum(isinstance(m, msg.DecodeUpdate) for m in slow)
+    n_fast = sum(isinstance(m, msg.DecodeUpdate) for m in fast)
+    assert 3 <= n_slow <= 4  # one a second, plus the last one at the end
+    assert 11 <= n_fast <= 13
+
+
+def test_the_last_update_carries_every_token_whatever_the_pace():
+    pieces, posted = run_bridge(1.0, 45)
+    updates = [m for m in posted if isinstance(m, msg.DecodeUpdate)]
+    assert updates[-1].text == "".join(pieces)
+    assert updates[-1].pos == 30 + 44
+    done = posted[-1]
+    assert isinstance(done, msg.TurnFinished) and isinstance(done.result, ev.TurnDone)
+    assert len(done.series) == 44  # a rate for every token after the first
+
+
+async def test_the_chosen_refresh_is_shown_and_paces_the_chart(tmp_path, smollm_path):
+    settings = Settings(smollm_path, n_ctx=4096, n_threads=2)
+    loaded = smollm_loaded(smollm_path)
+    app = make_app(settings, lambda s: ScriptedEngine(s, loaded, [scripted_turn(1, 1000.0, 30, 0, ["Hi"])]),
+                   root=tmp_path, live_system=False, write_transcript=False, refresh=0.5)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await wait_until(pilot, lambda: app.loaded is not None, what="load")
+        await pilot.pause()
+        assert "refresh 0.5 s" in screen_text(app).split("\n", 1)[0]
+        assert app.query_one(DecodePane).chart_interval == 2.0
+        await pilot.press("f1")
+        await wait_until(pilot, lambda: isinstance(app.screen, HelpScreen), what="help")
+        assert "every 0.5 s while a turn runs (set by --refresh)" in screen_text(app)
+
+
+async def live_updates(tmp_path, smollm_path, refresh: float) -> int:
+    """Decode updates the app draws during a 1.5 s reply played in real time."""
+    settings = Settings(smollm_path, n_ctx=4096, n_threads=2)
+    loaded = smollm_loaded(smollm_path)
+    turn = scripted_turn(1, 1000.0, 30, 0, [f" w{i}" for i in range(30)], tg_tok_s=20.0)
+    app = make_app(settings, lambda s: ReplayEngine(speed=1.0, loaded=loaded, turns=[turn]),
+                   root=tmp_path, live_system=False, write_transcript=False, refresh=refresh)
+    drawn = []
+    async with app.run_test(size=(160, 50)) as pilot:
+        pane = app.query_one(DecodePane)
+        show = pane.update_live
+        pane.update_live = lambda u, now: (drawn.append(u.pos), show(u, now))
+        await wait_until(pilot, lambda: app.loaded is not None, what="load")
+        app.query_one("#prompt").value = "hi"
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: app.turns and not app.turn_running, what="turn")
+        assert "w29" in screen_text(app)
+    return len(drawn)
+
+
+async def test_the_app_redraws_decode_at_its_refresh(tmp_path, smollm_path):
+    assert await live_updates(tmp_path / "slow", smollm_path, 5.0) == 1  # only the turn's last one
+    assert await live_updates(tmp_path / "fast", smollm_path, 0.2) >= 4
+
+
+def test_refresh_must_be_positive():
+    r = subprocess.run([sys.executable, "-m", "tui", "--refresh", "0", "x.gguf"], capture_output=True, text=True)
+    assert r.returncode == 2 and "--refresh must be a positive number" in r.stderr
+
+
+def test_the_counted_height_of_a_pane_equals_its_wrapped_height():
+    """``wrapped_height`` counts lines that fit instead of wrapping them: it must give
+    the same answer as wrapping, or panes would be cut off or leave gaps."""
+    rng = random.Random(7)
+    words = ["a", "bb", "cell", "€€", "日本語", "x" * 12, " ", "  ", "\n"]
+
+    class Probe(PaneWidget):
+        text = ""
+        width = 0
+
+        @property
+        def content_region(self):
+            from textual.geometry import Region
+            return Region(0, 0, self.width, 1)
+
+        def render(self):
+            return Content(self.text)
+
+    p = Probe()
+    fits = 0
+    for _ in range(2000):
+        p.text = "".join(rng.choice(words) for _ in range(rng.randint(0, 30)))
+        p.width = rng.choice([1, 4, 10, 30])
+        expected = len(Content(p.text).wrap(p.width))
+        assert p.wrapped_height() == expected, (p.text, p.width)
+        fits += all(cell_len(line) <= p.width for line in p.text.split("\n"))
+    assert fits > 200  # the counted path was exercised, not only the wrapping one
