@@ -148,3 +148,20 @@ def test_the_counted_height_of_a_pane_equals_its_wrapped_height():
         assert p.wrapped_height() == expected, (p.text, p.width)
         fits += all(cell_len(line) <= p.width for line in p.text.split("\n"))
     assert fits > 200  # the counted path was exercised, not only the wrapping one
+
+
+async def test_the_chart_draws_half_an_interval_into_a_turn_then_every_interval(tmp_path, smollm_path):
+    app = make_app(Settings(smollm_path, n_ctx=4096, n_threads=2),
+                   lambda s: ScriptedEngine(s, smollm_loaded(smollm_path), []),
+                   root=tmp_path, live_system=False, write_transcript=False, refresh=1.0)
+    async with app.run_test(size=(160, 50)) as pilot:
+        pane = app.query_one(DecodePane)
+        drawn = []
+        pane._draw_chart = lambda: drawn.append(pane.pos)
+        pane.begin(100.0)
+        for i, t in enumerate([100.5, 101.0, 102.0, 103.0, 104.0, 105.0, 106.0]):
+            u = msg.DecodeUpdate(1, "x", 40 + i, 150.0, ((40 + i, 150.0),))
+            pane.update_live(u, t)
+        await pilot.pause()
+        # interval 4 s: first 2 s into the turn (pos 42 at t=102), then 4 s later (pos 46 at t=106)
+        assert drawn == [42, 46]

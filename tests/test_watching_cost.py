@@ -71,3 +71,19 @@ async def test_the_kv_pane_keeps_its_height_when_decode_starts(tmp_path, smollm_
         text = screen_text(app)
         assert "no decode rate yet" not in text and "tok/s" in text.split("full in", 1)[1].split("\n", 1)[0]
         assert kv.size.height == before
+
+
+async def test_the_estimate_compares_peak_memory_only_after_a_turn(tmp_path, smollm_path):
+    """At load the engine's RSS is a fraction of a turn's (weights are mmap-ed, paged in
+    on first use): comparing it with the predicted peak would read 0.09x."""
+    app = scripted_app(tmp_path, smollm_path, PIECES)
+    async with app.run_test(size=(160, 50)) as pilot:
+        app.query_one(MemoryPane).set_sample(sample(26))
+        await wait_until(pilot, lambda: app.loaded is not None and app.layout_kv is not None, what="load")
+        await pilot.pause()
+        row = next(line for line in screen_text(app).split("\n") if "peak mem" in line)
+        assert "26.00 MiB" not in row and "N/A" in row
+        app.query_one(MemoryPane).set_sample(sample(250))
+        await one_turn(pilot, "Tell me about the sea.")
+        row = next(line for line in screen_text(app).split("\n") if "peak mem" in line)
+        assert "250.00 MiB" in row

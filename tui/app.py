@@ -32,7 +32,6 @@ from themes import APP_VARIABLE_DEFAULTS, DEFAULT_THEME, THEMES, register_all
 
 from . import messages as msg
 from .bridge import TurnBridge
-from .refresh import chart_interval, prefill_interval, refresh_interval, usable_cores
 from .collector import TurnCollector
 from .config import Preferences, load_preferences, save_preferences
 from .panes.chat import ChatLog, ChatMessage, StreamTail, turn_footer
@@ -42,6 +41,7 @@ from .panes.kv import KVPane
 from .panes.memory import MemoryPane, MemorySample, take_sample
 from .panes.prefill import PrefillPane
 from .panes.status import StatusBar
+from .refresh import chart_interval, prefill_interval, refresh_interval, usable_cores
 from .screens import ErrorScreen, HelpScreen, PreflightScreen
 
 WIDE_COLUMNS = 140
@@ -527,7 +527,10 @@ class KvtopApp(App[int]):
         peak_pred = None
         if f.weights_bytes is not None:
             peak_pred = f.weights_bytes + lay.bytes_allocated + (buffers.compute_total_mib * mib if buffers else 0)
-        rows["peak"] = (peak_pred, self.query_one(MemoryPane).peak_engine_rss)
+        # Measured peak only once a turn ran: at load, llama.cpp's mmap-ed weights are not
+        # paged in yet and the engine's RSS is a fraction of what a turn needs.
+        ran = mt is not None or bool(self.turns)
+        rows["peak"] = (peak_pred, self.query_one(MemoryPane).peak_engine_rss if ran else None)
         ctx = {
             "gpu_present": bool(hw.gpus), "n_gpu_layers": self.settings.n_gpu_layers,
             "n_ubatch": self.settings.n_ubatch, "on_cpu": not (hw.gpus and self.settings.n_gpu_layers),

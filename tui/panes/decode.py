@@ -76,9 +76,10 @@ class DecodePane(Vertical):
         self._show()
 
     def begin(self, now: float) -> None:
-        """The chart's first redraw in a turn waits one interval too: it is the costliest
-        redraw, and a short reply is drawn whole when it ends."""
-        self._last_chart = now
+        """The chart's first redraw in a turn waits half an interval: it is the costliest
+        redraw (drawn as decode starts, it stalls the first tokens), and waiting a whole
+        one would leave a first turn's chart empty for seconds."""
+        self._last_chart = now - self.chart_interval / 2
 
     def update_live(self, u, now: float) -> None:
         self.state = "decoding"
