@@ -17,12 +17,17 @@ from .quant_types import KV_CACHE_TYPES
 DEFAULT_CTX = 4096
 
 
+def usable_cores() -> int:
+    """Cores this process may run on (its affinity mask, e.g. under taskset or a cgroup)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
 def default_threads() -> tuple[int, str]:
     """(threads, why) for decode: usable cores, at most the physical ones."""
-    try:
-        usable = len(os.sched_getaffinity(0))
-    except AttributeError:
-        usable = os.cpu_count() or 1
+    usable = usable_cores()
     physical = None
     try:
         import psutil

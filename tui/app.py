@@ -27,7 +27,7 @@ from runner.kv_math import kv_layout
 from runner.paths import Paths, unique_file
 from runner.process import EngineUnavailable
 from runner.sanitize import clean_line, clean_text
-from runner.settings import Settings
+from runner.settings import Settings, usable_cores
 from themes import APP_VARIABLE_DEFAULTS, DEFAULT_THEME, THEMES, register_all
 
 from . import messages as msg
@@ -41,7 +41,7 @@ from .panes.kv import KVPane
 from .panes.memory import MemoryPane, MemorySample, take_sample
 from .panes.prefill import PrefillPane
 from .panes.status import StatusBar
-from .refresh import chart_interval, prefill_interval, refresh_interval, usable_cores
+from .refresh import chart_interval, prefill_interval, refresh_interval
 from .screens import ErrorScreen, HelpScreen, PreflightScreen
 
 WIDE_COLUMNS = 140

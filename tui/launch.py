@@ -30,8 +30,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "into the session folder); replay it with 'kvtop replay FILE'")
     p.add_argument("--in-process", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--refresh", type=float, metavar="SECONDS",
-                   help="seconds between redraws while a turn runs (default: 1 when llama.cpp's threads "
-                        "take every core, else 0.25)")
+                   help="seconds between redraws while a turn runs, 0.25 to 10 (default: 1 when "
+                        "llama.cpp's threads take every core, else 0.25)")
     p.add_argument("--ui-nice", type=int, default=5,
                    help="lower the UI's CPU priority by this much once the engine runs (0 = off)")
     add_engine_flags(p)

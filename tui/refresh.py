@@ -9,21 +9,14 @@ does); with a core to spare it redraws four times a second. ``--refresh`` overri
 
 from __future__ import annotations
 
-import os
+from runner.process import BATCH_S
 
 BUSY_S = 1.0  # every core decodes
 SPARE_S = 0.25  # a core to spare
-MIN_S, MAX_S = 0.05, 10.0
+MIN_S, MAX_S = BATCH_S, 10.0  # token events arrive in BATCH_S batches: no faster redraw shows more
 CHART_EVERY = 4  # the chart (plotext, the costliest redraw) every 4th update
 MIN_CHART_S = 1.0
 MAX_PREFILL_S = 0.5  # the prefill bar and its ETA move at least twice a second
-
-
-def usable_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 def refresh_interval(requested: float | None, n_threads: int, cores: int) -> tuple[float, str]:
