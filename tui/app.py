@@ -174,7 +174,6 @@ class KvtopApp(App[int]):
         self.theme = self.prefs.theme if self.prefs.theme in names else DEFAULT_THEME
         self.theme_changed_signal.subscribe(self, self._remember_theme)
         self._apply_width(self.size.width)
-        self.query_one(DecodePane).ceilings = self._ceilings
         chat = self.query_one(ChatLog)
         chat.markdown = self.prefs.markdown
         for m in self.messages:
@@ -372,6 +371,7 @@ class KvtopApp(App[int]):
     def on_model_inspected(self, m: msg.ModelInspected) -> None:
         self.facts, self.hw, self.layout_kv = m.facts, m.hardware, m.layout
         self.query_one(KVPane).set_layout(self.layout_kv, self.layout_kv.n_ctx, None)
+        self.query_one(DecodePane).set_ceilings(self._ceilings)
         self._update_estimate()
         if m.preflight.fits is False:
             self.push_screen(PreflightScreen(m.preflight.message), self._preflight_done)
@@ -403,6 +403,7 @@ class KvtopApp(App[int]):
             self.layout_kv = kv_layout(self.facts, L.n_ctx, s.cache_type_k, s.cache_type_v, s.swa_full, L.n_ubatch)
         if self.layout_kv is not None:
             self.query_one(KVPane).set_layout(self.layout_kv, L.n_ctx, L.buffers.kv_mib * 1024 * 1024)
+            self.query_one(DecodePane).set_ceilings(self._ceilings)  # at the loaded n_ctx
         if self.current_reply is not None and self.turn_running:
             self.current_reply.set_footer("")
         self._next_replay_message()

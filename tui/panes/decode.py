@@ -75,6 +75,11 @@ class DecodePane(Vertical):
     def on_mount(self) -> None:
         self._show()
 
+    def set_ceilings(self, ceilings: Ceilings) -> None:
+        """The model is known: show its ceilings (at depth 0) before the first turn."""
+        self.ceilings = ceilings
+        self._show()
+
     def begin(self, now: float) -> None:
         """The chart's first redraw in a turn waits half an interval: it is the costliest
         redraw (drawn as decode starts, it stalls the first tokens), and waiting a whole
