@@ -136,3 +136,4 @@ async def test_the_decode_ceilings_show_before_the_first_message(tmp_path, smoll
         text = screen_text(app)
         assert f"bandwidth ceiling {fmt_rate(bw)} at depth 0" in text
         assert f"compute ceiling {fmt_rate(comp)}" in text and "bandwidth-bound" in text
+        assert "N/A no turn yet" in text and "N/A live" not in text

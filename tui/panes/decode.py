@@ -116,7 +116,7 @@ class DecodePane(Vertical):
             binding, ceiling = "compute", comp
         pct = self.rate / ceiling * 100 if self.rate and ceiling else None
         style = "$kvtop-ok" if pct and pct >= 60 else "$kvtop-warn" if pct and pct >= 25 else "$kvtop-critical"
-        label = "turn avg" if self.state == "done" else "live"
+        label = {"done": "turn avg", "decoding": "live"}.get(self.state, "no turn yet")
         lines = [
             Content.assemble((fmt_rate(self.rate), "bold $kvtop-measured"), (f" {label}", "$text-muted"),
                              "  ", (f"{pct:.0f}% of ceiling" if pct is not None else "", style)),
