@@ -40,6 +40,15 @@ OnEvent = Callable[[object], None]
 BATCH_S = 0.25
 
 
+def child_env(**extra: str) -> dict[str, str]:
+    """The environment for a Python child that imports ``runner``: this checkout first
+    on PYTHONPATH (kvtop may run from a clone that is not installed), plus ``extra``."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, **extra)
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
 class EngineUnavailable(Exception):
     """The engine could not load, or its process died; the message is for a user."""
 
@@ -95,10 +104,7 @@ class EngineProcess:
     def start(self, on_event: OnEvent) -> ev.Loaded:
         cmd_r, cmd_w = os.pipe()
         ev_r, ev_w = os.pipe()
-        env = dict(os.environ)
-        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        env["GGML_NO_BACKTRACE"] = "1"  # an abort should log its assertion, not run gdb
-        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        env = child_env(GGML_NO_BACKTRACE="1")  # an abort should log its assertion, not run gdb
         log = open(self.log_path, "ab")
         try:
             self.proc = subprocess.Popen(

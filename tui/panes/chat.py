@@ -86,7 +86,7 @@ class StreamTail(PaneWidget):
     Re-wrapping and re-laying-out the whole growing reply in the transcript on every
     update measurably slows decode on a 2-core machine; this fixed-height tail shows
     the text as it streams, and the transcript gets the full reply at the end (and
-    every few seconds during a long one)."""
+    every ``KvtopApp.CHAT_INTERVAL`` seconds during a long one)."""
 
     LINES = 3
 
