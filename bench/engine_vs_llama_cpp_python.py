@@ -22,9 +22,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from runner.commands import BENCH_TEXT  # noqa: E402
+from runner.commands.cli import BENCH_TEXT  # noqa: E402
 from runner.demo import demo_model_path  # noqa: E402
-from runner.process import EngineProcess  # noqa: E402
+from runner.process.parent import EngineProcess  # noqa: E402
 from runner.settings import Settings  # noqa: E402
 
 

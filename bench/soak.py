@@ -27,7 +27,7 @@ import psutil  # noqa: E402
 
 from helpers import make_app, send, wait_until  # noqa: E402
 from runner.demo import demo_model_path  # noqa: E402
-from runner.process import EngineProcess  # noqa: E402
+from runner.process.parent import EngineProcess  # noqa: E402
 from runner.settings import Settings  # noqa: E402
 
 

@@ -11,8 +11,8 @@ import argparse
 import os
 from dataclasses import asdict, dataclass, replace
 
-from .kv_math import pad
-from .quant_types import KV_CACHE_TYPES
+from runner.physics.kv_bytes import pad
+from runner.model.quant_types import KV_CACHE_TYPES
 
 DEFAULT_CTX = 4096
 

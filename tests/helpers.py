@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 
-from runner.hardware import HardwareProfile
-from runner.paths import Paths
+from runner.system.hardware import HardwareProfile
+from runner.records.paths import Paths
 
 # A fixed hardware profile: tests must not depend on what the CPU probe measures today.
 FIXED_HW = HardwareProfile(bandwidth_gbs=30.0, tflops=0.25, source="test profile",
@@ -25,7 +25,7 @@ def make_app(settings, engine_factory, root, **kw):
 
 def scripted_app(tmp_path, model_path, pieces):
     """The real app on a scripted engine: SmolLM2's facts, one turn that writes ``pieces``."""
-    from runner.scripted import ScriptedEngine, scripted_turn, smollm_loaded
+    from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
     from runner.settings import Settings
 
     settings = Settings(model_path, n_ctx=4096, n_threads=2)

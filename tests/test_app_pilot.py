@@ -6,8 +6,8 @@ import os
 import pytest
 
 from helpers import make_app, scripted_app, screen_text, send, wait_until
-from runner.estimate import decode_ceilings_at
-from runner.process import EngineProcess
+from runner.physics.roofline import decode_ceilings_at
+from runner.process.parent import EngineProcess
 from runner.settings import Settings
 from tui.format import fmt_rate
 from tui.panes.chat import ChatMessage

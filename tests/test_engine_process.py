@@ -11,7 +11,7 @@ import time
 import pytest
 
 from runner import events as ev
-from runner.process import EngineProcess, EngineUnavailable
+from runner.process.parent import EngineProcess, EngineUnavailable
 from runner.settings import Settings
 
 LONG = "Here is a long document about the sea and its many colours. " * 120  # ~1,500 tokens
@@ -128,8 +128,8 @@ def test_generation_that_fills_the_context_stops_with_context_full(smollm_path):
 
 
 def test_multibyte_characters_split_across_tokens(smollm_path):
-    from runner.engine import Engine
-    from runner.textstream import Utf8Stream
+    from runner.engine.engine import Engine
+    from runner.engine.utf8_stream import Utf8Stream
 
     e = Engine(Settings(smollm_path, n_ctx=256), lambda x: None)
     e.load()
@@ -200,7 +200,7 @@ def test_bench_usage_and_runtime_errors(tmp_path):
 
 def test_n_ctx_is_padded_so_no_prompt_lands_in_llama_cpps_padding(smollm_path):
     """-c 300 becomes 512 (llama.cpp pads to 256); a 400-token prompt then fits and runs."""
-    from runner.engine import Engine
+    from runner.engine.engine import Engine
 
     e = Engine(Settings(smollm_path, n_ctx=300, temp=0, n_predict=2), lambda x: None)
     loaded = e.load()
@@ -214,10 +214,10 @@ def test_n_ctx_is_padded_so_no_prompt_lands_in_llama_cpps_padding(smollm_path):
 
 
 def test_cpu_probe_is_sane_and_its_ceiling_is_above_measured_decode(smollm_path, tmp_path):
-    from runner.estimate import decode_ceilings_at
-    from runner.hardware import cpu_profile
-    from runner.kv_math import kv_layout
-    from runner.report import load_facts
+    from runner.physics.roofline import decode_ceilings_at
+    from runner.system.hardware import cpu_profile
+    from runner.physics.kv_bytes import kv_layout
+    from runner.physics.report import load_facts
 
     probe = cpu_profile(str(tmp_path), refresh=True)
     assert probe.seconds < 3

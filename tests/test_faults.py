@@ -6,10 +6,10 @@ import psutil
 
 from helpers import make_app, screen_text, send, wait_until
 from runner import hardware
-from runner.process import EngineProcess
-from runner.scripted import ScriptedEngine, scripted_turn, smollm_loaded
+from runner.process.parent import EngineProcess
+from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
 from runner.settings import Settings
-from runner.transcript import Transcript, latest_session, read_messages
+from runner.records.transcript import Transcript, latest_session, read_messages
 from tui.panes.kv import KVPane
 from tui.panes.memory import MemoryPane
 

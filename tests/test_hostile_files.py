@@ -8,7 +8,7 @@ import pytest
 
 from gguf_factory import write_header_only, write_tiny_llama
 from helpers import make_app, screen_text, send, wait_until
-from runner.process import EngineProcess
+from runner.process.parent import EngineProcess
 from runner.settings import Settings
 from tui.screens import ErrorScreen
 

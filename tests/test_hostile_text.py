@@ -5,11 +5,11 @@ import xml.etree.ElementTree as ET
 
 from gguf_factory import write_tiny_llama
 from helpers import make_app, screen_text, send, wait_until
-from runner.chat_template import render_chat
-from runner.engine import Engine
-from runner.process import EngineProcess
+from runner.engine.chat_template import render_chat
+from runner.engine.engine import Engine
+from runner.process.parent import EngineProcess
 from runner.sanitize import clean_line, clean_text
-from runner.scripted import ScriptedEngine, scripted_turn, smollm_loaded
+from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
 from runner.settings import Settings
 from tui.export import safe_cell, write_turns_csv
 from tui.panes.chat import ChatMessage
@@ -188,7 +188,7 @@ async def test_screenshots_are_named_by_kvtop_and_never_overwrite(tmp_path, smol
 
 
 def test_unique_file_refuses_to_follow_or_replace(tmp_path):
-    from runner.paths import unique_file
+    from runner.records.paths import unique_file
 
     (tmp_path / "a.svg").write_text("old")
     (tmp_path / "a-1.svg").symlink_to(tmp_path / "target")

@@ -3,8 +3,8 @@
 import subprocess
 import sys
 
-MODULES = ["runner", "runner.engine", "runner.process", "runner.estimate", "runner.report",
-           "runner.hardware", "runner.commands", "runner.scripted", "runner.transcript"]
+MODULES = ["runner", "runner.engine.engine", "runner.process.parent", "runner.physics.roofline", "runner.physics.report",
+           "runner.system.hardware", "runner.commands.cli", "scripted_engine", "runner.records.transcript"]
 
 
 def test_runner_imports_no_textual_or_rich():

@@ -2,9 +2,9 @@
 
 import pytest
 
-from runner.engine import Engine
-from runner.kv_math import kv_layout
-from runner.report import load_facts
+from runner.engine.engine import Engine
+from runner.physics.kv_bytes import kv_layout
+from runner.physics.report import load_facts
 from runner.settings import Settings
 
 MiB = 1024 * 1024

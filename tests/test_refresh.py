@@ -10,9 +10,9 @@ from textual.content import Content
 
 from helpers import make_app, screen_text, wait_until
 from runner import events as ev
-from runner.scripted import ScriptedEngine, scripted_turn, smollm_loaded
+from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
 from runner.settings import Settings
-from runner.trace import ReplayEngine
+from runner.records.trace import ReplayEngine
 from tui import messages as msg
 from tui.bridge import TurnBridge
 from tui.panes.base import PaneWidget

@@ -9,8 +9,8 @@ report it writes before committing.
 import pytest
 
 from helpers import make_app, send, wait_until
-from runner.hardware import SystemMemory
-from runner.scripted import ScriptedEngine, scripted_turn, smollm_loaded
+from runner.system.hardware import SystemMemory
+from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
 from runner.settings import Settings
 from tui.panes.memory import MemorySample
 

@@ -6,10 +6,10 @@ import sys
 import pytest
 
 from helpers import make_app, send, wait_until
-from runner.hardware import SystemMemory
-from runner.process import EngineProcess
+from runner.system.hardware import SystemMemory
+from runner.process.parent import EngineProcess
 from runner.settings import Settings
-from runner.trace import ReplayEngine, TraceError, read_trace
+from runner.records.trace import ReplayEngine, TraceError, read_trace
 from tui.panes.memory import MemorySample
 
 MEMORY = MemorySample(engine_rss=250 * 2**20, ui_rss=60 * 2**20,

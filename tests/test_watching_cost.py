@@ -4,7 +4,7 @@ runs, and none of it hides a figure from the user."""
 import gc
 
 from helpers import one_turn, scripted_app, screen_text, send, wait_until
-from runner.hardware import SystemMemory
+from runner.system.hardware import SystemMemory
 from tui.collector import TurnCollector
 from tui.panes.kv import KVPane
 from tui.panes.memory import MemoryPane, MemorySample

@@ -5,10 +5,10 @@ import os
 import pytest
 
 from helpers import make_app, screen_text, send, wait_until
-from runner.diagnosis import ttft_verdict
-from runner.engine import Engine
+from runner.physics.diagnosis import ttft_verdict
+from runner.engine.engine import Engine
 from runner.events import TurnStarted
-from runner.process import EngineProcess
+from runner.process.parent import EngineProcess
 from runner.settings import Settings
 from tui.waterfall import WaterfallScreen
 

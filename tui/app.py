@@ -21,11 +21,11 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Input
 
-from runner.estimate import decode_ceilings_at, predict
-from runner.hardware import HardwareProfile
-from runner.kv_math import kv_layout
-from runner.paths import Paths, unique_file
-from runner.process import EngineUnavailable
+from runner.physics.roofline import decode_ceilings_at, predict
+from runner.system.hardware import HardwareProfile
+from runner.physics.kv_bytes import kv_layout
+from runner.records.paths import Paths, unique_file
+from runner.process.parent import EngineUnavailable
 from runner.sanitize import clean_line, clean_text
 from runner.settings import Settings, usable_cores
 from themes import APP_VARIABLE_DEFAULTS, DEFAULT_THEME, THEMES, register_all
@@ -222,8 +222,8 @@ class KvtopApp(App[int]):
     # ---------------------------------------------------------------- workers
     @work(thread=True, exclusive=True, group="load", exit_on_error=False)
     def _load_engine(self) -> None:
-        from runner.hardware import hardware_profile
-        from runner.report import ModelFileError, load_facts, memory_check
+        from runner.system.hardware import hardware_profile
+        from runner.physics.report import ModelFileError, load_facts, memory_check
 
         bridge = self._bridge()
         try:
@@ -296,7 +296,7 @@ class KvtopApp(App[int]):
             return
         from dataclasses import asdict
 
-        from runner.trace import TraceWriter
+        from runner.records.trace import TraceWriter
 
         header = {"argv": self.argv, "settings": self.settings.to_dict(),
                   "hardware": hw.to_dict() if hw else None, "facts": asdict(facts) if facts else None}
@@ -408,7 +408,7 @@ class KvtopApp(App[int]):
             self.current_reply.set_footer("")
         self._next_replay_message()
         if self.write_transcript and self.transcript is None:
-            from runner.transcript import Transcript
+            from runner.records.transcript import Transcript
 
             try:
                 self.transcript = Transcript(self.paths.sessions_dir, {
@@ -627,7 +627,7 @@ class KvtopApp(App[int]):
     def debug_bundle(self) -> dict:
         from dataclasses import asdict
 
-        from runner.report import estimate_report
+        from runner.physics.report import estimate_report
 
         est = None
         if self.facts is not None and self.hw is not None:

@@ -52,13 +52,13 @@ def launch_main(argv: list[str]) -> int:
         return 1
     settings = settings_from_args(model, a)
 
-    from runner.paths import default_paths
-    from runner.process import EngineProcess, InProcessEngine
+    from runner.records.paths import default_paths
+    from runner.process.parent import EngineProcess, InProcessEngine
 
     paths = default_paths()
     resume = None
     if a.resume:
-        from runner.transcript import latest_session, read_messages
+        from runner.records.transcript import latest_session, read_messages
 
         last = latest_session(paths.sessions_dir)
         resume = read_messages(last) if last else []
@@ -96,9 +96,9 @@ def replay_main(argv: list[str]) -> int:
     if a.speed <= 0:
         p.error("--speed must be positive")
 
-    from runner.paths import default_paths
+    from runner.records.paths import default_paths
     from runner.settings import Settings
-    from runner.trace import ReplayEngine, TraceError, read_trace
+    from runner.records.trace import ReplayEngine, TraceError, read_trace
 
     try:
         trace = read_trace(a.trace)

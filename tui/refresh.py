@@ -9,7 +9,7 @@ does); with a core to spare it redraws four times a second. ``--refresh`` overri
 
 from __future__ import annotations
 
-from runner.process import BATCH_S
+from runner.process.parent import BATCH_S
 
 BUSY_S = 1.0  # every core decodes
 SPARE_S = 0.25  # a core to spare

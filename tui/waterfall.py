@@ -16,7 +16,7 @@ from textual.screen import ModalScreen
 from textual.widget import Widget
 from textual.widgets import Static
 
-from runner.diagnosis import predicted_ubatch_seconds, ttft_verdict
+from runner.physics.diagnosis import predicted_ubatch_seconds, ttft_verdict
 
 from .format import fmt_seconds
 

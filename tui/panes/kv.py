@@ -19,7 +19,7 @@ class KVPane(PaneWidget):
     def __init__(self, **kw) -> None:
         super().__init__(**kw)
         self.border_title = "KV cache"
-        self.layout_ = None  # runner.kv_math.KVLayout
+        self.layout_ = None  # runner.physics.kv_bytes.KVLayout
         self.allocated_llama: float | None = None  # bytes, from llama.cpp's log
         self.cells = 0
         self.n_ctx = 0

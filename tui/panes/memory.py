@@ -20,13 +20,13 @@ from .base import PaneWidget
 class MemorySample:
     engine_rss: int | None
     ui_rss: int | None
-    system: object  # runner.hardware.SystemMemory
+    system: object  # runner.system.hardware.SystemMemory
     gpus: tuple = ()
     gpu_note: str | None = None
 
 
 def take_sample(engine_pid: int | None, ui_pid: int, same_process: bool = False) -> MemorySample:
-    from runner.hardware import process_memory, query_gpus, system_memory
+    from runner.system.hardware import process_memory, query_gpus, system_memory
 
     eng = process_memory(engine_pid).rss if engine_pid else None
     ui = process_memory(ui_pid).rss
@@ -39,7 +39,7 @@ class MemoryPane(PaneWidget):
         super().__init__(**kw)
         self.border_title = "Memory"
         self.sample: MemorySample | None = None
-        self.buffers = None  # runner.llama_log.LlamaBuffers
+        self.buffers = None  # runner.engine.llama_log.LlamaBuffers
         self.peak_engine_rss: int | None = None
         self.stale = False  # holds a sample not drawn yet
         self.drawn_at = 0.0

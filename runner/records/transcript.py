@@ -22,7 +22,7 @@ def _plain(obj):
 
 class Transcript:
     def __init__(self, sessions_dir: str, header: dict):
-        from .paths import unique_file
+        from runner.records.paths import unique_file
 
         stem = time.strftime("session-%Y%m%d-%H%M%S")
         self.path, self._fh = unique_file(sessions_dir, stem, "jsonl")

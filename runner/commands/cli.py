@@ -10,7 +10,7 @@ import json
 import statistics
 import sys
 
-from .sanitize import clean_line
+from runner.sanitize import clean_line
 
 BENCH_TEXT = (
     "The history of computing is a story of ever smaller, ever faster machines. "
@@ -24,8 +24,8 @@ def _fail(msg: str) -> int:
 
 
 def estimate_main(argv: list[str]) -> int:
-    from .settings import DEFAULT_CTX
-    from .quant_types import KV_CACHE_TYPES
+    from runner.settings import DEFAULT_CTX
+    from runner.model.quant_types import KV_CACHE_TYPES
 
     p = argparse.ArgumentParser(prog="kvtop estimate", description=(
         "Predict KV cache bytes, prefill time and decode ceilings from a GGUF's header "
@@ -47,8 +47,8 @@ def estimate_main(argv: list[str]) -> int:
     if a.ctx <= 0 or a.prompt_tokens < 0 or a.output_tokens < 0:
         p.error("--ctx must be positive; token counts must not be negative")
 
-    from .hardware import hardware_profile
-    from .report import ModelFileError, estimate_report, format_report, load_facts
+    from runner.system.hardware import hardware_profile
+    from runner.physics.report import ModelFileError, estimate_report, format_report, load_facts
 
     try:
         facts = load_facts(a.model)
@@ -65,7 +65,7 @@ def estimate_main(argv: list[str]) -> int:
 
 
 def bench_main(argv: list[str]) -> int:
-    from .settings import add_engine_flags, settings_from_args
+    from runner.settings import add_engine_flags, settings_from_args
 
     p = argparse.ArgumentParser(prog="kvtop bench", description=(
         "Measure prefill and decode like llama-bench, through kvtop's engine in its child process."))
@@ -82,8 +82,8 @@ def bench_main(argv: list[str]) -> int:
         p.error("-p and -r must be at least 1")
     settings = settings_from_args(a.model, a)
 
-    from .events import LoadFailed
-    from .process import EngineProcess, EngineUnavailable, InProcessEngine
+    from runner.events import LoadFailed
+    from runner.process.parent import EngineProcess, EngineUnavailable, InProcessEngine
 
     eng = InProcessEngine(settings) if a.in_process else EngineProcess(settings)
     try:

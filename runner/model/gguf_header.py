@@ -77,7 +77,7 @@ class GGUFHeader:
         return self.file_size >= self.data_offset + self.tensor_data_bytes()
 
     def tensor_data_bytes(self) -> int:
-        from .quant_types import tensor_bytes
+        from runner.model.quant_types import tensor_bytes
 
         end = 0
         for t in self.tensors:

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .model_facts import LayerShape, ModelFacts
-from .quant_types import KV_CACHE_TYPES, row_bytes
+from runner.model.facts import LayerShape, ModelFacts
+from runner.model.quant_types import KV_CACHE_TYPES, row_bytes
 
 N_CTX_PAD = 256
 F32 = KV_CACHE_TYPES["f32"]

@@ -13,7 +13,7 @@ copies the logits to numpy on every token. Here:
 * text is decoded with an incremental UTF-8 decoder, flushed on every stop path.
 
 The engine knows nothing of processes or UIs: it reports through ``emit(event)``.
-``runner.process`` runs it in a child process.
+``runner.process.parent`` runs it in a child process.
 """
 
 from __future__ import annotations
@@ -24,13 +24,13 @@ import threading
 import time
 from typing import Callable
 
-from . import events as ev
-from .chat_template import render_chat
-from .llama_log import CAPTURE, parse_buffers
-from .quant_types import KV_CACHE_TYPES
-from .sanitize import clean_line
-from .settings import Settings
-from .textstream import Utf8Stream
+from runner import events as ev
+from runner.engine.chat_template import render_chat
+from runner.engine.llama_log import CAPTURE, parse_buffers
+from runner.model.quant_types import KV_CACHE_TYPES
+from runner.sanitize import clean_line
+from runner.settings import Settings
+from runner.engine.utf8_stream import Utf8Stream
 
 Emit = Callable[[object], None]
 
@@ -88,7 +88,7 @@ class Engine:
     def load(self) -> ev.Loaded:
         import llama_cpp
 
-        from .gguf_meta import check_loadable, read_header
+        from runner.model.gguf_header import check_loadable, read_header
 
         s = self.settings
         t0 = time.monotonic()

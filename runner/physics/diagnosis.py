@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .estimate import attention_flops, flops_per_token
+from runner.physics.roofline import attention_flops, flops_per_token
 
 
 def _s(x: float) -> str:

@@ -20,10 +20,10 @@ import threading
 import time
 from dataclasses import asdict, fields, is_dataclass
 
-from . import events as ev
-from .hardware import CPUProbe, GPUInfo, HardwareProfile
-from .llama_log import KVBufferLine, LlamaBuffers
-from .model_facts import LayerShape, ModelFacts
+from runner import events as ev
+from runner.system.hardware import CPUProbe, GPUInfo, HardwareProfile
+from runner.engine.llama_log import KVBufferLine, LlamaBuffers
+from runner.model.facts import LayerShape, ModelFacts
 
 TRACE_VERSION = 1
 EVENT_TYPES = {cls.__name__: cls for cls in (
@@ -197,7 +197,7 @@ class ReplayEngine:
     """Plays recorded turns with their recorded timing (scaled by ``speed``; 0 = instantly).
 
     Same interface as ``EngineProcess``; no model, no llama.cpp. Built from a trace,
-    or (``runner.scripted``) from a ``Loaded`` event and event lists written by hand."""
+    or (``scripted_engine``) from a ``Loaded`` event and event lists written by hand."""
 
     def __init__(self, trace: Trace | None = None, speed: float = 1.0, *,
                  loaded: ev.Loaded | None = None, turns: list[list[object]] | None = None):
@@ -220,7 +220,7 @@ class ReplayEngine:
     def start(self, on_event):
         loaded = self.loaded_event
         if loaded is None:
-            from .process import EngineUnavailable
+            from runner.process.parent import EngineUnavailable
 
             raise EngineUnavailable("the trace has no Loaded event")
         on_event(ev.LoadProgress(1.0))

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .gguf_meta import ArraySummary, GGUFHeader
-from .quant_types import tensor_bytes, type_name
+from runner.model.gguf_header import ArraySummary, GGUFHeader
+from runner.model.quant_types import tensor_bytes, type_name
 
 # llama.cpp's hard-coded sliding-window layer patterns (llama-model.cpp,
 # hparams.set_swa_pattern(n)): layer il slides when il % n < n - 1.

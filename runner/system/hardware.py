@@ -189,14 +189,14 @@ def probe_cpu_in_subprocess() -> CPUProbe:
     import subprocess
     import sys
 
-    from .process import child_env
+    from runner.process.parent import child_env
 
     # No huge pages for the probe's buffer (numpy asks for them): once it is freed the
     # kernel compacts memory for seconds, and the model's first decode ran 2% slower
     # (measured here: 0.981 of a decode without the probe before it, 0.997 with this).
     # llama.cpp's mmap-ed weights do not ask for huge pages either.
     env = child_env(NUMPY_MADVISE_HUGEPAGE="0")
-    code = "import json, dataclasses; from runner.hardware import probe_cpu; print(json.dumps(dataclasses.asdict(probe_cpu())))"
+    code = "import json, dataclasses; from runner.system.hardware import probe_cpu; print(json.dumps(dataclasses.asdict(probe_cpu())))"
     try:
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                              timeout=60, check=True)

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from .kv_math import KVLayout, kv_bytes_read_at_depth
-from .model_facts import ModelFacts
+from runner.physics.kv_bytes import KVLayout, kv_bytes_read_at_depth
+from runner.model.facts import ModelFacts
 
 
 def flops_per_token(n_params: float) -> float:

@@ -10,7 +10,7 @@ Protocol: two pipes of pickled objects. Commands (parent -> child) are tuples;
 events (child -> parent) are the frozen dataclasses of ``runner.events``. A reader
 thread in the child handles ``cancel`` at once (it sets the event the engine's
 abort callback polls; ctypes calls release the GIL, so it runs during prefill).
-The child is started with ``python -m runner.process`` (not multiprocessing's spawn,
+The child is started with ``python -m runner.process.parent`` (not multiprocessing's spawn,
 which would re-import the UI's main module), and dies with its parent (PDEATHSIG).
 
 ``InProcessEngine`` offers the same interface without a child, for tests and
@@ -30,8 +30,8 @@ import time
 from multiprocessing.connection import Connection
 from typing import Callable
 
-from . import events as ev
-from .settings import Settings
+from runner import events as ev
+from runner.settings import Settings
 
 OnEvent = Callable[[object], None]
 # Seconds of token events sent together from the child. Each batch wakes the parent:
@@ -43,7 +43,7 @@ BATCH_S = 0.25
 def child_env(**extra: str) -> dict[str, str]:
     """The environment for a Python child that imports ``runner``: this checkout first
     on PYTHONPATH (kvtop may run from a clone that is not installed), plus ``extra``."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = dict(os.environ, **extra)
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env
@@ -108,7 +108,7 @@ class EngineProcess:
         log = open(self.log_path, "ab")
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "runner.process", str(cmd_r), str(ev_w)],
+                [sys.executable, "-m", "runner.process.child", str(cmd_r), str(ev_w)],
                 pass_fds=(cmd_r, ev_w), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                 env=env, start_new_session=True,
             )
@@ -245,7 +245,7 @@ class InProcessEngine:
     """The same interface as ``EngineProcess``, running the engine in this process."""
 
     def __init__(self, settings: Settings):
-        from .engine import Engine
+        from runner.engine.engine import Engine
 
         self._on_event: OnEvent = lambda e: None
         self.engine = Engine(settings, self._emit)
@@ -266,7 +266,7 @@ class InProcessEngine:
         return True
 
     def start(self, on_event: OnEvent) -> ev.Loaded:
-        from .engine import EngineLoadError
+        from runner.engine.engine import EngineLoadError
 
         self._on_event = on_event
         try:
@@ -360,7 +360,7 @@ def child_main(cmd_fd: int, ev_fd: int) -> int:
         last_flush[0] = time.monotonic()  # the first batch of a turn waits BATCH_S too
         ev_conn.send(e)
 
-    from .engine import Engine, EngineLoadError
+    from runner.engine.engine import Engine, EngineLoadError
 
     engine = None
     while True:
@@ -391,7 +391,7 @@ def child_main(cmd_fd: int, ev_fd: int) -> int:
         except (BrokenPipeError, OSError):
             break  # the parent went away
         except Exception as exc:
-            from .sanitize import clean_line
+            from runner.sanitize import clean_line
 
             try:
                 emit(ev.EngineError(clean_line(f"{type(exc).__name__}: {exc}")))

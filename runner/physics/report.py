@@ -8,11 +8,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .estimate import Prediction, predict
-from .gguf_meta import GGUFFormatError, read_header
-from .hardware import HardwareProfile
-from .kv_math import KVLayout, kv_layout
-from .model_facts import ModelFacts, facts_from_header
+from runner.physics.roofline import Prediction, predict
+from runner.model.gguf_header import GGUFFormatError, read_header
+from runner.system.hardware import HardwareProfile
+from runner.physics.kv_bytes import KVLayout, kv_layout
+from runner.model.facts import ModelFacts, facts_from_header
 
 # llama.cpp's compute buffer is not in the file; this is a floor for the warning only.
 COMPUTE_BUFFER_GUESS = 128 * 1024 * 1024
