@@ -169,6 +169,33 @@ class EngineDied:
 
 
 @dataclass(frozen=True)
+class Tokenized:
+    """The reply to a ``Tokenize`` command (matched by ``request_id``)."""
+
+    request_id: int
+    tokens: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class EngineClosed:
+    """The last event of an engine closed on purpose: its reader returns after it."""
+
+    reason: str = "closed"
+
+
+@dataclass(frozen=True)
+class RecordedUser:
+    """Replay only: a message the user sent in the recorded session."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class RecordedNewChat:
+    """Replay only: the user started a new chat in the recorded session."""
+
+
+@dataclass(frozen=True)
 class EventBatch:
     """Token events sent over the pipe together (the parent unpacks them in order).
 

@@ -17,10 +17,17 @@ def test_paths(root) -> Paths:
 
 
 def make_app(settings, engine_factory, root, **kw):
+    """The real app; ``kw`` are ``AppOptions`` fields (test seams), hardware fixed."""
     from tui.app import KvtopApp
+    from tui.options import AppOptions
 
     kw.setdefault("hardware", FIXED_HW)
-    return KvtopApp(settings, engine_factory, test_paths(root), argv=["kvtop", settings.model], **kw)
+    kw.setdefault("argv", ["kvtop", settings.model])
+    if "resume_messages" in kw:
+        from runner.process.commands import as_messages
+
+        kw["resume_messages"] = as_messages(kw["resume_messages"])
+    return KvtopApp(settings, engine_factory, test_paths(root), AppOptions(**kw))
 
 
 def scripted_app(tmp_path, model_path, pieces):
@@ -59,6 +66,13 @@ async def send(pilot, text: str) -> None:
 
 
 def screen_text(app) -> str:
-    """What the terminal shows, line by line, as plain text (the composited screen)."""
-    strips = app.screen._compositor.render_strips()
-    return "\n".join(strip.text for strip in strips)
+    """What the terminal shows, line by line, as plain text (from the SVG screenshot,
+    Textual's public export: no private compositor internals)."""
+    import html
+    import re
+
+    svg = app.export_screenshot()
+    rows: dict[float, list[tuple[float, str]]] = {}
+    for x, y, text in re.findall(r'<text[^>]*?x="([\d.]+)"[^>]*?y="([\d.]+)"[^>]*>(.*?)</text>', svg):
+        rows.setdefault(float(y), []).append((float(x), html.unescape(re.sub(r"<[^>]+>", "", text)).replace("\xa0", " ")))
+    return "\n".join("".join(t for _x, t in sorted(parts)) for _y, parts in sorted(rows.items()))

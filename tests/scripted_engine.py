@@ -1,4 +1,4 @@
-"""An engine that plays back a fixed list of events: same interface as ``EngineProcess``.
+"""A test engine behind the engine contract that plays a fixed script of events.
 
 Used for deterministic UI tests (SVG snapshots with a fixed clock) and for showing
 a recorded run without a model. Events carry their own timestamps, so what the
@@ -7,10 +7,14 @@ panes compute from them (rates, TTFT) is the same on every run.
 
 from __future__ import annotations
 
-from . import events as ev
-from .llama_log import KVBufferLine, LlamaBuffers
-from .settings import Settings
-from .trace import ReplayEngine
+import dataclasses
+import queue
+import sys
+import threading
+
+from runner import events as ev
+from runner.engine.llama_log import KVBufferLine, LlamaBuffers
+from runner.settings import Settings
 
 
 def smollm_loaded(path: str, n_ctx: int = 4096) -> ev.Loaded:
@@ -65,9 +69,115 @@ def scripted_turn(turn_id: int, t0: float, prompt_tokens: int, reused: int, piec
     return out
 
 
-class ScriptedEngine(ReplayEngine):
-    """Plays ``loaded`` on start and the next script on each chat, instantly."""
+class ScriptedEngine:
+    """Loads ``loaded`` and plays the next script on each ``Chat``; ``Reset`` clears.
 
-    def __init__(self, settings: Settings, loaded: ev.Loaded, turns: list[list[object]]):
-        super().__init__(speed=0, loaded=loaded, turns=turns)
+    ``speed`` 0 plays a script at once; 1 keeps its recorded spacing (capped by
+    ``max_gap``), so keys can land in the middle of a turn. Cancel ends the running
+    script with its ``TurnDone`` marked cancelled, as the real engine does."""
+
+    kind = "scripted"
+    accepts_input = True
+
+    def __init__(self, settings: Settings, loaded: ev.Loaded, turns: list[list[object]], *,
+                 speed: float = 0.0, max_gap: float = 1.0, load_s: float = 0.0):
         self.settings = settings.resolved()
+        self.loaded = loaded
+        self.turn_scripts = list(turns)
+        self.speed = speed
+        self.max_gap = max_gap
+        self.load_s = load_s
+        self.chats: list[list[dict]] = []
+        self.commands: list[object] = []
+        self._work: queue.SimpleQueue = queue.SimpleQueue()
+        self._cancel_upto = 0
+        self._running = 0
+        self._cancelled = threading.Event()
+        self._closed = threading.Event()
+        self._reading = threading.Lock()
+        self.died = None
+
+    @property
+    def pid(self):
+        return None
+
+    def alive(self) -> bool:
+        return not self._closed.is_set()
+
+    def start(self) -> None:
+        self._work.put(("load",))
+
+    def submit(self, command) -> None:
+        self.commands.append(command)
+        self._work.put(command)
+
+    def cancel(self, upto: int) -> None:
+        self._cancel_upto = max(self._cancel_upto, upto)
+        if self._running and self._running <= self._cancel_upto:
+            self._cancelled.set()
+
+    def close(self, timeout: float = 0) -> None:
+        self._closed.set()
+        self.cancel(sys.maxsize)
+        self._work.put(None)
+
+    def pump(self, sink) -> None:
+        from runner.process.commands import Chat, Reset, Tokenize
+        from runner.process.contract import SecondReader
+
+        if not self._reading.acquire(blocking=False):
+            raise SecondReader("another thread is already reading this engine's events")
+        try:
+            while True:
+                cmd = self._work.get()
+                if cmd is None:
+                    break
+                if cmd == ("load",):
+                    if self.load_s and self._closed.wait(self.load_s):
+                        break
+                    sink(ev.LoadProgress(1.0))
+                    sink(self.loaded)
+                elif isinstance(cmd, Chat):
+                    self._chat(cmd, sink)
+                elif isinstance(cmd, Reset):
+                    sink(ev.CacheCleared())
+                elif isinstance(cmd, Tokenize):
+                    sink(ev.Tokenized(cmd.request_id, tuple(range(len(cmd.text.split())))))
+            sink(ev.EngineClosed())
+        finally:
+            self._reading.release()
+
+    def _chat(self, cmd, sink) -> None:
+        self.chats.append([m.as_dict() for m in cmd.messages])
+        if cmd.turn_id <= self._cancel_upto:
+            sink(ev.TurnRefused(cmd.turn_id, "cancelled before it started", 0, self.loaded.n_ctx))
+            return
+        self._running = cmd.turn_id
+        self._cancelled.clear()
+        if cmd.turn_id <= self._cancel_upto:
+            self._cancelled.set()
+        script = self.turn_scripts.pop(0) if self.turn_scripts else []
+        prev_t = None
+        try:
+            for e in script:
+                e = _with_turn_id(e, cmd.turn_id)
+                t = getattr(e, "t", None)
+                if isinstance(e, ev.TurnDone) and self._cancelled.is_set():
+                    sink(dataclasses.replace(e, stop_reason="cancelled"))
+                    return
+                if self.speed > 0 and t is not None and prev_t is not None and t > prev_t:
+                    self._cancelled.wait(min(t - prev_t, self.max_gap) / self.speed)
+                if t is not None:
+                    prev_t = t
+                if self._cancelled.is_set() and isinstance(e, (ev.TokenEvent, ev.PrefillProgress)):
+                    continue
+                sink(e)
+        finally:
+            self._running = 0
+
+
+def _with_turn_id(e, turn_id: int):
+    """Scripts are written with their own turn ids; the app numbers its turns."""
+    if hasattr(e, "turn_id") and e.turn_id != turn_id:
+        return dataclasses.replace(e, turn_id=turn_id)
+    return e

@@ -29,35 +29,35 @@ async def test_a_real_turn_fills_every_pane_with_the_engines_figures(settings, t
         assert app.query_one(StatusBar).load_fraction is None
         await send(pilot, "Write one sentence about the moon.")
         await wait_until(pilot, lambda: app.turns and not app.turn_running, what="turn end")
-        m = app.turns[-1]["metrics"]
-        stop = app.turns[-1]["stop_reason"]
+        m = app.turns[-1].metrics
+        stop = app.turns[-1].stop_reason
         pre = app.query_one(PrefillPane)
-        assert pre.done == pre.total == m["prompt_tokens"]
-        assert pre.rate == pytest.approx(m["prefill_tokens"] / m["prefill_s"])
+        assert pre.done == pre.total == m.prompt_tokens
+        assert pre.rate == pytest.approx(m.prefill_tokens / m.prefill_s)
         kv = app.query_one(KVPane)
-        assert kv.cells == m["prompt_tokens"] + m["decode_tokens"] - (1 if stop == "n_predict" else 0)
+        assert kv.cells == m.prompt_tokens + m.decode_tokens - (1 if stop == "n_predict" else 0)
         dec = app.query_one(DecodePane)
-        assert dec.rate == pytest.approx((m["decode_tokens"] - 1) / m["decode_s"])
-        assert len(dec.series) == m["decode_tokens"] - 1
+        assert dec.rate == pytest.approx((m.decode_tokens - 1) / m.decode_s)
+        assert len(dec.series) == m.decode_tokens - 1
         reply = app.query(ChatMessage)[-1]
-        assert reply.role == "assistant" and reply.text == app.messages[-1]["content"] and reply.text
-        assert "TTFT" in reply.footer and f"{m['decode_tokens']} tok" in reply.footer
+        assert reply.role == "assistant" and reply.text == app.session.messages[-1].content and reply.text
+        assert "TTFT" in reply.footer and f"{m.decode_tokens} tok" in reply.footer
         text = screen_text(app)
-        assert f"{m['prompt_tokens']}/{m['prompt_tokens']} tok" in text
+        assert f"{m.prompt_tokens}/{m.prompt_tokens} tok" in text
         assert f"{kv.cells:,}/2,048 cells" in text
         assert "Estimate vs actual" in text and "predicted" in text
         # a second turn reuses the cached prefix and the pane shows it
         await send(pilot, "And one about the sun.")
         await wait_until(pilot, lambda: len(app.turns) == 2 and not app.turn_running, what="turn 2")
-        m2 = app.turns[-1]["metrics"]
-        assert m2["reused_tokens"] > m["prompt_tokens"]
-        assert pre.reused == m2["reused_tokens"]
-        assert f"reused {m2['reused_tokens']}" in screen_text(app)
+        m2 = app.turns[-1].metrics
+        assert m2.reused_tokens > m.prompt_tokens
+        assert pre.reused == m2.reused_tokens
+        assert f"reused {m2.reused_tokens}" in screen_text(app)
         # the transcript holds both turns, on disk already
-        with open(app.transcript.path) as fh:
+        with open(app.session.transcript.path) as fh:
             lines = [json.loads(x) for x in fh]
         assert [x["type"] for x in lines] == ["session", "turn", "turn"]
-        assert lines[2]["metrics"]["reused_tokens"] == m2["reused_tokens"]
+        assert lines[2]["metrics"]["reused_tokens"] == m2.reused_tokens
 
 
 async def test_escape_cancels_a_long_prefill_and_the_next_turn_works(smollm_path, tmp_path):
@@ -71,12 +71,12 @@ async def test_escape_cancels_a_long_prefill_and_the_next_turn_works(smollm_path
         assert app.turn_running
         await pilot.press("escape")
         await wait_until(pilot, lambda: not app.turn_running, timeout=20, what="cancel")
-        assert app.turns[-1]["stop_reason"] == "cancelled"
+        assert app.turns[-1].stop_reason == "cancelled"
         assert pre.done < pre.total and pre.note == "cancelled"
         assert "cancelled" in app.query(ChatMessage)[-1].footer
         await send(pilot, "Hi")
         await wait_until(pilot, lambda: len(app.turns) == 2 and not app.turn_running, what="next turn")
-        assert app.turns[-1]["stop_reason"] in ("eog", "n_predict")
+        assert app.turns[-1].stop_reason in ("eog", "n_predict")
 
 
 async def test_theme_switch_applies_and_persists(settings, tmp_path):
@@ -112,7 +112,7 @@ async def test_a_message_typed_while_loading_waits_for_the_model(settings, tmp_p
         await send(pilot, "Hello early")
         assert app.turn_running
         await wait_until(pilot, lambda: app.turns and not app.turn_running, what="turn after load")
-        assert app.loaded is not None and app.turns[-1]["stop_reason"] in ("eog", "n_predict")
+        assert app.loaded is not None and app.turns[-1].stop_reason in ("eog", "n_predict")
         assert app.query(ChatMessage)[-1].text
 
 

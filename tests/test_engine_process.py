@@ -11,7 +11,9 @@ import time
 import pytest
 
 from runner import events as ev
-from runner.process.parent import EngineProcess, EngineUnavailable
+from runner.process.blocking import BlockingEngine
+from runner.process.contract import EngineUnavailable
+from runner.process.parent import EngineProcess
 from runner.settings import Settings
 
 LONG = "Here is a long document about the sea and its many colours. " * 120  # ~1,500 tokens
@@ -19,7 +21,7 @@ LONG = "Here is a long document about the sea and its many colours. " * 120  # ~
 
 @pytest.fixture
 def engine(smollm_path):
-    e = EngineProcess(Settings(smollm_path, n_ctx=2048, temp=0, n_predict=24))
+    e = BlockingEngine(EngineProcess(Settings(smollm_path, n_ctx=2048, temp=0, n_predict=24)))
     e.start(lambda x: None)
     yield e
     e.close()
@@ -70,7 +72,7 @@ def test_cancel_during_prefill_then_the_same_answer_as_a_fresh_engine(engine, sm
     question = [{"role": "user", "content": "What is 2 + 2?"}]
     after = engine.chat(question, on)
     assert after.stop_reason in ("eog", "n_predict") and after.text
-    fresh = EngineProcess(Settings(smollm_path, n_ctx=2048, temp=0, n_predict=24))
+    fresh = BlockingEngine(EngineProcess(Settings(smollm_path, n_ctx=2048, temp=0, n_predict=24)))
     fresh.start(lambda x: None)
     try:
         assert fresh.chat(question, lambda x: None).text == after.text
@@ -79,7 +81,7 @@ def test_cancel_during_prefill_then_the_same_answer_as_a_fresh_engine(engine, sm
 
 
 def test_cancel_during_decode_twice_in_a_row(smollm_path):
-    e = EngineProcess(Settings(smollm_path, n_ctx=2048, temp=0, n_predict=200))
+    e = BlockingEngine(EngineProcess(Settings(smollm_path, n_ctx=2048, temp=0, n_predict=200)))
     e.start(lambda x: None)
 
     def cancel_at_token_3(x):
@@ -98,7 +100,7 @@ def test_cancel_during_decode_twice_in_a_row(smollm_path):
 
 
 def test_prompt_longer_than_the_context_is_refused_with_counts(smollm_path):
-    e = EngineProcess(Settings(smollm_path, n_ctx=256, temp=0, n_predict=8))
+    e = BlockingEngine(EngineProcess(Settings(smollm_path, n_ctx=256, temp=0, n_predict=8)))
     e.start(lambda x: None)
     try:
         r = e.chat([{"role": "user", "content": LONG}], lambda x: None)
@@ -112,7 +114,7 @@ def test_prompt_longer_than_the_context_is_refused_with_counts(smollm_path):
 
 
 def test_generation_that_fills_the_context_stops_with_context_full(smollm_path):
-    e = EngineProcess(Settings(smollm_path, n_ctx=256, temp=0, n_predict=-1))
+    e = BlockingEngine(EngineProcess(Settings(smollm_path, n_ctx=256, temp=0, n_predict=-1)))
     e.start(lambda x: None)
     try:
         prompt = "Count from one to one thousand, one number per line, never stop: one, two, three,"
@@ -160,7 +162,7 @@ def _incomplete(b: bytes) -> bool:
 
 
 def test_engine_death_is_reported_and_the_parent_lives(smollm_path):
-    e = EngineProcess(Settings(smollm_path, n_ctx=2048, temp=0, n_predict=-1))
+    e = BlockingEngine(EngineProcess(Settings(smollm_path, n_ctx=2048, temp=0, n_predict=-1)))
     e.start(lambda x: None)
     seen = []
 
@@ -223,7 +225,7 @@ def test_cpu_probe_is_sane_and_its_ceiling_is_above_measured_decode(smollm_path,
     assert probe.seconds < 3
     assert 1 < probe.bandwidth_gbs < 2000 and 0.005 < probe.tflops < 500
     assert cpu_profile(str(tmp_path)) == probe  # cached on disk per machine
-    e = EngineProcess(Settings(smollm_path, n_ctx=1024, temp=0, n_predict=64))
+    e = BlockingEngine(EngineProcess(Settings(smollm_path, n_ctx=1024, temp=0, n_predict=64)))
     e.start(lambda x: None)
     try:
         done = e.generate(e.tokenize("Once upon a time"), lambda x: None, n_predict=64, ignore_eog=True)
@@ -241,7 +243,7 @@ def test_the_probe_leaves_no_huge_pages_behind(monkeypatch):
     import json as _json
     import subprocess
 
-    from runner import hardware
+    from runner.system import hardware
 
     seen = {}
 

@@ -5,7 +5,7 @@ import types
 import psutil
 
 from helpers import make_app, screen_text, send, wait_until
-from runner import hardware
+from runner.system import hardware
 from runner.process.parent import EngineProcess
 from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
 from runner.settings import Settings
@@ -96,7 +96,7 @@ async def test_resizing_during_decode_down_to_1x1_never_crashes(tmp_path, smollm
         await pilot.pause(0.2)
         assert app.is_running and i > 3
         assert "KV cache" in screen_text(app)
-        assert app.query_one(KVPane).cells == app.turns[-1]["metrics"]["kv_cells_used"]
+        assert app.query_one(KVPane).cells == app.turns[-1].metrics.kv_cells_used
 
 
 async def test_context_full_in_the_ui_offers_a_new_chat(tmp_path, smollm_path):
@@ -114,7 +114,7 @@ async def test_context_full_in_the_ui_offers_a_new_chat(tmp_path, smollm_path):
         assert "context full" in text and "Ctrl+L" in text
         await pilot.press("ctrl+l")
         await wait_until(pilot, lambda: app.query_one(KVPane).cells == 0, what="cache cleared")
-        assert app.messages == []
+        assert app.session.messages == []
 
 
 def test_transcript_survives_a_torn_last_line_and_resumes(tmp_path):

@@ -132,8 +132,8 @@ async def test_lone_surrogates_in_the_input_are_replaced(tmp_path, smollm_path):
         await wait_until(pilot, lambda: app.loaded is not None, what="load")
         await send(pilot, "bad \ud800 text \udfff")
         await wait_until(pilot, lambda: app.turns and not app.turn_running, what="turn")
-        assert app.messages[0]["content"] == "bad \ufffd text \ufffd"
-        assert app.turns[-1]["stop_reason"] in ("eog", "n_predict")
+        assert app.session.messages[0].content == "bad \ufffd text \ufffd"
+        assert app.turns[-1].stop_reason in ("eog", "n_predict")
 
 
 # ------------------------------------------------------------ exports

@@ -50,7 +50,7 @@ def test_trace_holds_every_event(live_run):
     assert kinds[0] in ("LoadProgress", "Loaded") and "Loaded" in kinds
     assert kinds.count("TurnDone") == 2
     tokens = [obj for kind, obj in trace.records if kind == "event" and type(obj).__name__ == "TokenEvent"]
-    assert len([t for t in tokens if t.token_id >= 0]) == sum(t["metrics"]["decode_tokens"] for t in turns)
+    assert len([t for t in tokens if t.token_id >= 0]) == sum(t.metrics.decode_tokens for t in turns)
     assert [text for text, _ in trace.turns()] == QUESTIONS
 
 
@@ -80,7 +80,7 @@ async def test_replay_at_recorded_speed_takes_the_recorded_time(live_run, tmp_pa
     t0 = time.monotonic()
     async with app.run_test(size=(100, 30)) as pilot:
         await wait_until(pilot, lambda: app.turns and not app.turn_running, what="replayed turn")
-    recorded = turns[0]["metrics"]["prefill_s"] + turns[0]["metrics"]["decode_s"]
+    recorded = turns[0].metrics.prefill_s + turns[0].metrics.decode_s
     assert time.monotonic() - t0 >= recorded * 0.9
 
 

@@ -54,15 +54,15 @@ async def test_waterfall_screen_for_a_long_prompt(smollm_path, tmp_path):
         prompt.write_text("The lighthouse keeper counted the waves. " * 300)
         await send(pilot, f"/file {prompt}")
         await wait_until(pilot, lambda: app.turns and not app.turn_running, timeout=120, what="long turn")
-        m = app.turns[-1]["metrics"]
-        assert m["prompt_tokens"] > 2000 and len(m["ubatches"]) >= 4
+        m = app.turns[-1].metrics
+        assert m.prompt_tokens > 2000 and len(m.ubatches) >= 4
         await pilot.press("f2")
         await pilot.pause(0.3)
         assert isinstance(app.screen, WaterfallScreen)
         table = str(app.screen.query_one("#waterfall-table").render())
         assert "ubatch 1 (512 tok)" in table and "first visible char" in table and "sum of segments" in table
         verdict = str(app.screen.query_one("#waterfall-verdict").render())
-        assert verdict.startswith("compute-bound") and f"{m['prefill_tokens']:,} tokens" in verdict
+        assert verdict.startswith("compute-bound") and f"{m.prefill_tokens:,} tokens" in verdict
         assert "Time to first token" in screen_text(app)
         await pilot.press("escape")
         await pilot.pause()

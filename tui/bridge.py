@@ -1,4 +1,4 @@
-"""Turns engine events (in the worker thread) into UI messages, throttled.
+"""Turns engine events (on the engine's one reader thread) into UI messages, throttled.
 
 One token event arrives per token; the UI needs at most ~15 redraws a second. The
 bridge accumulates text and per-token times and posts a cumulative
@@ -71,6 +71,16 @@ class TurnBridge:
             self.post(msg.PromptCacheNote(e))
         elif isinstance(e, ev.EngineWarning):
             self.post(msg.Notice(e.reason))
+        elif isinstance(e, ev.LoadFailed):
+            self.post(msg.EngineFailed(e.reason))
+        elif isinstance(e, ev.EngineError):
+            self.post(msg.TurnLost(e.reason))
+        elif isinstance(e, ev.EngineClosed):
+            self.post(msg.EngineEnded(e.reason))
+        elif isinstance(e, ev.RecordedUser):
+            self.post(msg.RecordedUser(e.text))
+        elif isinstance(e, ev.RecordedNewChat):
+            self.post(msg.RecordedNewChat())
 
     def _token(self, e: ev.TokenEvent) -> None:
         self.text.append(e.text)

@@ -52,24 +52,25 @@ def launch_main(argv: list[str]) -> int:
         return 1
     settings = settings_from_args(model, a)
 
+    from runner.process.inprocess import InProcessEngine
+    from runner.process.parent import EngineProcess
     from runner.records.paths import default_paths
-    from runner.process.parent import EngineProcess, InProcessEngine
 
     paths = default_paths()
-    resume = None
+    resume, resume_note = (), None
     if a.resume:
-        from runner.records.transcript import latest_session, read_messages
+        from runner.records.transcript import resume_last
 
-        last = latest_session(paths.sessions_dir)
-        resume = read_messages(last) if last else []
+        resume, resume_note = resume_last(paths.sessions_dir)
 
     from .app import KvtopApp
     from .collector import freeze_startup_objects
+    from .options import AppOptions
 
     factory = InProcessEngine if a.in_process else EngineProcess
-    app = KvtopApp(settings, factory, paths, argv=[sys.argv[0]] + argv, resume_messages=resume,
-                   ui_nice=max(0, a.ui_nice), prompt_file=a.prompt_file, trace_path=a.trace,
-                   refresh=a.refresh)
+    app = KvtopApp(settings, factory, paths, AppOptions(
+        argv=[sys.argv[0]] + argv, resume_messages=resume, resume_note=resume_note,
+        ui_nice=max(0, a.ui_nice), prompt_file=a.prompt_file, trace_path=a.trace, refresh=a.refresh))
 
     def on_signal(signum, frame):
         app.shutdown_engine()
@@ -97,8 +98,9 @@ def replay_main(argv: list[str]) -> int:
         p.error("--speed must be positive")
 
     from runner.records.paths import default_paths
+    from runner.records.replay import ReplayEngine
+    from runner.records.trace import TraceError, read_trace
     from runner.settings import Settings
-    from runner.records.trace import ReplayEngine, TraceError, read_trace
 
     try:
         trace = read_trace(a.trace)
@@ -108,10 +110,20 @@ def replay_main(argv: list[str]) -> int:
         print(f"kvtop: {clean_line(str(exc), 400)}", file=sys.stderr)
         return 1
     from .app import KvtopApp
+    from .options import AppOptions
 
-    texts = [text for text, _events in trace.turns()]
-    app = KvtopApp(settings, lambda s: ReplayEngine(trace, 0 if a.end else a.speed), default_paths(),
-                   argv=[sys.argv[0], "replay"] + argv, hardware=trace.hardware, facts=trace.facts,
-                   write_transcript=False, record_trace=False, replay_messages=texts)
+    app = KvtopApp(settings, lambda s: ReplayEngine(trace, 0 if a.end else a.speed, s), default_paths(),
+                   AppOptions(argv=[sys.argv[0], "replay"] + argv, hardware=trace.hardware, facts=trace.facts,
+                              write_transcript=False, record_trace=False, banner=replay_banner(a.trace, trace)))
     rc = app.run()
     return rc if isinstance(rc, int) else 0
+
+
+def replay_banner(path: str, trace) -> str:
+    """"replay of FILE, recorded DATE on HOST; input is off": a replay must say what it is."""
+    import time
+
+    created = trace.header.get("created")
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(created)) if isinstance(created, (int, float)) else "?"
+    host = trace.header.get("host") or "an unknown host"
+    return f"replay of {clean_line(os.path.basename(path))}, recorded {when} on {clean_line(str(host))}; input is off"

@@ -90,6 +90,36 @@ class CacheReset(Message):
     pass
 
 
+class EngineEnded(Message):
+    """The engine's event stream ended on purpose (closed, end of a recording)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__()
+        self.reason = reason
+
+
+class RecordedUser(Message):
+    """Replay: the recorded user sent this message."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+
+
+class RecordedNewChat(Message):
+    """Replay: the recorded user started a new chat."""
+
+
+class PromptFileRead(Message):
+    """A ``/file`` or ``--prompt-file`` was read (off the UI thread): its text, or why not."""
+
+    def __init__(self, path: str, text: str | None, error: str | None) -> None:
+        super().__init__()
+        self.path = path
+        self.text = text
+        self.error = error
+
+
 class Notice(Message):
     """A warning for the user from a worker thread."""
 
@@ -102,3 +132,11 @@ class PromptCacheNote(Message):
     def __init__(self, event) -> None:
         super().__init__()
         self.event = event
+
+
+class TurnLost(Message):
+    """The engine failed a command (its reason is one line); it is still running."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__()
+        self.reason = reason

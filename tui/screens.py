@@ -15,6 +15,7 @@ KEYS = [
     ("Ctrl+S", "save an SVG screenshot (kvtop names it; the path is shown)"),
     ("Ctrl+E", "export a debug bundle (JSON)"),
     ("Ctrl+L", "new chat (clears the KV cache)"),
+    ("Ctrl+R", "restart the engine (same settings; the chat stays and is prefilled again)"),
     ("Ctrl+T", "pick a theme"),
     ("Ctrl+P", "command palette"),
     ("F1", "this help"),
@@ -58,29 +59,35 @@ class HelpScreen(ModalScreen[None]):
         self.dismiss()
 
 
-class ErrorScreen(ModalScreen[None]):
-    """A failure the user must see: model not loadable, engine died."""
+class ErrorScreen(ModalScreen[str | None]):
+    """A failure the user must see: model not loadable, engine died or not responding.
+    With ``offer_restart`` it has a "Restart engine" button (dismisses with "restart")."""
 
     BINDINGS = [Binding("escape,enter", "dismiss", "Close")]
 
-    def __init__(self, title: str, reason: str) -> None:
+    def __init__(self, title: str, reason: str, offer_restart: bool = False) -> None:
         super().__init__()
         self.title_text = title
         self.reason = reason
+        self.offer_restart = offer_restart
 
     def compose(self) -> ComposeResult:
         with Vertical(id="error-box", classes="dialog"):
             yield Static(Content.styled(self.title_text, "bold $error"), markup=False)
             yield Static(Content(self.reason), markup=False, id="error-reason")
             with Horizontal(classes="buttons"):
+                if self.offer_restart:
+                    yield Button("Restart engine", id="restart", variant="warning")
                 yield Button("Close", id="close", variant="primary")
                 yield Button("Quit", id="quit", variant="error")
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "quit":
             self.app.exit(return_code=1)
+        elif event.button.id == "restart":
+            self.dismiss("restart")
         else:
-            self.dismiss()
+            self.dismiss(None)
 
 
 class PreflightScreen(ModalScreen[bool]):

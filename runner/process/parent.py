@@ -1,20 +1,17 @@
-"""Run the engine in a child process that kvtop owns, as Ollama runs its llama.cpp runner.
+"""The engine in a child process that kvtop owns, as Ollama runs its llama.cpp runner.
 
 Why a child: a llama.cpp ``GGML_ASSERT`` aborts the whole process, an out-of-memory
 kill takes the process with it, and native code may write to file descriptors 1
 and 2. In the child, fds 1 and 2 point at a log file, so none of that reaches the
 terminal UI; the parent sees the pipe close, reads the exit status and the log's
-last lines, and reports ``EngineDied``.
+last lines, and reports ``EngineDied`` once, from the one reader.
 
-Protocol: two pipes of pickled objects. Commands (parent -> child) are tuples;
-events (child -> parent) are the frozen dataclasses of ``runner.events``. A reader
-thread in the child handles ``cancel`` at once (it sets the event the engine's
-abort callback polls; ctypes calls release the GIL, so it runs during prefill).
-The child is started with ``python -m runner.process.parent`` (not multiprocessing's spawn,
-which would re-import the UI's main module), and dies with its parent (PDEATHSIG).
-
-``InProcessEngine`` offers the same interface without a child, for tests and
-benchmarks.
+Protocol: two pipes of pickled objects. Commands (parent -> child) are the
+dataclasses of ``runner.process.commands``, written by one writer thread so that
+``submit`` and ``cancel`` never block the caller (a stopped child stops reading);
+events (child -> parent) are the frozen dataclasses of ``runner.events``, read only
+by ``pump``. The child is ``python -m runner.process.child`` (not multiprocessing's
+spawn, which would re-import the UI's main module) and dies with its parent.
 """
 
 from __future__ import annotations
@@ -26,18 +23,15 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from multiprocessing.connection import Connection
-from typing import Callable
 
 from runner import events as ev
+from runner.process.child import BATCH_S  # noqa: F401  (the UI's fastest useful redraw)
+from runner.process.commands import Cancel, Command, Load, Quit
+from runner.process.contract import EngineUnavailable, ReaderGuard, Sink
 from runner.settings import Settings
 
-OnEvent = Callable[[object], None]
-# Seconds of token events sent together from the child. Each batch wakes the parent:
-# measured during decode, 20 batches a second cost the UI's receiving thread 4.5 ms of
-# CPU a second, 4 a second 2 ms (the UI redraws at most 4 times a second anyway).
-BATCH_S = 0.25
+__all__ = ["EngineProcess", "EngineUnavailable", "child_env"]
 
 
 def child_env(**extra: str) -> dict[str, str]:
@@ -49,11 +43,8 @@ def child_env(**extra: str) -> dict[str, str]:
     return env
 
 
-class EngineUnavailable(Exception):
-    """The engine could not load, or its process died; the message is for a user."""
-
-
-def _signal_name(code: int | None) -> str:
+def exit_description(code: int | None) -> str:
+    """``SIGKILL``, ``exit code 1`` or ``still running``: how a process ended."""
     if code is None:
         return "still running"
     if code < 0:
@@ -64,12 +55,12 @@ def _signal_name(code: int | None) -> str:
     return f"exit code {code}"
 
 
-def _tail(path: str, n: int = 3) -> str:
+def log_tail(path: str, n: int = 3) -> str:
+    """The last lines of the engine's log, preferring assertions and errors."""
     try:
         with open(path, "rb") as fh:
             fh.seek(0, os.SEEK_END)
-            size = fh.tell()
-            fh.seek(max(0, size - 8192))
+            fh.seek(max(0, fh.tell() - 8192))
             lines = fh.read().decode("utf-8", errors="replace").splitlines()
     except OSError:
         return ""
@@ -79,8 +70,10 @@ def _tail(path: str, n: int = 3) -> str:
 
 
 class EngineProcess:
-    """Parent side. ``start`` and ``chat`` block (call them from a worker thread);
-    ``cancel`` may be called from any thread."""
+    """Parent side of the child-process engine (see ``runner.process.contract``)."""
+
+    kind = "process"
+    accepts_input = True
 
     def __init__(self, settings: Settings, log_path: str | None = None):
         self.settings = settings.resolved()
@@ -89,10 +82,12 @@ class EngineProcess:
         self.proc: subprocess.Popen | None = None
         self._cmd: Connection | None = None
         self._events: Connection | None = None
-        self._send_lock = threading.Lock()
+        self._outbox: queue.SimpleQueue = queue.SimpleQueue()
+        self._guard = ReaderGuard()
+        self._closing = False
+        self._load_failed = False
         self.loaded: ev.Loaded | None = None
         self.died: ev.EngineDied | None = None
-        self._turn = 0
 
     @property
     def pid(self) -> int | None:
@@ -101,7 +96,7 @@ class EngineProcess:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def start(self, on_event: OnEvent) -> ev.Loaded:
+    def start(self) -> None:
         cmd_r, cmd_w = os.pipe()
         ev_r, ev_w = os.pipe()
         env = child_env(GGML_NO_BACKTRACE="1")  # an abort should log its assertion, not run gdb
@@ -118,289 +113,104 @@ class EngineProcess:
             os.close(ev_w)
         self._cmd = Connection(cmd_w, readable=False)
         self._events = Connection(ev_r, writable=False)
-        self._send(("load", self.settings))
+        threading.Thread(target=self._write_loop, args=(self._cmd,), daemon=True,
+                         name="kvtop-engine-writer").start()
+        self.submit(Load(self.settings))
+
+    def _write_loop(self, conn: Connection) -> None:
         while True:
-            e = self._recv(on_event)
-            if isinstance(e, ev.Loaded):
-                self.loaded = e
-                return e
-            if isinstance(e, ev.LoadFailed):
-                self.close()
-                raise EngineUnavailable(e.reason)
-
-    def _send(self, cmd: tuple) -> None:
-        with self._send_lock:
-            if self._cmd is None:
-                raise EngineUnavailable("the engine is not running")
+            cmd = self._outbox.get()
+            if cmd is None:
+                return
             try:
-                self._cmd.send(cmd)
-            except (BrokenPipeError, OSError):
-                raise EngineUnavailable(self._death_reason()) from None
+                conn.send(cmd)
+            except (OSError, ValueError):
+                return  # the child is gone: the reader reports it
 
-    def _death_reason(self) -> str:
+    def submit(self, command: Command) -> None:
+        if self.proc is None:
+            raise EngineUnavailable("the engine is not running")
+        self._outbox.put(command)
+
+    def cancel(self, upto: int) -> None:
+        if self.proc is not None:
+            self._outbox.put(Cancel(upto))
+
+    def pump(self, sink: Sink) -> None:
+        with self._guard:
+            conn = self._events
+            if conn is None:
+                raise EngineUnavailable("the engine is not running")
+            while True:
+                try:
+                    e = conn.recv()
+                except (EOFError, OSError):
+                    break
+                if isinstance(e, ev.EventBatch):
+                    for item in e.events:
+                        sink(item)
+                    continue
+                if isinstance(e, ev.Loaded):
+                    self.loaded = e
+                elif isinstance(e, ev.LoadFailed):
+                    self._load_failed = True
+                sink(e)
+            if self._closing or self._load_failed:
+                sink(ev.EngineClosed("closed" if self._closing else "load failed"))
+            else:
+                sink(self._death())
+
+    def _death(self) -> ev.EngineDied:
         code = None
         if self.proc is not None:
             try:
                 code = self.proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 code = None
-        tail = _tail(self.log_path)
-        reason = f"the engine process died ({_signal_name(code)})"
-        if tail:
-            reason += f": {tail}"
+        tail = log_tail(self.log_path)
+        reason = f"the engine process died ({exit_description(code)})"
+        reason += f": {tail}" if tail else "; its log is empty"
+        reason += f" (log: {self.log_path})"
         self.died = ev.EngineDied(code, reason)
-        return reason
-
-    def _recv(self, on_event: OnEvent):
-        assert self._events is not None
-        while True:
-            try:
-                e = self._events.recv()
-            except (EOFError, OSError):
-                reason = self._death_reason()
-                on_event(self.died)
-                raise EngineUnavailable(reason) from None
-            if not isinstance(e, ev.EventBatch):
-                on_event(e)
-                return e
-            for item in e.events:
-                on_event(item)
-
-    def chat(self, messages: list[dict], on_event: OnEvent, t_submit: float | None = None,
-             n_predict: int | None = None) -> ev.TurnDone | ev.TurnRefused:
-        self._turn += 1
-        self._send(("chat", self._turn, messages, t_submit or time.monotonic(), n_predict))
-        return self._wait_turn(on_event)
-
-    def generate(self, tokens: list[int], on_event: OnEvent, n_predict: int,
-                 ignore_eog: bool = True) -> ev.TurnDone | ev.TurnRefused:
-        self._turn += 1
-        self._send(("generate", self._turn, tokens, time.monotonic(), n_predict, ignore_eog))
-        return self._wait_turn(on_event)
-
-    def _wait_turn(self, on_event: OnEvent):
-        while True:
-            e = self._recv(on_event)
-            if isinstance(e, (ev.TurnDone, ev.TurnRefused)):
-                return e
-            if isinstance(e, ev.EngineError):
-                raise EngineUnavailable(e.reason)
-
-    def cancel(self) -> None:
-        try:
-            self._send(("cancel",))
-        except EngineUnavailable:
-            pass
-
-    def reset(self, on_event: OnEvent = lambda e: None) -> None:
-        self._send(("reset",))
-        while not isinstance(self._recv(on_event), ev.CacheCleared):
-            pass
-
-    def tokenize(self, text: str) -> list[int]:
-        self._send(("tokenize", text))
-        while True:
-            e = self._recv(lambda e: None)
-            if isinstance(e, list):
-                return e
+        return self.died
 
     def close(self, timeout: float = 3.0) -> None:
-        """Stop the child: ask, then SIGTERM, then SIGKILL. Never leaves an orphan."""
+        """Stop the child: ask, then SIGTERM, then SIGKILL. Never leaves an orphan, and
+        takes at most about ``2 * timeout`` seconds, even for a stopped (SIGSTOP) child."""
         if self.proc is None:
             return
+        self._closing = True
         try:
             if self.proc.poll() is None:
-                try:
-                    with self._send_lock:
-                        if self._cmd is not None:
-                            self._cmd.send(("cancel",))
-                            self._cmd.send(("quit",))
-                except OSError:
-                    pass
+                self._outbox.put(Cancel(sys.maxsize))
+                self._outbox.put(Quit())
                 try:
                     self.proc.wait(timeout=timeout)
                 except subprocess.TimeoutExpired:
                     self.proc.terminate()
                     try:
-                        self.proc.wait(timeout=timeout)
+                        self.proc.wait(timeout=min(timeout, 1.0))
                     except subprocess.TimeoutExpired:
-                        self.proc.kill()
+                        self.proc.kill()  # SIGKILL also ends a stopped process
                         self.proc.wait()
         finally:
-            for c in (self._cmd, self._events):
+            self._outbox.put(None)
+            if self._cmd is not None:
                 try:
-                    if c is not None:
-                        c.close()
+                    self._cmd.close()
                 except OSError:
                     pass
-            self._cmd = self._events = None
+            self._cmd = None
+            # the events end is the reader's; close it here only when nobody reads
+            try:
+                with self._guard:
+                    if self._events is not None:
+                        self._events.close()
+                        self._events = None
+            except RuntimeError:
+                pass
             if self.died is None:  # keep the log only when it explains a death
                 try:
                     os.unlink(self.log_path)
                 except OSError:
                     pass
-
-
-class InProcessEngine:
-    """The same interface as ``EngineProcess``, running the engine in this process."""
-
-    def __init__(self, settings: Settings):
-        from runner.engine.engine import Engine
-
-        self._on_event: OnEvent = lambda e: None
-        self.engine = Engine(settings, self._emit)
-        self.settings = self.engine.settings
-        self.loaded = None
-        self.died = None
-        self._turn = 0
-        self._lock = threading.Lock()
-
-    def _emit(self, e) -> None:
-        self._on_event(e)
-
-    @property
-    def pid(self) -> int:
-        return os.getpid()
-
-    def alive(self) -> bool:
-        return True
-
-    def start(self, on_event: OnEvent) -> ev.Loaded:
-        from runner.engine.engine import EngineLoadError
-
-        self._on_event = on_event
-        try:
-            self.loaded = self.engine.load()
-        except EngineLoadError as exc:
-            raise EngineUnavailable(str(exc)) from None
-        return self.loaded
-
-    def chat(self, messages, on_event, t_submit=None, n_predict=None):
-        with self._lock:
-            self._turn += 1
-            self._on_event = on_event
-            self.engine.cancel_event.clear()
-            return self.engine.chat(messages, self._turn, t_submit, n_predict)
-
-    def generate(self, tokens, on_event, n_predict, ignore_eog=True):
-        with self._lock:
-            self._turn += 1
-            self._on_event = on_event
-            self.engine.cancel_event.clear()
-            return self.engine.generate(tokens, self._turn, n_predict=n_predict, ignore_eog=ignore_eog)
-
-    def cancel(self) -> None:
-        self.engine.cancel_event.set()
-
-    def reset(self, on_event: OnEvent = lambda e: None) -> None:
-        with self._lock:
-            self._on_event = on_event
-            self.engine.reset()
-
-    def tokenize(self, text: str) -> list[int]:
-        return self.engine.tokenize(text)
-
-    def close(self, timeout: float = 0) -> None:
-        self.engine.close()
-
-
-# ---------------------------------------------------------------- child side
-def _die_with_parent() -> None:
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except Exception:
-        pass
-
-
-def child_main(cmd_fd: int, ev_fd: int) -> int:
-    _die_with_parent()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl+C is the UI's to handle
-    cmd_conn = Connection(cmd_fd, writable=False)
-    ev_conn = Connection(ev_fd, readable=False)
-    cancel = threading.Event()
-    work: queue.Queue = queue.Queue()
-
-    def reader() -> None:
-        while True:
-            try:
-                cmd = cmd_conn.recv()
-            except (EOFError, OSError):
-                cancel.set()
-                work.put(("quit",))
-                return
-            if cmd[0] == "cancel":
-                cancel.set()
-            else:
-                work.put(cmd)
-                if cmd[0] == "quit":
-                    return
-
-    threading.Thread(target=reader, daemon=True, name="kvtop-cmd").start()
-
-    batch: list = []
-    last_flush = [0.0]
-
-    def emit(e) -> None:
-        # Token events go out in batches of up to BATCH_S (timestamps are the child's, so
-        # no figure changes); any other event flushes the batch first, keeping order.
-        if isinstance(e, ev.TokenEvent):
-            batch.append(e)
-            now = time.monotonic()
-            if now - last_flush[0] >= BATCH_S:
-                last_flush[0] = now
-                ev_conn.send(ev.EventBatch(tuple(batch)))
-                batch.clear()
-            return
-        if batch:
-            ev_conn.send(ev.EventBatch(tuple(batch)))
-            batch.clear()
-        last_flush[0] = time.monotonic()  # the first batch of a turn waits BATCH_S too
-        ev_conn.send(e)
-
-    from runner.engine.engine import Engine, EngineLoadError
-
-    engine = None
-    while True:
-        cmd = work.get()
-        kind = cmd[0]
-        try:
-            if kind == "quit":
-                break
-            if kind == "load":
-                engine = Engine(cmd[1], emit, cancel)
-                try:
-                    engine.load()
-                except EngineLoadError as exc:
-                    emit(ev.LoadFailed(str(exc)))
-                    break
-            elif kind == "chat":
-                _, turn_id, messages, t_submit, n_predict = cmd
-                cancel.clear()
-                engine.chat(messages, turn_id, t_submit, n_predict)
-            elif kind == "generate":
-                _, turn_id, tokens, t_submit, n_predict, ignore_eog = cmd
-                cancel.clear()
-                engine.generate(tokens, turn_id, t_submit, n_predict=n_predict, ignore_eog=ignore_eog)
-            elif kind == "reset":
-                engine.reset()
-            elif kind == "tokenize":
-                emit(engine.tokenize(cmd[1]))
-        except (BrokenPipeError, OSError):
-            break  # the parent went away
-        except Exception as exc:
-            from runner.sanitize import clean_line
-
-            try:
-                emit(ev.EngineError(clean_line(f"{type(exc).__name__}: {exc}")))
-            except OSError:
-                break
-    if engine is not None:
-        engine.close()
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(child_main(int(sys.argv[1]), int(sys.argv[2])))

@@ -16,6 +16,7 @@ for anything it cannot use, so a corrupted or truncated trace gives a clear erro
 from __future__ import annotations
 
 import json
+import platform
 import threading
 import time
 from dataclasses import asdict, fields, is_dataclass
@@ -79,7 +80,8 @@ class TraceWriter:
         self.path = path
         self._lock = threading.Lock()
         self._fh = fh if fh is not None else open(path, "x", encoding="utf-8")
-        self._write({"type": "kvtop-trace", "version": TRACE_VERSION, "created": time.time(), **header})
+        self._write({"type": "kvtop-trace", "version": TRACE_VERSION, "created": time.time(),
+                     "host": platform.node(), **header})
         self.flush()
 
     def _write(self, obj: dict) -> None:
@@ -191,67 +193,3 @@ def read_trace(path: str) -> Trace:
     if header is None:
         raise TraceError(f"{path}: empty trace")
     return Trace(header, records)
-
-
-class ReplayEngine:
-    """Plays recorded turns with their recorded timing (scaled by ``speed``; 0 = instantly).
-
-    Same interface as ``EngineProcess``; no model, no llama.cpp. Built from a trace,
-    or (``scripted_engine``) from a ``Loaded`` event and event lists written by hand."""
-
-    def __init__(self, trace: Trace | None = None, speed: float = 1.0, *,
-                 loaded: ev.Loaded | None = None, turns: list[list[object]] | None = None):
-        self.speed = speed
-        self.loaded_event = trace.loaded() if trace is not None else loaded
-        self.turn_scripts = [events for _text, events in trace.turns()] if trace is not None else list(turns or [])
-        self.chats: list[list[dict]] = []
-        self.loaded = None
-        self.died = None
-        self.cancel_event = threading.Event()
-        self.closed = False
-
-    @property
-    def pid(self):
-        return None
-
-    def alive(self) -> bool:
-        return not self.closed
-
-    def start(self, on_event):
-        loaded = self.loaded_event
-        if loaded is None:
-            from runner.process.parent import EngineUnavailable
-
-            raise EngineUnavailable("the trace has no Loaded event")
-        on_event(ev.LoadProgress(1.0))
-        self.loaded = loaded
-        on_event(loaded)
-        return loaded
-
-    def chat(self, messages, on_event, t_submit=None, n_predict=None):
-        self.chats.append(list(messages))
-        self.cancel_event.clear()
-        script = self.turn_scripts.pop(0) if self.turn_scripts else []
-        prev_t = None
-        last = None
-        for e in script:
-            t = getattr(e, "t", None)
-            if self.speed > 0 and t is not None and prev_t is not None and t > prev_t:
-                if self.cancel_event.wait((t - prev_t) / self.speed):
-                    break
-            if t is not None:
-                prev_t = t
-            on_event(e)
-            last = e
-        return last
-
-    def cancel(self) -> None:
-        self.cancel_event.set()
-
-    def reset(self, on_event=lambda e: None) -> None:
-        on_event(ev.CacheCleared())
-
-    def close(self, timeout: float = 0) -> None:
-        self.closed = True
-        self.cancel_event.set()
-

@@ -47,16 +47,46 @@ class Transcript:
             pass
 
 
-def latest_session(sessions_dir: str) -> str | None:
+ROLES = ("user", "assistant")
+
+
+def _first_record(path: str) -> dict | None:
+    """The header line of a JSONL file, or None when it is not a kvtop transcript."""
     try:
-        names = sorted(n for n in os.listdir(sessions_dir) if n.endswith(".jsonl"))
+        with open(path, "rb") as fh:
+            line = fh.readline(64 * 1024)
+        obj = json.loads(line.decode("utf-8", errors="replace"))
+    except (OSError, ValueError):
+        return None
+    return obj if isinstance(obj, dict) and obj.get("type") == "session" else None
+
+
+def latest_session(sessions_dir: str) -> str | None:
+    """The newest transcript in the folder, known by its header (``"type": "session"``),
+    not by its name: traces and other JSONL files live there too."""
+    try:
+        names = os.listdir(sessions_dir)
     except OSError:
         return None
-    return os.path.join(sessions_dir, names[-1]) if names else None
+    best: tuple[float, str] | None = None
+    for name in names:
+        path = os.path.join(sessions_dir, name)
+        if not name.endswith(".jsonl") or not os.path.isfile(path):
+            continue
+        head = _first_record(path)
+        if head is None:
+            continue
+        started = head.get("started")
+        key = float(started) if isinstance(started, (int, float)) and started == started else os.path.getmtime(path)
+        if best is None or key > best[0]:
+            best = (key, path)
+    return best[1] if best else None
 
 
 def read_messages(path: str) -> list[dict]:
-    """The chat messages of a transcript; a torn last line (power cut) is skipped."""
+    """The chat messages of a transcript. A torn last line (power cut), bytes that are
+    not UTF-8, records of unknown type and non-text fields are skipped; content is
+    kept as text (never markup)."""
     messages: list[dict] = []
     with open(path, encoding="utf-8", errors="replace") as fh:
         for line in fh:
@@ -64,9 +94,33 @@ def read_messages(path: str) -> list[dict]:
                 obj = json.loads(line)
             except ValueError:
                 continue
+            if not isinstance(obj, dict):
+                continue
             if obj.get("type") == "turn":
-                messages.append({"role": "user", "content": str(obj.get("user", ""))})
-                messages.append({"role": "assistant", "content": str(obj.get("assistant", ""))})
+                user, reply = obj.get("user"), obj.get("assistant")
+                if isinstance(user, str) and isinstance(reply, str):
+                    messages.append({"role": "user", "content": user})
+                    messages.append({"role": "assistant", "content": reply})
             elif obj.get("type") == "new_chat":
                 messages.clear()
     return messages
+
+
+def resume_last(sessions_dir: str) -> tuple[tuple, str]:
+    """``--resume``: the last transcript's messages and one line saying what was restored."""
+    from runner.process.commands import ChatMessage
+    from runner.sanitize import clean_line
+
+    path = latest_session(sessions_dir)
+    if path is None:
+        return (), f"--resume: no earlier session in {clean_line(sessions_dir)}: nothing to restore"
+    try:
+        messages = read_messages(path)
+    except OSError as exc:
+        return (), f"--resume: cannot read {clean_line(path)}: {clean_line(exc.strerror or str(exc))}"
+    name = clean_line(os.path.basename(path))
+    if not messages:
+        return (), f"--resume: {name} has no turns after its last new chat: nothing to restore"
+    turns = len(messages) // 2
+    return (tuple(ChatMessage(m["role"], m["content"]) for m in messages),
+            f"resumed {turns} turn{'s' if turns != 1 else ''} from {name}")

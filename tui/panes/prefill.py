@@ -31,6 +31,17 @@ class PrefillPane(PaneWidget):
         self.cache_note = note
         self.refresh(layout=self.wrapped_height() != before)
 
+    def clear(self) -> None:
+        """A new chat: the old turn's counts go (a stale pane is a wrong pane)."""
+        self.total = self.done = self.reused = 0
+        self.elapsed = 0.0
+        self.rate = None
+        self.finished = False
+        self.note = "no turn yet"
+        self.template_note = None
+        self.diverged = None
+        self.refresh(layout=True)
+
     def begin(self, started) -> None:
         """A turn starts: re-laid out only if the pane's height changes (a re-layout
         reflows the whole screen, and this lands as decode starts)."""

@@ -1,0 +1,83 @@
+"""The engine contract: the one interface between the app and anything it can watch.
+
+An engine is the model kvtop runs in its child process (``EngineProcess``), the same
+engine in this process (``InProcessEngine``, for benchmarks), a recorded trace
+(``ReplayEngine``), the scripted engine the UI tests use, and (next) a llama-server
+that kvtop attaches to. The app talks to all of them the same way:
+
+* ``start()`` begins loading and returns at once; ``Loaded`` or ``LoadFailed`` follow
+  as events.
+* ``submit(command)`` queues a command (``runner.process.commands``) and returns at
+  once: the engine runs commands one after another, in order. A new chat during a
+  running turn is ``cancel`` then ``submit(Reset())``: the turn ends, then the cache
+  clears, and nothing else reads the engine's replies.
+* ``cancel(upto)`` stops the running turn (and queued ones up to that id) at once;
+  it never waits for the engine (a stopped engine must not freeze the UI).
+* ``pump(sink)`` is **the one reader**: it blocks, hands every event to ``sink`` in
+  order, and returns after the engine's last event (``EngineDied`` or
+  ``EngineClosed``). A second concurrent ``pump`` raises ``SecondReader``: two
+  threads reading one pipe is what broke sessions before this contract existed.
+* ``close(timeout)`` stops the engine for good, within ``timeout`` seconds per step.
+
+Why commands and events, not blocking calls: a blocking ``chat()`` needs a thread that
+waits for its reply, and a new chat or a restart needs another; with one reader and
+queued commands, no moment of load, prefill or decode can have two.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Callable, Protocol, runtime_checkable
+
+from runner.process.commands import Command
+from runner.settings import Settings
+
+Sink = Callable[[object], None]
+
+
+class EngineUnavailable(Exception):
+    """The engine could not load, or its process died; the message is for a user."""
+
+
+class SecondReader(RuntimeError):
+    """``pump`` was entered while another thread was reading the same engine."""
+
+
+@runtime_checkable
+class EngineClient(Protocol):
+    settings: Settings
+    kind: str  # "process", "in-process", "replay", "scripted": the status bar names it
+    accepts_input: bool  # False for a replay: the UI says input is off
+
+    @property
+    def pid(self) -> int | None: ...
+
+    def start(self) -> None: ...
+
+    def submit(self, command: Command) -> None: ...
+
+    def cancel(self, upto: int) -> None: ...
+
+    def pump(self, sink: Sink) -> None: ...
+
+    def alive(self) -> bool: ...
+
+    def close(self, timeout: float = 3.0) -> None: ...
+
+
+class ReaderGuard:
+    """Makes a second concurrent reader an error instead of a corrupted stream."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> "ReaderGuard":
+        if not self._lock.acquire(blocking=False):
+            raise SecondReader("another thread is already reading this engine's events")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._lock.release()
+
+
+EngineFactory = Callable[[Settings], EngineClient]

@@ -1,0 +1,82 @@
+"""The engine in this process, behind the same contract: for benchmarks and tests that
+measure the engine without a pipe. Commands run on the thread that pumps: that thread
+owns the llama.cpp context, and it is still the only one that produces events."""
+
+from __future__ import annotations
+
+import os
+import queue
+import sys
+
+from runner import events as ev
+from runner.process.child import CancelState, run_command
+from runner.process.commands import Cancel, Command, Load, Quit
+from runner.process.contract import ReaderGuard, Sink
+from runner.settings import Settings
+
+
+class InProcessEngine:
+    kind = "in-process"
+    accepts_input = True
+
+    def __init__(self, settings: Settings):
+        self.settings = settings.resolved()
+        self._work: queue.SimpleQueue = queue.SimpleQueue()
+        self._cancel = CancelState()
+        self._guard = ReaderGuard()
+        self._closed = False
+        self.loaded: ev.Loaded | None = None
+        self.died = None
+
+    @property
+    def pid(self) -> int:
+        return os.getpid()
+
+    def alive(self) -> bool:
+        return not self._closed
+
+    def start(self) -> None:
+        self._work.put(Load(self.settings))
+
+    def submit(self, command: Command) -> None:
+        if isinstance(command, Cancel):
+            self.cancel(command.upto)
+        else:
+            self._work.put(command)
+
+    def cancel(self, upto: int) -> None:
+        self._cancel.cancel(upto)
+
+    def pump(self, sink: Sink) -> None:
+        from runner.engine.engine import Engine, EngineLoadError
+        from runner.sanitize import clean_line
+
+        with self._guard:
+            engine = None
+            try:
+                while True:
+                    cmd = self._work.get()
+                    if isinstance(cmd, Quit):
+                        break
+                    if isinstance(cmd, Load):
+                        engine = Engine(cmd.settings, sink, self._cancel.event)
+                        try:
+                            self.loaded = engine.load()
+                        except EngineLoadError as exc:
+                            sink(ev.LoadFailed(str(exc)))
+                            sink(ev.EngineClosed("load failed"))
+                            return
+                        continue
+                    try:
+                        run_command(engine, cmd, sink, self._cancel)
+                    except Exception as exc:
+                        sink(ev.EngineError(clean_line(f"{type(exc).__name__}: {exc}")))
+            finally:
+                if engine is not None:
+                    engine.close()
+            sink(ev.EngineClosed())
+
+    def close(self, timeout: float = 3.0) -> None:
+        self._closed = True
+        self._cancel.cancel(sys.maxsize)
+        self._work.put(Quit())

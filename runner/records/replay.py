@@ -1,0 +1,78 @@
+"""``ReplayEngine``: a recorded trace played back behind the engine contract.
+
+A replay is a recording, not a model: it plays every record of the trace in order,
+the user's messages (``RecordedUser``) and new chats (``RecordedNewChat``) included,
+so the dashboard shows what the live session showed, and ignores commands (the UI
+says input is off). Events inside a turn keep their recorded spacing, scaled by
+``speed`` (0 = at once); the gap between turns (the user typing) is not replayed.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from runner import events as ev
+from runner.process.commands import Command
+from runner.process.contract import ReaderGuard, Sink
+from runner.records.trace import Trace
+from runner.settings import Settings
+
+MAX_GAP_S = 10.0  # a longer recorded pause (a stall, a suspended laptop) plays as this
+
+
+class ReplayEngine:
+    kind = "replay"
+    accepts_input = False
+
+    def __init__(self, trace: Trace, speed: float = 1.0, settings: Settings | None = None):
+        self.trace = trace
+        self.speed = speed
+        self.settings = settings or Settings(model=trace.header.get("settings", {}).get("model", "replay"))
+        self._stop = threading.Event()
+        self._guard = ReaderGuard()
+        self.loaded = trace.loaded()
+        self.died = None
+
+    @property
+    def pid(self) -> None:
+        return None
+
+    def alive(self) -> bool:
+        return not self._stop.is_set()
+
+    def start(self) -> None:
+        pass
+
+    def submit(self, command: Command) -> None:
+        pass  # a recording takes no input
+
+    def cancel(self, upto: int) -> None:
+        pass
+
+    def pump(self, sink: Sink) -> None:
+        with self._guard:
+            if self.loaded is None:
+                sink(ev.LoadFailed("the trace has no Loaded event"))
+                sink(ev.EngineClosed("load failed"))
+                return
+            prev_t = None
+            for kind, obj in self.trace.records:
+                if self._stop.is_set():
+                    break
+                if kind == "user":
+                    prev_t = None
+                    sink(ev.RecordedUser(obj))
+                elif kind == "new_chat":
+                    sink(ev.RecordedNewChat())
+                else:
+                    t = getattr(obj, "t", None)
+                    if self.speed > 0 and t is not None and prev_t is not None and t > prev_t:
+                        if self._stop.wait(min(t - prev_t, MAX_GAP_S) / self.speed):
+                            break
+                    if t is not None:
+                        prev_t = t
+                    sink(obj)
+            sink(ev.EngineClosed("end of the recording"))
+
+    def close(self, timeout: float = 0) -> None:
+        self._stop.set()

@@ -1,0 +1,1 @@
+"""The state of one chat with one engine, without a screen (see ``chat.py``)."""

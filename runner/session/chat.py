@@ -1,0 +1,232 @@
+"""``ChatSession``: one chat with one engine, as plain Python the tests drive without a screen.
+
+It owns what a session is: the messages, the finished turns (typed records), the
+turn in flight and which engine events still belong to it, the trace and
+transcript writers, and the prompt-cache bookkeeping. It sends commands to the
+engine (``runner.process.contract``) and never reads from it: the one reader hands
+events to the UI, whose handlers call the ``on_*`` methods here on one thread.
+
+Why turn ids matter: a new chat during a reply cancels the reply and clears the
+cache, but the cancelled turn's last events still arrive after the new chat began;
+``is_current`` tells the UI to drop them instead of drawing a dead reply.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict
+from typing import Callable
+
+from runner import events as ev
+from runner.process.commands import Chat, ChatMessage, Reset
+from runner.process.contract import EngineClient
+from runner.records.paths import Paths, unique_file
+from runner.sanitize import clean_line
+from runner.session.records import ActiveTurn, TurnRecord
+from runner.settings import Settings
+
+
+class ChatSession:
+    def __init__(self, engine: EngineClient, settings: Settings, paths: Paths, *, argv: list[str],
+                 write_transcript: bool = True, record_trace: bool = True, trace_path: str | None = None,
+                 resume: list[ChatMessage] | tuple = (), clock: Callable[[], float] = time.monotonic):
+        self.engine = engine
+        self.settings = settings
+        self.paths = paths
+        self.argv = list(argv)
+        self.clock = clock
+        self.write_transcript = write_transcript
+        self.record_trace = record_trace
+        self.trace_path = trace_path
+        self.messages: list[ChatMessage] = list(resume)
+        self.turns: list[TurnRecord] = []
+        self.active: ActiveTurn | None = None
+        self.queued: Chat | None = None  # sent before the model loaded
+        self.loaded: ev.Loaded | None = None
+        self.load_error: str | None = None  # set when the engine failed or died
+        self.trace = None
+        self.transcript = None
+        self.prompt_cache_restored = 0
+        self._next_turn = 0
+        self._last_user = ""
+
+    # ------------------------------------------------------------ state
+    @property
+    def turn_running(self) -> bool:
+        return self.active is not None
+
+    @property
+    def replaying(self) -> bool:
+        return not self.engine.accepts_input
+
+    def is_current(self, turn_id: int) -> bool:
+        """Does an event of ``turn_id`` belong to the turn on screen?"""
+        a = self.active
+        return a is not None and (a.turn_id is None or a.turn_id == turn_id)
+
+    # ------------------------------------------------------------ records
+    def open_trace(self, facts, hw, notice: Callable[[str], None]) -> None:
+        """The trace file, once the model's facts and the hardware are known."""
+        if not self.record_trace or self.trace is not None:
+            return
+        from runner.records.trace import TraceWriter
+
+        header = {"argv": self.argv, "settings": self.settings.to_dict(),
+                  "hardware": hw.to_dict() if hw else None, "facts": asdict(facts) if facts else None}
+        try:
+            if self.trace_path:
+                self.trace = TraceWriter(self.trace_path, header)
+            else:
+                path, fh = unique_file(self.paths.sessions_dir, time.strftime("trace-%Y%m%d-%H%M%S"), "jsonl")
+                self.trace = TraceWriter(path, header, fh)
+        except OSError as exc:
+            notice(f"no trace: {clean_line(str(exc))}")
+            return
+        if self.active is not None and self.active.turn_id is not None:
+            self.trace.user(self.active.user)  # sent before the trace existed (--prompt-file)
+
+    def record(self, e) -> None:
+        """Every engine event goes to the trace (called on the reader thread)."""
+        if self.trace is not None:
+            self.trace.event(e)
+
+    def _open_transcript(self, notice: Callable[[str], None]) -> None:
+        if not self.write_transcript or self.transcript is not None or self.replaying:
+            return
+        from runner.records.transcript import Transcript
+
+        try:
+            self.transcript = Transcript(self.paths.sessions_dir, {
+                "model": self.loaded.path if self.loaded else self.settings.model,
+                "settings": self.settings.to_dict(), "argv": self.argv})
+        except OSError as exc:
+            notice(f"no transcript: {clean_line(str(exc))}")
+
+    # ------------------------------------------------------------ commands
+    def send(self, text: str) -> str | None:
+        """Start a turn with the user's ``text``; the reason it cannot, or None."""
+        if self.replaying:
+            return "this is a replay: input is off"
+        if self.active is not None:
+            return "A turn is running: Esc cancels it."
+        if self.load_error is not None:
+            return "No engine: " + self.load_error + " (Ctrl+R restarts it)"
+        self._next_turn += 1
+        now = self.clock()
+        self.messages.append(ChatMessage("user", text))
+        self.active = ActiveTurn(self._next_turn, text, now)
+        if self.trace is not None:
+            self.trace.user(text)
+        chat = Chat(self._next_turn, tuple(self.messages), now)
+        if self.loaded is None:
+            self.queued = chat
+        else:
+            self.engine.submit(chat)
+        return None
+
+    def cancel(self) -> bool:
+        """Cancel the turn in flight; False when there is none."""
+        a = self.active
+        if a is None or a.turn_id is None:
+            return False
+        if self.queued is not None and self.queued.turn_id == a.turn_id:
+            self.queued = None  # never reached the engine
+            self._drop_active(user_message=True)
+            return True
+        if a.cancel_requested_at is None:
+            a.cancel_requested_at = self.clock()
+        self.engine.cancel(a.turn_id)
+        return True
+
+    def cancel_overdue(self, deadline_s: float) -> bool:
+        """True when a cancel was asked over ``deadline_s`` ago and the turn still runs."""
+        a = self.active
+        return (a is not None and a.cancel_requested_at is not None
+                and self.clock() - a.cancel_requested_at > deadline_s)
+
+    def new_chat(self) -> None:
+        """Forget the conversation: the running turn is cancelled (its late events are
+        dropped) and the engine's cache is cleared after it, in order."""
+        if self.active is not None and self.active.turn_id is not None:
+            self.engine.cancel(self.active.turn_id)
+        self.queued = None
+        self.active = None
+        self.messages.clear()
+        if not self.replaying and self.load_error is None:
+            self.engine.submit(Reset())
+        if self.transcript is not None:
+            self.transcript.event("new_chat")
+        if self.trace is not None and not self.replaying:
+            self.trace.new_chat()
+
+    def recorded_user(self, text: str) -> None:
+        """Replay: the recorded user sent ``text``; the next turn's events are its turn."""
+        self.messages.append(ChatMessage("user", text))
+        self.active = ActiveTurn(None, text, self.clock())
+
+    def restart(self, engine: EngineClient) -> None:
+        """A fresh engine with the same settings; the conversation stays (the next turn
+        prefills all of it again)."""
+        self.engine = engine
+        self.loaded = None
+        self.load_error = None
+        self.queued = None
+        if self.active is not None:
+            self._drop_active(user_message=True)
+
+    # ------------------------------------------------------------ events
+    def on_loaded(self, loaded: ev.Loaded, notice: Callable[[str], None]) -> None:
+        self.loaded = loaded
+        self._open_transcript(notice)
+        if self.queued is not None:
+            chat, self.queued = self.queued, None
+            self.engine.submit(chat)
+
+    def on_turn_started(self, e: ev.TurnStarted) -> None:
+        if self.active is not None:
+            self.active.turn_id = e.turn_id
+            self.active.started = e
+
+    def on_turn_done(self, e: ev.TurnDone, text: str, notice: Callable[[str], None]) -> TurnRecord:
+        a = self.active
+        started = a.started if a else None
+        rec = TurnRecord(a.user if a else "", e.stop_reason, e.metrics,
+                         started.first_diff_index if started else None,
+                         started.diff_context if started else None)
+        self.active = None
+        self.turns.append(rec)
+        self.messages.append(ChatMessage("assistant", text))
+        if self.transcript is not None:
+            try:
+                self.transcript.turn(rec.user, text, e.stop_reason, e.metrics)
+            except OSError as exc:
+                notice(f"transcript write failed: {clean_line(str(exc))}")
+        return rec
+
+    def on_turn_refused(self, e: ev.TurnRefused) -> None:
+        self._drop_active(user_message=True)
+
+    def on_engine_gone(self, reason: str) -> bool:
+        """The engine died or its load failed. True the first time only: report once."""
+        first = self.load_error is None
+        self.load_error = self.load_error or reason
+        self.queued = None
+        if self.active is not None:
+            self.active = None
+        return first
+
+    def _drop_active(self, user_message: bool) -> None:
+        if user_message and self.messages and self.messages[-1].role == "user":
+            self.messages.pop()
+        self.active = None
+
+    # ------------------------------------------------------------ prompt cache
+    def on_prompt_cache(self, e: ev.PromptCache) -> None:
+        self.prompt_cache_restored = e.tokens if e.action == "restored" else 0
+
+    def close(self) -> None:
+        if self.transcript is not None:
+            self.transcript.close()
+            self.transcript = None
+        if self.trace is not None:
+            self.trace.close()

@@ -1,0 +1,29 @@
+"""``AppOptions``: everything about a run that is not a llama.cpp setting, in one object,
+so the App's constructor stays small and tests set only what they fix (as Posting's
+``make_posting()`` does)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+
+@dataclass
+class AppOptions:
+    argv: list[str] = field(default_factory=list)
+    hardware: object | None = None  # a fixed HardwareProfile (tests, replay); else probed
+    facts: object | None = None  # fixed ModelFacts (replay); else read from the GGUF
+    live_system: bool = True  # sample memory once a second
+    memory_sample: object | None = None  # a fixed MemorySample (snapshots)
+    clock: Callable[[], float] = time.monotonic
+    resume_messages: tuple = ()  # ChatMessages restored by --resume
+    resume_note: str | None = None  # what --resume found, for the chat
+    write_transcript: bool = True
+    record_trace: bool = True
+    trace_path: str | None = None
+    prompt_file: str | None = None
+    refresh: float | None = None  # --refresh SECONDS
+    ui_nice: int = 0
+    banner: str | None = None  # e.g. "replay of FILE, recorded DATE on HOST; input is off"
+    cancel_deadline_s: float = 5.0  # after Esc, when to say the engine is not responding

@@ -1,0 +1,325 @@
+"""Message handlers: engine messages in, session calls and pane updates out (main thread).
+
+Every turn-scoped message is checked with ``session.is_current``: after a new chat or
+a restart, the old turn's late events are dropped, never drawn.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from textual.widgets import Input
+
+from runner.sanitize import clean_line, clean_text
+
+from . import messages as msg
+from .panes.chat import ChatLog, StreamTail, turn_footer
+from .panes.decode import DecodePane
+from .panes.estimate import EstimatePane
+from .panes.kv import KVPane
+from .panes.memory import MemoryPane, take_sample
+from .panes.prefill import PrefillPane
+from .panes.status import StatusBar
+from .screens import ErrorScreen, PreflightScreen
+
+
+def _release_removed_widget_caches() -> None:
+    """Textual 8.2 memoises ``StylesCache.get_inner_outer`` with ``functools.lru_cache``
+    on the method, so up to 1,024 StylesCache objects of *removed* widgets (each holding
+    its rendered lines) stay alive. After a new chat removes the transcript's widgets,
+    clearing that cache lets them go (found by the soak in bench/soak.py)."""
+    try:
+        from textual._styles_cache import StylesCache
+
+        StylesCache.get_inner_outer.cache_clear()
+    except (ImportError, AttributeError):
+        pass
+
+
+class EngineRouting:
+    """Mixed into the App: what each engine message changes on screen."""
+
+    # seconds between full transcript redraws while decoding (the tail streams): each one
+    # re-wraps the reply and re-lays out the screen, measured 30 ms of CPU at 1,000 tokens
+    CHAT_INTERVAL = 10.0
+    _last_chat_update = -1e9
+
+    # ------------------------------------------------------------ sending
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id != "prompt":
+            return
+        text = clean_text(event.value).strip()
+        if not text:
+            return
+        if text.startswith("/file "):
+            event.input.value = ""
+            self.read_prompt_file(text[6:].strip())
+            return
+        self.send_message(text)
+
+    def on_prompt_file_read(self, m: msg.PromptFileRead) -> None:
+        if m.error is not None:
+            self.notify(m.error, severity="error", markup=False)
+            return
+        self.send_message(m.text)
+
+    def send_message(self, text: str) -> None:
+        refusal = self.session.send(text)
+        if refusal is not None:
+            self.notify(refusal, severity="warning", markup=False)
+            return
+        self.query_one("#prompt", Input).value = ""
+        chat = self.query_one(ChatLog)
+        chat.add("user", text)
+        self.current_reply = chat.add("assistant", "", streaming=True)
+        if self.session.loaded is None:
+            self.current_reply.set_footer("waiting for the model to load…")
+
+    def clear_chat(self) -> None:
+        """What a new chat clears on screen: the transcript, the stream tail, the turn's panes."""
+        self._turn_over()
+        self.current_reply = None
+        self.query_one(ChatLog).remove_children()
+        self.query_one(StreamTail).show("")
+        self.query_one(PrefillPane).clear()
+        self.query_one(KVPane).set_cells(0)
+        self.call_after_refresh(_release_removed_widget_caches)
+
+    # ------------------------------------------------------------ cancel, restart
+    def action_cancel_turn(self) -> None:
+        if len(self.screen_stack) > 1:  # Esc closes a dialog first
+            self.screen.dismiss()
+            return
+        if self.session.cancel():
+            self.notify("Cancelling…", markup=False, timeout=2)
+            if not self.session.turn_running and self.current_reply is not None:
+                self.current_reply.set_footer("cancelled before the model loaded")
+                self.current_reply = None
+            deadline = self.options.cancel_deadline_s
+            self.set_timer(deadline + 0.05, lambda: self._check_cancel(deadline))
+
+    def _check_cancel(self, deadline: float) -> None:
+        if self.session.cancel_overdue(deadline):
+            self.query_one(StatusBar).set_problem("engine not responding")
+            self.push_screen(ErrorScreen(
+                "The engine is not responding",
+                f"The turn did not stop {deadline:.0f} s after Esc. Restart the engine (Ctrl+R): "
+                "the chat stays and the next turn prefills it again.", offer_restart=True), self._error_closed)
+
+    def action_restart_engine(self) -> None:
+        if self.session.replaying:
+            self.notify("a replay has no engine to restart", markup=False)
+            return
+        old = self.session.engine
+        self.session.restart(self.engine_factory(self.settings))
+        self.stop_engine(old)
+        if self.current_reply is not None:
+            self.current_reply.set_footer("turn lost: the engine was restarted")
+            self.current_reply = None
+        self._turn_over()
+        n = len(self.session.messages)
+        self.query_one(StatusBar).set_problem(None)
+        self.query_one(ChatLog).add("system", "engine restarted with the same settings" + (
+            f"; the next turn prefills the {n} messages of this chat again" if n else ""))
+        self.pump_engine(self.session.engine)
+
+    def _error_closed(self, result: str | None) -> None:
+        if result == "restart":
+            self.action_restart_engine()
+
+    # ------------------------------------------------------------ loading
+    def on_model_inspected(self, m: msg.ModelInspected) -> None:
+        self.facts, self.hw, self.layout_kv = m.facts, m.hardware, m.layout
+        self.query_one(KVPane).set_layout(self.layout_kv, self.layout_kv.n_ctx, None)
+        self.query_one(DecodePane).set_ceilings(self._ceilings)
+        self.update_estimate()
+        if m.preflight.fits is False:
+            self.push_screen(PreflightScreen(m.preflight.message), self._preflight_done)
+        else:
+            self.pump_engine(self.session.engine)
+
+    def _preflight_done(self, go: bool | None) -> None:
+        if go:
+            self.pump_engine(self.session.engine)
+        else:
+            self.shutdown_engine()
+            self.exit(return_code=1)
+
+    def on_engine_load_progress(self, m: msg.EngineLoadProgress) -> None:
+        self.query_one(StatusBar).set_loading(m.fraction)
+
+    def on_engine_loaded(self, m: msg.EngineLoaded) -> None:
+        L = m.loaded
+        if self.options.ui_nice and L.pid not in (0, os.getpid()):
+            # Yield the CPU to the engine: llama.cpp's threads wait on each other at every
+            # barrier, so a redraw that preempts one of them stalls them all.
+            try:
+                os.nice(self.options.ui_nice)
+                self.options.ui_nice = 0  # once, not again after a restart
+            except OSError:
+                pass
+        self.query_one(StatusBar).set_loaded(L, self.settings.threads_why, self.refresh_s)
+        self.query_one(MemoryPane).set_buffers(L.buffers)
+        if self.facts is not None:
+            from runner.physics.kv_bytes import kv_layout
+
+            s = self.settings
+            self.layout_kv = kv_layout(self.facts, L.n_ctx, s.cache_type_k, s.cache_type_v, s.swa_full, L.n_ubatch)
+            self.query_one(KVPane).set_layout(self.layout_kv, L.n_ctx, L.buffers.kv_mib * 2**20)
+            self.query_one(DecodePane).set_ceilings(self._ceilings)  # at the loaded n_ctx
+        if self.current_reply is not None and self.session.turn_running:
+            self.current_reply.set_footer("")
+        self.session.on_loaded(L, self._warn)
+        self.update_estimate()
+
+    def _warn(self, text: str) -> None:
+        self.notify(text, severity="warning", markup=False)
+
+    def on_engine_failed(self, m: msg.EngineFailed) -> None:
+        if self._stopping or not self.session.on_engine_gone(clean_line(m.reason, 600)):
+            return  # reported once
+        reason = clean_line(m.reason, 600)
+        self.query_one(StatusBar).set_problem("engine died" if m.died else "model not loaded")
+        if self.current_reply is not None:
+            self.current_reply.set_footer("turn lost: " + reason)
+            self.current_reply = None
+        self._turn_over()
+        self.query_one(ChatLog).add("system", reason)
+        self.push_screen(ErrorScreen("The engine died" if m.died else "Could not load the model", reason,
+                                     offer_restart=m.died), self._error_closed)
+
+    def on_engine_ended(self, m: msg.EngineEnded) -> None:
+        if m.reason == "end of the recording":
+            self.query_one(StatusBar).set_problem("replay finished")
+
+    # ------------------------------------------------------------ a turn
+    def on_turn_began(self, m: msg.TurnBegan) -> None:
+        if not self.session.is_current(m.started.turn_id):
+            return
+        self.session.on_turn_started(m.started)
+        self.collector.turn_started()
+        self._last_chat_update = self.options.clock()  # the stream tail shows the reply first
+        self.query_one(DecodePane).begin(self._last_chat_update)
+        self.query_one(PrefillPane).begin(m.started)
+        self.query_one(KVPane).set_cells(m.started.reused_tokens)
+
+    def _turn_over(self) -> None:
+        """A turn ended, finished or lost: what waited for it runs now."""
+        self.collector.turn_ended()
+        self.query_one(MemoryPane).redraw_if_stale()
+
+    def on_prefill_update(self, m: msg.PrefillUpdate) -> None:
+        if not self.session.is_current(m.progress.turn_id):
+            return
+        self.query_one(MemoryPane).redraw_if_stale()
+        self.query_one(PrefillPane).progress(m.progress)
+        self.query_one(KVPane).set_cells(m.progress.done)
+
+    def on_decode_update(self, m: msg.DecodeUpdate) -> None:
+        if not self.session.is_current(m.turn_id):
+            return
+        now = self.options.clock()
+        # Re-wrapping the growing reply in the transcript is the costliest redraw, so the
+        # fixed-height tail streams it and the transcript catches up every CHAT_INTERVAL.
+        self.query_one(StreamTail).show(m.text)  # cleaned by the bridge
+        if self.current_reply is not None and now - self._last_chat_update >= self.CHAT_INTERVAL:
+            self._last_chat_update = now
+            self.current_reply.set_text(m.text)
+        self.query_one(DecodePane).update_live(m, now)
+        self.query_one(MemoryPane).redraw_if_stale()
+        self.query_one(KVPane).set_cells(m.pos + 1, m.tok_s)
+
+    def on_turn_finished(self, m: msg.TurnFinished) -> None:
+        r = m.result
+        if not self.session.is_current(r.turn_id):
+            return
+        self._turn_over()
+        if not hasattr(r, "metrics"):  # refused before prefill
+            self.session.on_turn_refused(r)
+            if self.current_reply is not None:
+                self.current_reply.set_text("")
+                self.current_reply.set_footer("refused: " + r.reason)
+            self.query_one(PrefillPane).refused(r.reason)
+            self.current_reply = None
+            return
+        mt = r.metrics
+        text = clean_text(r.text)
+        self.query_one(StreamTail).show("")
+        self._last_chat_update = -1e9
+        if self.current_reply is not None:
+            self.current_reply.finish(text, turn_footer(r))
+        self.current_reply = None
+        self.session.on_turn_done(r, text, lambda t: self.notify(t, severity="error", markup=False))
+        self.query_one(PrefillPane).finish(mt, r.stop_reason)
+        self.query_one(DecodePane).finish(mt, m.series)
+        self.query_one(KVPane).set_cells(mt.kv_cells_used, mt.decode_tok_s)
+        self.update_estimate(mt)
+        restored = self.session.prompt_cache_restored
+        if restored and mt.prefill_tok_s:
+            saved = min(restored, mt.reused_tokens) / mt.prefill_tok_s
+            pane = self.query_one(PrefillPane)
+            pane.set_cache_note(f"{pane.cache_note}; saved ≈ {saved:.2f} s of prefill")
+            self.session.prompt_cache_restored = 0
+        if r.stop_reason == "context_full":
+            self.notify("Context full: Ctrl+L starts a new chat.", severity="warning", markup=False)
+
+    def on_turn_lost(self, m: msg.TurnLost) -> None:
+        if self.current_reply is not None:
+            self.current_reply.set_footer("turn lost: " + clean_line(m.reason, 400))
+            self.current_reply = None
+        if self.session.active is not None:
+            self.session.on_turn_refused(None)
+        self._turn_over()
+        self.notify(clean_line(m.reason, 400), severity="error", markup=False)
+
+    def on_cache_reset(self, m: msg.CacheReset) -> None:
+        if not self.session.turn_running:
+            self.query_one(KVPane).set_cells(0)
+
+    def on_prompt_cache_note(self, m: msg.PromptCacheNote) -> None:
+        e = m.event
+        self.session.on_prompt_cache(e)
+        self.query_one(PrefillPane).set_cache_note(
+            f"prompt cache {e.action}: {e.tokens:,} tokens, {e.bytes / 2**20:.2f} MiB in {e.seconds * 1000:.0f} ms")
+
+    def on_notice(self, m: msg.Notice) -> None:
+        self.notify(m.text, severity="warning", markup=False)
+
+    # ------------------------------------------------------------ replay
+    def on_recorded_user(self, m: msg.RecordedUser) -> None:
+        self.session.recorded_user(m.text)
+        chat = self.query_one(ChatLog)
+        chat.add("user", m.text)
+        self.current_reply = chat.add("assistant", "", streaming=True)
+
+    def on_recorded_new_chat(self, m: msg.RecordedNewChat) -> None:
+        self.session.new_chat()
+        self.clear_chat()
+
+    # ------------------------------------------------------------ estimate, system
+    def _ceilings(self, depth: int) -> tuple[float | None, float | None]:
+        from runner.physics.roofline import decode_ceilings_at
+
+        if self.facts is None or self.layout_kv is None or self.hw is None:
+            return None, None
+        return decode_ceilings_at(self.facts, self.layout_kv, self.hw.bandwidth_gbs, self.hw.tflops, depth)
+
+    def update_estimate(self, mt=None) -> None:
+        from .estimate_view import estimate_rows
+
+        if self.facts is None or self.layout_kv is None or self.hw is None:
+            return
+        ran = mt is not None or bool(self.session.turns)
+        peak = self.query_one(MemoryPane).peak_engine_rss if ran else None
+        rows, ctx, note = estimate_rows(self.facts, self.layout_kv, self.hw, self.settings, self.session.loaded,
+                                        mt, peak)
+        self.query_one(EstimatePane).set_rows(rows, ctx, note)
+
+    def sample_memory(self) -> None:
+        """Once a second. While a turn runs the sample waits for the turn's next update,
+        so the pane redraws in the same frame as the figures instead of in one more."""
+        pid = self.session.engine.pid
+        pane = self.query_one(MemoryPane)
+        wait = self.session.turn_running and time.monotonic() - pane.drawn_at < 2.0
+        pane.set_sample(take_sample(pid, os.getpid(), same_process=pid == os.getpid()), redraw=not wait)

@@ -1,0 +1,79 @@
+"""The app's worker threads. None of them touches a widget: they only ``post_message``.
+
+* ``inspect_model``: reads the GGUF header and the hardware (the CPU probe can take
+  seconds), posts ``ModelInspected``; the app then asks about memory if needed and
+  starts the engine.
+* ``pump_engine``: starts the engine and is its **one reader** for the engine's life:
+  every event goes to the trace, then through the bridge as messages. Commands go to
+  the engine from the main thread (``ChatSession``); nothing else reads it.
+* ``stop_engine``: closes an engine that may not answer (a restart), off the UI thread.
+* ``read_prompt_file``: ``/file`` and ``--prompt-file`` (a FIFO must not freeze the UI).
+"""
+
+from __future__ import annotations
+
+from textual import work
+
+from runner.process.contract import EngineClient
+from runner.sanitize import clean_line
+
+from . import messages as msg
+from .bridge import TurnBridge
+from .refresh import prefill_interval
+
+
+class EngineWorkers:
+    """Mixed into the App: the workers run in threads and report through messages."""
+
+    @work(thread=True, exclusive=True, group="inspect", exit_on_error=False)
+    def inspect_model(self) -> None:
+        from runner.model.inspect import ModelFileError, load_facts
+        from runner.physics.kv_bytes import kv_layout
+        from runner.physics.memory_check import memory_check
+        from runner.system.hardware import hardware_profile
+
+        s, opts = self.settings, self.options
+        try:
+            facts = opts.facts or load_facts(s.model)
+        except ModelFileError as exc:
+            self.post_message(msg.EngineFailed(str(exc)))
+            return
+        except Exception as exc:  # never let a worker error kill the UI
+            self.post_message(msg.EngineFailed(clean_line(f"{type(exc).__name__}: {exc}")))
+            return
+        hw = opts.hardware or hardware_profile(s.n_gpu_layers, cache_dir=self.paths.cache_dir)
+        self.session.open_trace(facts, hw, lambda text: self.post_message(msg.Notice(text)))
+        layout = kv_layout(facts, s.n_ctx, s.cache_type_k, s.cache_type_v, s.swa_full, s.n_ubatch)
+        self.post_message(msg.ModelInspected(facts, hw, layout, memory_check(facts, layout, hw, s.n_gpu_layers)))
+
+    @work(thread=True, exclusive=True, group="engine", exit_on_error=False)
+    def pump_engine(self, engine: EngineClient) -> None:
+        bridge = TurnBridge(self.post_message, interval=self.refresh_s, clock=self.options.clock,
+                            prefill_interval=prefill_interval(self.refresh_s))
+        record = self.session.record
+
+        def sink(e) -> None:
+            record(e)
+            bridge(e)
+
+        try:
+            engine.start()
+            engine.pump(sink)
+        except Exception as exc:
+            self.post_message(msg.EngineFailed(clean_line(f"{type(exc).__name__}: {exc}"), died=True))
+
+    @work(thread=True, group="stop", exit_on_error=False)
+    def stop_engine(self, engine: EngineClient) -> None:
+        try:
+            engine.close(timeout=1.0)
+        except Exception:
+            pass
+
+    @work(thread=True, exclusive=True, group="file", exit_on_error=False)
+    def read_prompt_file(self, path: str) -> None:
+        from runner.records.prompt_file import PromptFileError, read_prompt_file
+
+        try:
+            self.post_message(msg.PromptFileRead(path, read_prompt_file(path), None))
+        except PromptFileError as exc:
+            self.post_message(msg.PromptFileRead(path, None, str(exc)))
