@@ -1,50 +1,15 @@
-"""Number formatting and text bars shared by the panes (pure functions)."""
+"""Number formatting and text bars shared by the panes (pure functions).
+
+The number formatters live in ``runner.units`` (shared with the headless commands);
+this module adds what needs Textual.
+"""
 
 from __future__ import annotations
 
 from textual.content import Content
 
-NA = "N/A"
-
-
-def fmt_bytes(n: float | None) -> str:
-    if n is None:
-        return NA
-    n = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} B" if unit == "B" else f"{n:.2f} {unit}"
-        n /= 1024
-    return NA
-
-
-def fmt_rate(x: float | None, unit: str = "tok/s") -> str:
-    if x is None:
-        return NA
-    if x >= 100:
-        return f"{x:,.0f} {unit}"
-    return f"{x:.1f} {unit}"
-
-
-def fmt_seconds(s: float | None) -> str:
-    if s is None:
-        return NA
-    if s < 1:
-        return f"{s * 1000:.0f} ms"
-    if s < 60:
-        return f"{s:.2f} s"
-    m, sec = divmod(s, 60)
-    return f"{int(m)}m{sec:04.1f}s"
-
-
-def fmt_ratio(measured: float | None, predicted: float | None) -> str:
-    if measured is None or not predicted:
-        return NA
-    return f"{measured / predicted:.2f}x"
-
-
-def fmt_int(n: int | None) -> str:
-    return NA if n is None else f"{n:,}"
+# one set of formatters for the panes and the headless commands
+from runner.units import NA, fmt_bytes, fmt_int, fmt_rate, fmt_ratio, fmt_seconds  # noqa: F401
 
 
 def bar(width: int, parts: list[tuple[float, str]], empty_style: str = "$kvtop-bar-empty") -> Content:

@@ -15,6 +15,8 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
+from runner.units import MIB
+
 GGUF_MAGIC = b"GGUF"
 SUPPORTED_VERSIONS = (2, 3)
 DEFAULT_ALIGNMENT = 32
@@ -22,7 +24,7 @@ DEFAULT_ALIGNMENT = 32
 # Limits: far above any real model, far below what exhausts memory.
 MAX_KV_COUNT = 1_000_000
 MAX_TENSOR_COUNT = 1_000_000
-MAX_STRING_BYTES = 64 * 1024 * 1024
+MAX_STRING_BYTES = 64 * MIB
 MAX_DIMS = 4  # GGML_MAX_DIMS
 # Arrays longer than this keep only their length (tokenizer vocabularies).
 KEEP_ARRAY_ITEMS = 4096

@@ -14,6 +14,8 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 
+from runner.units import MIB
+
 # Peak dense FLOPS (bf16/fp16 tensor cores, no sparsity) and memory bandwidth of
 # known GPUs, from the vendors' datasheets. Matched by substring of the NVML name.
 KNOWN_GPUS: list[tuple[str, float, float, str]] = [
@@ -146,7 +148,7 @@ class CPUProbe:
     machine: str
 
 
-def _probe_bandwidth(threads: int, nbytes: int = 256 * 1024 * 1024, repeats: int = 3) -> float:
+def _probe_bandwidth(threads: int, nbytes: int = 256 * MIB, repeats: int = 3) -> float:
     import numpy as np
     from concurrent.futures import ThreadPoolExecutor
 

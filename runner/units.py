@@ -1,0 +1,83 @@
+"""Byte units and the number formats every command and pane shares (pure, no UI imports).
+
+One spelling for "cannot be known": ``NA`` ("N/A"), in the panes and in ``kvtop
+estimate`` alike. A value that is not a finite number (NaN, inf) is shown as ``NA``
+too: it can only come from a broken input, and printing "nan" hides that.
+"""
+
+from __future__ import annotations
+
+import math
+
+KIB = 1024
+MIB = 1024**2
+GIB = 1024**3
+
+NA = "N/A"
+
+_BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
+
+
+def _finite(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def fmt_bytes(n: float | None) -> str:
+    """Bytes in binary units: ``512 B``, ``22.50 KiB``, ``1,024.00 TiB``; ``N/A`` when unknown."""
+    if n is None or not _finite(n):
+        return NA
+    n = float(n)
+    for unit in _BYTE_UNITS:
+        if abs(n) < 1024 or unit == _BYTE_UNITS[-1]:
+            return f"{n:,.0f} B" if unit == "B" else f"{n:,.2f} {unit}"
+        n /= 1024
+    return NA  # pragma: no cover - the loop always returns
+
+
+def fmt_int(n: int | None) -> str:
+    """An integer with thousands separators (``4,096``); ``N/A`` when unknown."""
+    if n is None or not _finite(n):
+        return NA
+    return f"{int(n):,}"
+
+
+def fmt_num(x: float | None, spec: str = ",.1f", unit: str = "") -> str:
+    """A number in ``spec`` followed by ``unit`` (``30.0 GB/s``); ``N/A`` when unknown."""
+    if x is None or not _finite(x):
+        return NA
+    return f"{x:{spec}}{unit}"
+
+
+def fmt_rate(x: float | None, unit: str = "tok/s") -> str:
+    """``150 tok/s`` from 100 up, ``12.5 tok/s`` below; ``N/A`` when unknown."""
+    if x is None or not _finite(x):
+        return NA
+    if x >= 100:
+        return f"{x:,.0f} {unit}"
+    return f"{x:.1f} {unit}"
+
+
+def fmt_seconds(s: float | None) -> str:
+    """``98 ms`` under a second, ``2.30 s`` under a minute, then ``1m02.0s``; ``N/A`` when unknown."""
+    if s is None or not _finite(s):
+        return NA
+    if s < 1:
+        return f"{s * 1000:.0f} ms"
+    if s < 60:
+        return f"{s:.2f} s"
+    m, sec = divmod(s, 60)
+    return f"{int(m)}m{sec:04.1f}s"
+
+
+def fmt_ratio(measured: float | None, predicted: float | None) -> str:
+    """``0.45x``: measured over predicted; ``N/A`` when either is unknown (or predicted is 0)."""
+    if measured is None or not predicted or not _finite(measured) or not _finite(predicted):
+        return NA
+    return f"{measured / predicted:.2f}x"
+
+
+def mib_to_bytes(mib: float | None) -> int | None:
+    """llama.cpp logs its buffers in MiB; kvtop compares bytes."""
+    if mib is None or not _finite(mib):
+        return None
+    return round(mib * MIB)

@@ -1,0 +1,52 @@
+"""One byte unit, one "unknown" (N/A) and one set of number formats for panes and commands."""
+
+import math
+
+import pytest
+
+from runner.units import GIB, KIB, MIB, NA, fmt_bytes, fmt_int, fmt_num, fmt_rate, fmt_ratio, fmt_seconds, mib_to_bytes
+
+
+def test_units():
+    assert (KIB, MIB, GIB) == (1024, 1024 * 1024, 1024 * 1024 * 1024)
+
+
+@pytest.mark.parametrize("n,text", [
+    (0, "0 B"), (512, "512 B"), (1023, "1,023 B"), (1024, "1.00 KiB"), (22.5 * KIB, "22.50 KiB"),
+    (90 * MIB, "90.00 MiB"), (1000 * MIB, "1,000.00 MiB"), (1.5 * GIB, "1.50 GiB"),
+    (2048 * 1024 * GIB, "2,048.00 TiB"),
+])
+def test_fmt_bytes(n, text):
+    assert fmt_bytes(n) == text
+
+
+@pytest.mark.parametrize("bad", [None, math.nan, math.inf, -math.inf])
+def test_unknown_and_non_finite_read_na_everywhere(bad):
+    for f in (fmt_bytes, fmt_int, fmt_num, fmt_rate, fmt_seconds):
+        assert f(bad) == NA == "N/A"
+    assert fmt_ratio(bad, 2.0) == NA and fmt_ratio(2.0, bad) == NA
+    assert mib_to_bytes(bad) is None
+
+
+def test_fmt_int_has_thousands_separators():
+    assert fmt_int(4096) == "4,096" and fmt_int(0) == "0" and fmt_int(-5) == "-5"
+
+
+def test_rates_seconds_ratios():
+    assert fmt_rate(150.4) == "150 tok/s" and fmt_rate(12.34) == "12.3 tok/s" and fmt_rate(1234.0) == "1,234 tok/s"
+    assert fmt_seconds(0.098) == "98 ms" and fmt_seconds(2.3) == "2.30 s" and fmt_seconds(62) == "1m02.0s"
+    assert fmt_ratio(98, 43) == "2.28x" and fmt_ratio(1, 0) == NA
+    assert fmt_num(30.0, ",.1f", " GB/s") == "30.0 GB/s"
+
+
+def test_mib_to_bytes():
+    assert mib_to_bytes(90.0) == 90 * MIB and mib_to_bytes(92.1) == round(92.1 * MIB)
+
+
+def test_the_panes_use_the_same_formatters():
+    import runner.units as units
+    import tui.format as fmt
+
+    for name in ("NA", "fmt_bytes", "fmt_int", "fmt_rate", "fmt_seconds", "fmt_ratio"):
+        assert getattr(fmt, name) is getattr(units, name)
+
