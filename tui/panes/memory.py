@@ -6,32 +6,16 @@ No NVML is a value: the pane says "no NVIDIA GPU" and the rest still shows.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 from textual.content import Content
 
 from runner.sanitize import clean_line
+# the probe lives in runner.system.memory; re-exported while tui/app.py imports it from here
+from runner.system.memory import MemorySample, take_sample  # noqa: F401
+from runner.units import MIB
 
 from ..format import NA, bar, fmt_bytes
 from .base import PaneWidget
-
-
-@dataclass(frozen=True)
-class MemorySample:
-    engine_rss: int | None
-    ui_rss: int | None
-    system: object  # runner.system.hardware.SystemMemory
-    gpus: tuple = ()
-    gpu_note: str | None = None
-
-
-def take_sample(engine_pid: int | None, ui_pid: int, same_process: bool = False) -> MemorySample:
-    from runner.system.hardware import process_memory, query_gpus, system_memory
-
-    eng = process_memory(engine_pid).rss if engine_pid else None
-    ui = process_memory(ui_pid).rss
-    g = query_gpus(engine_pid)
-    return MemorySample(eng, None if same_process else ui, system_memory(), g.gpus, g.note)
 
 
 class MemoryPane(PaneWidget):
@@ -97,8 +81,7 @@ class MemoryPane(PaneWidget):
                                               fmt_bytes(g.process_memory), ("  util ", "$text-muted"), util))
         b = self.buffers
         if b is not None:
-            mib = 1024 * 1024
-            lines.append(Content.assemble(("llama.cpp ", "$text-muted"), "weights ", fmt_bytes(b.weights_mib * mib),
-                                          "  KV ", fmt_bytes(b.kv_mib * mib)))
-            lines.append(Content.assemble(("          ", ""), "compute ", fmt_bytes(b.compute_total_mib * mib)))
+            lines.append(Content.assemble(("llama.cpp ", "$text-muted"), "weights ", fmt_bytes(b.weights_mib * MIB),
+                                          "  KV ", fmt_bytes(b.kv_mib * MIB)))
+            lines.append(Content.assemble(("          ", ""), "compute ", fmt_bytes(b.compute_total_mib * MIB)))
         return Content("\n").join(lines)

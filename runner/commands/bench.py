@@ -1,0 +1,136 @@
+"""``kvtop bench``: prefill and decode measured like llama-bench, through kvtop's engine
+in its child process (or in this process with ``--in-process``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+
+from runner.commands.common import EXIT_OK, fail
+from runner.units import fmt_num, mib_to_bytes
+
+BENCH_TEXT = (
+    "The history of computing is a story of ever smaller, ever faster machines. "
+    "Engineers measured every cycle, and users waited for every answer. "
+)
+DEFAULT_N_GEN = 128  # -n -1 (the engine's "until end of turn") means llama-bench's default here
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from runner.settings import add_engine_flags
+
+    p = argparse.ArgumentParser(prog="kvtop bench", description=(
+        "Measure prefill and decode like llama-bench, through kvtop's engine in its child process."))
+    p.add_argument("model")
+    p.add_argument("-p", "--n-prompt", dest="n_prompt", type=int, default=512)
+    p.add_argument("-r", "--repetitions", type=int, default=3)
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--in-process", action="store_true", help="run the engine in this process")
+    add_engine_flags(p)
+    return p
+
+
+def open_engine(settings, in_process: bool):
+    """The engine as call-and-wait (start, tokenize, reset, generate, close), in its child
+    process or in this one."""
+    from runner.process.blocking import BlockingEngine
+    from runner.process.inprocess import InProcessEngine
+    from runner.process.parent import EngineProcess
+
+    return BlockingEngine(InProcessEngine(settings) if in_process else EngineProcess(settings))
+
+
+def bench_main(argv: list[str]) -> int:
+    p = build_parser()
+    a = p.parse_args(argv)
+    if a.n_predict < 0:
+        a.n_predict = DEFAULT_N_GEN
+    if a.n_prompt < 1 or a.repetitions < 1:
+        p.error("-p and -r must be at least 1")
+    from runner.settings import settings_from_args
+
+    settings = settings_from_args(a.model, a)
+
+    from runner.process.contract import EngineUnavailable
+
+    eng = open_engine(settings, a.in_process)
+    try:
+        loaded = eng.start(lambda e: None)
+        base = eng.tokenize(BENCH_TEXT)
+        prompt = (base * (a.n_prompt // max(1, len(base)) + 1))[: a.n_prompt]
+        if a.n_prompt + a.n_predict > loaded.n_ctx:
+            return fail(f"-p {a.n_prompt} + -n {a.n_predict} exceeds the context ({loaded.n_ctx}); raise -c")
+        runs = []
+        for _ in range(a.repetitions):
+            eng.reset()
+            done = eng.generate(prompt, lambda e: None, n_predict=a.n_predict, ignore_eog=True)
+            if not hasattr(done, "metrics"):
+                return fail(done.reason)
+            runs.append(done.metrics)
+    except EngineUnavailable as exc:
+        return fail(str(exc))
+    finally:
+        eng.close()
+    pp = [m.prefill_tok_s for m in runs if m.prefill_tok_s]
+    tg = [m.decode_tok_s for m in runs if m.decode_tok_s]
+    ttft = [m.ttft_s for m in runs if m.ttft_s is not None]
+    b = loaded.buffers
+    result = {
+        "model": loaded.path,
+        "name": loaded.name,
+        "description": loaded.description,
+        "n_threads": loaded.n_threads,
+        "n_threads_batch": loaded.n_threads_batch,
+        "threads_why": eng.settings.threads_why,
+        "n_ctx": loaded.n_ctx,
+        "n_batch": loaded.n_batch,
+        "n_ubatch": loaded.n_ubatch,
+        "n_gpu_layers": loaded.n_gpu_layers,
+        "flash_attn": loaded.flash_attn,
+        "n_prompt": a.n_prompt,
+        "n_gen": a.n_predict,
+        "repetitions": a.repetitions,
+        "pp_tok_s": statistics.median(pp) if pp else None,
+        "pp_tok_s_runs": pp,
+        "tg_tok_s": statistics.median(tg) if tg else None,
+        "tg_tok_s_runs": tg,
+        "ttft_s": statistics.median(ttft) if ttft else None,
+        "kv_bytes_allocated": mib_to_bytes(b.kv_mib),
+        "weights_bytes": mib_to_bytes(b.weights_mib),
+        "compute_bytes": mib_to_bytes(b.compute_total_mib),
+        "process": "in-process" if a.in_process else "child",
+    }
+    if a.json:
+        print(json.dumps(result, indent=2))
+        return EXIT_OK
+    print(format_table(result, loaded, eng.settings.threads_why))
+    return EXIT_OK
+
+
+def format_table(r: dict, loaded, threads_why: str) -> str:
+    """The llama-bench-like table: one row per test that ran."""
+
+    def sd(xs):
+        return statistics.stdev(xs) if len(xs) > 1 else 0.0
+
+    def rate(median, runs):
+        return f"{fmt_num(median, '>8.2f')} ± {sd(runs):>5.2f}" if median is not None else f"{'N/A':>16}"
+
+    b = loaded.buffers
+    pp_name, tg_name = f"pp{r['n_prompt']}", f"tg{r['n_gen']}@d{r['n_prompt']}"
+    out = [
+        f"model: {loaded.name} ({loaded.description}), {loaded.n_params / 1e6:.1f} M params",
+        f"threads: {loaded.n_threads} ({threads_why}), batch {loaded.n_threads_batch}, "
+        f"n_ubatch {loaded.n_ubatch}, flash_attn {loaded.flash_attn}, ngl {loaded.n_gpu_layers}",
+        f"{'test':>12} | {'t/s':>16} | {'ttft':>10}",
+        f"{'-' * 12}-+-{'-' * 16}-+-{'-' * 10}",
+    ]
+    if pp_name:
+        out.append(f"{pp_name:>12} | {rate(r['pp_tok_s'], r['pp_tok_s_runs'])} | "
+                   f"{fmt_num(r['ttft_s'], '>8.3f', ' s'):>10}")
+    if tg_name:
+        out.append(f"{tg_name:>12} | {rate(r['tg_tok_s'], r['tg_tok_s_runs'])} | {'':>10}")
+    out.append(f"KV allocated {b.kv_mib:.2f} MiB, weights {b.weights_mib:.2f} MiB, "
+               f"compute {b.compute_total_mib:.2f} MiB")
+    return "\n".join(out)

@@ -1,0 +1,168 @@
+"""``kvtop estimate``: model facts + KV layout + hardware profile -> predictions.
+
+Reads only the GGUF header: a header-only file works.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from runner.commands.common import EXIT_OK, fail
+from runner.model.facts import ModelFacts
+from runner.physics.kv_bytes import kv_layout
+from runner.physics.memory_check import memory_check
+from runner.physics.roofline import Prediction, predict
+from runner.system.hardware import HardwareProfile
+from runner.units import fmt_bytes, fmt_num
+
+
+def estimate_report(
+    facts: ModelFacts,
+    hw: HardwareProfile,
+    n_ctx: int,
+    type_k: str = "f16",
+    type_v: str = "f16",
+    swa_full: bool = False,
+    n_ubatch: int = 512,
+    prompt_tokens: int = 512,
+    output_tokens: int = 128,
+    n_gpu_layers: int = 0,
+    conversation_tokens: int = 4000,
+) -> dict:
+    layout = kv_layout(facts, n_ctx, type_k, type_v, swa_full, n_ubatch)
+    pred: Prediction = predict(facts, layout, hw.bandwidth_gbs, hw.tflops, prompt_tokens, output_tokens)
+    full_ctx = None
+    if facts.n_ctx_train:
+        full_ctx = kv_layout(facts, facts.n_ctx_train, type_k, type_v, swa_full, n_ubatch).bytes_allocated
+    conv = kv_layout(facts, conversation_tokens, type_k, type_v, swa_full, n_ubatch)
+    conv_bytes = conv.bytes_used(conversation_tokens)
+    fit = None
+    if hw.memory_free is not None and facts.weights_bytes is not None and conv_bytes:
+        fit = max(0, int((hw.memory_free - facts.weights_bytes) // conv_bytes))
+    mem = memory_check(facts, layout, hw, n_gpu_layers)
+    return {
+        "model": facts.path,
+        "name": facts.name,
+        "architecture": facts.architecture,
+        "file_type": facts.file_type,
+        "n_layers": facts.n_layers,
+        "layer_kinds": facts.kinds(),
+        "sliding_window": facts.sliding_window,
+        "n_params": facts.n_params,
+        "n_params_active": facts.n_params_active,
+        "weights_bytes": facts.weights_bytes,
+        "weights_bytes_active": facts.weights_bytes_active,
+        "n_ctx": layout.n_ctx,
+        "n_ctx_train": facts.n_ctx_train,
+        "cache_type_k": type_k,
+        "cache_type_v": type_v,
+        "swa_full": swa_full,
+        "kv_bytes_per_token": layout.bytes_per_token if facts.layers else None,
+        "kv_bytes": layout.bytes_allocated if facts.layers else None,
+        "kv_by_kind": {k.kind: {"layers": k.n_layers, "cells": k.cells,
+                                "bytes_per_token": k.bytes_per_token,
+                                "bytes": k.bytes_allocated} for k in layout.kinds},
+        "kv_bytes_full_context": full_ctx,
+        "kv_layers_unknown": layout.unknown_layers,
+        "conversations_that_fit": fit,
+        "conversation_tokens": conversation_tokens,
+        "prompt_tokens": prompt_tokens,
+        "output_tokens": output_tokens,
+        "decode_ceiling_tok_s": pred.decode_ceiling_tok_s,
+        "compute_ceiling_tok_s": pred.compute_ceiling_tok_s,
+        "binding": pred.binding,
+        "prefill_s": pred.prefill_s,
+        "prefill_tok_s": pred.prefill_tok_s,
+        "ttft_s": pred.ttft_s,
+        "response_s": pred.response_s,
+        "bandwidth_gbs": hw.bandwidth_gbs,
+        "tflops": hw.tflops,
+        "hardware_source": hw.source,
+        "memory_needed_bytes": mem.needed,
+        "memory_free_bytes": mem.available,
+        "memory_fits": mem.fits,
+        "memory_message": mem.message,
+        "notes": list(facts.notes),
+    }
+
+
+def format_report(r: dict) -> str:
+    rows = [
+        ("model", r["name"] or r["model"]),
+        ("architecture", f"{r['architecture'] or 'unknown'} ({r['file_type'] or '?'})"),
+        ("layers", f"{r['n_layers']} " + ", ".join(f"{v} {k}" for k, v in r["layer_kinds"].items())),
+        ("parameters", fmt_num(r["n_params"], ",d") + (
+            f" ({r['n_params_active']:,} active)" if r["n_params_active"] not in (None, r["n_params"]) else "")),
+        ("weights", fmt_bytes(r["weights_bytes"])),
+        ("KV per token", fmt_bytes(r["kv_bytes_per_token"]) + f" ({r['cache_type_k']}/{r['cache_type_v']})"),
+        ("KV at n_ctx", f"{fmt_bytes(r['kv_bytes'])} at {r['n_ctx']:,} tokens"
+                        + (" (sliding layers full size)" if r["swa_full"] else "")),
+    ]
+    for kind, k in r["kv_by_kind"].items():
+        rows.append((f"  {kind}", f"{k['layers']} layers x {k['cells']:,} cells = {fmt_bytes(k['bytes'])}"))
+    if r["n_ctx_train"]:
+        rows.append(("KV at trained ctx", f"{fmt_bytes(r['kv_bytes_full_context'])} at {r['n_ctx_train']:,} tokens"))
+    rows += [
+        ("hardware", f"{fmt_num(r['bandwidth_gbs'], ',.1f', ' GB/s')}, {fmt_num(r['tflops'], ',.3f', ' TFLOPS')} "
+                     f"({r['hardware_source']})"),
+        ("decode ceiling", f"{fmt_num(r['decode_ceiling_tok_s'], ',.1f', ' tok/s')} (bandwidth)"),
+        ("compute ceiling", f"{fmt_num(r['compute_ceiling_tok_s'], ',.1f', ' tok/s')}"
+                            + (f"  -> {r['binding']}-bound" if r["binding"] else "")),
+        (f"prefill {r['prompt_tokens']} tok", f"{fmt_num(r['prefill_s'], ',.3f', ' s')} "
+                                              f"({fmt_num(r['prefill_tok_s'], ',.0f', ' tok/s')})"),
+        (f"response +{r['output_tokens']} tok", fmt_num(r["response_s"], ",.2f", " s")),
+        (f"conversations of {r['conversation_tokens']:,}", fmt_num(r["conversations_that_fit"], ",d")
+            + " fit beside the weights"),
+        ("memory", r["memory_message"] + ("" if r["memory_fits"] is not False else "  (DOES NOT FIT)")),
+    ]
+    width = max(len(k) for k, _ in rows)
+    out = [f"{k:<{width}}  {v}" for k, v in rows]
+    out += [f"note: {n}" for n in r["notes"]]
+    return "\n".join(out)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from runner.model.quant_types import KV_CACHE_TYPES
+    from runner.settings import DEFAULT_CTX
+
+    p = argparse.ArgumentParser(prog="kvtop estimate", description=(
+        "Predict KV cache bytes, prefill time and decode ceilings from a GGUF's header "
+        "and this machine's measured (or given) bandwidth and FLOPS. No weights are loaded."))
+    p.add_argument("model")
+    p.add_argument("-c", "--ctx", "--ctx-size", dest="ctx", type=int, default=DEFAULT_CTX)
+    p.add_argument("-ctk", "--cache-type-k", choices=list(KV_CACHE_TYPES), default="f16")
+    p.add_argument("-ctv", "--cache-type-v", choices=list(KV_CACHE_TYPES), default="f16")
+    p.add_argument("--swa-full", action="store_true")
+    p.add_argument("-ub", "--ubatch-size", type=int, default=512)
+    p.add_argument("-ngl", "--n-gpu-layers", type=int, default=0)
+    p.add_argument("--prompt-tokens", type=int, default=512)
+    p.add_argument("--output-tokens", type=int, default=128)
+    p.add_argument("--bandwidth-gbs", type=float, help="memory bandwidth in GB/s (default: measured)")
+    p.add_argument("--tflops", type=float, help="FLOPS in TFLOPS (default: measured or known)")
+    p.add_argument("--reprobe", action="store_true", help="re-run the CPU probe instead of using the cached one")
+    p.add_argument("--json", action="store_true")
+    return p
+
+
+def estimate_main(argv: list[str]) -> int:
+    p = build_parser()
+    a = p.parse_args(argv)
+    if a.ctx <= 0 or a.prompt_tokens < 0 or a.output_tokens < 0:
+        p.error("--ctx must be positive; token counts must not be negative")
+
+    from runner.model.inspect import ModelFileError, load_facts
+    from runner.system.hardware import hardware_profile
+
+    try:
+        facts = load_facts(a.model)
+    except ModelFileError as exc:
+        return fail(str(exc))
+    hw = hardware_profile(a.n_gpu_layers, a.bandwidth_gbs, a.tflops, refresh=a.reprobe)
+    r = estimate_report(facts, hw, a.ctx, a.cache_type_k, a.cache_type_v, a.swa_full, a.ubatch_size,
+                        a.prompt_tokens, a.output_tokens, a.n_gpu_layers)
+    if a.json:
+        print(json.dumps(r, indent=2))
+    else:
+        print(format_report(r))
+    return EXIT_OK

@@ -1,0 +1,24 @@
+"""The memory probe lives in runner.system (the pane only draws it)."""
+
+import os
+
+
+def test_take_sample_of_this_process():
+    from runner.system.memory import MemorySample, take_sample
+
+    s = take_sample(os.getpid(), os.getpid(), same_process=True)
+    assert isinstance(s, MemorySample)
+    assert s.engine_rss > 10 * 2**20 and s.ui_rss is None  # same process: no second UI figure
+    assert s.system.total > 0 and (s.gpus or s.gpu_note)
+    two = take_sample(None, os.getpid())
+    assert two.engine_rss is None and two.ui_rss > 0
+
+
+def test_the_probe_imports_no_ui():
+    import subprocess
+    import sys
+
+    code = ("import sys, runner.system.memory\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('textual', 'rich')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
