@@ -49,6 +49,10 @@ _SVG_BAD_XML = dict.fromkeys(i for i in range(32) if i not in (9, 10, 13))
 
 class KvtopApp(EngineWorkers, EngineRouting, App[int]):
     CSS_PATH = "app.tcss"
+    # app.tcss paints every Screen opaque, which would hide the dashboard behind a dialog
+    # (on screen and in Ctrl+S); a dialog's screen lets it show through, dimmed. Inline
+    # CSS is read after CSS_PATH, so this wins the tie with ``Screen``.
+    CSS = "ModalScreen { background: $background 60%; }"
     TITLE = "kvtop"
     BINDINGS = [
         Binding("escape", "cancel_turn", "Cancel", priority=True),
@@ -207,6 +211,13 @@ class KvtopApp(EngineWorkers, EngineRouting, App[int]):
         return self.export_screenshot(title="kvtop").translate(_SVG_BAD_XML)
 
     def action_screenshot(self) -> None:
+        """Save what the user sees, dialogs and all, but never kvtop's own notices (the
+        last "saved …" would be in the next shot): the toasts go, then the shot is taken
+        once the screen has redrawn without them."""
+        self.clear_notifications()
+        self.call_after_refresh(self._save_screenshot)
+
+    def _save_screenshot(self) -> None:
         try:
             path, fh = unique_file(self.paths.screenshots_dir, time.strftime("kvtop-%Y%m%d-%H%M%S"), "svg")
             with fh:

@@ -1,0 +1,46 @@
+"""Ctrl+S shows what the user sees: the dashboard with the dialog over it, and never
+kvtop's own "saved…" notice from the screenshot before."""
+
+import html
+import re
+
+from helpers import scripted_app, wait_until
+
+
+def _saved_text(app) -> str:
+    """The saved SVG's text, as plain lines (the words a viewer would read)."""
+    with open(app.last_saved, encoding="utf-8") as fh:
+        svg = fh.read()
+    rows: dict[float, list[tuple[float, str]]] = {}
+    for x, y, text in re.findall(r'<text[^>]*?x="([\d.]+)"[^>]*?y="([\d.]+)"[^>]*>(.*?)</text>', svg):
+        rows.setdefault(float(y), []).append((float(x), html.unescape(re.sub(r"<[^>]+>", "", text)).replace("\xa0", " ")))
+    return "\n".join("".join(t for _x, t in sorted(parts)) for _y, parts in sorted(rows.items()))
+
+
+async def test_screenshot_with_help_open_shows_the_dashboard_beneath(tmp_path, smollm_path):
+    app = scripted_app(tmp_path, smollm_path, ["Hi", "."])
+    async with app.run_test(size=(160, 50), notifications=True) as pilot:
+        await wait_until(pilot, lambda: app.loaded is not None, what="load")
+        await pilot.press("f1")
+        await pilot.pause()
+        await pilot.press("ctrl+s")
+        await wait_until(pilot, lambda: app.last_saved is not None, what="screenshot")
+        text = _saved_text(app)
+        assert "kvtop keys" in text  # the dialog
+        # the panes beneath it (their titles and figures, not the help's list of them)
+        assert "─ Prefill ─" in text and "─ KV cache ─" in text and "no turn yet" in text
+
+
+async def test_screenshot_never_shows_the_previous_saved_notice(tmp_path, smollm_path):
+    app = scripted_app(tmp_path, smollm_path, ["Hi", "."])
+    async with app.run_test(size=(160, 50), notifications=True) as pilot:
+        await wait_until(pilot, lambda: app.loaded is not None, what="load")
+        await pilot.press("ctrl+s")
+        await wait_until(pilot, lambda: app.last_saved is not None, what="screenshot 1")
+        first = app.last_saved
+        await pilot.pause(0.5)  # the toast is on screen now
+        await pilot.press("ctrl+s")
+        await wait_until(pilot, lambda: app.last_saved != first, what="screenshot 2")
+        text = _saved_text(app)
+        assert "─ Prefill ─" in text
+        assert "saved" not in text and "kvtop-" not in text
