@@ -80,9 +80,19 @@ def launch_main(argv: list[str]) -> int:
     signal.signal(signal.SIGHUP, on_signal)
     freeze_startup_objects()  # everything imported so far lives as long as the app
     try:
-        rc = app.run()
+        return run_app(app)
     finally:
         app.shutdown_engine()
+
+
+def run_app(app, **run_kw) -> int:
+    """Run the app; its exit status. Textual catches an exception raised inside the app,
+    prints the traceback and returns None from ``run()``: that read as 0. Its
+    ``return_code`` is 1 after such a crash (and after ``exit(return_code=1)``, the
+    error dialog's Quit), so any crash exits non-zero; ``exit(N)`` (a signal) gives N."""
+    rc = app.run(**run_kw)
+    if app.return_code:
+        return app.return_code
     return rc if isinstance(rc, int) else 0
 
 
@@ -100,23 +110,22 @@ def replay_main(argv: list[str]) -> int:
     from runner.records.paths import default_paths
     from runner.records.replay import ReplayEngine
     from runner.records.trace import TraceError, read_trace
-    from runner.settings import Settings
 
     try:
-        trace = read_trace(a.trace)
-        settings = Settings(**{k: v for k, v in trace.header.get("settings", {}).items()
-                               if k in Settings.__dataclass_fields__})
-    except (TraceError, TypeError) as exc:
+        trace = read_trace(a.trace)  # every number checked: finite, sane for its field
+        settings = trace.settings()
+    except (TraceError, TypeError, ValueError) as exc:
         print(f"kvtop: {clean_line(str(exc), 400)}", file=sys.stderr)
         return 1
     from .app import KvtopApp
     from .options import AppOptions
 
+    # live_system=False: a replay shows what was recorded, never the viewer's own RAM and RSS
     app = KvtopApp(settings, lambda s: ReplayEngine(trace, 0 if a.end else a.speed, s), default_paths(),
                    AppOptions(argv=[sys.argv[0], "replay"] + argv, hardware=trace.hardware, facts=trace.facts,
-                              write_transcript=False, record_trace=False, banner=replay_banner(a.trace, trace)))
-    rc = app.run()
-    return rc if isinstance(rc, int) else 0
+                              live_system=False, write_transcript=False, record_trace=False,
+                              banner=replay_banner(a.trace, trace)))
+    return run_app(app)
 
 
 def replay_banner(path: str, trace) -> str:
@@ -124,6 +133,9 @@ def replay_banner(path: str, trace) -> str:
     import time
 
     created = trace.header.get("created")
-    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(created)) if isinstance(created, (int, float)) else "?"
+    try:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(created))
+    except (TypeError, ValueError, OverflowError, OSError):
+        when = "at an unknown date"
     host = trace.header.get("host") or "an unknown host"
     return f"replay of {clean_line(os.path.basename(path))}, recorded {when} on {clean_line(str(host))}; input is off"

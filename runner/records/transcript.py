@@ -61,6 +61,20 @@ def _first_record(path: str) -> dict | None:
     return obj if isinstance(obj, dict) and obj.get("type") == "session" else None
 
 
+LATEST_TIME = 1e11  # seconds since 1970: the year 5138; a later "started" is not a time
+
+
+def _start_time(v) -> float | None:
+    """The header's ``started`` when it is a time (finite, from 1970 on), else None: the
+    file is untrusted and a NaN, 1e999 or a 400-digit integer must not sort or crash."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    if isinstance(v, int) and not 0 <= v <= LATEST_TIME:  # before float(): 10**400 overflows it
+        return None
+    v = float(v)
+    return v if 0.0 <= v <= LATEST_TIME else None  # NaN fails both comparisons
+
+
 def latest_session(sessions_dir: str) -> str | None:
     """The newest transcript in the folder, known by its header (``"type": "session"``),
     not by its name: traces and other JSONL files live there too."""
@@ -76,8 +90,12 @@ def latest_session(sessions_dir: str) -> str | None:
         head = _first_record(path)
         if head is None:
             continue
-        started = head.get("started")
-        key = float(started) if isinstance(started, (int, float)) and started == started else os.path.getmtime(path)
+        key = _start_time(head.get("started"))
+        if key is None:
+            try:
+                key = os.path.getmtime(path)
+            except OSError:
+                continue
         if best is None or key > best[0]:
             best = (key, path)
     return best[1] if best else None
