@@ -52,6 +52,20 @@ def compute_ceiling(flops: float, n_params: float) -> float:
     return flops / flops_per_token(n_params)
 
 
+def binding_ceiling(bandwidth_tok_s: float | None,
+                    compute_tok_s: float | None) -> tuple[float | None, str | None]:
+    """(the ceiling that binds, "bandwidth" or "compute"): the lower one; a ceiling that
+    cannot be known (None) never binds. (None, None) when neither is known.
+
+    The one place this rule lives: ``predict``, the estimate rows and the decode pane
+    all ask here."""
+    if bandwidth_tok_s is not None and (compute_tok_s is None or bandwidth_tok_s <= compute_tok_s):
+        return bandwidth_tok_s, "bandwidth"
+    if compute_tok_s is not None:
+        return compute_tok_s, "compute"
+    return None, None
+
+
 def response_seconds(ttft_s: float, output_tokens: int, decode_tok_s: float) -> float:
     return ttft_s + output_tokens / decode_tok_s
 
@@ -81,6 +95,11 @@ class Prediction:
     prefill_tok_s: float | None
     ttft_s: float | None
     response_s: float | None
+
+    @property
+    def decode_tok_s(self) -> float | None:
+        """The predicted decode rate: the ceiling that binds."""
+        return binding_ceiling(self.decode_ceiling_tok_s, self.compute_ceiling_tok_s)[0]
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -126,14 +145,7 @@ def predict(
     if bw and weights is not None and kv_read is not None:
         dec = decode_ceiling(bw, weights + kv_read)
     comp = compute_ceiling(fl, params) if fl and params else None
-    binding = None
-    if dec is not None and comp is not None:
-        binding = "bandwidth" if dec <= comp else "compute"
-    elif dec is not None:
-        binding = "bandwidth"
-    elif comp is not None:
-        binding = "compute"
-    rate = min(x for x in (dec, comp) if x is not None) if (dec or comp) else None
+    rate, binding = binding_ceiling(dec, comp)
 
     pre = pre_rate = None
     if fl and params:

@@ -14,6 +14,8 @@ from textual.color import Color
 from textual.containers import Vertical
 from textual.content import Content
 
+from runner.physics.roofline import binding_ceiling
+
 from ..format import fmt_rate
 from .base import PaneWidget, PanePlot
 
@@ -109,11 +111,7 @@ class DecodePane(Vertical):
 
     def _show(self) -> None:
         bw, comp = self.ceilings(self.pos)
-        binding, ceiling = None, None
-        if bw is not None and (comp is None or bw <= comp):
-            binding, ceiling = "bandwidth", bw
-        elif comp is not None:
-            binding, ceiling = "compute", comp
+        ceiling, binding = binding_ceiling(bw, comp)
         pct = self.rate / ceiling * 100 if self.rate and ceiling else None
         style = "$kvtop-ok" if pct and pct >= 60 else "$kvtop-warn" if pct and pct >= 25 else "$kvtop-critical"
         label = {"done": "turn avg", "decoding": "live"}.get(self.state, "no turn yet")

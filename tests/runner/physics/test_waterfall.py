@@ -5,7 +5,7 @@ import os
 import pytest
 
 from helpers import make_app, screen_text, send, wait_until
-from runner.physics.diagnosis import ttft_verdict
+from runner.physics.verdicts import ttft_verdict
 from runner.engine.engine import Engine
 from runner.events import TurnStarted
 from runner.process.parent import EngineProcess

@@ -1,0 +1,157 @@
+"""Estimate vs actual, as data: what the physics predicts beside what was measured.
+
+``estimate_rows`` is pure: the app passes what it knows (model facts, KV layout,
+hardware, settings, llama.cpp's buffers, the engine's peak RSS, the last turn's
+metrics) and gets one frozen ``EstimateRows`` for the Estimate pane and its verdict
+(``runner.physics.verdicts.estimate_verdict``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from runner.physics.roofline import predict
+from runner.units import MIB
+
+FULL_PRECISION_KV = ("f16", "f32", "bf16")
+
+
+def _usable(x) -> bool:
+    return x is not None and isinstance(x, (int, float)) and math.isfinite(x) and x > 0
+
+
+@dataclass(frozen=True)
+class Row:
+    """One predicted/measured pair; None is "cannot be known"."""
+
+    predicted: float | None = None
+    measured: float | None = None
+
+    @property
+    def ratio(self) -> float | None:
+        """measured / predicted, when both are known and positive."""
+        if _usable(self.predicted) and _usable(self.measured):
+            return self.measured / self.predicted
+        return None
+
+
+@dataclass(frozen=True)
+class TurnFigures:
+    """What the verdict needs of the measured turn (from ``runner.events.TurnMetrics``).
+
+    None marks a figure not known (e.g. rows built from the older dict form)."""
+
+    prefill_tokens: int | None = None  # computed (not reused) prompt tokens
+    prefill_s: float | None = None
+    wait_s: float | None = None  # submit -> the engine started the turn (model load, a previous turn)
+    ttft_s: float | None = None
+    decode_tokens: int | None = None
+    decode_s: float | None = None  # first token -> last token
+    decode_tok_s: float | None = None  # mean: intervals / decode_s
+    itl_p50_ms: float | None = None
+    itl_p95_ms: float | None = None
+
+    @classmethod
+    def from_metrics(cls, mt) -> "TurnFigures":
+        return cls(prefill_tokens=mt.prefill_tokens, prefill_s=mt.prefill_s, wait_s=mt.wait_s, ttft_s=mt.ttft_s,
+                   decode_tokens=mt.decode_tokens, decode_s=mt.decode_s, decode_tok_s=mt.decode_tok_s,
+                   itl_p50_ms=mt.itl_p50_ms, itl_p95_ms=mt.itl_p95_ms)
+
+
+@dataclass(frozen=True)
+class EstimateContext:
+    """The settings and machine facts a verdict's reasons depend on."""
+
+    gpu_present: bool = False
+    n_gpu_layers: int = 0
+    n_ubatch: int = 512
+    kv_types: str = "f16/f16"
+    kv_quantised: bool = False
+    weights_bytes: int | None = None
+
+    @property
+    def on_cpu(self) -> bool:
+        return not (self.gpu_present and self.n_gpu_layers)
+
+    @property
+    def gpu_idle(self) -> bool:
+        """A GPU is there and no layer runs on it."""
+        return self.gpu_present and self.n_gpu_layers == 0
+
+
+@dataclass(frozen=True)
+class EstimateRows:
+    """The Estimate pane's rows: TTFT (seconds), prefill and decode (tok/s), KV bytes,
+    weight bytes and peak memory (bytes)."""
+
+    ttft: Row = field(default_factory=Row)
+    prefill: Row = field(default_factory=Row)
+    decode: Row = field(default_factory=Row)
+    kv: Row = field(default_factory=Row)
+    weights: Row = field(default_factory=Row)
+    peak: Row = field(default_factory=Row)
+    context: EstimateContext = field(default_factory=EstimateContext)
+    turn: TurnFigures | None = None
+    note: str = ""
+
+    KEYS = ("ttft", "prefill", "decode", "kv", "weights", "peak")
+
+    def row(self, key: str) -> Row:
+        return getattr(self, key)
+
+    @classmethod
+    def from_dicts(cls, rows: dict, ctx: dict, note: str = "") -> "EstimateRows":
+        """The older form the app built (``{"ttft": (pred, meas), ...}`` and a context
+        dict); kept while tui/app.py still builds it."""
+        kw = {k: Row(*rows[k]) for k in cls.KEYS if k in rows}
+        context = EstimateContext(
+            gpu_present=bool(ctx.get("gpu_present")), n_gpu_layers=ctx.get("n_gpu_layers", 0),
+            n_ubatch=ctx.get("n_ubatch", 512), kv_types=ctx.get("kv_types", "f16/f16"),
+            kv_quantised=bool(ctx.get("kv_quantised")), weights_bytes=ctx.get("weights_bytes"))
+        turn = TurnFigures(prefill_tokens=ctx["prompt_tokens"]) if "prompt_tokens" in ctx else None
+        return cls(**kw, context=context, turn=turn, note=note)
+
+
+def estimate_rows(facts, layout, hw, settings, *, buffers=None, peak_rss: int | None = None,
+                  turn=None, turn_ran: bool = False) -> EstimateRows:
+    """The Estimate pane's rows.
+
+    ``facts`` (runner.model.facts.ModelFacts), ``layout`` (runner.physics.kv_bytes.KVLayout),
+    ``hw`` (runner.system.hardware.HardwareProfile), ``settings`` (runner.settings.Settings);
+    ``buffers``: llama.cpp's (runner.engine.llama_log.LlamaBuffers) once loaded;
+    ``peak_rss``: the engine's peak RSS so far; ``turn``: the turn just finished
+    (runner.events.TurnMetrics), None at load; ``turn_ran``: some earlier turn ran.
+
+    The measured peak is compared only once a turn ran: at load, llama.cpp's mmap-ed
+    weights are not paged in yet and the engine's RSS is a fraction of what a turn needs.
+    """
+    f, lay = facts, layout
+    kv_meas = buffers.kv_mib * MIB if buffers else None
+    weights_meas = buffers.weights_mib * MIB if buffers else None
+    peak_pred = None
+    if f.weights_bytes is not None:
+        peak_pred = f.weights_bytes + lay.bytes_allocated + (buffers.compute_total_mib * MIB if buffers else 0)
+    ran = turn is not None or turn_ran
+    context = EstimateContext(
+        gpu_present=bool(hw.gpus), n_gpu_layers=settings.n_gpu_layers, n_ubatch=settings.n_ubatch,
+        kv_types=f"{settings.cache_type_k}/{settings.cache_type_v}",
+        kv_quantised=(settings.cache_type_k not in FULL_PRECISION_KV
+                      or settings.cache_type_v not in FULL_PRECISION_KV),
+        weights_bytes=f.weights_bytes,
+    )
+    kw = {}
+    if turn is not None:
+        p = predict(f, lay, hw.bandwidth_gbs, hw.tflops, prompt_tokens=max(turn.prefill_tokens, 1),
+                    output_tokens=turn.decode_tokens, reused_tokens=turn.reused_tokens)
+        ttft_pred = p.prefill_s + turn.template_s + turn.tokenize_s if p.prefill_s is not None else None
+        kw = dict(ttft=Row(ttft_pred, turn.ttft_s), prefill=Row(p.prefill_tok_s, turn.prefill_tok_s),
+                  decode=Row(p.decode_tok_s, turn.decode_tok_s), turn=TurnFigures.from_metrics(turn))
+    return EstimateRows(
+        kv=Row(lay.bytes_allocated, kv_meas),
+        weights=Row(f.weights_bytes, weights_meas),
+        peak=Row(peak_pred, peak_rss if ran else None),
+        context=context,
+        note=f"hardware: {hw.source}",
+        **kw,
+    )

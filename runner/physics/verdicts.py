@@ -1,0 +1,230 @@
+"""Every plain-language verdict kvtop shows, from measured figures (pure functions).
+
+* ``estimate_verdict``: the Estimate pane's line, the likely reason for the biggest
+  gap between the estimate and a measured turn.
+* ``ttft_verdict``: the TTFT waterfall's line (F2), the biggest cause of one turn's
+  time to first token.
+
+Rules the estimate verdict keeps:
+
+* it names the biggest gap first (the gaps compared as factors either way: 2x slower
+  and 2x faster are as far off), then its cause;
+* "faster than predicted" when the measurement beat the estimate, never a reason for
+  being slow;
+* a TTFT gap is split into what the estimate leaves out (waiting for the engine: a
+  model load or a previous turn), prefill beyond its prediction, and the rest, and
+  the biggest part is named;
+* decode is judged by its median token gap; stalls that pulled the mean down are
+  named with their total time, not read as per-token cost;
+* a second gap outside 25% that the first sentence does not explain follows it.
+"""
+
+from __future__ import annotations
+
+import math
+
+from runner.physics.estimate_rows import EstimateRows, TurnFigures
+from runner.units import MIB, fmt_bytes, fmt_seconds
+
+TOLERANCE = 1.25  # within 25% either way: "near the hardware's limits"
+SHORT_PROMPT_TOKENS = 64  # below this the matmuls are too thin to keep the units busy
+SMALL_UBATCH = 128
+TINY_MODEL_BYTES = 512 * MIB  # per-token overhead, not weight reads, bounds decode
+STALL_SHARE = 0.2  # stalls named when they are at least this share of decode time ...
+STALL_MIN_S = 0.1  # ... and at least this long
+
+_KEYS = ("ttft", "prefill", "decode")
+GPU_IDLE = "all layers run on the CPU although a GPU is present: try -ngl 99"
+
+
+# ---------------------------------------------------------------- estimate verdict
+def _slowdown(key: str, ratio: float) -> float:
+    """> 1: the measurement is worse than predicted (a longer TTFT, a lower rate)."""
+    return ratio if key == "ttft" else 1.0 / ratio
+
+
+def _far(slowdown: float) -> bool:
+    return abs(math.log(slowdown)) >= math.log(TOLERANCE)
+
+
+def _phrase(key: str, ratio: float) -> str:
+    """The gap as the pane's table shows it: measured / predicted."""
+    text = {
+        "ttft": f"TTFT at {ratio:.2f}x the estimate",
+        "prefill": f"prefill at {ratio:.2f}x of the estimate",
+        "decode": f"decode at {ratio:.2f}x of the ceiling",
+    }[key]
+    if _slowdown(key, ratio) < 1 and round(ratio, 2) != 1:
+        text += ", faster than predicted"
+    return text
+
+
+def _prefill_slow_cause(n_tokens: int | None, ctx) -> str:
+    if ctx.gpu_idle:
+        return GPU_IDLE
+    if n_tokens is not None and n_tokens < SHORT_PROMPT_TOKENS:
+        return f"a {n_tokens}-token prompt is too short to keep the matrix units busy"
+    if ctx.n_ubatch < SMALL_UBATCH:
+        return f"ubatch {ctx.n_ubatch} is too small (-ub)"
+    if ctx.on_cpu:
+        return "quantised CPU kernels reach less than the float32 matmul probe's FLOPS"
+    return "compute not saturated"
+
+
+def _prefill_fast_cause(ctx) -> str:
+    if ctx.on_cpu:
+        return "llama.cpp's CPU kernels beat the float32 matmul probe's FLOPS"
+    return "the device reaches more than the FLOPS figure the estimate uses"
+
+
+def _decode_slow_cause(ms_per_token: float | None, ctx) -> str:
+    if ctx.gpu_idle:
+        return GPU_IDLE
+    if ctx.kv_quantised:
+        return f"quantised KV ({ctx.kv_types}) adds dequantisation work"
+    w = ctx.weights_bytes
+    if w and w < TINY_MODEL_BYTES:
+        per = f" ({ms_per_token:.1f} ms/token)" if ms_per_token else ""
+        return f"a tiny model ({fmt_bytes(w)}) is bound by per-token overhead{per}, not by reading the weights"
+    return "memory bandwidth not saturated (threads? other load?)"
+
+
+def _decode_fast_cause(ctx) -> str:
+    w = ctx.weights_bytes
+    if ctx.on_cpu and w and w < TINY_MODEL_BYTES:
+        return f"part of a small model ({fmt_bytes(w)}) stays in the CPU caches"
+    return "the machine reads faster than the bandwidth figure the estimate uses"
+
+
+def decode_stalls(turn: TurnFigures | None) -> tuple[float, int] | None:
+    """(seconds the decode took beyond its median pace, token gaps) when that is a
+    stall worth naming, else None. The mean rate counts a 1.3 s stall as if every
+    token had been slow; the median does not."""
+    if turn is None or not turn.itl_p50_ms or not turn.decode_s or not turn.decode_tok_s:
+        return None
+    gaps = round(turn.decode_tok_s * turn.decode_s)
+    if gaps < 2:
+        return None
+    extra = turn.decode_s - gaps * turn.itl_p50_ms / 1000
+    if extra >= STALL_MIN_S and extra >= STALL_SHARE * turn.decode_s:
+        return extra, gaps
+    return None
+
+
+def _decode_sentence(rows: EstimateRows) -> str:
+    row, ctx, turn = rows.decode, rows.context, rows.turn
+    ratio = row.ratio
+    head = _phrase("decode", ratio)
+    p50 = turn.itl_p50_ms if turn else None
+    if ratio > 1:
+        return f"{head}: {_decode_fast_cause(ctx)}"
+    stalls = decode_stalls(turn)
+    if stalls is None:
+        return f"{head}: {_decode_slow_cause(p50, ctx)}"
+    extra, gaps = stalls
+    mean_ms = 1000 / turn.decode_tok_s
+    p95 = f", p95 {turn.itl_p95_ms:.1f} ms" if turn.itl_p95_ms else ""
+    head += (f": stalls took {fmt_seconds(extra)} of {fmt_seconds(turn.decode_s)} "
+             f"(mean gap {mean_ms:.1f} ms, median {p50:.1f} ms{p95})")
+    median_ratio = (1000 / p50) / row.predicted
+    if not _far(1 / median_ratio):
+        return f"{head}; between them {median_ratio:.2f}x, near the ceiling: another process or swapping?"
+    if median_ratio > 1:
+        return f"{head}; between them {median_ratio:.2f}x, faster than predicted: {_decode_fast_cause(ctx)}"
+    return f"{head}; by the median {median_ratio:.2f}x: {_decode_slow_cause(p50, ctx)}"
+
+
+def _prefill_seconds(rows: EstimateRows) -> tuple[float | None, float | None, int | None]:
+    """(measured, predicted) prefill seconds of the turn and its computed tokens."""
+    n = rows.turn.prefill_tokens if rows.turn else None
+    pred_rate, meas_rate = rows.prefill.predicted, rows.prefill.measured
+    meas = rows.turn.prefill_s if rows.turn and rows.turn.prefill_s is not None else None
+    if meas is None and n and meas_rate:
+        meas = n / meas_rate
+    pred = n / pred_rate if n and pred_rate else None
+    return meas, pred, n
+
+
+def _ttft_sentence(rows: EstimateRows) -> tuple[str, set[str]]:
+    """The TTFT gap and its biggest part; also which other gaps it explains."""
+    row, ctx = rows.ttft, rows.context
+    ratio = row.ratio
+    head = _phrase("ttft", ratio)
+    pf_meas, pf_pred, n = _prefill_seconds(rows)
+    pf_ratio = rows.prefill.ratio
+    if ratio < 1:  # faster: only prefill can be (the rest is measured, not predicted)
+        if pf_ratio is not None and pf_ratio > 1:
+            return f"{head}: prefill ran at {pf_ratio:.2f}x the predicted rate, {_prefill_fast_cause(ctx)}", {"prefill"}
+        return head, set()
+    excess = row.measured - row.predicted
+    wait = rows.turn.wait_s if rows.turn and rows.turn.wait_s else 0.0
+    pf_excess = pf_meas - pf_pred if pf_meas is not None and pf_pred is not None else 0.0
+    rest = excess - wait - pf_excess
+    biggest = max((wait, "wait"), (pf_excess, "prefill"), (rest, "rest"))[1]
+    if biggest == "wait":
+        return (f"{head}, mostly waiting for the engine ({fmt_seconds(wait)} of {fmt_seconds(row.measured)}: "
+                f"model load or a previous turn)"), set()
+    if biggest == "prefill":
+        return (f"{head}, mostly prefill ({fmt_seconds(pf_meas)}, predicted {fmt_seconds(pf_pred)}): "
+                f"{_prefill_slow_cause(n, ctx)}"), {"prefill"}
+    return (f"{head}, mostly outside prefill ({fmt_seconds(rest)}: cache lookup, first sample, "
+            f"first visible character)"), set()
+
+
+def estimate_verdict(rows: EstimateRows) -> str:
+    """One line: the biggest gap between estimate and measurement, and its likely reason."""
+    ratios = {k: rows.row(k).ratio for k in _KEYS}
+    gaps = {k: _slowdown(k, r) for k, r in ratios.items() if r is not None}
+    if not gaps:
+        return "send a message to compare the estimate with a measured turn"
+    order = sorted(gaps, key=lambda k: abs(math.log(gaps[k])), reverse=True)
+    worst = order[0]
+    ctx = rows.context
+    if not _far(gaps[worst]):
+        line = f"measured within 25% of the estimate ({_phrase(worst, ratios[worst])}): running near the hardware's limits"
+        if ctx.gpu_idle:
+            line += "; " + GPU_IDLE
+        return line
+    explained: set[str] = {worst}
+    if worst == "ttft":
+        line, more = _ttft_sentence(rows)
+        explained |= more
+    elif worst == "prefill":
+        r = ratios["prefill"]
+        n = rows.turn.prefill_tokens if rows.turn else None
+        cause = _prefill_fast_cause(ctx) if r > 1 else _prefill_slow_cause(n, ctx)
+        line = f"{_phrase('prefill', r)}: {cause}"
+    else:
+        line = _decode_sentence(rows)
+    also = next((k for k in order[1:] if k not in explained and _far(gaps[k])), None)
+    if also is not None:
+        line += f"; also {_phrase(also, ratios[also])}"
+    return line
+
+
+# ------------------------------------------------------------------- TTFT verdict
+def ttft_verdict(metrics, first_diff_index: int | None = None, diff_context=None) -> str:
+    """One sentence naming the biggest cause of this turn's time to first token."""
+    ttft = metrics.ttft_s
+    if not ttft or not metrics.timeline:
+        return "no first token was produced in this turn"
+    _s = fmt_seconds
+    prefill = sum(dt for _, dt in metrics.ubatches)
+    segs = {label: dt for label, _start, dt in metrics.timeline}
+    wait = segs.get("wait for engine", 0.0)
+    template = segs.get("template", 0.0)
+    if prefill >= 0.5 * ttft:
+        recomputed = metrics.prefill_tokens
+        if first_diff_index is not None and recomputed > metrics.prompt_tokens // 2:
+            where = f" (cached …{diff_context[0][-24:]!r} vs new …{diff_context[1][-24:]!r})" if diff_context else ""
+            return (f"prompt of {metrics.prompt_tokens:,} tokens, {recomputed:,} recomputed: the prompt differs "
+                    f"from the cached one at token {first_diff_index:,}{where}; an unchanged prefix is reused")
+        rate = recomputed / prefill if prefill else 0
+        return (f"compute-bound: {_s(prefill)} of {_s(ttft)} is prefill of {recomputed:,} tokens at "
+                f"{rate:,.0f} tok/s ({metrics.reused_tokens:,} reused from the cache)")
+    if wait >= 0.5 * ttft:
+        return f"queued: {_s(wait)} of {_s(ttft)} waiting for the engine (model load or a previous turn)"
+    if template >= 0.3 * ttft:
+        return f"template rendering took {_s(template)} of {_s(ttft)}"
+    biggest = max(metrics.timeline, key=lambda seg: seg[2])
+    return f"{biggest[0]} is the largest part: {_s(biggest[2])} of {_s(ttft)}"

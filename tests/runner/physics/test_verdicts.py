@@ -1,0 +1,231 @@
+"""Every branch of every verdict, with the numbers that trigger it.
+
+The estimate verdict names the biggest gap first, says "faster than predicted" when
+the measurement beat the estimate, splits a TTFT gap into its parts (a model-load
+wait is not prefill), and judges decode by its median token gap with stalls named.
+"""
+
+from types import SimpleNamespace
+
+import pytest
+
+from runner.physics.estimate_rows import EstimateContext, EstimateRows, Row, TurnFigures
+from runner.physics.verdicts import GPU_IDLE, decode_stalls, estimate_verdict, ttft_verdict
+from runner.units import GIB, MIB
+
+CPU_TINY = EstimateContext(weights_bytes=92 * MIB)  # SmolLM2-135M on a CPU
+CPU_BIG = EstimateContext(weights_bytes=4 * GIB)
+GPU = EstimateContext(gpu_present=True, n_gpu_layers=99, weights_bytes=4 * GIB)
+GPU_UNUSED = EstimateContext(gpu_present=True, n_gpu_layers=0, weights_bytes=4 * GIB)
+
+
+def rows(ctx=CPU_BIG, turn=None, **pairs) -> EstimateRows:
+    return EstimateRows(context=ctx, turn=turn, **{k: Row(*v) for k, v in pairs.items()})
+
+
+def steady(tok_s: float, n: int = 50) -> TurnFigures:
+    """A decode with every token gap the same: median == mean."""
+    gap_ms = 1000 / tok_s
+    return TurnFigures(prefill_tokens=512, decode_tokens=n, decode_s=(n - 1) * gap_ms / 1000,
+                       decode_tok_s=tok_s, itl_p50_ms=gap_ms, itl_p95_ms=gap_ms)
+
+
+def stalled(median_ms: float, stall_s: float, n: int = 20, p95_ms: float = 80.0) -> TurnFigures:
+    """n tokens, n-1 gaps: all at the median but one stall of ``stall_s``."""
+    decode_s = (n - 2) * median_ms / 1000 + stall_s
+    return TurnFigures(prefill_tokens=512, decode_tokens=n, decode_s=decode_s, decode_tok_s=(n - 1) / decode_s,
+                       itl_p50_ms=median_ms, itl_p95_ms=p95_ms)
+
+
+# ------------------------------------------------------------------ nothing to compare
+def test_before_any_turn():
+    assert estimate_verdict(EstimateRows()) == "send a message to compare the estimate with a measured turn"
+    # KV and weight rows alone are no verdict on speed
+    assert estimate_verdict(rows(kv=(90 * MIB, 90 * MIB))).startswith("send a message")
+
+
+# ------------------------------------------------------------------ within 25%
+def test_within_25_percent_names_the_biggest_gap():
+    v = estimate_verdict(rows(ttft=(0.1, 0.11), prefill=(500, 450), decode=(100, 82)))
+    assert v == ("measured within 25% of the estimate (decode at 0.82x of the ceiling): "
+                 "running near the hardware's limits")
+
+
+def test_within_25_percent_and_faster_says_so():
+    v = estimate_verdict(rows(prefill=(500, 600), decode=(100, 98)))
+    assert v.startswith("measured within 25% of the estimate (prefill at 1.20x of the estimate, faster than predicted)")
+
+
+def test_within_25_percent_with_an_unused_gpu_suggests_ngl():
+    v = estimate_verdict(rows(GPU_UNUSED, decode=(100, 95)))
+    assert v.startswith("measured within 25%") and v.endswith("; " + GPU_IDLE)
+
+
+# ------------------------------------------------------------------ TTFT
+def test_ttft_gap_from_a_model_load_wait_is_named_not_blamed_on_the_prompt():
+    """The issue's case: TTFT 3.44x, 481 ms of it waiting for the model to load, while
+    prefill itself ran 1.44x faster than predicted on a 16-token prompt."""
+    turn = TurnFigures(prefill_tokens=16, prefill_s=16 / 432, wait_s=0.481)
+    v = estimate_verdict(rows(CPU_TINY, turn, ttft=(0.18, 0.62), prefill=(300, 432), decode=(150, 140)))
+    assert v.startswith("TTFT at 3.44x the estimate, mostly waiting for the engine (481 ms of 620 ms")
+    assert v.endswith("; also prefill at 1.44x of the estimate, faster than predicted")
+    assert "too short" not in v
+
+
+def test_ttft_gap_from_slow_prefill_names_prefill_and_why():
+    """The snapshot's turn: a 37-token prompt at 420 tok/s against 925 predicted."""
+    v = estimate_verdict(rows(CPU_TINY, TurnFigures(prefill_tokens=37), ttft=(0.043, 0.098),
+                              prefill=(925, 420), decode=(307, 150)))
+    assert v == ("TTFT at 2.28x the estimate, mostly prefill (88 ms, predicted 40 ms): a 37-token prompt is "
+                 "too short to keep the matrix units busy; also decode at 0.49x of the ceiling")
+
+
+def test_ttft_gap_outside_prefill():
+    turn = TurnFigures(prefill_tokens=512, prefill_s=0.1, wait_s=0.0)
+    v = estimate_verdict(rows(CPU_BIG, turn, ttft=(0.1, 0.3), prefill=(5120, 5120)))
+    assert v == ("TTFT at 3.00x the estimate, mostly outside prefill (200 ms: cache lookup, first sample, "
+                 "first visible character)")
+
+
+def test_ttft_faster_than_predicted_because_prefill_was():
+    turn = TurnFigures(prefill_tokens=512, prefill_s=0.05)
+    v = estimate_verdict(rows(CPU_BIG, turn, ttft=(0.1, 0.05), prefill=(5120, 10240)))
+    assert v == ("TTFT at 0.50x the estimate, faster than predicted: prefill ran at 2.00x the predicted rate, "
+                 "llama.cpp's CPU kernels beat the float32 matmul probe's FLOPS")
+
+
+def test_ttft_faster_without_a_prefill_row():
+    assert estimate_verdict(rows(ttft=(0.1, 0.05))) == "TTFT at 0.50x the estimate, faster than predicted"
+
+
+# ------------------------------------------------------------------ prefill
+@pytest.mark.parametrize("ctx,tokens,cause", [
+    (CPU_BIG, 16, "a 16-token prompt is too short to keep the matrix units busy"),
+    (EstimateContext(n_ubatch=64, weights_bytes=4 * GIB), 512, "ubatch 64 is too small (-ub)"),
+    (CPU_BIG, 512, "quantised CPU kernels reach less than the float32 matmul probe's FLOPS"),
+    (GPU, 512, "compute not saturated"),
+    (GPU_UNUSED, 512, GPU_IDLE),
+])
+def test_prefill_slower_than_predicted(ctx, tokens, cause):
+    v = estimate_verdict(rows(ctx, TurnFigures(prefill_tokens=tokens), prefill=(1000, 450)))
+    assert v == f"prefill at 0.45x of the estimate: {cause}"
+
+
+@pytest.mark.parametrize("ctx,cause", [
+    (CPU_BIG, "llama.cpp's CPU kernels beat the float32 matmul probe's FLOPS"),
+    (GPU, "the device reaches more than the FLOPS figure the estimate uses"),
+])
+def test_prefill_faster_than_predicted_is_never_called_too_short(ctx, cause):
+    v = estimate_verdict(rows(ctx, TurnFigures(prefill_tokens=16), prefill=(300, 432)))
+    assert v == f"prefill at 1.44x of the estimate, faster than predicted: {cause}"
+
+
+# ------------------------------------------------------------------ decode
+@pytest.mark.parametrize("ctx,cause", [
+    (EstimateContext(kv_quantised=True, kv_types="q8_0/q8_0", weights_bytes=4 * GIB),
+     "quantised KV (q8_0/q8_0) adds dequantisation work"),
+    (CPU_TINY, "a tiny model (92.00 MiB) is bound by per-token overhead (20.0 ms/token), not by reading the weights"),
+    (CPU_BIG, "memory bandwidth not saturated (threads? other load?)"),
+    (GPU_UNUSED, GPU_IDLE),
+])
+def test_decode_slower_than_predicted(ctx, cause):
+    v = estimate_verdict(rows(ctx, steady(50.0), decode=(100, 50)))
+    assert v == f"decode at 0.50x of the ceiling: {cause}"
+
+
+@pytest.mark.parametrize("ctx,cause", [
+    (CPU_TINY, "part of a small model (92.00 MiB) stays in the CPU caches"),
+    (CPU_BIG, "the machine reads faster than the bandwidth figure the estimate uses"),
+])
+def test_decode_faster_than_predicted(ctx, cause):
+    v = estimate_verdict(rows(ctx, steady(150.0), decode=(100, 150)))
+    assert v == f"decode at 1.50x of the ceiling, faster than predicted: {cause}"
+
+
+def test_decode_stall_is_named_and_the_median_judges_the_rest():
+    """The issue's case: a 17 ms median gap, one 1.3 s stall making an 84 ms mean; it is
+    not 'per-token overhead of 84 ms/token'."""
+    turn = stalled(17.0, 1.3)
+    v = estimate_verdict(rows(CPU_TINY, turn, decode=(100, turn.decode_tok_s)))
+    assert v == ("decode at 0.12x of the ceiling: stalls took 1.28 s of 1.61 s (mean gap 84.5 ms, median 17.0 ms, "
+                 "p95 80.0 ms); by the median 0.59x: a tiny model (92.00 MiB) is bound by per-token overhead "
+                 "(17.0 ms/token), not by reading the weights")
+    assert "84.5 ms/token" not in v
+
+
+def test_decode_stall_with_the_median_near_the_ceiling():
+    turn = stalled(10.2, 1.0)
+    v = estimate_verdict(rows(CPU_BIG, turn, decode=(100, turn.decode_tok_s)))
+    assert v.startswith("decode at 0.16x of the ceiling: stalls took 990 ms of 1.18 s")
+    assert v.endswith("; between them 0.98x, near the ceiling: another process or swapping?")
+
+
+def test_decode_stall_with_the_median_faster_than_predicted():
+    turn = stalled(5.0, 2.0)
+    v = estimate_verdict(rows(CPU_BIG, turn, decode=(100, turn.decode_tok_s)))
+    assert "stalls took" in v and v.endswith(
+        "; between them 2.00x, faster than predicted: the machine reads faster than the bandwidth figure the "
+        "estimate uses")
+
+
+def test_a_small_hiccup_is_not_a_stall():
+    assert decode_stalls(stalled(17.0, 0.06)) is None  # 43 ms beyond the median pace: under 100 ms
+    assert decode_stalls(stalled(17.0, 0.3, n=200)) is None  # 283 ms of a 3.7 s decode: under 20%
+    assert decode_stalls(TurnFigures(decode_tokens=2, decode_s=0.5, decode_tok_s=2.0, itl_p50_ms=500.0)) is None
+    assert decode_stalls(None) is None and decode_stalls(TurnFigures()) is None
+    extra, gaps = decode_stalls(stalled(17.0, 1.3))
+    assert gaps == 19 and extra == pytest.approx(1.3 - 0.017)
+
+
+# ------------------------------------------------------------------ order
+def test_the_biggest_gap_comes_first_either_way():
+    # prefill 3x faster is a bigger gap than decode 2x slower
+    v = estimate_verdict(rows(CPU_BIG, steady(50.0), prefill=(1000, 3000), decode=(100, 50)))
+    assert v.startswith("prefill at 3.00x of the estimate, faster than predicted")
+    assert v.endswith("; also decode at 0.50x of the ceiling")
+
+
+def test_a_gap_within_25_percent_is_not_added():
+    v = estimate_verdict(rows(CPU_BIG, steady(50.0), prefill=(1000, 900), decode=(100, 50)))
+    assert v.startswith("decode at 0.50x") and "also" not in v
+
+
+# ------------------------------------------------------------------ TTFT waterfall (F2)
+def metrics(ttft, timeline, ubatches=(), prompt=100, prefill_tokens=100, reused=0):
+    return SimpleNamespace(ttft_s=ttft, timeline=tuple(timeline), ubatches=tuple(ubatches), prompt_tokens=prompt,
+                           prefill_tokens=prefill_tokens, reused_tokens=reused)
+
+
+def test_ttft_verdict_no_first_token():
+    assert ttft_verdict(metrics(None, [])) == "no first token was produced in this turn"
+    assert ttft_verdict(metrics(0.5, [])) == "no first token was produced in this turn"
+
+
+def test_ttft_verdict_cache_diverged():
+    m = metrics(2.0, [("wait for engine", 0, 0.01), ("ubatch 1", 0.01, 1.9)], [(2950, 1.9)], prompt=3100,
+                prefill_tokens=2950, reused=150)
+    v = ttft_verdict(m, 12, ("You are a calm poet", "You are a loud pirate"))
+    assert v.startswith("prompt of 3,100 tokens, 2,950 recomputed: the prompt differs from the cached one at token 12")
+    assert "'You are a calm poet'" in v and v.endswith("an unchanged prefix is reused")
+
+
+def test_ttft_verdict_compute_bound():
+    m = metrics(6.6, [("wait for engine", 0, 0.1), ("ubatch 1", 0.1, 6.25)], [(2000, 6.25)], prompt=2000,
+                prefill_tokens=2000)
+    assert ttft_verdict(m) == "compute-bound: 6.25 s of 6.60 s is prefill of 2,000 tokens at 320 tok/s (0 reused from the cache)"
+
+
+def test_ttft_verdict_queued():
+    m = metrics(0.62, [("wait for engine", 0, 0.481), ("ubatch 1", 0.481, 0.04)], [(16, 0.04)])
+    assert ttft_verdict(m) == "queued: 481 ms of 620 ms waiting for the engine (model load or a previous turn)"
+
+
+def test_ttft_verdict_template():
+    m = metrics(0.1, [("template", 0, 0.04), ("ubatch 1", 0.04, 0.02)], [(16, 0.02)])
+    assert ttft_verdict(m) == "template rendering took 40 ms of 100 ms"
+
+
+def test_ttft_verdict_largest_part():
+    m = metrics(0.1, [("template", 0, 0.01), ("ubatch 1", 0.01, 0.02), ("first decode + sample", 0.03, 0.07)],
+                [(16, 0.02)])
+    assert ttft_verdict(m) == "first decode + sample is the largest part: 70 ms of 100 ms"
