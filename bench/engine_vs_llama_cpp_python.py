@@ -24,6 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from runner.commands.cli import BENCH_TEXT  # noqa: E402
 from runner.demo import demo_model_path  # noqa: E402
+from runner.process.blocking import BlockingEngine  # noqa: E402
 from runner.process.parent import EngineProcess  # noqa: E402
 from runner.settings import Settings  # noqa: E402
 
@@ -52,7 +53,7 @@ def main() -> int:
     a = ap.parse_args()
     settings = Settings(a.model, n_ctx=2048, n_threads=a.t, n_predict=a.n).resolved()
 
-    kv = EngineProcess(settings)
+    kv = BlockingEngine(EngineProcess(settings))
     events = [0]
 
     def on_event(e):  # the per-token event path a UI uses

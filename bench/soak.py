@@ -57,7 +57,7 @@ async def soak(turns: int, reset_every: int, n: int) -> int:
                 print(f"turn {i}: {time.monotonic() - t0:.0f} s", flush=True)
         stops = {}
         for t in app.turns:
-            stops[t["stop_reason"]] = stops.get(t["stop_reason"], 0) + 1
+            stops[t.stop_reason] = stops.get(t.stop_reason, 0) + 1
     a, b = marks[50], marks[turns]
     ok = True
     print(f"{turns} turns in {time.monotonic() - t0:.0f} s; stop reasons {stops}")

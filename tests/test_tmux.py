@@ -32,7 +32,7 @@ def wait_screen(session, predicate, timeout=60, what=""):
 
 
 def engine_pids():
-    out = subprocess.run(["pgrep", "-f", "runner.process.parent"], capture_output=True, text=True).stdout
+    out = subprocess.run(["pgrep", "-f", "runner.process.child"], capture_output=True, text=True).stdout
     return {int(x) for x in out.split()}
 
 
