@@ -11,10 +11,13 @@ import argparse
 import os
 from dataclasses import asdict, dataclass, replace
 
+from runner.cli_types import INT32_MAX, UINT32_MAX, float_in, int_in, non_negative_int, positive_int
 from runner.physics.kv_bytes import pad
 from runner.model.quant_types import KV_CACHE_TYPES
 
 DEFAULT_CTX = 4096
+MAX_THREADS = 512  # GGML_MAX_N_THREADS
+MAX_TEMP = 100.0
 
 
 def usable_cores() -> int:
@@ -89,15 +92,15 @@ class Settings:
 def add_engine_flags(p: argparse.ArgumentParser) -> None:
     """llama.cpp's flag names, so a user can paste their llama-cli/llama-server flags."""
     g = p.add_argument_group("llama.cpp settings")
-    g.add_argument("-c", "--ctx-size", dest="n_ctx", type=int, default=DEFAULT_CTX,
+    g.add_argument("-c", "--ctx-size", dest="n_ctx", type=int_in(0, INT32_MAX), default=DEFAULT_CTX,
                    help="context size in tokens (padded to 256; 0 = the model's trained context)")
-    g.add_argument("-t", "--threads", dest="n_threads", type=int, default=0,
+    g.add_argument("-t", "--threads", dest="n_threads", type=int_in(0, MAX_THREADS), default=0,
                    help="decode threads (default: physical cores, capped at usable cores)")
-    g.add_argument("-tb", "--threads-batch", dest="n_threads_batch", type=int, default=0,
+    g.add_argument("-tb", "--threads-batch", dest="n_threads_batch", type=int_in(0, MAX_THREADS), default=0,
                    help="prefill threads (default: same as --threads)")
-    g.add_argument("-b", "--batch-size", dest="n_batch", type=int, default=512)
-    g.add_argument("-ub", "--ubatch-size", dest="n_ubatch", type=int, default=512)
-    g.add_argument("-ngl", "--n-gpu-layers", "--gpu-layers", dest="n_gpu_layers", type=int, default=0)
+    g.add_argument("-b", "--batch-size", dest="n_batch", type=positive_int, default=512)
+    g.add_argument("-ub", "--ubatch-size", dest="n_ubatch", type=positive_int, default=512)
+    g.add_argument("-ngl", "--n-gpu-layers", "--gpu-layers", dest="n_gpu_layers", type=int_in(-1, INT32_MAX), default=0)
     g.add_argument("-fa", "--flash-attn", dest="flash_attn", choices=["on", "off", "auto"], default="auto")
     g.add_argument("-ctk", "--cache-type-k", dest="cache_type_k", choices=list(KV_CACHE_TYPES), default="f16")
     g.add_argument("-ctv", "--cache-type-v", dest="cache_type_v", choices=list(KV_CACHE_TYPES), default="f16")
@@ -105,14 +108,14 @@ def add_engine_flags(p: argparse.ArgumentParser) -> None:
                    help="keep a full-size cache for sliding-window layers")
     g.add_argument("--mlock", action="store_true")
     g.add_argument("--no-mmap", dest="mmap", action="store_false")
-    g.add_argument("-n", "--n-predict", dest="n_predict", type=int, default=-1,
+    g.add_argument("-n", "--n-predict", dest="n_predict", type=int_in(-1, INT32_MAX), default=-1,
                    help="tokens to generate per turn (-1 = until end of turn or context full)")
     g.add_argument("--ignore-eos", dest="ignore_eos", action="store_true",
                    help="keep generating past end-of-generation tokens (for benchmarks)")
-    g.add_argument("--temp", type=float, default=0.8)
-    g.add_argument("--top-k", dest="top_k", type=int, default=40)
-    g.add_argument("--top-p", dest="top_p", type=float, default=0.95)
-    g.add_argument("--seed", type=int, default=-1)
+    g.add_argument("--temp", type=float_in(0.0, MAX_TEMP), default=0.8)
+    g.add_argument("--top-k", dest="top_k", type=non_negative_int, default=40)
+    g.add_argument("--top-p", dest="top_p", type=float_in(0.0, 1.0), default=0.95)
+    g.add_argument("--seed", type=int_in(-1, UINT32_MAX), default=-1)
     g.add_argument("-sys", "--system-prompt", dest="system_prompt", default="")
     g.add_argument("--prompt-cache", dest="prompt_cache", default="", metavar="FILE",
                    help="save the first prompt's KV state here, and restore it on the next start")

@@ -7,7 +7,8 @@ import argparse
 import json
 import statistics
 
-from runner.commands.common import EXIT_OK, fail
+from runner.cli_types import positive_int
+from runner.commands.common import EXIT_OK, fail, json_safe
 from runner.units import fmt_num, mib_to_bytes
 
 BENCH_TEXT = (
@@ -23,8 +24,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kvtop bench", description=(
         "Measure prefill and decode like llama-bench, through kvtop's engine in its child process."))
     p.add_argument("model")
-    p.add_argument("-p", "--n-prompt", dest="n_prompt", type=int, default=512)
-    p.add_argument("-r", "--repetitions", type=int, default=3)
+    p.add_argument("-p", "--n-prompt", dest="n_prompt", type=positive_int, default=512)
+    p.add_argument("-r", "--repetitions", type=positive_int, default=3)
     p.add_argument("--json", action="store_true")
     p.add_argument("--in-process", action="store_true", help="run the engine in this process")
     add_engine_flags(p)
@@ -46,8 +47,6 @@ def bench_main(argv: list[str]) -> int:
     a = p.parse_args(argv)
     if a.n_predict < 0:
         a.n_predict = DEFAULT_N_GEN
-    if a.n_prompt < 1 or a.repetitions < 1:
-        p.error("-p and -r must be at least 1")
     from runner.settings import settings_from_args
 
     settings = settings_from_args(a.model, a)
@@ -102,7 +101,7 @@ def bench_main(argv: list[str]) -> int:
         "process": "in-process" if a.in_process else "child",
     }
     if a.json:
-        print(json.dumps(result, indent=2))
+        print(json.dumps(json_safe(result), indent=2, allow_nan=False))
         return EXIT_OK
     print(format_table(result, loaded, eng.settings.threads_why))
     return EXIT_OK

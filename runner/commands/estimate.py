@@ -8,7 +8,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from runner.commands.common import EXIT_OK, fail
+from runner.cli_types import INT32_MAX, int_in, non_negative_int, positive_float, positive_int
+from runner.commands.common import EXIT_OK, fail, json_safe
 from runner.model.facts import ModelFacts
 from runner.physics.kv_bytes import kv_layout
 from runner.physics.memory_check import memory_check
@@ -130,26 +131,23 @@ def build_parser() -> argparse.ArgumentParser:
         "Predict KV cache bytes, prefill time and decode ceilings from a GGUF's header "
         "and this machine's measured (or given) bandwidth and FLOPS. No weights are loaded."))
     p.add_argument("model")
-    p.add_argument("-c", "--ctx", "--ctx-size", dest="ctx", type=int, default=DEFAULT_CTX)
+    p.add_argument("-c", "--ctx", "--ctx-size", dest="ctx", type=positive_int, default=DEFAULT_CTX)
     p.add_argument("-ctk", "--cache-type-k", choices=list(KV_CACHE_TYPES), default="f16")
     p.add_argument("-ctv", "--cache-type-v", choices=list(KV_CACHE_TYPES), default="f16")
     p.add_argument("--swa-full", action="store_true")
-    p.add_argument("-ub", "--ubatch-size", type=int, default=512)
-    p.add_argument("-ngl", "--n-gpu-layers", type=int, default=0)
-    p.add_argument("--prompt-tokens", type=int, default=512)
-    p.add_argument("--output-tokens", type=int, default=128)
-    p.add_argument("--bandwidth-gbs", type=float, help="memory bandwidth in GB/s (default: measured)")
-    p.add_argument("--tflops", type=float, help="FLOPS in TFLOPS (default: measured or known)")
+    p.add_argument("-ub", "--ubatch-size", type=positive_int, default=512)
+    p.add_argument("-ngl", "--n-gpu-layers", type=int_in(-1, INT32_MAX), default=0)
+    p.add_argument("--prompt-tokens", type=non_negative_int, default=512)
+    p.add_argument("--output-tokens", type=non_negative_int, default=128)
+    p.add_argument("--bandwidth-gbs", type=positive_float, help="memory bandwidth in GB/s (default: measured)")
+    p.add_argument("--tflops", type=positive_float, help="FLOPS in TFLOPS (default: measured or known)")
     p.add_argument("--reprobe", action="store_true", help="re-run the CPU probe instead of using the cached one")
     p.add_argument("--json", action="store_true")
     return p
 
 
 def estimate_main(argv: list[str]) -> int:
-    p = build_parser()
-    a = p.parse_args(argv)
-    if a.ctx <= 0 or a.prompt_tokens < 0 or a.output_tokens < 0:
-        p.error("--ctx must be positive; token counts must not be negative")
+    a = build_parser().parse_args(argv)
 
     from runner.model.inspect import ModelFileError, load_facts
     from runner.system.hardware import hardware_profile
@@ -162,7 +160,7 @@ def estimate_main(argv: list[str]) -> int:
     r = estimate_report(facts, hw, a.ctx, a.cache_type_k, a.cache_type_v, a.swa_full, a.ubatch_size,
                         a.prompt_tokens, a.output_tokens, a.n_gpu_layers)
     if a.json:
-        print(json.dumps(r, indent=2))
+        print(json.dumps(json_safe(r), indent=2, allow_nan=False))
     else:
         print(format_report(r))
     return EXIT_OK

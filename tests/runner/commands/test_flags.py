@@ -1,0 +1,122 @@
+"""Every numeric flag of every command is finite and in range, or a usage error (exit 2)
+that names the range; nothing is silently replaced by another value."""
+
+import argparse
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+
+from runner.cli_types import INT32_MAX, float_in, int_in, refresh_seconds
+from runner.commands.common import json_safe
+
+
+def parsers():
+    from runner.commands.bench import build_parser as bench_parser
+    from runner.commands.estimate import build_parser as estimate_parser
+    from runner.settings import add_engine_flags
+
+    engine = argparse.ArgumentParser(prog="kvtop")
+    engine.add_argument("model")
+    add_engine_flags(engine)
+    return {"engine": engine, "estimate": estimate_parser(), "bench": bench_parser()}
+
+
+def usage_error(parser, argv, capsys) -> str:
+    with pytest.raises(SystemExit) as exc:
+        parser.parse_args(argv)
+    assert exc.value.code == 2
+    return capsys.readouterr().err
+
+
+def test_no_numeric_flag_is_left_unchecked():
+    """A plain ``type=int`` or ``type=float`` takes -5, nan and inf: every numeric flag
+    has a range-checking type from runner.cli_types."""
+    unchecked = [(name, a.option_strings[0]) for name, p in parsers().items() for a in p._actions
+                 if a.type in (int, float)]
+    assert unchecked == []
+
+
+BAD = {
+    "engine": [("-c", "-5"), ("-t", "-1"), ("-t", "100000"), ("-tb", "-2"), ("-b", "0"), ("-ub", "0"),
+               ("-ngl", "-2"), ("-ngl", str(2**32)), ("-n", "-2"), ("--temp", "nan"), ("--temp", "-1"),
+               ("--temp", "inf"), ("--top-k", "-1"), ("--top-p", "1.5"), ("--top-p", "nan"), ("--seed", "-2"),
+               ("--seed", str(2**32)), ("-c", "1e3"), ("-c", "")],
+    "estimate": [("-c", "-5"), ("-c", "0"), ("-ub", "0"), ("-ngl", "-2"), ("--prompt-tokens", "-1"),
+                 ("--output-tokens", "-1"), ("--bandwidth-gbs", "-1"), ("--bandwidth-gbs", "0"),
+                 ("--bandwidth-gbs", "nan"), ("--bandwidth-gbs", "inf"), ("--bandwidth-gbs", "-inf"),
+                 ("--tflops", "nan"), ("--tflops", "-0.5"), ("--tflops", "1e999")],
+    "bench": [("-p", "-1"), ("-r", "0"), ("-n", "-5"), ("-c", "-5")],
+}
+
+
+@pytest.mark.parametrize("cmd,flag,value", [(c, f, v) for c, cases in BAD.items() for f, v in cases])
+def test_out_of_range_is_a_usage_error_naming_the_range(cmd, flag, value, capsys):
+    argv = [f"{flag}={value}"] if flag.startswith("--") else [flag, value]  # "-inf" is not an option
+    err = usage_error(parsers()[cmd], ["m.gguf", *argv], capsys)
+    assert "must be" in err and ("from" in err or "above" in err or "at least" in err), err
+
+
+GOOD = {
+    "engine": [("-c", "0", 0), ("-ngl", "-1", -1), ("-ngl", "99", 99), ("-n", "-1", -1), ("-n", "0", 0),
+               ("--temp", "0", 0.0), ("--top-p", "1", 1.0), ("--seed", str(2**32 - 1), 2**32 - 1),
+               ("-t", "512", 512)],
+    "estimate": [("--bandwidth-gbs", "0.5", 0.5), ("--tflops", "1e3", 1000.0), ("--prompt-tokens", "0", 0)],
+    "bench": [("-n", "0", 0), ("-r", "1", 1)],
+}
+
+
+@pytest.mark.parametrize("cmd,flag,value,parsed", [(c, *case) for c, cases in GOOD.items() for case in cases])
+def test_in_range_values_parse_unchanged(cmd, flag, value, parsed):
+    ns = parsers()[cmd].parse_args(["m.gguf", flag, value])
+    assert parsed in vars(ns).values()
+
+
+def test_the_message_names_the_range():
+    with pytest.raises(argparse.ArgumentTypeError, match=r"must be an integer from 0 to 2,147,483,647 \(got -5\)"):
+        int_in(0, INT32_MAX)("-5")
+    with pytest.raises(argparse.ArgumentTypeError, match=r"must be a number above 0 \(got nan\)"):
+        float_in(0.0, None, lo_open=True)("nan")
+    with pytest.raises(argparse.ArgumentTypeError, match=r"must be a number from 0.25 to 10 \(got 0.1\)"):
+        refresh_seconds("0.1")
+    assert refresh_seconds("0.25") == 0.25 and refresh_seconds("10") == 10.0
+
+
+def kvtop(*args, timeout=120):
+    return subprocess.run([sys.executable, "-m", "tui", *args], capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize("value", ["-1", "nan", "inf"])
+def test_estimate_refuses_a_bandwidth_that_is_not_a_positive_number(smollm_path, value):
+    """It printed 'decode ceiling -9.1 tok/s' (and nan, inf; --json wrote NaN)."""
+    r = kvtop("estimate", smollm_path, "--bandwidth-gbs", value, "--json")
+    assert r.returncode == 2 and r.stdout == ""
+    assert "argument --bandwidth-gbs: must be a number above 0" in r.stderr
+
+
+def test_estimate_json_is_strict_json(smollm_path):
+    r = kvtop("estimate", smollm_path, "--bandwidth-gbs", "10", "--tflops", "1", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout, parse_constant=lambda c: pytest.fail(f"{c} in --json output"))
+    assert out["decode_ceiling_tok_s"] > 0
+
+
+def test_json_safe_turns_non_finite_numbers_into_null():
+    assert json_safe({"a": math.nan, "b": [math.inf, 1.5, {"c": -math.inf}], "d": "x", "e": None}) == \
+        {"a": None, "b": [None, 1.5, {"c": None}], "d": "x", "e": None}
+
+
+def test_negative_context_is_a_usage_error_not_the_trained_context(tmp_path):
+    """``kvtop -c -5`` silently ran with the model's trained context (8192)."""
+    r = kvtop(str(tmp_path / "x.gguf"), "-c", "-5")
+    assert r.returncode == 2 and "argument -c/--ctx-size: must be an integer from 0 to" in r.stderr
+
+
+@pytest.mark.xfail(strict=True, reason="tui/launch.py (not this change's) switches --refresh to "
+                                       "runner.cli_types.refresh_seconds; remove this mark then")
+def test_refresh_below_the_token_batch_is_a_usage_error(tmp_path):
+    """``--refresh 0.1`` silently became 0.25."""
+    r = kvtop(str(tmp_path / "x.gguf"), "--refresh", "0.1")
+    assert r.returncode == 2 and "0.25 to 10" in r.stderr
