@@ -31,7 +31,7 @@ from themes import APP_VARIABLE_DEFAULTS, DEFAULT_THEME, THEMES, register_all
 from .collector import TurnCollector
 from .config import load_preferences, save_preferences
 from .options import AppOptions
-from .panes.chat import ChatLog, StreamTail
+from .panes.chat import ChatLog, StreamTail, TypedKeys
 from .panes.decode import DecodePane
 from .panes.estimate import EstimatePane
 from .panes.kv import KVPane
@@ -86,6 +86,7 @@ class KvtopApp(EngineWorkers, EngineRouting, App[int]):
         self.current_reply = None  # the ChatMessage widget of the turn in flight
         self.last_saved: str | None = None
         self._stopping = False
+        self.typed_keys = TypedKeys(self)  # raw keystrokes for the prompt, inserted in one edit
 
     @property
     def engine(self) -> EngineClient:
@@ -163,6 +164,12 @@ class KvtopApp(EngineWorkers, EngineRouting, App[int]):
             save_preferences(self.paths.config_file, self.prefs)
         except OSError as exc:
             self.notify(f"could not save preferences: {clean_line(str(exc))}", severity="warning", markup=False)
+
+    async def on_event(self, event) -> None:
+        if self.typed_keys.take(event):  # linear typing: see TypedKeys
+            return
+        self.typed_keys.flush()  # keys typed before this event land first
+        await super().on_event(event)
 
     def on_resize(self, event) -> None:
         self.set_class(event.size.width >= WIDE_COLUMNS, "-wide")
