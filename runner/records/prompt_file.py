@@ -46,7 +46,8 @@ def looks_binary(data: bytes) -> bool:
         sample.decode("utf-8")
         return False
     except UnicodeDecodeError as exc:
-        if exc.start >= len(sample) - 4:  # a character cut by the sample's end
+        # a character cut by the sample's end, not by the file's: the file may be UTF-8
+        if len(data) > len(sample) and exc.reason == "unexpected end of data":
             return False
     controls = sum(1 for b in sample if b < 9 or 13 < b < 32 or b == 127)
     return controls > len(sample) // 100

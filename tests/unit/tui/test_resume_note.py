@@ -1,0 +1,81 @@
+"""``kvtop --resume`` in the app: the restored chat shows as text, the chat says which
+transcript and how many turns, or that there was nothing (issue 12, item 1)."""
+
+import os
+import signal
+
+from helpers import make_app, screen_text, send, wait_until
+from helpers import test_paths as paths_under
+from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
+
+from runner.records.trace import TraceWriter
+from runner.records.transcript import Transcript, resume_last
+from runner.settings import Settings
+from tui.panes.chat import ChatLog
+
+
+def system_lines(app) -> list[str]:
+    return [m.text for m in app.query_one(ChatLog).children if getattr(m, "role", None) == "system"]
+
+
+def scripted(smollm_path, tmp_path, **kw):
+    loaded = smollm_loaded(smollm_path)
+    turns = [scripted_turn(1, 1.0, 40, 0, ["ok"])]
+    return make_app(Settings(smollm_path), lambda s: ScriptedEngine(s, loaded, turns), tmp_path,
+                    live_system=False, **kw)
+
+
+async def test_resume_restores_the_transcript_not_the_trace_beside_it(tmp_path, smollm_path):
+    sessions = paths_under(tmp_path).sessions_dir
+    t = Transcript(sessions, {"model": smollm_path})
+    t.turn("[b]x[/b] is it bold?", "[red]no[/red] [@click=app.quit]q[/]", "eog", {})
+    t.close()
+    TraceWriter(os.path.join(sessions, "trace-20991231-000000.jsonl"), {"argv": []}).close()
+    messages, note = resume_last(sessions)
+    app = scripted(smollm_path, tmp_path, resume_messages=messages, resume_note=note)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await wait_until(pilot, lambda: app.loaded is not None, what="load")
+        text = screen_text(app)
+        assert "you: [b]x[/b] is it bold?" in text and "model: [red]no[/red] [@click=app.quit]q[/]" in text
+        assert system_lines(app) == [f"resumed 1 turn from {os.path.basename(t.path)}"]
+        await send(pilot, "And why?")
+        await wait_until(pilot, lambda: app.turns, what="turn")
+        assert [m["content"] for m in app.engine.chats[-1]] == [
+            "[b]x[/b] is it bold?", "[red]no[/red] [@click=app.quit]q[/]", "And why?"]
+        assert app.is_running  # the [@click=app.quit] link was text, not an action
+
+
+async def test_resume_with_nothing_to_restore_says_so(tmp_path, smollm_path):
+    messages, note = resume_last(paths_under(tmp_path).sessions_dir)
+    app = scripted(smollm_path, tmp_path, resume_messages=messages, resume_note=note)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await wait_until(pilot, lambda: app.loaded is not None, what="load")
+        assert len(system_lines(app)) == 1 and "nothing to restore" in system_lines(app)[0]
+        assert app.session.messages == []
+
+
+def test_launch_passes_what_resume_found_to_the_app(tmp_path, smollm_path, monkeypatch):
+    """``kvtop --resume``: launch reads the last transcript and hands the app its
+    messages and the note (the app is not run here)."""
+    from runner.records.paths import default_paths
+    from tui import collector, launch
+    from tui.app import KvtopApp
+
+    monkeypatch.setenv("KVTOP_HOME", str(tmp_path / "home"))
+    t = Transcript(default_paths().sessions_dir, {"model": smollm_path})
+    t.turn("q1", "a1", "eog", {})
+    t.turn("q2", "a2", "eog", {})
+    t.close()
+    seen = {}
+
+    def run(self, **kw):
+        seen["options"] = self.options
+        return 0
+
+    monkeypatch.setattr(KvtopApp, "run", run)
+    monkeypatch.setattr(collector, "freeze_startup_objects", lambda: None)
+    monkeypatch.setattr(signal, "signal", lambda *a: None)
+    assert launch.launch_main(["--resume", smollm_path]) == 0
+    opts = seen["options"]
+    assert [m.content for m in opts.resume_messages] == ["q1", "a1", "q2", "a2"]
+    assert opts.resume_note == f"resumed 2 turns from {os.path.basename(t.path)}"
