@@ -52,9 +52,14 @@ class EngineRouting:
         text = clean_text(event.value).strip()
         if not text:
             return
-        if text.startswith("/file "):
+        if text == "/file" or text.startswith("/file "):
+            path = text[6:].strip()
+            if not path:  # Ctrl+O then Enter: "/file" is not a message for the model
+                self.notify("/file needs a path: /file PATH sends that file's text", severity="warning",
+                            markup=False)
+                return
             event.input.value = ""
-            self.read_prompt_file(text[6:].strip())
+            self.read_prompt_file(path)
             return
         self.send_message(text)
 
