@@ -1,5 +1,11 @@
 """``kvtop bench``: prefill and decode measured like llama-bench, through kvtop's engine
-in its child process (or in this process with ``--in-process``)."""
+in its child process (or in this process with ``--in-process``).
+
+As in llama-bench, ``-p 0`` skips the prompt-processing test and ``-n 0`` the
+generation test; only the other is run and printed. The model file gets the same
+check as ``kvtop estimate`` and the UI (``runner.model.inspect.load_facts``) before
+the engine starts, so a file llama.cpp would abort on is refused with a reason.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +13,7 @@ import argparse
 import json
 import statistics
 
-from runner.cli_types import positive_int
+from runner.cli_types import non_negative_int, positive_int
 from runner.commands.common import EXIT_OK, fail, json_safe
 from runner.units import fmt_num, mib_to_bytes
 
@@ -22,9 +28,11 @@ def build_parser() -> argparse.ArgumentParser:
     from runner.settings import add_engine_flags
 
     p = argparse.ArgumentParser(prog="kvtop bench", description=(
-        "Measure prefill and decode like llama-bench, through kvtop's engine in its child process."))
+        "Measure prefill and decode like llama-bench, through kvtop's engine in its child process. "
+        "-p 0 skips the prefill test, -n 0 the generation test."))
     p.add_argument("model")
-    p.add_argument("-p", "--n-prompt", dest="n_prompt", type=positive_int, default=512)
+    p.add_argument("-p", "--n-prompt", dest="n_prompt", type=non_negative_int, default=512,
+                   help="prompt tokens (0 = skip the prefill test)")
     p.add_argument("-r", "--repetitions", type=positive_int, default=3)
     p.add_argument("--json", action="store_true")
     p.add_argument("--in-process", action="store_true", help="run the engine in this process")
@@ -42,28 +50,47 @@ def open_engine(settings, in_process: bool):
     return BlockingEngine(InProcessEngine(settings) if in_process else EngineProcess(settings))
 
 
+def row_labels(n_prompt: int, n_gen: int) -> tuple[str | None, str | None]:
+    """llama-bench's test labels: ``pp512`` and ``tg128@d512`` (``tg128`` from an empty
+    context); None for a skipped test."""
+    pp = f"pp{n_prompt}" if n_prompt else None
+    tg = (f"tg{n_gen}@d{n_prompt}" if n_prompt else f"tg{n_gen}") if n_gen else None
+    return pp, tg
+
+
 def bench_main(argv: list[str]) -> int:
     p = build_parser()
     a = p.parse_args(argv)
-    if a.n_predict < 0:
-        a.n_predict = DEFAULT_N_GEN
+    n_gen = DEFAULT_N_GEN if a.n_predict < 0 else a.n_predict
+    if a.n_prompt == 0 and n_gen == 0:
+        p.error("-p 0 and -n 0 skip both tests: nothing to measure")
+
+    from runner.model.inspect import ModelFileError, load_facts
     from runner.settings import settings_from_args
 
+    try:
+        load_facts(a.model, need_weights=True)
+    except ModelFileError as exc:
+        return fail(str(exc))
     settings = settings_from_args(a.model, a)
 
     from runner.process.contract import EngineUnavailable
 
+    # -p 0: generation starts from a one-token context, as llama-bench's tg test does.
+    # -n 0: prefill still samples its one token (the engine always does), unmeasured.
+    n_prompt_run = max(a.n_prompt, 1)
+    n_predict_run = max(n_gen, 1)
     eng = open_engine(settings, a.in_process)
     try:
         loaded = eng.start(lambda e: None)
         base = eng.tokenize(BENCH_TEXT)
-        prompt = (base * (a.n_prompt // max(1, len(base)) + 1))[: a.n_prompt]
-        if a.n_prompt + a.n_predict > loaded.n_ctx:
-            return fail(f"-p {a.n_prompt} + -n {a.n_predict} exceeds the context ({loaded.n_ctx}); raise -c")
+        prompt = (base * (n_prompt_run // max(1, len(base)) + 1))[:n_prompt_run]
+        if n_prompt_run + n_predict_run > loaded.n_ctx:
+            return fail(f"-p {a.n_prompt} + -n {n_gen} exceeds the context ({loaded.n_ctx}); raise -c")
         runs = []
         for _ in range(a.repetitions):
             eng.reset()
-            done = eng.generate(prompt, lambda e: None, n_predict=a.n_predict, ignore_eog=True)
+            done = eng.generate(prompt, lambda e: None, n_predict=n_predict_run, ignore_eog=True)
             if not hasattr(done, "metrics"):
                 return fail(done.reason)
             runs.append(done.metrics)
@@ -71,9 +98,10 @@ def bench_main(argv: list[str]) -> int:
         return fail(str(exc))
     finally:
         eng.close()
-    pp = [m.prefill_tok_s for m in runs if m.prefill_tok_s]
-    tg = [m.decode_tok_s for m in runs if m.decode_tok_s]
-    ttft = [m.ttft_s for m in runs if m.ttft_s is not None]
+
+    pp = [m.prefill_tok_s for m in runs if m.prefill_tok_s] if a.n_prompt else []
+    tg = [m.decode_tok_s for m in runs if m.decode_tok_s] if n_gen else []
+    ttft = [m.ttft_s for m in runs if m.ttft_s is not None] if a.n_prompt else []
     b = loaded.buffers
     result = {
         "model": loaded.path,
@@ -88,7 +116,7 @@ def bench_main(argv: list[str]) -> int:
         "n_gpu_layers": loaded.n_gpu_layers,
         "flash_attn": loaded.flash_attn,
         "n_prompt": a.n_prompt,
-        "n_gen": a.n_predict,
+        "n_gen": n_gen,
         "repetitions": a.repetitions,
         "pp_tok_s": statistics.median(pp) if pp else None,
         "pp_tok_s_runs": pp,
@@ -117,7 +145,7 @@ def format_table(r: dict, loaded, threads_why: str) -> str:
         return f"{fmt_num(median, '>8.2f')} ± {sd(runs):>5.2f}" if median is not None else f"{'N/A':>16}"
 
     b = loaded.buffers
-    pp_name, tg_name = f"pp{r['n_prompt']}", f"tg{r['n_gen']}@d{r['n_prompt']}"
+    pp_name, tg_name = row_labels(r["n_prompt"], r["n_gen"])
     out = [
         f"model: {loaded.name} ({loaded.description}), {loaded.n_params / 1e6:.1f} M params",
         f"threads: {loaded.n_threads} ({threads_why}), batch {loaded.n_threads_batch}, "

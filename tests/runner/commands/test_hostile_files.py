@@ -82,14 +82,32 @@ def test_estimate_exits_1_with_one_line(cases, name):
     assert len(lines) == 1 and path in lines[0] and reason in lines[0]
 
 
-def test_block_count_1000_aborts_llama_cpp_in_the_child_not_kvtop(tmp_path, smollm_path):
+def test_block_count_1000_is_refused_by_bench_and_estimate_alike(tmp_path, smollm_path):
+    """One check for every command (runner.model.inspect.load_facts): bench used to start
+    the engine and let llama.cpp abort on a file estimate refused with a reason."""
     path = write_tiny_llama(tmp_path / "k1000.gguf", smollm_path, block_count=1000)
-    r = subprocess.run([sys.executable, "-m", "tui", "bench", path, "-r", "1", "-p", "8", "-n", "2"],
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 1
-    assert "SIGABRT" in r.stderr and "GGML_ASSERT" in r.stderr and "n_layer" in r.stderr
-    r = subprocess.run([sys.executable, "-m", "tui", "estimate", path], capture_output=True, text=True, timeout=60)
-    assert r.returncode == 1 and "block_count says 1000 layers but the tensors describe 2" in r.stderr
+    reason = "block_count says 1000 layers but the tensors describe 2"
+    for cmd in (["bench", path, "-r", "1", "-p", "8", "-n", "2"], ["estimate", path]):
+        r = subprocess.run([sys.executable, "-m", "tui", *cmd], capture_output=True, text=True, timeout=120)
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode == 1 and len(lines) == 1 and path in lines[0] and reason in lines[0], (cmd, r.stderr)
+        assert "SIGABRT" not in r.stderr and r.stdout == ""
+
+
+def test_the_same_file_aborts_llama_cpp_in_the_child_not_kvtop(tmp_path, smollm_path):
+    """What the check spares the user: llama.cpp asserts on the file, and the abort ends
+    only the engine's child process."""
+    from runner.commands.bench import open_engine
+    from runner.process.contract import EngineUnavailable
+
+    path = write_tiny_llama(tmp_path / "k1000.gguf", smollm_path, block_count=1000)
+    eng = open_engine(Settings(path, n_ctx=512), in_process=False)
+    try:
+        with pytest.raises(EngineUnavailable) as exc:
+            eng.start(lambda e: None)
+    finally:
+        eng.close()
+    assert "SIGABRT" in str(exc.value) and "GGML_ASSERT" in str(exc.value) and "n_layer" in str(exc.value)
 
 
 def test_missing_model_on_the_command_line(tmp_path):

@@ -1,0 +1,62 @@
+"""``kvtop bench``: llama-bench's -p 0 / -n 0, and the model check before the engine starts."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from gguf_factory import write_tiny_llama
+from runner.commands import bench
+
+
+def run(*args, timeout=300):
+    return subprocess.run([sys.executable, "-m", "tui", "bench", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_row_labels_follow_llama_bench():
+    assert bench.row_labels(512, 128) == ("pp512", "tg128@d512")
+    assert bench.row_labels(0, 128) == (None, "tg128")
+    assert bench.row_labels(512, 0) == ("pp512", None)
+
+
+def test_a_file_llama_cpp_would_abort_on_never_reaches_the_engine(tmp_path, smollm_path, monkeypatch, capsys):
+    path = write_tiny_llama(tmp_path / "k1000.gguf", smollm_path, block_count=1000)
+
+    def no_engine(*a, **kw):
+        raise AssertionError("the engine was started")
+
+    monkeypatch.setattr(bench, "open_engine", no_engine)
+    assert bench.bench_main([path, "-r", "1", "-p", "8", "-n", "2"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "block_count says 1000 layers but the tensors describe 2" in err
+
+
+def test_n_0_skips_generation(smollm_path):
+    """llama-bench -n 0: the prefill test only (it was a traceback)."""
+    r = run(smollm_path, "-p", "16", "-n", "0", "-r", "1", "-c", "512")
+    assert r.returncode == 0, r.stderr
+    assert "pp16" in r.stdout and "tg" not in r.stdout.split("-+-", 1)[1] and "Traceback" not in r.stderr
+    j = json.loads(run(smollm_path, "-p", "16", "-n", "0", "-r", "1", "-c", "512", "--json").stdout)
+    assert j["n_gen"] == 0 and j["tg_tok_s"] is None and j["pp_tok_s"] > 0 and j["ttft_s"] > 0
+
+
+def test_p_0_skips_prefill(smollm_path):
+    r = run(smollm_path, "-p", "0", "-n", "8", "-r", "1", "-c", "512")
+    assert r.returncode == 0, r.stderr
+    table = r.stdout.split("-+-", 1)[1]
+    assert "tg8" in table and "pp" not in table and "@d" not in table
+    j = json.loads(run(smollm_path, "-p", "0", "-n", "8", "-r", "1", "-c", "512", "--json").stdout)
+    assert j["n_prompt"] == 0 and j["pp_tok_s"] is None and j["ttft_s"] is None and j["tg_tok_s"] > 0
+
+
+def test_p_0_and_n_0_is_a_usage_error(smollm_path):
+    r = run(smollm_path, "-p", "0", "-n", "0")
+    assert r.returncode == 2 and "nothing to measure" in r.stderr
+
+
+@pytest.mark.parametrize("flag", [["-p", "-1"], ["-r", "0"], ["-n", "-2"], ["-c", "-5"], ["--temp", "nan"]])
+def test_out_of_range_is_a_usage_error(smollm_path, flag):
+    r = run(smollm_path, *flag)
+    assert r.returncode == 2 and "must be" in r.stderr and "Traceback" not in r.stderr
