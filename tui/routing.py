@@ -63,6 +63,17 @@ class EngineRouting:
             return
         self.send_message(text)
 
+    _replay_notice_at = -1e9
+
+    def on_key(self, event) -> None:
+        """A replay takes no input (its prompt is disabled): typing says so instead of
+        doing nothing."""
+        if self.session.replaying and (event.is_printable or event.key == "enter"):
+            now = time.monotonic()
+            if now - self._replay_notice_at > 3.0:
+                self._replay_notice_at = now
+                self.notify("this is a replay: input is off (Ctrl+Q quits)", markup=False, timeout=3)
+
     def on_prompt_file_read(self, m: msg.PromptFileRead) -> None:
         if m.error is not None:
             self.notify(m.error, severity="error", markup=False)
@@ -301,6 +312,8 @@ class EngineRouting:
     def on_recorded_new_chat(self, m: msg.RecordedNewChat) -> None:
         self.session.new_chat()
         self.clear_chat()
+        if self.options.banner:  # a replay must keep saying what it is
+            self.query_one(ChatLog).add("system", self.options.banner)
 
     # ------------------------------------------------------------ estimate, system
     def _ceilings(self, depth: int) -> tuple[float | None, float | None]:
