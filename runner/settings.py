@@ -66,6 +66,7 @@ class Settings:
     seed: int = -1
     system_prompt: str = ""
     prompt_cache: str = ""
+    chat_template: str = ""  # --chat-template NAME|FILE: "" = the GGUF's, else the model family's format
     threads_why: str = ""
 
     def resolved(self) -> "Settings":
@@ -119,6 +120,15 @@ def add_engine_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("-sys", "--system-prompt", dest="system_prompt", default="")
     g.add_argument("--prompt-cache", dest="prompt_cache", default="", metavar="FILE",
                    help="save the first prompt's KV state here, and restore it on the next start")
+    g.add_argument("--chat-template", dest="chat_template", type=chat_template_arg, default="", metavar="NAME|FILE",
+                   help="a llama.cpp chat format (gemma, llama3, chatml, phi3, ...) or a Jinja template file, "
+                        "instead of the GGUF's template (or, without one, the format picked from the model)")
+
+
+def chat_template_arg(value: str) -> str:
+    from runner.engine.chat_template import check_override
+
+    return check_override(value)
 
 
 def settings_from_args(model: str, ns: argparse.Namespace) -> Settings:
