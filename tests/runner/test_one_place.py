@@ -33,3 +33,12 @@ def test_which_ceiling_binds_is_decided_only_in_roofline():
     offenders = [rel for rel, text in sources("runner", os.path.join("tui", "panes"))
                  if pattern.search(text) and not rel.endswith(os.path.join("physics", "roofline.py"))]
     assert offenders == []
+
+
+def test_the_panes_format_counts_with_fmt_int():
+    """Thousands separators come from runner.units.fmt_int (N/A for unknown), not from
+    each pane's own f-string."""
+    panes = [os.path.join("tui", "panes", f"{name}.py") for name in ("decode", "estimate", "kv", "memory", "prefill")]
+    offenders = [rel for rel, text in sources(os.path.join("tui", "panes"))
+                 if rel in panes and re.search(r":,d?}", text)]
+    assert offenders == []

@@ -16,7 +16,7 @@ from textual.content import Content
 
 from runner.physics.roofline import binding_ceiling
 
-from ..format import fmt_rate
+from ..format import fmt_int, fmt_rate
 from .base import PaneWidget, PanePlot
 
 Ceilings = Callable[[int], tuple[float | None, float | None]]
@@ -119,7 +119,7 @@ class DecodePane(Vertical):
             Content.assemble((fmt_rate(self.rate), "bold $kvtop-measured"), (f" {label}", "$text-muted"),
                              "  ", (f"{pct:.0f}% of ceiling" if pct is not None else "", style)),
             Content.assemble(("bandwidth ceiling ", "$text-muted"), (fmt_rate(bw), "$kvtop-ceiling"),
-                             (f" at depth {self.pos:,}", "$text-muted")),
+                             (f" at depth {fmt_int(self.pos)}", "$text-muted")),
             Content.assemble(("compute ceiling ", "$text-muted"), fmt_rate(comp), "  ",
                              (f"{binding}-bound" if binding else "", "bold")),
         ]

@@ -59,16 +59,16 @@ class KVPane(PaneWidget):
                 (" allocated", "$text-muted")))
             for k in lay.kinds:
                 used_k = k.bytes_used(self.cells)
-                what = "state" if k.kind == "recurrent" else f"{k.cells:,}"
+                what = "state" if k.kind == "recurrent" else fmt_int(k.cells)
                 lines.append(Content.assemble(
                     ("■ ", KIND_STYLE.get(k.kind, "")), (f"{k.kind:<8}", KIND_STYLE.get(k.kind, "")),
                     f" {k.n_layers}L×{what}  {fmt_bytes(used_k)}/{fmt_bytes(k.bytes_allocated)}"))
         left = self.n_ctx - self.cells
         if self.rate and left > 0:
             lines.append(Content.assemble(("full in ", "$text-muted"),
-                                          f"{left:,} tok ≈ {fmt_seconds(left / self.rate)} at {self.rate:.0f} tok/s"))
+                                          f"{fmt_int(left)} tok ≈ {fmt_seconds(left / self.rate)} at {self.rate:.0f} tok/s"))
         elif left <= 0 and self.n_ctx:
             lines.append(Content.styled("context full: Ctrl+L starts a new chat", "bold $kvtop-critical"))
         elif self.n_ctx:
-            lines.append(Content.assemble(("full in ", "$text-muted"), f"{left:,} tok ≈ - (no decode rate yet)"))
+            lines.append(Content.assemble(("full in ", "$text-muted"), f"{fmt_int(left)} tok ≈ - (no decode rate yet)"))
         return Content("\n").join(lines)

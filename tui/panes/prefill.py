@@ -99,7 +99,7 @@ class PrefillPane(PaneWidget):
         )
         lines = [b, line1, line2]
         if self.diverged is not None:
-            lines.append(Content.assemble(("cache diverged at token ", "$text-muted"), (f"{self.diverged:,}", "$kvtop-warn"),
+            lines.append(Content.assemble(("cache diverged at token ", "$text-muted"), (fmt_int(self.diverged), "$kvtop-warn"),
                                           (" (F2: waterfall)", "$text-muted")))
         if self.cache_note:
             lines.append(Content.styled(self.cache_note, "$kvtop-reused"))
