@@ -162,7 +162,7 @@ def check_value(v, hint, name: str) -> None:
             if key in hints:
                 check_value(x, hints[key], key)
     elif origin in (tuple, list):
-        if not isinstance(v, list):
+        if not isinstance(v, (list, tuple)):
             raise _Bad(f"{name} is {_show(v)}, not a list")
         args = typing.get_args(hint)
         if len(args) == 2 and args[1] is Ellipsis or origin is list:
