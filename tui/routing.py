@@ -44,6 +44,7 @@ class EngineRouting:
     # re-wraps the reply and re-lays out the screen, measured 30 ms of CPU at 1,000 tokens
     CHAT_INTERVAL = 10.0
     _last_chat_update = -1e9
+    cache_event = None  # the last --prompt-cache restore or save, until its turn ends
 
     # ------------------------------------------------------------ sending
     def on_input_submitted(self, event: Input.Submitted) -> None:
@@ -271,12 +272,7 @@ class EngineRouting:
         self.query_one(DecodePane).finish(mt, m.series)
         self.query_one(KVPane).set_cells(mt.kv_cells_used, mt.decode_tok_s)
         self.update_estimate(mt)
-        restored = self.session.prompt_cache_restored
-        if restored and mt.prefill_tok_s:
-            saved = min(restored, mt.reused_tokens) / mt.prefill_tok_s
-            pane = self.query_one(PrefillPane)
-            pane.set_cache_note(f"{pane.cache_note}; saved ≈ {saved:.2f} s of prefill")
-            self.session.prompt_cache_restored = 0
+        prompt_cache_outcome(self, mt)
         if r.stop_reason == "context_full":
             self.notify("Context full: Ctrl+L starts a new chat.", severity="warning", markup=False)
 
@@ -296,6 +292,7 @@ class EngineRouting:
     def on_prompt_cache_note(self, m: msg.PromptCacheNote) -> None:
         e = m.event
         self.session.on_prompt_cache(e)
+        self.cache_event = e  # what it saved, or the rate to record, is known at the turn's end
         self.query_one(PrefillPane).set_cache_note(
             f"prompt cache {e.action}: {e.tokens:,} tokens, {e.bytes / 2**20:.2f} MiB in {e.seconds * 1000:.0f} ms")
 
@@ -341,3 +338,24 @@ class EngineRouting:
         pane = self.query_one(MemoryPane)
         wait = self.session.turn_running and time.monotonic() - pane.drawn_at < 2.0
         pane.set_sample(take_sample(pid, os.getpid(), same_process=pid == os.getpid()), redraw=not wait)
+
+
+def prompt_cache_outcome(app, mt) -> None:
+    """At a turn's end: after a ``--prompt-cache`` restore the prefill pane says what it
+    saved, at a rate measured over many tokens and named (the turn's own prefill is the
+    one token recomputed for logits); the turn that saved the cache records its prefill
+    rate beside the file for the next run (``runner.records.prompt_cache_rate``)."""
+    from runner.records.prompt_cache_rate import saved_note, write_rate
+
+    e, app.cache_event = app.cache_event, None
+    if e is None:
+        return
+    if e.action == "restored":
+        pane = app.query_one(PrefillPane)
+        note = saved_note(min(e.tokens, mt.reused_tokens), e.path, e.tokens, app.session.turns)
+        pane.set_cache_note(f"{pane.cache_note}; {note}")
+    elif e.action == "saved" and e.tokens == mt.prompt_tokens and mt.prefill_tok_s and not app.session.replaying:
+        try:
+            write_rate(e.path, e.tokens, mt.prefill_tok_s)
+        except OSError as exc:
+            app.notify(f"prompt cache rate not recorded: {clean_line(str(exc))}", severity="warning", markup=False)

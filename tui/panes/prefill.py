@@ -54,7 +54,9 @@ class PrefillPane(PaneWidget):
         self.finished = False
         self.note = "computing"
         self.template_note = started.template_fallback
-        self.diverged = started.first_diff_index
+        # the last prompt token is always computed again, for its logits: not a divergence
+        d = started.first_diff_index
+        self.diverged = d if d is not None and d < started.prompt_tokens - 1 else None
         self.refresh(layout=self.wrapped_height() != before)
 
     def progress(self, p) -> None:
