@@ -1,5 +1,5 @@
 """``/file PATH`` in the app: read in a worker, refused by name, never blocks the UI,
-leaves no garbage in the input; Ctrl+O from anywhere (issue 12, items 4 and 5)."""
+leaves no garbage in the input; Ctrl+O from anywhere (issue 12)."""
 
 import os
 import threading

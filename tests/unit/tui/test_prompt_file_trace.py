@@ -1,6 +1,6 @@
 """``--prompt-file``: the message is sent before the trace exists (the trace opens once
 the model is inspected); it must still be in the trace, before its turn's events, so a
-replay shows it (issue 12, item 6). Also: a ``--prompt-file`` FIFO is refused."""
+replay shows it (issue 12). Also: a ``--prompt-file`` FIFO is refused."""
 
 import os
 

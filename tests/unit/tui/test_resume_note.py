@@ -1,5 +1,5 @@
 """``kvtop --resume`` in the app: the restored chat shows as text, the chat says which
-transcript and how many turns, or that there was nothing (issue 12, item 1)."""
+transcript and how many turns, or that there was nothing (issue 12)."""
 
 import os
 import signal

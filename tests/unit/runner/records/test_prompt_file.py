@@ -1,5 +1,5 @@
 """``/file PATH`` and ``--prompt-file PATH``: a path is untrusted; each kind of file
-that is not a text file is refused in one line that names what it is (issue 12, item 4)."""
+that is not a text file is refused in one line that names what it is (issue 12)."""
 
 import os
 import socket

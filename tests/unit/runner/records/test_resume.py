@@ -1,5 +1,5 @@
 """``--resume``: the last transcript is found by what the file is, not by its name, and
-read back whatever damage it took (issue 12, item 1)."""
+read back whatever damage it took (issue 12)."""
 
 import json
 import os
