@@ -41,6 +41,9 @@ class Loaded:
     has_chat_template: bool
     load_s: float
     pid: int
+    server: str | None = None  # kvtop --server: the URL; None for a model kvtop runs itself
+    build_info: str | None = None  # llama.cpp's build, as the server reports it
+    total_slots: int = 1
 
 
 @dataclass(frozen=True)

@@ -34,3 +34,19 @@ def tiny_llama(tmp_path_factory, smollm_path) -> str:
 def kvtop_home(tmp_path, monkeypatch):
     monkeypatch.setenv("KVTOP_HOME", str(tmp_path / "home"))
     return tmp_path / "home"
+
+
+@pytest.fixture(scope="session")
+def llama_server_bin() -> str:
+    from llama_server import server_binary
+
+    return server_binary()
+
+
+@pytest.fixture(scope="module")
+def served(llama_server_bin, smollm_path, tmp_path_factory):
+    """The demo model on a real llama-server with 2 slots: (url, process)."""
+    from llama_server import llama_server
+
+    with llama_server(llama_server_bin, smollm_path, log_dir=str(tmp_path_factory.mktemp("srv"))) as s:
+        yield s

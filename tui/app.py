@@ -38,16 +38,17 @@ from .panes.kv import KVPane
 from .panes.memory import MemoryPane
 from .panes.prefill import PrefillPane
 from .panes.status import StatusBar
-from .refresh import chart_interval, refresh_interval
+from .refresh import chart_interval, prefill_interval, refresh_interval
 from .routing import EngineRouting
+from .server_routing import ServerRouting
 from .screens import HelpScreen
-from .workers import EngineWorkers
+from .workers import EngineWorkers, ServerPolling
 
 WIDE_COLUMNS = 140
 _SVG_BAD_XML = dict.fromkeys(i for i in range(32) if i not in (9, 10, 13))
 
 
-class KvtopApp(EngineWorkers, EngineRouting, App[int]):
+class KvtopApp(EngineWorkers, ServerPolling, ServerRouting, EngineRouting, App[int]):
     CSS_PATH = "app.tcss"
     # app.tcss paints every Screen opaque, which would hide the dashboard behind a dialog
     # (on screen and in Ctrl+S); a dialog's screen lets it show through, dimmed. Inline
@@ -63,6 +64,7 @@ class KvtopApp(EngineWorkers, EngineRouting, App[int]):
         Binding("f1", "help", "Help"),
         Binding("f2", "waterfall", "TTFT waterfall"),
         Binding("f3", "toggle_markdown", "Markdown"),
+        Binding("f4", "next_server", "Next server", show=False),
         Binding("ctrl+r", "restart_engine", "Restart engine", show=False, priority=True),
         Binding("ctrl+o", "attach_file", "Attach file", show=False, priority=True),
         Binding("ctrl+q", "quit", "Quit", priority=True),
@@ -84,9 +86,19 @@ class KvtopApp(EngineWorkers, EngineRouting, App[int]):
         self.facts = self.hw = self.layout_kv = None  # known once the model is inspected
         self.collector = TurnCollector()
         self.current_reply = None  # the ChatMessage widget of the turn in flight
+        self.server_snapshots: dict[int, object] = {}  # kvtop --server: the last poll of each server
+        self.server_index = 0  # which server the chat and the panes follow
         self.last_saved: str | None = None
         self._stopping = False
         self.typed_keys = TypedKeys(self)  # raw keystrokes for the prompt, inserted in one edit
+
+    def make_engine(self) -> EngineClient:
+        """A fresh engine with the same settings (a restart), on the server the chat follows."""
+        if self.options.servers:
+            from runner.server.engine import ServerEngine
+
+            return ServerEngine(self.settings, self.options.servers[self.server_index], self.options.api_key)
+        return self.engine_factory(self.settings)
 
     @property
     def engine(self) -> EngineClient:
@@ -120,11 +132,18 @@ class KvtopApp(EngineWorkers, EngineRouting, App[int]):
                 prompt.select_on_focus = False  # Ctrl+O's "/file " must not be replaced by the next key
                 yield prompt
             with VerticalScroll(id="metrics"):
-                yield PrefillPane(id="prefill", classes="pane")
+                yield PrefillPane(prefill_interval(self.refresh_s), self.options.clock, id="prefill", classes="pane")
                 yield KVPane(id="kv", classes="pane")
                 yield DecodePane(chart_interval(self.refresh_s), id="decode", classes="pane")
                 yield EstimatePane(id="estimate", classes="pane")
                 yield MemoryPane(id="memory", classes="pane")
+                if self.options.servers:
+                    from .panes.fleet import FleetPane
+                    from .panes.server import ServerPane
+
+                    yield ServerPane(self.options.servers[0], id="server", classes="pane")
+                    if len(self.options.servers) > 1:
+                        yield FleetPane(self.options.servers, id="fleet", classes="pane")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -150,6 +169,9 @@ class KvtopApp(EngineWorkers, EngineRouting, App[int]):
             self.sample_memory()
             self.set_interval(1.0, self.sample_memory)
         prompt.focus()
+        if self.options.servers:
+            self.set_class(True, "-server")
+            self.start_server_polling()
         self.inspect_model()
         if self.options.prompt_file:
             self.read_prompt_file(self.options.prompt_file)

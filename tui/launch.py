@@ -29,6 +29,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trace", metavar="FILE", help="also write the session's trace here (always written "
                    "into the session folder); replay it with 'kvtop replay FILE'")
     p.add_argument("--in-process", action="store_true", help=argparse.SUPPRESS)
+    from .launch_server import add_server_flags
+
+    add_server_flags(p)
     p.add_argument("--refresh", type=float, metavar="SECONDS",
                    help="seconds between redraws while a turn runs, 0.25 to 10 (default: 1 when "
                         "llama.cpp's threads take every core, else 0.25)")
@@ -41,6 +44,10 @@ def build_parser() -> argparse.ArgumentParser:
 def launch_main(argv: list[str]) -> int:
     p = build_parser()
     a = p.parse_args(argv)
+    if a.server:
+        from .launch_server import server_main
+
+        return server_main(p, a, argv)
     if a.refresh is not None and not 0 < a.refresh < float("inf"):
         p.error("--refresh must be a positive number of seconds")
     model = a.model or demo_model_path()

@@ -140,3 +140,15 @@ class TurnLost(Message):
     def __init__(self, reason: str) -> None:
         super().__init__()
         self.reason = reason
+
+
+class ServerPolled(Message):
+    """A poll of one llama-server's /slots and /metrics (``kvtop --server``)."""
+
+    def __init__(self, index: int, snapshot) -> None:
+        super().__init__()
+        self.index = index
+        self.snapshot = snapshot
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, ServerPolled) and message.index == self.index

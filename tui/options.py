@@ -27,3 +27,6 @@ class AppOptions:
     ui_nice: int = 0
     banner: str | None = None  # e.g. "replay of FILE, recorded DATE on HOST; input is off"
     cancel_deadline_s: float = 5.0  # after Esc, when to say the engine is not responding
+    servers: tuple[str, ...] = ()  # kvtop --server: the llama-servers to watch (first one chats)
+    api_key: str | None = None
+    model_readable: bool = True  # False: a served model whose GGUF this machine cannot read

@@ -129,7 +129,7 @@ class EngineRouting:
             self.notify("a replay has no engine to restart", markup=False)
             return
         old = self.session.engine
-        self.session.restart(self.engine_factory(self.settings))
+        self.session.restart(self.make_engine())
         self.stop_engine(old)
         if self.current_reply is not None:
             self.current_reply.set_footer("turn lost: the engine was restarted")
@@ -148,10 +148,12 @@ class EngineRouting:
     # ------------------------------------------------------------ loading
     def on_model_inspected(self, m: msg.ModelInspected) -> None:
         self.facts, self.hw, self.layout_kv = m.facts, m.hardware, m.layout
-        self.query_one(KVPane).set_layout(self.layout_kv, self.layout_kv.n_ctx, None)
-        self.query_one(DecodePane).set_ceilings(self._ceilings)
+        if self.layout_kv is not None:
+            self.query_one(KVPane).set_layout(self.layout_kv, self.layout_kv.n_ctx, None)
+            self.query_one(DecodePane).set_ceilings(self._ceilings)
         self.update_estimate()
-        if m.preflight.fits is False:
+        # a served model is loaded already: the memory warning is for models kvtop loads
+        if m.preflight is not None and m.preflight.fits is False and not self.options.servers:
             self.push_screen(PreflightScreen(m.preflight.message), self._preflight_done)
         else:
             self.pump_engine(self.session.engine)
@@ -177,8 +179,9 @@ class EngineRouting:
             except OSError:
                 pass
         self.query_one(StatusBar).set_loaded(L, self.settings.threads_why, self.refresh_s)
-        self.query_one(MemoryPane).set_buffers(L.buffers)
-        if self.facts is not None:
+        if L.server is None:  # a server's buffers are in its own log, not ours
+            self.query_one(MemoryPane).set_buffers(L.buffers)
+        if self.facts is not None and L.server is None:
             from runner.physics.kv_bytes import kv_layout
 
             s = self.settings
@@ -224,6 +227,7 @@ class EngineRouting:
     def _turn_over(self) -> None:
         """A turn ended, finished or lost: what waited for it runs now."""
         self.collector.turn_ended()
+        self.query_one(PrefillPane).stop_ticking()  # a lost turn's prefill stops too
         self.query_one(MemoryPane).redraw_if_stale()
 
     def on_prefill_update(self, m: msg.PrefillUpdate) -> None:
@@ -321,15 +325,16 @@ class EngineRouting:
         return decode_ceilings_at(self.facts, self.layout_kv, self.hw.bandwidth_gbs, self.hw.tflops, depth)
 
     def update_estimate(self, mt=None) -> None:
-        from .estimate_view import estimate_rows
+        from runner.physics.estimate_rows import estimate_rows
 
         if self.facts is None or self.layout_kv is None or self.hw is None:
             return
-        ran = mt is not None or bool(self.session.turns)
-        peak = self.query_one(MemoryPane).peak_engine_rss if ran else None
-        rows, ctx, note = estimate_rows(self.facts, self.layout_kv, self.hw, self.settings, self.session.loaded,
-                                        mt, peak)
-        self.query_one(EstimatePane).set_rows(rows, ctx, note)
+        L = self.session.loaded
+        buffers = L.buffers if L is not None and L.server is None else None  # a server's are in its log
+        rows = estimate_rows(self.facts, self.layout_kv, self.hw, self.settings, buffers=buffers,
+                             peak_rss=self.query_one(MemoryPane).peak_engine_rss, turn=mt,
+                             turn_ran=bool(self.session.turns))
+        self.query_one(EstimatePane).set_rows(rows)
 
     def sample_memory(self) -> None:
         """Once a second. While a turn runs the sample waits for the turn's next update,

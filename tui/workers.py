@@ -36,6 +36,10 @@ class EngineWorkers:
         try:
             facts = opts.facts or load_facts(s.model)
         except ModelFileError as exc:
+            if opts.servers:  # the server runs the model: the physics waits for a readable GGUF
+                self.post_message(msg.Notice(f"no GGUF header for the physics ({exc}): give --model PATH"))
+                self.post_message(msg.ModelInspected(None, opts.hardware, None, None))
+                return
             self.post_message(msg.EngineFailed(str(exc)))
             return
         except Exception as exc:  # never let a worker error kill the UI
@@ -77,3 +81,20 @@ class EngineWorkers:
             self.post_message(msg.PromptFileRead(path, read_prompt_file(path), None))
         except PromptFileError as exc:
             self.post_message(msg.PromptFileRead(path, None, str(exc)))
+
+
+class ServerPolling:
+    """Mixed into the App for ``kvtop --server``: poll every server on kvtop's pace."""
+
+    def start_server_polling(self) -> None:
+        from runner.server.http import ServerClient
+        from runner.server.monitor import ServerMonitor
+
+        self.monitors = [ServerMonitor(ServerClient(url, self.options.api_key)) for url in self.options.servers]
+        self.poll_servers()
+        self.set_interval(max(self.refresh_s, 1.0), self.poll_servers)
+
+    @work(thread=True, exclusive=True, group="server-poll", exit_on_error=False)
+    def poll_servers(self) -> None:
+        for i, monitor in enumerate(self.monitors):
+            self.post_message(msg.ServerPolled(i, monitor.poll()))

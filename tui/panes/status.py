@@ -23,6 +23,16 @@ class StatusBar(PaneWidget):
     def set_loaded(self, loaded, threads_why: str, refresh_s: float) -> None:
         self.load_fraction = None
         self.model_label = loaded.name
+        if loaded.server is not None:  # kvtop --server: which server, which build, how many slots
+            self.fields = [
+                ("server", loaded.server),
+                ("build", loaded.build_info or "?"),
+                ("slots", str(loaded.total_slots)),
+                ("n_ctx", f"{loaded.n_ctx:,}/slot"),
+                ("refresh", f"{refresh_s:g} s"),
+            ]
+            self.refresh()
+            return
         self.fields = [
             ("arch", loaded.architecture),
             ("quant", loaded.file_type),

@@ -1,0 +1,1 @@
+"""Watching a running llama-server: the engine contract over HTTP, and its slots and metrics."""

@@ -1,0 +1,182 @@
+"""``ServerEngine``: a running llama-server behind the engine contract.
+
+kvtop does not load a model here: ``start`` connects, and ``Loaded`` is built from what
+the server publishes (``/props``, ``/v1/models``). A ``Chat`` streams
+``/v1/chat/completions`` (the server applies its own chat template), a ``Generate``
+streams ``/completion`` with token ids (``kvtop bench --server``); both ask for
+``return_progress`` and ``timings_per_token`` so the panes show llama.cpp's own
+figures. ``cancel`` closes the stream, which makes the server stop the task. The
+thread that pumps runs the requests: it is still the one reader of this engine.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import sys
+import time
+
+from runner import events as ev
+from runner.engine.llama_log import LlamaBuffers
+from runner.process.commands import Cancel, Chat, Command, Generate, Load, Quit, Reset, Tokenize
+from runner.process.contract import ReaderGuard, Sink
+from runner.sanitize import clean_line
+from runner.server.http import ServerClient, ServerError, is_loopback
+from runner.server.props import ServerInfo, read_server_info
+from runner.server.stream import TurnTranslator
+from runner.settings import Settings
+
+
+class ServerEngine:
+    kind = "server"
+    accepts_input = True
+
+    def __init__(self, settings: Settings, url: str, api_key: str | None = None):
+        self.settings = settings
+        self.client = ServerClient(url, api_key)
+        self.url = self.client.url
+        self.info: ServerInfo | None = None
+        self.loaded: ev.Loaded | None = None
+        self.died = None
+        self._work: queue.SimpleQueue = queue.SimpleQueue()
+        self._guard = ReaderGuard()
+        self._cancel_upto = 0
+        self._running = 0
+        self._closed = False
+
+    @property
+    def pid(self) -> int | None:
+        return self.info.pid if self.info else None
+
+    def alive(self) -> bool:
+        return not self._closed
+
+    def start(self) -> None:
+        self._work.put(Load(self.settings))
+
+    def submit(self, command: Command) -> None:
+        if isinstance(command, Cancel):
+            self.cancel(command.upto)
+        else:
+            self._work.put(command)
+
+    def cancel(self, upto: int) -> None:
+        self._cancel_upto = max(self._cancel_upto, upto)
+        if self._running and self._running <= self._cancel_upto:
+            self.client.close_stream()
+
+    def close(self, timeout: float = 3.0) -> None:
+        self._closed = True
+        self.cancel(sys.maxsize)
+        self._work.put(Quit())
+
+    # ------------------------------------------------------------ the reader
+    def pump(self, sink: Sink) -> None:
+        with self._guard:
+            try:
+                while True:
+                    cmd = self._work.get()
+                    if isinstance(cmd, Quit):
+                        break
+                    if isinstance(cmd, Load):
+                        if not self._load(sink):
+                            sink(ev.EngineClosed("load failed"))
+                            return
+                    elif isinstance(cmd, (Chat, Generate)):
+                        self._turn(cmd, sink)
+                    elif isinstance(cmd, Reset):
+                        sink(ev.CacheCleared())  # the server keeps its slot cache; the chat starts over
+                    elif isinstance(cmd, Tokenize):
+                        self._tokenize(cmd, sink)
+            finally:
+                self.client.close()
+            sink(ev.EngineClosed())
+
+    def _load(self, sink: Sink) -> bool:
+        t0 = time.monotonic()
+        try:
+            self.info = read_server_info(self.client)
+        except ServerError as exc:
+            sink(ev.LoadFailed(str(exc)))
+            return False
+        self.loaded = loaded_event(self.info, self.url, time.monotonic() - t0)
+        sink(ev.LoadProgress(1.0))
+        sink(self.loaded)
+        return True
+
+    def _tokenize(self, cmd: Tokenize, sink: Sink) -> None:
+        try:
+            r = self.client.post_json("/tokenize", {"content": cmd.text, "add_special": cmd.add_special})
+            tokens = r.get("tokens") if isinstance(r, dict) else None
+            if not isinstance(tokens, list) or not all(isinstance(t, int) for t in tokens):
+                raise ServerError("/tokenize answered without a list of token ids")
+            sink(ev.Tokenized(cmd.request_id, tuple(tokens)))
+        except ServerError as exc:
+            sink(ev.EngineError(str(exc)))
+
+    def _request(self, cmd) -> tuple[str, dict]:
+        s = self.settings
+        common = {"stream": True, "return_progress": True, "timings_per_token": True, "cache_prompt": True,
+                  "temperature": s.temp, "top_k": s.top_k, "top_p": s.top_p}
+        if s.seed >= 0:
+            common["seed"] = s.seed
+        if isinstance(cmd, Chat):
+            n = s.n_predict if cmd.n_predict is None else cmd.n_predict
+            msgs = [m.as_dict() for m in cmd.messages]
+            if s.system_prompt and not any(m["role"] == "system" for m in msgs):
+                msgs.insert(0, {"role": "system", "content": s.system_prompt})
+            body = {**common, "messages": msgs, "max_tokens": n if n >= 0 else -1}
+            if s.ignore_eos:
+                body["ignore_eos"] = True
+            return "/v1/chat/completions", body
+        return "/completion", {**common, "prompt": list(cmd.tokens), "n_predict": cmd.n_predict,
+                               "ignore_eos": cmd.ignore_eog}
+
+    def _turn(self, cmd, sink: Sink) -> None:
+        n_ctx = self.loaded.n_ctx if self.loaded else 0
+        if cmd.turn_id <= self._cancel_upto:
+            sink(ev.TurnRefused(cmd.turn_id, "cancelled before it started", 0, n_ctx))
+            return
+        path, body = self._request(cmd)
+        tr = TurnTranslator(cmd.turn_id, cmd.t_submit, n_ctx, sink)
+        self._running = cmd.turn_id
+        try:
+            for chunk in self.client.stream_events(path, body):
+                tr.feed(chunk, time.monotonic())
+                if cmd.turn_id <= self._cancel_upto:
+                    break
+        except ServerError as exc:
+            if cmd.turn_id > self._cancel_upto:
+                refused = exc.status == 400 and "context" in str(exc).lower()
+                if refused:
+                    sink(ev.TurnRefused(cmd.turn_id, str(exc), 0, n_ctx))
+                else:
+                    sink(ev.EngineError(f"turn ended: {exc}; the chat is kept, and kvtop keeps polling the server"))
+                return
+        finally:
+            self._running = 0
+        cancelled = cmd.turn_id <= self._cancel_upto
+        sink(tr.done(time.monotonic(), "cancelled" if cancelled else None))
+
+
+def loaded_event(info: ServerInfo, url: str, connect_s: float) -> ev.Loaded:
+    """What the status bar and panes know of a served model, from the server's own answers."""
+    return ev.Loaded(
+        path=info.model_path or url, name=clean_line(os.path.basename(info.model_path or "") or info.model_id or url),
+        description=f"llama-server {info.build_info}", architecture=info.architecture or "?",
+        file_type="?", n_params=info.n_params or 0, model_bytes=info.model_bytes or 0, n_ctx=info.n_ctx,
+        n_ctx_train=info.n_ctx_train or 0, n_threads=0, n_threads_batch=0, n_batch=0, n_ubatch=0,
+        n_gpu_layers=0, flash_attn="?", type_k="?", type_v="?", swa_full=False,
+        buffers=LlamaBuffers({}, (), 0.0, {}, {}), has_chat_template=bool(info.chat_template),
+        load_s=connect_s, pid=info.pid or 0, server=url, build_info=info.build_info, total_slots=info.total_slots,
+    )
+
+
+def server_settings(url: str, model: str | None, base: Settings) -> Settings:
+    """Settings for a served model: the local GGUF when readable (for the physics)."""
+    from dataclasses import replace
+
+    return replace(base, model=model or base.model)
+
+
+__all__ = ["ServerEngine", "loaded_event", "is_loopback"]

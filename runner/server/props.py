@@ -1,0 +1,84 @@
+"""What a llama-server says about itself (``/health``, ``/props``, ``/v1/models``), checked.
+
+A URL that is not a llama-server, or one whose answers are malformed, gets a clear
+one-line reason instead of a traceback; every number is checked before use.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from runner.sanitize import clean_line
+from runner.server.http import ServerClient, ServerError, is_loopback
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    model_path: str | None
+    model_id: str | None
+    n_ctx: int  # per slot
+    total_slots: int
+    build_info: str
+    chat_template: str | None
+    n_params: int | None
+    model_bytes: int | None
+    n_ctx_train: int | None
+    architecture: str | None
+    pid: int | None  # the server's process when it runs on this machine
+
+
+def _int(v, lo: int = 0, hi: int = 10**15) -> int | None:
+    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and lo <= v <= hi else None
+
+
+def read_server_info(client: ServerClient) -> ServerInfo:
+    health = client.get_json("/health")
+    if not isinstance(health, dict) or "status" not in health:
+        raise ServerError(f"{client.url} does not look like llama-server (/health has no status)")
+    props = client.get_json("/props")
+    if not isinstance(props, dict) or "default_generation_settings" not in props:
+        raise ServerError(f"{client.url} does not look like llama-server (/props has no default_generation_settings)")
+    gen = props.get("default_generation_settings")
+    n_ctx = _int(gen.get("n_ctx"), 1) if isinstance(gen, dict) else None
+    if n_ctx is None:
+        raise ServerError(f"{client.url}: /props has no valid n_ctx")
+    meta, model_id = {}, None
+    try:
+        models = client.get_json("/v1/models")
+        data = models.get("data") if isinstance(models, dict) else None
+        if isinstance(data, list) and data and isinstance(data[0], dict):
+            model_id = clean_line(str(data[0].get("id", "")), 200) or None
+            meta = data[0].get("meta") if isinstance(data[0].get("meta"), dict) else {}
+    except ServerError:
+        pass
+    path = props.get("model_path")
+    tmpl = props.get("chat_template")
+    return ServerInfo(
+        model_path=clean_line(path, 1000) if isinstance(path, str) and path else None,
+        model_id=model_id,
+        n_ctx=n_ctx,
+        total_slots=_int(props.get("total_slots"), 1, 4096) or 1,
+        build_info=clean_line(str(props.get("build_info", "unknown build")), 80),
+        chat_template=tmpl if isinstance(tmpl, str) and tmpl else None,
+        n_params=_int(meta.get("n_params")),
+        model_bytes=_int(meta.get("size")),
+        n_ctx_train=_int(meta.get("n_ctx_train")),
+        architecture=None,
+        pid=listening_pid(client.url) if is_loopback(client.url) else None,
+    )
+
+
+def listening_pid(url: str) -> int | None:
+    """The local process listening on the URL's port (for its RSS), or None."""
+    from urllib.parse import urlsplit
+
+    import psutil
+
+    port = urlsplit(url).port or (443 if url.startswith("https") else 80)
+    try:
+        for c in psutil.net_connections(kind="tcp"):
+            if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port and c.pid:
+                return c.pid
+    except (psutil.Error, OSError):
+        return None
+    return None

@@ -1,0 +1,148 @@
+"""llama-server's streamed chunks turned into kvtop's engine events.
+
+With ``"return_progress": true`` every prefill batch sends ``prompt_progress``
+{total, cache, processed, time_ms} (``processed`` counts the cached tokens too); with
+``"timings_per_token": true`` every token carries ``timings`` {cache_n, prompt_n,
+prompt_ms, predicted_n, predicted_ms, …}, measured by llama.cpp itself. kvtop adds
+what only the client can see: when the request left, when each chunk arrived, so the
+waterfall names the network and queue time around the server's own numbers.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Callable
+
+from runner import events as ev
+
+FINISH = {"stop": "eog", "length": "n_predict", "eos": "eog", "limit": "n_predict", "word": "eog"}
+
+
+def _num(obj: dict, key: str, default: float = 0.0) -> float:
+    v = obj.get(key, default)
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and abs(v) < 1e15 else default
+
+
+def chunk_text(chunk: dict) -> str:
+    """The generated text of a chunk: OpenAI chat (``choices[0].delta.content``) or
+    llama-server's own ``/completion`` (``content``)."""
+    choices = chunk.get("choices")
+    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+        delta = choices[0].get("delta") or {}
+        text = delta.get("content") if isinstance(delta, dict) else None
+        if text is None:
+            text = choices[0].get("text")
+        return text if isinstance(text, str) else ""
+    text = chunk.get("content")
+    return text if isinstance(text, str) else ""
+
+
+def chunk_finish(chunk: dict) -> str | None:
+    choices = chunk.get("choices")
+    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+        reason = choices[0].get("finish_reason")
+        return FINISH.get(reason, "eog") if isinstance(reason, str) else None
+    if chunk.get("stop") is True:
+        return FINISH.get(str(chunk.get("stop_type", "eos")), "eog")
+    return None
+
+
+class TurnTranslator:
+    def __init__(self, turn_id: int, t_submit: float, n_ctx: int, emit: Callable[[object], None]):
+        self.turn_id = turn_id
+        self.t_submit = t_submit
+        self.n_ctx = n_ctx
+        self.emit = emit
+        self.started: ev.TurnStarted | None = None
+        self.total = 0
+        self.cache = 0
+        self.last_done = 0
+        self.last_ms = 0.0
+        self.t_prefill_start: float | None = None  # client clock, derived from the first progress
+        self.ubatches: list[tuple[int, float]] = []
+        self.token_times: list[float] = []
+        self.text: list[str] = []
+        self.timings: dict = {}
+        self.t_first_visible: float | None = None
+        self.finish: str | None = None
+
+    def _start(self, total: int, cache: int, now: float) -> None:
+        if self.started is None:
+            self.total, self.cache = total, cache
+            self.started = ev.TurnStarted(self.turn_id, total, cache, self.n_ctx, "server", None, 0.0, 0.0,
+                                          None, now)
+            self.emit(self.started)
+
+    def feed(self, chunk: dict, now: float) -> None:
+        prog = chunk.get("prompt_progress")
+        timings = chunk.get("timings")
+        if isinstance(timings, dict):
+            self.timings = timings
+        if isinstance(prog, dict):
+            self._progress(prog, now)
+        text = chunk_text(chunk)
+        if text:
+            if self.started is None:
+                t = self.timings
+                self._start(int(_num(t, "prompt_n") + _num(t, "cache_n")), int(_num(t, "cache_n")), now)
+            i = len(self.token_times)
+            self.token_times.append(now)
+            self.text.append(text)
+            if self.t_first_visible is None:
+                self.t_first_visible = now
+            self.emit(ev.TokenEvent(self.turn_id, i, i, text, self.total + i, now))
+        self.finish = chunk_finish(chunk) or self.finish
+
+    def _progress(self, prog: dict, now: float) -> None:
+        total, cache = int(_num(prog, "total")), int(_num(prog, "cache"))
+        done, ms = int(_num(prog, "processed")), _num(prog, "time_ms")
+        self._start(total, cache, now)
+        if self.t_prefill_start is None:
+            self.t_prefill_start = now - ms / 1000
+        if done <= self.last_done and self.ubatches:
+            return
+        computed = max(done - cache, 0)
+        n, dt = done - max(self.last_done, cache), (ms - self.last_ms) / 1000
+        if n > 0:
+            self.ubatches.append((n, max(dt, 0.0)))
+        self.last_done, self.last_ms = done, ms
+        el = ms / 1000
+        self.emit(ev.PrefillProgress(self.turn_id, done, total, cache, el, computed / el if el > 0 else 0.0,
+                                     max(n, 0), max(dt, 0.0), now))
+
+    def done(self, now: float, stop_reason: str | None = None) -> ev.TurnDone:
+        t = self.timings
+        if self.started is None:
+            self._start(int(_num(t, "prompt_n") + _num(t, "cache_n")), int(_num(t, "cache_n")), now)
+        prompt_n, prompt_ms = int(_num(t, "prompt_n")), _num(t, "prompt_ms")
+        pred_n, pred_ms = int(_num(t, "predicted_n", len(self.token_times))), _num(t, "predicted_ms")
+        itl = [(b - a) * 1000 for a, b in zip(self.token_times, self.token_times[1:])]
+        metrics = ev.TurnMetrics(
+            prompt_tokens=self.total, reused_tokens=int(_num(t, "cache_n", self.cache)), prefill_tokens=prompt_n,
+            prefill_s=prompt_ms / 1000, prefill_tok_s=prompt_n / (prompt_ms / 1000) if prompt_n and prompt_ms else None,
+            template_s=0.0, tokenize_s=0.0, wait_s=max(0.0, (self.t_prefill_start or now) - self.t_submit),
+            ttft_s=(self.t_first_visible - self.t_submit) if self.t_first_visible else None,
+            decode_tokens=pred_n, decode_s=pred_ms / 1000,
+            decode_tok_s=(pred_n - 1) / (pred_ms / 1000) if pred_n > 1 and pred_ms else None,
+            itl_p50_ms=statistics.median(itl) if itl else None,
+            itl_p95_ms=sorted(itl)[int(0.95 * (len(itl) - 1))] if itl else None,
+            kv_cells_used=self.total + pred_n, n_ctx=self.n_ctx,
+            first_token_s=None, ubatches=tuple(self.ubatches), perf={"server_timings": dict(t)},
+            timeline=self._timeline(prompt_ms),
+        )
+        return ev.TurnDone(self.turn_id, stop_reason or self.finish or "eog", "".join(self.text), metrics, now)
+
+    def _timeline(self, prompt_ms: float) -> tuple[tuple[str, float, float], ...]:
+        """Submit → first visible character, in three measured parts: the request and the
+        server's queue (client clock), prefill (the server's own prompt_ms), and the first
+        token plus its trip back (the rest)."""
+        if self.t_first_visible is None:
+            return ()
+        ttft = self.t_first_visible - self.t_submit
+        start = (self.t_prefill_start - self.t_submit) if self.t_prefill_start is not None \
+            else max(ttft - prompt_ms / 1000, 0.0)
+        start = min(max(start, 0.0), ttft)
+        prefill = min(prompt_ms / 1000, ttft - start)
+        rest = max(ttft - start - prefill, 0.0)
+        return (("network + server queue", 0.0, start), ("prefill (server-measured)", start, prefill),
+                ("first token + network", start + prefill, rest))

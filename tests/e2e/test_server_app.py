@@ -1,0 +1,93 @@
+"""``kvtop --server``: the real app on a real llama-server (pilot and tmux)."""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+from helpers import make_app, screen_text, send, wait_until
+from llama_server import llama_server
+
+from runner.server.engine import ServerEngine
+from runner.settings import Settings
+from tui.panes.prefill import PrefillPane
+
+LONG = "The tide comes in and the tide goes out, and the gulls count the waves. " * 120
+
+
+def server_app(tmp_path, urls, model, **kw):
+    settings = Settings(model, n_ctx=4096, temp=0, n_predict=kw.pop("n_predict", 16))
+    return make_app(settings, lambda s: ServerEngine(s, urls[0]), tmp_path, servers=tuple(urls),
+                    live_system=False, **kw)
+
+
+async def test_a_turn_through_the_server_fills_every_pane(served, smollm_path, tmp_path):
+    url, _ = served
+    app = server_app(tmp_path, [url], smollm_path)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await wait_until(pilot, lambda: app.loaded is not None, what="connect")
+        text = screen_text(app)
+        assert f"server {url}" in text and "slots 2" in text and "build" in text
+        await wait_until(pilot, lambda: "busy" in screen_text(app), what="first poll")
+        await send(pilot, LONG + " Summarise.")
+        pre = app.query_one(PrefillPane)
+        await wait_until(pilot, lambda: app.turns and not app.turn_running, timeout=120, what="turn")
+        m = app.turns[-1].metrics
+        assert pre.total == m.prompt_tokens > 1500 and pre.done == pre.total
+        text = screen_text(app)
+        assert "prefill (server-measured)" not in text  # the waterfall is F2's
+        assert re.search(r"gen [\d.,]+ tok/s", text)  # the server's own counters as rates
+        assert "batched ceiling" in text and "tok/s" in text
+        await pilot.press("f2")
+        await pilot.pause(0.3)
+        assert "network + server queue" in screen_text(app)
+
+
+async def test_a_fleet_of_two_servers_and_f4_moves_the_chat(llama_server_bin, smollm_path, tmp_path):
+    with llama_server(llama_server_bin, smollm_path, log_dir=str(tmp_path)) as (u1, _), \
+            llama_server(llama_server_bin, smollm_path, slots=1, log_dir=str(tmp_path)) as (u2, _):
+        app = server_app(tmp_path, [u1, u2], smollm_path)
+        async with app.run_test(size=(160, 50)) as pilot:
+            await wait_until(pilot, lambda: app.loaded is not None, what="connect")
+            await wait_until(pilot, lambda: len(app.server_snapshots) == 2, what="both polled")
+            await pilot.pause(0.3)
+            text = screen_text(app)
+            assert u1[7:] in text and u2[7:] in text and "0/2" in text and "0/1" in text
+            await pilot.press("f4")
+            await wait_until(pilot, lambda: app.loaded is not None and app.loaded.server == u2, what="attach 2")
+            await send(pilot, "Hi")
+            await wait_until(pilot, lambda: app.turns and not app.turn_running, timeout=60, what="turn on 2")
+            assert app.session.engine.url == u2
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is installed by .ci/run")
+def test_kvtop_server_in_a_real_terminal(served, tmp_path):
+    url, _ = served
+    name = f"kvtop-srv-{os.getpid()}"
+    cmd = f"KVTOP_HOME={tmp_path} {sys.executable} -m tui --server {url} -n 16; echo KVTOP-EXIT=$?; sleep 30"
+    subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "160", "-y", "48", cmd], check=True)
+    try:
+        def screen():
+            return subprocess.run(["tmux", "capture-pane", "-t", name, "-p"], capture_output=True,
+                                  text=True).stdout
+
+        def wait(pred, what, timeout=60):
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                s = screen()
+                if pred(s):
+                    return s
+                time.sleep(0.2)
+            raise AssertionError(f"timed out waiting for {what}:\n{screen()}")
+
+        wait(lambda s: f"server {url}" in s, "connect")
+        subprocess.run(["tmux", "send-keys", "-t", name, "Say hello", "Enter"], check=True)
+        s = wait(lambda s: re.search(r"TTFT \d", s), "the answer")
+        assert "you: Say hello" in s and "slot" in s
+        subprocess.run(["tmux", "send-keys", "-t", name, "C-q"], check=True)
+        wait(lambda s: "KVTOP-EXIT=0" in s, "exit 0", timeout=15)
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)

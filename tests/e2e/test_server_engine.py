@@ -1,0 +1,195 @@
+"""kvtop's server engine and monitor against a real llama-server (built from the llama.cpp
+that the pinned llama-cpp-python vendors), on the demo model, on a loopback port."""
+
+import subprocess
+import sys
+import threading
+import time
+
+import httpx
+import pytest
+from llama_server import llama_server
+
+from runner import events as ev
+from runner.process.blocking import BlockingEngine
+from runner.process.contract import EngineUnavailable
+from runner.server.engine import ServerEngine
+from runner.server.http import ServerClient
+from runner.server.monitor import ServerMonitor
+from runner.settings import Settings
+
+LONG = "The tide comes in and the tide goes out, and the gulls count the waves. " * 120  # ~2,000 tokens
+
+
+def engine(url, model, **kw):
+    e = BlockingEngine(ServerEngine(Settings(model, temp=0, n_predict=kw.pop("n_predict", 16), **kw), url))
+    e.start()
+    return e
+
+
+def test_a_chat_turn_is_measured_by_the_server(served, smollm_path):
+    url, _ = served
+    e = engine(url, smollm_path, n_predict=24)
+    try:
+        assert e.loaded.server == url and e.loaded.n_ctx == 4096 and e.loaded.total_slots == 2
+        assert e.loaded.build_info and e.loaded.n_params > 100e6
+        seen = []
+        done = e.chat([{"role": "user", "content": LONG + "\nSummarise in one line."}], seen.append)
+        assert isinstance(done, ev.TurnDone) and done.text.strip()
+        m = done.metrics
+        progress = [x for x in seen if isinstance(x, ev.PrefillProgress)]
+        assert len(progress) >= 3  # the bar moves: one event per server batch of a ~2,000-token prompt
+        assert progress[-1].done == progress[-1].total == m.prompt_tokens > 1500
+        assert all(b.done >= a.done for a, b in zip(progress, progress[1:]))
+        tokens = [x for x in seen if isinstance(x, ev.TokenEvent)]
+        assert "".join(t.text for t in tokens) == done.text
+        assert m.decode_tokens == len(tokens) and m.decode_tok_s and m.prefill_tok_s
+        assert m.prefill_tokens + m.reused_tokens == m.prompt_tokens
+        # the waterfall: network/queue, server prefill, first token; adds up to TTFT
+        assert [s[0] for s in m.timeline] == ["network + server queue", "prefill (server-measured)",
+                                              "first token + network"]
+        assert sum(s[2] for s in m.timeline) == pytest.approx(m.ttft_s, abs=1e-6)
+        assert m.timeline[1][2] == pytest.approx(m.prefill_s, rel=0.01, abs=0.005)
+        # a follow-up reuses the server's cached prefix (cache_n)
+        msgs = [{"role": "user", "content": LONG + "\nSummarise in one line."},
+                {"role": "assistant", "content": done.text}, {"role": "user", "content": "Shorter."}]
+        again = e.chat(msgs)
+        assert again.metrics.reused_tokens > 1500
+        assert again.metrics.prefill_tokens < 200
+    finally:
+        e.close()
+
+
+def slot_busy(url) -> bool:
+    return any(s["is_processing"] for s in httpx.get(url + "/slots", timeout=5).json())
+
+
+@pytest.mark.parametrize("phase", ["prefill", "decode"])
+def test_cancel_closes_the_stream_and_the_server_slot_goes_idle(served, smollm_path, phase):
+    url, _ = served
+    e = engine(url, smollm_path, n_predict=2000, ignore_eos=True)
+    try:
+        def cancel_when(x):
+            if phase == "prefill" and isinstance(x, ev.PrefillProgress) and x.done < x.total:
+                e.cancel()
+            if phase == "decode" and isinstance(x, ev.TokenEvent) and x.index == 5:
+                e.cancel()
+
+        prompt = LONG if phase == "prefill" else "Count to ten thousand."
+        done = e.chat([{"role": "user", "content": prompt}], cancel_when)
+        assert done.stop_reason == "cancelled"
+        deadline = time.monotonic() + 10
+        while slot_busy(url):
+            assert time.monotonic() < deadline, "the server kept working on a cancelled turn"
+            time.sleep(0.1)
+        assert e.chat([{"role": "user", "content": "Hi"}]).stop_reason in ("eog", "n_predict")
+    finally:
+        e.close()
+
+
+def test_another_clients_request_shows_in_the_slots_and_a_queue_shows_as_deferred(llama_server_bin, smollm_path,
+                                                                                   tmp_path):
+    with llama_server(llama_server_bin, smollm_path, slots=1, log_dir=str(tmp_path)) as (url, _):
+        mon = ServerMonitor(ServerClient(url))
+        first = mon.poll()
+        assert first.reachable and len(first.slots) == 1 and first.busy == 0
+
+        def other_client():
+            httpx.post(url + "/completion", json={"prompt": LONG, "n_predict": 64}, timeout=120)
+
+        threads = [threading.Thread(target=other_client) for _ in range(2)]
+        for t in threads:
+            t.start()
+        seen_busy = seen_deferred = False
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (seen_busy and seen_deferred):
+            s = mon.poll()
+            seen_busy |= s.busy == 1 and s.slots[0].n_prompt_tokens > 0
+            seen_deferred |= bool(s.rates and s.rates.requests_deferred)
+            time.sleep(0.2)
+        for t in threads:
+            t.join()
+        assert seen_busy and seen_deferred
+        s = mon.poll()
+        assert s.rates.interval_s > 0 and s.model == "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def test_a_server_without_slots_and_metrics_says_so(llama_server_bin, smollm_path, tmp_path):
+    from llama_server import free_port
+
+    port = free_port()
+    proc = subprocess.Popen([llama_server_bin, "-m", smollm_path, "--host", "127.0.0.1", "--port", str(port),
+                             "-c", "1024", "-t", "2", "--no-slots"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(url + "/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        s = ServerMonitor(ServerClient(url)).poll()
+        assert s.reachable and s.slots == ()
+        assert "--slots" in s.slots_note and "--metrics" in s.metrics_note
+        e = engine(url, smollm_path)  # chatting still works
+        try:
+            assert e.chat([{"role": "user", "content": "Hi"}]).metrics.decode_tokens > 0
+        finally:
+            e.close()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_a_wrong_api_key_is_named(llama_server_bin, smollm_path, tmp_path):
+    with llama_server(llama_server_bin, smollm_path, "--api-key", "sesame", log_dir=str(tmp_path)) as (url, _):
+        with pytest.raises(EngineUnavailable, match="401"):
+            engine(url, smollm_path)
+        with pytest.raises(EngineUnavailable, match="401"):
+            BlockingEngine(ServerEngine(Settings(smollm_path), url, api_key="wrong")).start()
+        e = BlockingEngine(ServerEngine(Settings(smollm_path, n_predict=4), url, api_key="sesame"))
+        e.start()
+        e.close()
+
+
+def test_the_server_killed_mid_stream_ends_the_turn_with_a_reason(llama_server_bin, smollm_path, tmp_path):
+    with llama_server(llama_server_bin, smollm_path, log_dir=str(tmp_path)) as (url, proc):
+        e = engine(url, smollm_path, n_predict=5000, ignore_eos=True)
+
+        def kill_at_token_3(x):
+            if isinstance(x, ev.TokenEvent) and x.index == 3:
+                proc.kill()
+
+        with pytest.raises(EngineUnavailable, match="turn ended"):
+            e.chat([{"role": "user", "content": "Count to ten thousand."}], kill_at_token_3)
+        proc.wait()
+        s = ServerMonitor(ServerClient(url)).poll()
+        assert not s.reachable and "cannot reach" in s.error
+        e.close()
+
+
+def test_kvtop_server_exits_1_with_one_line_when_nothing_listens(tmp_path):
+    from llama_server import free_port
+
+    out = subprocess.run([sys.executable, "-m", "tui", "--server", f"127.0.0.1:{free_port()}"],
+                         capture_output=True, text=True, timeout=30, env={"KVTOP_HOME": str(tmp_path),
+                                                                        "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 1
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "cannot reach" in lines[0] and "llama-server" in lines[0]
+
+
+def test_a_url_that_is_not_llama_server_is_named(tmp_path):
+    import http.server
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        with pytest.raises(EngineUnavailable, match="llama-server"):
+            BlockingEngine(ServerEngine(Settings("x"), f"http://127.0.0.1:{srv.server_port}")).start()
+    finally:
+        srv.shutdown()

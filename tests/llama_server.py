@@ -1,0 +1,66 @@
+"""A real llama-server for the server tests: built once per llama-cpp-python pin by
+``.ci/build-llama-server`` (cached outside the repo), started on a free loopback port."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+from contextlib import contextmanager
+
+import httpx
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def server_binary() -> str:
+    """The cached binary (the build takes ~6 min on 2 cores the first time)."""
+    env_bin = os.environ.get("KVTOP_LLAMA_SERVER")
+    if env_bin:
+        return env_bin
+    out = subprocess.run(["bash", os.path.join(ROOT, ".ci", "build-llama-server")], cwd=ROOT,
+                         capture_output=True, text=True, timeout=3600)
+    if out.returncode != 0:
+        raise RuntimeError(f"building llama-server failed: {out.stderr[-2000:]}")
+    return out.stdout.strip().splitlines()[-1]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def llama_server(binary: str, model: str, *extra: str, slots: int = 2, ctx: int = 4096, log_dir: str = "/tmp"):
+    """llama-server with --metrics --slots on 127.0.0.1; yields (url, process)."""
+    port = free_port()
+    log = open(os.path.join(log_dir, f"llama-server-{port}.log"), "wb")
+    cmd = [binary, "-m", model, "--host", "127.0.0.1", "--port", str(port), "-c", str(ctx * slots),
+           "-np", str(slots), "-t", "2", "--metrics", "--slots", *extra]
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise RuntimeError(f"llama-server exited ({proc.returncode}); see {log.name}")
+            try:
+                if httpx.get(url + "/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        else:
+            raise RuntimeError("llama-server did not become healthy in 120 s")
+        yield url, proc
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        log.close()

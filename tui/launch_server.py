@@ -1,0 +1,83 @@
+"""``kvtop --server URL [--server URL …]``: watch running llama-servers instead of a model
+kvtop loads. Checks the first server before the UI starts (a server that is down, a
+wrong API key or a URL that is not llama-server exits 1 with one line)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from runner.sanitize import clean_line
+
+
+def add_server_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("watching a llama-server")
+    g.add_argument("--server", action="append", metavar="URL",
+                   help="attach to a running llama-server (start it with --metrics --slots); repeat for a fleet")
+    g.add_argument("--server-file", metavar="FILE", help="a file of llama-server URLs, one per line")
+    g.add_argument("--api-key", metavar="KEY", help="the server's --api-key (default: $LLAMA_API_KEY)")
+    from runner.cli_types import positive_float
+
+    g.add_argument("--bandwidth-gbs", type=positive_float, metavar="X",
+                   help="the server machine's memory bandwidth, GB/s (a remote server cannot be probed)")
+    g.add_argument("--tflops", type=positive_float, metavar="X", help="the server machine's peak TFLOPS")
+    g.add_argument("--model", dest="server_model", metavar="PATH",
+                   help="a local copy of the served GGUF, for the physics (default: the server's model_path "
+                        "when this machine can read it)")
+
+
+def read_server_file(path: str) -> list[str]:
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        return [ln.strip() for ln in fh.read(1 << 20).splitlines() if ln.strip() and not ln.startswith("#")]
+
+
+def server_main(p: argparse.ArgumentParser, a: argparse.Namespace, argv: list[str]) -> int:
+    from runner.server.http import ServerClient, ServerError, api_key_from_env, is_loopback, normalise_url
+    from runner.server.props import read_server_info
+    from runner.settings import settings_from_args
+
+    urls = list(a.server or [])
+    try:
+        if a.server_file:
+            urls += read_server_file(a.server_file)
+        urls = list(dict.fromkeys(normalise_url(u) for u in urls))
+    except (OSError, ServerError) as exc:
+        p.error(clean_line(str(exc)))
+    key = api_key_from_env(a.api_key)
+    client = ServerClient(urls[0], key)
+    try:
+        info = read_server_info(client)
+    except ServerError as exc:
+        print(f"kvtop: {clean_line(str(exc), 400)}", file=sys.stderr)
+        return 1
+    finally:
+        client.close()
+    model = a.server_model or (info.model_path if info.model_path and os.path.isfile(info.model_path) else "")
+    a.ctx_size = info.n_ctx
+    settings = settings_from_args(model or info.model_path or urls[0], a)
+    settings = type(settings)(**{**settings.__dict__, "n_ctx": info.n_ctx})
+    return run_server_app(settings, urls, key, a, argv, local_model=bool(model),
+                          local=is_loopback(urls[0]))
+
+
+def run_server_app(settings, urls, key, a, argv, local_model: bool, local: bool) -> int:
+    from runner.records.paths import default_paths
+    from runner.server.engine import ServerEngine
+    from runner.system.hardware import HardwareProfile
+
+    from .app import KvtopApp
+    from .options import AppOptions
+
+    hardware = None  # a server on this machine: probed like a local model (NVML, CPU probe)
+    if a.bandwidth_gbs or a.tflops:
+        hardware = HardwareProfile(a.bandwidth_gbs, a.tflops, "--bandwidth-gbs/--tflops", None, None)
+    elif not local:
+        hardware = HardwareProfile(None, None, "unknown: the server is not on this machine "
+                                   "(give --bandwidth-gbs and --tflops)", None, None)
+    opts = AppOptions(argv=[sys.argv[0]] + argv, servers=tuple(urls), api_key=key, hardware=hardware,
+                      model_readable=local_model, refresh=a.refresh, trace_path=a.trace,
+                      prompt_file=a.prompt_file)
+    app = KvtopApp(settings, lambda s: ServerEngine(s, urls[0], key), default_paths(), opts)
+    rc = app.run()
+    return rc if isinstance(rc, int) else 0

@@ -1,0 +1,98 @@
+"""The server pane (``kvtop --server``): every slot of the llama-server, not only
+kvtop's own, the server's counters as rates, and the many-users physics: the batched
+decode ceiling for the slots decoding now, and how many more conversations fit."""
+
+from __future__ import annotations
+
+from textual.content import Content
+
+from runner.units import fmt_int, fmt_rate
+
+from .base import PaneWidget
+
+HEADER = f"{'slot':>4} {'state':<6} {'task':>6} {'prompt':>8} {'computed':>9} {'cached':>7} {'decoded':>8}  ctx used"
+
+
+class ServerPane(PaneWidget):
+    def __init__(self, url: str, **kw) -> None:
+        super().__init__(**kw)
+        self.border_title = "Server"
+        self.url = url
+        self.snapshot = None  # runner.server.monitor.ServerSnapshot
+        self.ceiling = None  # runner.physics.batching.BatchCeiling
+        self.more_fit: int | None = None
+        self.average_length: float | None = None
+        self.own_slot: int | None = None
+
+    def set_snapshot(self, snapshot, ceiling=None, more_fit: int | None = None,
+                     average_length: float | None = None) -> None:
+        before = self.wrapped_height()
+        self.snapshot, self.ceiling, self.more_fit, self.average_length = snapshot, ceiling, more_fit, average_length
+        self.refresh(layout=self.wrapped_height() != before)
+
+    def render(self) -> Content:
+        s = self.snapshot
+        head = [("server ", "$text-muted"), (self.url, "bold")]
+        if s is None:
+            return Content.assemble(*head, ("  waiting for the first poll", "$text-muted"))
+        if not s.reachable:
+            return Content.assemble(*head, "\n", (f"unreachable: {s.error}; retrying on kvtop's pace",
+                                                   "bold $kvtop-critical"))
+        lines = [Content.assemble(*head, *self._counts(s))]
+        lines.append(self._rates(s))
+        lines.append(self._physics(s))
+        if s.slots_note:
+            lines.append(Content.styled(f"slots: {s.slots_note}", "$kvtop-warn"))
+        else:
+            lines.append(Content.styled(HEADER, "$text-muted"))
+            lines += [self._slot_line(sl) for sl in s.slots[:64]]
+            if len(s.slots) > 64:
+                lines.append(Content.styled(f"… {len(s.slots) - 64} more slots", "$text-muted"))
+        return Content("\n").join(lines)
+
+    def _counts(self, s) -> list:
+        out: list = []
+        if s.slots:
+            out += ["  ", ("slots ", "$text-muted"), f"{s.busy}/{len(s.slots)} busy"]
+        r = s.rates
+        if r is not None and r.requests_deferred is not None:
+            style = "bold $kvtop-critical" if r.requests_deferred else ""
+            out += ["  ", ("deferred ", "$text-muted"), (str(r.requests_deferred), style)]
+        return out
+
+    def _rates(self, s) -> Content:
+        r = s.rates
+        if r is None:
+            return Content.styled(f"metrics: {s.metrics_note or 'none yet'}", "$kvtop-warn")
+        if r.interval_s <= 0:
+            return Content.styled("metrics: rates after the next poll", "$text-muted")
+        return Content.assemble(("prompt ", "$text-muted"), fmt_rate(r.prompt_tok_s), ("  gen ", "$text-muted"),
+                                fmt_rate(r.gen_tok_s), (f"  (server counters, last {r.interval_s:.1f} s)",
+                                                        "$text-muted"),
+                                ("  processing ", "$text-muted"), fmt_int(r.requests_processing))
+
+    def _physics(self, s) -> Content:
+        parts: list = []
+        c = self.ceiling
+        if c is not None:
+            measured = s.rates.gen_tok_s if s.rates else None
+            parts += [("batched ceiling ", "$text-muted"), (fmt_rate(c.aggregate_tok_s), "$kvtop-ceiling"),
+                      (f" for {c.slots} decoding ({fmt_rate(c.per_user_tok_s)} each)", "$text-muted")]
+            if measured:
+                parts += [("  measured ", "$text-muted"), (fmt_rate(measured), "$kvtop-measured"),
+                          f" {measured / c.aggregate_tok_s * 100:.0f}%"]
+        else:
+            parts.append(("batched ceiling: needs the GGUF header (--model) and a bandwidth", "$text-muted"))
+        if self.more_fit is not None and self.average_length:
+            parts += [("  +", "$text-muted"), str(self.more_fit),
+                      (f" conversations of {self.average_length:,.0f} tokens fit", "$text-muted")]
+        return Content.assemble(*parts)
+
+    def _slot_line(self, sl) -> Content:
+        state = ("busy", "bold $kvtop-measured") if sl.is_processing else ("idle", "$text-muted")
+        used = f"{sl.n_prompt_tokens:,}/{sl.n_ctx:,}" if sl.n_ctx else "-"
+        mark = "*" if sl.id == self.own_slot else " "
+        task = "-" if sl.id_task is None else str(sl.id_task)
+        return Content.assemble(f"{mark}{sl.id:>3} ", (f"{state[0]:<6}", state[1]),
+                                f" {task:>6} {sl.n_prompt_tokens:>8,} {sl.n_processed:>9,} {sl.n_cached:>7,}"
+                                f" {sl.n_decoded:>8,}  {used}")
