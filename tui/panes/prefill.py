@@ -5,6 +5,9 @@ It stays on screen after the turn with the final figures.
 
 from __future__ import annotations
 
+import time
+from typing import Callable
+
 from textual.content import Content
 
 from ..format import bar, fmt_int, fmt_rate, fmt_seconds
@@ -12,8 +15,15 @@ from .base import PaneWidget
 
 
 class PrefillPane(PaneWidget):
-    def __init__(self, **kw) -> None:
+    """While a prefill runs, elapsed and ETA move every ``tick_s`` on ``clock`` (a
+    micro-batch of a long prompt can take seconds to report)."""
+
+    def __init__(self, tick_s: float = 0.5, clock: Callable[[], float] = time.monotonic, **kw) -> None:
         super().__init__(**kw)
+        self.tick_s, self.clock = tick_s, clock
+        self._since: tuple[float, float] | None = None  # (clock, elapsed then) while a prefill runs
+        self._ubatch = 0  # tokens of the last micro-batch reported
+        self._ticker = None
         self.border_title = "Prefill"
         self.total = 0
         self.done = 0
@@ -40,6 +50,7 @@ class PrefillPane(PaneWidget):
         self.note = "no turn yet"
         self.template_note = None
         self.diverged = None
+        self.stop_ticking()
         self.refresh(layout=True)
 
     def begin(self, started) -> None:
@@ -57,17 +68,43 @@ class PrefillPane(PaneWidget):
         # the last prompt token is always computed again, for its logits: not a divergence
         d = started.first_diff_index
         self.diverged = d if d is not None and d < started.prompt_tokens - 1 else None
+        self._ubatch = 0
+        self._run_clock(0.0)
         self.refresh(layout=self.wrapped_height() != before)
 
     def progress(self, p) -> None:
         before = self.wrapped_height()
         self.total, self.done, self.reused = p.total, p.done, p.reused
-        self.elapsed, self.rate = p.elapsed_s, p.tok_s
+        self.elapsed, self.rate, self._ubatch = p.elapsed_s, p.tok_s, p.ubatch_tokens
         if p.done >= p.total:
             self.note = "done"
+            self.stop_ticking()
+        else:
+            self._run_clock(p.elapsed_s)
         self.refresh(layout=self.wrapped_height() != before)
 
+    def _run_clock(self, elapsed: float) -> None:
+        self._since = (self.clock(), elapsed)
+        if self._ticker is None and self.is_attached:
+            self._ticker = self.set_interval(self.tick_s, lambda: self.tick(self.clock()))
+
+    def tick(self, now: float) -> None:
+        """The prefill's elapsed time at ``now``, from the last report (no-op when none runs)."""
+        if self._since is None:
+            return
+        t0, e0 = self._since
+        self.elapsed = e0 + max(0.0, now - t0)
+        self.refresh()
+
+    def stop_ticking(self) -> None:
+        """The prefill ended (or its turn did): elapsed and ETA stay put."""
+        self._since = None
+        if self._ticker is not None:
+            self._ticker.stop()
+            self._ticker = None
+
     def finish(self, metrics, stop_reason: str) -> None:
+        self.stop_ticking()
         self.finished = True
         self.done = metrics.reused_tokens + metrics.prefill_tokens
         self.total = metrics.prompt_tokens
@@ -78,17 +115,29 @@ class PrefillPane(PaneWidget):
         self.refresh(layout=self.wrapped_height() != before)
 
     def refused(self, reason: str) -> None:
+        self.stop_ticking()
         self.finished = True
         self.note = reason
         self.refresh(layout=True)
+
+    def eta(self) -> float | None:
+        """Seconds left of the prefill at the rate measured so far (None: no rate yet),
+        counting down between reports, but never below what the micro-batch in flight
+        leaves after it."""
+        remaining = self.total - self.done
+        if not self.rate or remaining <= 0 or self.finished:
+            return None
+        left = remaining / self.rate
+        if self._since is not None:
+            left = max(left - (self.elapsed - self._since[1]), max(0, remaining - self._ubatch) / self.rate)
+        return left
 
     def render(self) -> Content:
         w = max(0, self.size.width - 2)
         total = max(self.total, 1)
         computed = self.done - self.reused
         b = bar(w, [(self.reused / total, "$kvtop-reused"), (computed / total, "$kvtop-measured")])
-        remaining = self.total - self.done
-        eta = remaining / self.rate if self.rate and remaining > 0 and not self.finished else None
+        eta = self.eta()
         line1 = Content.assemble(
             (f"{fmt_int(self.done)}/{fmt_int(self.total)} tok", "bold"), "  ",
             ("reused ", "$text-muted"), (fmt_int(self.reused), "$kvtop-reused"), "  ",
