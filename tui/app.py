@@ -231,10 +231,13 @@ class KvtopApp(EngineWorkers, ServerPolling, ServerRouting, EngineRouting, App[i
                     else "Markdown off: replies are plain text", markup=False, timeout=3)
 
     def action_waterfall(self) -> None:
-        from .waterfall import WaterfallScreen
+        from .waterfall import WaterfallScreen, live_turn
 
-        last = self.turns[-1].to_dict() if self.turns else None
-        self.push_screen(WaterfallScreen(last, self.facts, self.hw.tflops if self.hw else None))
+        def source():  # every turn of the session, and the one in flight
+            return list(self.turns), live_turn(self)
+
+        self.push_screen(WaterfallScreen(source, self.facts, self.hw.tflops if self.hw else None,
+                                         prefill_interval(self.refresh_s)))
 
     def screenshot_svg(self) -> str:
         return self.export_screenshot(title="kvtop").translate(_SVG_BAD_XML)

@@ -1,12 +1,18 @@
-"""The TTFT waterfall (F2): where the last turn's time to first token went.
+"""The TTFT waterfall (F2): where a turn's time to first token went.
 
-A stacked bar and a table of contiguous segments (wait, template, tokenize, cache
-lookup, each prefill ubatch, first decode and sample, first visible character)
-that add up to the measured TTFT, with the predicted time beside each prefill
-micro-batch and a verdict for the biggest cause.
+Any turn of the session can be shown (←/→), the turn in flight included: its
+segments so far (template, tokenize, the prefill as far as it has reported),
+labelled in progress, and followed until it ends. A finished turn shows a stacked
+bar and a table of contiguous segments (wait, template, tokenize, cache lookup, each
+prefill ubatch, first decode and sample, first visible character) that add up to the
+measured TTFT, with the predicted time beside each prefill micro-batch and a verdict
+for the biggest cause. The heading always says which turn it is.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -16,20 +22,66 @@ from textual.screen import ModalScreen
 from textual.widget import Widget
 from textual.widgets import Static
 
-from runner.physics.diagnosis import predicted_ubatch_seconds, ttft_verdict
+from runner.physics.diagnosis import predicted_ubatch_seconds
+from runner.physics.verdicts import ttft_verdict
+from runner.sanitize import clean_line
 
 from .format import fmt_seconds
 
 SEGMENT_STYLES = ["$kvtop-kv-full", "$kvtop-kv-sliding", "$kvtop-kv-latent", "$kvtop-kv-recurrent",
                   "$kvtop-reused", "$kvtop-warn"]
+KEYS_HINT = "←/→ other turns · Esc closes"
 
 
 def segment_style(label: str, i: int) -> str:
-    if label.startswith("ubatch"):
+    if label.startswith(("ubatch", "prefill")):
         return "$kvtop-measured"
     if label.startswith("wait"):
         return "$kvtop-critical"
     return SEGMENT_STYLES[i % len(SEGMENT_STYLES)]
+
+
+@dataclass(frozen=True)
+class LiveTurn:
+    """The turn in flight as the UI has seen it. ``reports``: (done, elapsed_s) of each
+    prefill report that reached the UI (they are paced, so one may stand for several
+    micro-batches)."""
+
+    user: str
+    started: object | None  # TurnStarted; None while the turn waits for the engine
+    reports: tuple[tuple[int, float], ...] = ()
+
+    def segments(self) -> tuple[tuple[str, float, float], ...]:
+        s = self.started
+        if s is None:
+            return ()
+        segs = [("template", 0.0, s.template_s), ("tokenize", s.template_s, s.tokenize_s)]
+        base = s.template_s + s.tokenize_s
+        prev_done, prev_s = s.reused_tokens, 0.0
+        for done, elapsed in self.reports:
+            segs.append((f"prefill +{done - prev_done:,} tok (to {done:,})", base + prev_s, elapsed - prev_s))
+            prev_done, prev_s = done, elapsed
+        return tuple(segs)
+
+    def state(self) -> str:
+        s = self.started
+        if s is None:
+            return "waiting for the engine"
+        done = self.reports[-1][0] if self.reports else s.reused_tokens
+        if done >= s.prompt_tokens:
+            return f"prefill done ({s.prompt_tokens:,} tok), decoding"
+        return f"prefill {done:,}/{s.prompt_tokens:,} tok"
+
+
+def live_turn(app) -> LiveTurn | None:
+    """The app's turn in flight, or None."""
+    from .panes.prefill import PrefillPane
+
+    a = app.session.active
+    if a is None:
+        return None
+    reports = tuple(app.query_one(PrefillPane).reports) if a.started is not None else ()
+    return LiveTurn(a.user, a.started, reports)
 
 
 class WaterfallBar(Widget):
@@ -52,6 +104,22 @@ class WaterfallBar(Widget):
         return Content.assemble(*parts)
 
 
+def segments_table(timeline, predicted: dict, whole: float | None, tail: str) -> Content:
+    """Segments with their start, measured and predicted times and share of ``whole``."""
+    w = max([len(seg[0]) for seg in timeline] + [8]) + 2
+    rows = [Content.assemble((f"{'segment':<{w}}  {'start':>9}  {'measured':>9}  {'predicted':>9}  {'share':>6}",
+                              "bold $text-muted"))]
+    for i, (label, start, dt) in enumerate(timeline):
+        pred = predicted.get(label)
+        share = dt / whole * 100 if whole else 0
+        rows.append(Content.assemble(("■ ", segment_style(label, i)), f"{label:<{w - 2}}  ",
+                                     f"{fmt_seconds(start):>9}  ", (f"{fmt_seconds(dt):>9}", "$kvtop-measured"),
+                                     f"  {fmt_seconds(pred) if pred is not None else '-':>9}  {share:>5.1f}%"))
+    total = sum(dt for _, _, dt in timeline)
+    rows.append(Content.assemble((f"{'sum of segments':<{w}}  {'':>9}  {fmt_seconds(total):>9}", "bold"), tail))
+    return Content("\n").join(rows)
+
+
 def waterfall_table(metrics, facts, tflops, layers) -> Content:
     timeline = metrics.timeline
     preds = predicted_ubatch_seconds(facts.n_params_active if facts else None, tflops, layers,
@@ -62,42 +130,93 @@ def waterfall_table(metrics, facts, tflops, layers) -> Content:
         if label.startswith("ubatch"):
             pred_by_label[label] = preds[k] if k < len(preds) else None
             k += 1
-    w = max([len(seg[0]) for seg in timeline] + [8]) + 2
-    rows = [Content.assemble((f"{'segment':<{w}}  {'start':>9}  {'measured':>9}  {'predicted':>9}  {'share':>6}",
-                              "bold $text-muted"))]
-    for i, (label, start, dt) in enumerate(timeline):
-        pred = pred_by_label.get(label)
-        share = dt / metrics.ttft_s * 100 if metrics.ttft_s else 0
-        rows.append(Content.assemble(("■ ", segment_style(label, i)), f"{label:<{w - 2}}  ",
-                                     f"{fmt_seconds(start):>9}  ", (f"{fmt_seconds(dt):>9}", "$kvtop-measured"),
-                                     f"  {fmt_seconds(pred) if pred is not None else '-':>9}  {share:>5.1f}%"))
-    total = sum(dt for _, _, dt in timeline)
-    rows.append(Content.assemble((f"{'sum of segments':<{w}}  {'':>9}  {fmt_seconds(total):>9}", "bold"),
-                                 f"   TTFT measured {fmt_seconds(metrics.ttft_s)}"))
-    return Content("\n").join(rows)
+    return segments_table(timeline, pred_by_label, metrics.ttft_s, f"   TTFT measured {fmt_seconds(metrics.ttft_s)}")
+
+
+def _metrics(turn: dict):
+    from runner.events import TurnMetrics
+
+    return TurnMetrics(**{k: (tuple(tuple(x) for x in v) if k in ("ubatches", "timeline") else v)
+                          for k, v in turn["metrics"].items()})
+
+
+def _asked(user: str) -> str:
+    text = clean_line(user or "", 60)
+    return f" · “{text}”" if text else ""
+
+
+Source = Callable[[], "tuple[list, LiveTurn | None]"]
 
 
 class WaterfallScreen(ModalScreen[None]):
-    BINDINGS = [Binding("escape,f2,q", "dismiss", "Close")]
+    """``source()`` gives the finished turns (``TurnRecord``s: ``to_dict()``) and the turn
+    in flight; it is read again every ``poll_s`` so the turn in flight stays current."""
 
-    def __init__(self, turn: dict | None, facts, tflops) -> None:
+    BINDINGS = [Binding("escape,f2,q", "dismiss", "Close"),
+                Binding("left", "turn(-1)", "Previous turn", priority=True),
+                Binding("right", "turn(1)", "Next turn", priority=True)]
+
+    def __init__(self, source: Source, facts, tflops, poll_s: float = 1.0) -> None:
         super().__init__()
-        self.turn = turn
+        self.source = source
         self.facts = facts
         self.tflops = tflops
+        self.poll_s = poll_s
+        self.turns, self.live = source()
+        self.pos = len(self.turns) if self.live is not None else len(self.turns) - 1  # the newest
+
+    @property
+    def count(self) -> int:
+        return len(self.turns) + (self.live is not None)
+
+    def on_mount(self) -> None:
+        self.set_interval(self.poll_s, self._poll)
+
+    def _poll(self) -> None:
+        turns, live = self.source()
+        changed = len(turns) != len(self.turns) or live != self.live
+        self.turns, self.live = turns, live
+        if changed:
+            self.pos = min(self.pos, self.count - 1)
+            self.refresh(recompose=True)
+
+    def action_turn(self, step: int) -> None:
+        pos = max(0, min(self.count - 1, self.pos + step))
+        if pos != self.pos:
+            self.pos = pos
+            self.refresh(recompose=True)
 
     def compose(self) -> ComposeResult:
-        from runner.events import TurnMetrics
-
         with VerticalScroll(id="waterfall-box", classes="dialog"):
-            if not self.turn:
+            if self.pos < 0:
                 yield Static(Content("No turn yet: send a message, then press F2."), markup=False)
                 return
-            m = TurnMetrics(**{k: (tuple(tuple(x) for x in v) if k in ("ubatches", "timeline") else v)
-                               for k, v in self.turn["metrics"].items()})
-            yield Static(Content.styled(f"Time to first token: {fmt_seconds(m.ttft_s)}", "bold"), markup=False)
-            yield WaterfallBar(m.timeline, m.ttft_s or 0, id="waterfall-bar")
-            layers = self.facts.layers if self.facts else []
-            yield Static(waterfall_table(m, self.facts, self.tflops, layers), markup=False, id="waterfall-table")
-            verdict = ttft_verdict(m, self.turn.get("first_diff_index"), self.turn.get("diff_context"))
-            yield Static(Content.styled(verdict, "italic"), markup=False, id="waterfall-verdict")
+            heading = f"Turn {self.pos + 1} of {self.count}"
+            if self.pos >= len(self.turns):
+                yield from self._live(heading)
+            else:
+                yield from self._finished(heading, self.turns[self.pos].to_dict())
+            yield Static(Content.styled(KEYS_HINT, "$text-muted"), markup=False, id="waterfall-keys")
+
+    def _finished(self, heading: str, turn: dict) -> ComposeResult:
+        m = _metrics(turn)
+        yield Static(Content.assemble((f"{heading}{_asked(turn.get('user', ''))}\n", "bold"),
+                                      (f"Time to first token: {fmt_seconds(m.ttft_s)}", "bold")),
+                     markup=False, id="waterfall-title")
+        yield WaterfallBar(m.timeline, m.ttft_s or 0, id="waterfall-bar")
+        layers = self.facts.layers if self.facts else []
+        yield Static(waterfall_table(m, self.facts, self.tflops, layers), markup=False, id="waterfall-table")
+        verdict = ttft_verdict(m, turn.get("first_diff_index"), turn.get("diff_context"))
+        yield Static(Content.styled(verdict, "italic"), markup=False, id="waterfall-verdict")
+
+    def _live(self, heading: str) -> ComposeResult:
+        live = self.live
+        segs = live.segments()
+        so_far = sum(dt for _, _, dt in segs)
+        yield Static(Content.assemble((f"{heading}{_asked(live.user)}\n", "bold"),
+                                      (f"in progress: {live.state()}", "bold $kvtop-warn")),
+                     markup=False, id="waterfall-title")
+        yield WaterfallBar(segs, so_far, id="waterfall-bar")
+        yield Static(segments_table(segs, {}, so_far, "   so far"), markup=False, id="waterfall-table")
+        yield Static(Content.styled("The time to first token and the verdict come when the turn's first "
+                                    "character does.", "italic"), markup=False, id="waterfall-verdict")

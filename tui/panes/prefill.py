@@ -35,6 +35,7 @@ class PrefillPane(PaneWidget):
         self.template_note: str | None = None
         self.diverged: int | None = None
         self.cache_note: str = ""
+        self.reports: list[tuple[int, float]] = []  # (done, elapsed) of this turn's reports, for F2
 
     def set_cache_note(self, note: str) -> None:
         before = self.wrapped_height()
@@ -69,6 +70,7 @@ class PrefillPane(PaneWidget):
         d = started.first_diff_index
         self.diverged = d if d is not None and d < started.prompt_tokens - 1 else None
         self._ubatch = 0
+        self.reports = []
         self._run_clock(0.0)
         self.refresh(layout=self.wrapped_height() != before)
 
@@ -76,6 +78,7 @@ class PrefillPane(PaneWidget):
         before = self.wrapped_height()
         self.total, self.done, self.reused = p.total, p.done, p.reused
         self.elapsed, self.rate, self._ubatch = p.elapsed_s, p.tok_s, p.ubatch_tokens
+        self.reports.append((p.done, p.elapsed_s))
         if p.done >= p.total:
             self.note = "done"
             self.stop_ticking()

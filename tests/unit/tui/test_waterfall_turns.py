@@ -1,0 +1,102 @@
+"""F2 shows the turn in flight (its segments so far, labelled in progress) and any turn of
+the session (left/right), and always says which turn it shows."""
+
+import dataclasses
+
+from helpers import make_app, screen_text, wait_until
+from runner import events as ev
+from runner.settings import Settings
+from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
+from tui.waterfall import WaterfallScreen
+
+
+def _with_timeline(script: list) -> list:
+    """A scripted turn whose TurnDone carries the TTFT waterfall, as the engine's does."""
+    started = script[0]
+    done = script[-1]
+    t0 = started.t
+    segs = [("template", 0.0, started.template_s), ("tokenize", started.template_s, started.tokenize_s)]
+    prev = started.t + 0.003
+    for i, p in enumerate(e for e in script if isinstance(e, ev.PrefillProgress)):
+        segs.append((f"ubatch {i + 1} ({p.ubatch_tokens} tok)", prev - t0, p.t - prev))
+        prev = p.t
+    first = next(e for e in script if isinstance(e, ev.TokenEvent))
+    segs.append(("first decode+sample", prev - t0, first.t - prev))
+    m = dataclasses.replace(done.metrics, timeline=tuple(segs))
+    return script[:-1] + [dataclasses.replace(done, metrics=m)]
+
+
+def _app(tmp_path, smollm_path, turns, speed=0.0):
+    loaded = smollm_loaded(smollm_path)
+    settings = Settings(smollm_path, n_ctx=4096, n_threads=2)
+    return make_app(settings, lambda s: ScriptedEngine(s, loaded, turns, speed=speed, max_gap=2.0), tmp_path,
+                    live_system=False, write_transcript=False, record_trace=False, refresh=0.25)
+
+
+async def _send(pilot, text):
+    pilot.app.query_one("#prompt").value = text
+    await pilot.press("enter")
+
+
+def _table(app) -> str:
+    return str(app.screen.query_one("#waterfall-table").render())
+
+
+def _title(app) -> str:
+    """The waterfall's own heading (the dashboard shows through the dialog)."""
+    return str(app.screen.query_one("#waterfall-title").render())
+
+
+async def test_f2_picks_any_turn_of_the_session(tmp_path, smollm_path):
+    turns = [_with_timeline(scripted_turn(1, 1000.0, 600, 0, ["A", "."])),
+             _with_timeline(scripted_turn(2, 2000.0, 1100, 0, ["B", "."]))]
+    app = _app(tmp_path, smollm_path, turns)
+    async with app.run_test(size=(140, 45)) as pilot:
+        await wait_until(pilot, lambda: app.loaded is not None, what="load")
+        for i, text in enumerate(["first", "second"]):
+            await _send(pilot, text)
+            await wait_until(pilot, lambda: len(app.turns) == i + 1 and not app.turn_running, what=f"turn {i + 1}")
+        await pilot.press("f2")
+        await pilot.pause(0.2)
+        assert isinstance(app.screen, WaterfallScreen)
+        assert "Turn 2 of 2" in _title(app) and "ubatch 3 (76 tok)" in _table(app)
+        await pilot.press("left")
+        await pilot.pause(0.2)
+        assert "Turn 1 of 2" in _title(app) and "first" in _title(app)  # which turn: its number, what was asked
+        assert "ubatch 2 (88 tok)" in _table(app) and "ubatch 3" not in _table(app)
+        await pilot.press("left")  # no turn before the first: stays
+        await pilot.pause(0.1)
+        assert "Turn 1 of 2" in _title(app)
+        await pilot.press("right")
+        await pilot.pause(0.2)
+        assert "Turn 2 of 2" in _title(app)
+        assert "←/→" in screen_text(app)  # the keys are shown
+
+
+async def test_f2_during_a_turn_shows_that_turn_in_progress(tmp_path, smollm_path):
+    slow = scripted_turn(2, 2000.0, 1536, 0, ["B", "."], pp_tok_s=512 / 1.5)  # a micro-batch every 1.5 s
+    app = _app(tmp_path, smollm_path, [_with_timeline(scripted_turn(1, 1000.0, 600, 0, ["A", "."])),
+                                       _with_timeline(slow)], speed=1.0)
+    async with app.run_test(size=(140, 45)) as pilot:
+        await wait_until(pilot, lambda: app.loaded is not None, what="load")
+        await _send(pilot, "first")
+        await wait_until(pilot, lambda: len(app.turns) == 1 and not app.turn_running, what="turn 1")
+        await _send(pilot, "second")
+        pre = app.query_one("#prefill")
+        await wait_until(pilot, lambda: pre.done >= 512, timeout=10, what="first micro-batch of turn 2")
+        await pilot.press("f2")
+        await pilot.pause(0.2)
+        title = _title(app)
+        assert "Turn 2 of 2" in title and "in progress" in title, title
+        assert "512/1,536" in title  # how far the prefill is, of how many tokens
+        assert "512 tok" in _table(app)  # the segments so far
+        await pilot.press("left")
+        await pilot.pause(0.2)
+        assert "Turn 1 of 2" in _title(app) and "in progress" not in _title(app)
+        await pilot.press("right")
+        # the turn ends while it is shown: the screen shows it finished
+        await wait_until(pilot, lambda: not app.turn_running, timeout=15, what="turn 2 end")
+        await pilot.pause(1.0)
+        title = _title(app)
+        assert "Turn 2 of 2" in title and "in progress" not in title and "Time to first token" in title
+        assert "ubatch 3 (512 tok)" in _table(app)
