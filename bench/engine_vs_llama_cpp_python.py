@@ -22,7 +22,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from runner.commands.cli import BENCH_TEXT  # noqa: E402
+from runner.commands.bench import BENCH_TEXT  # noqa: E402
 from runner.demo import demo_model_path  # noqa: E402
 from runner.process.blocking import BlockingEngine  # noqa: E402
 from runner.process.parent import EngineProcess  # noqa: E402

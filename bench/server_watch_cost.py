@@ -24,7 +24,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
-import httpx  # noqa: E402
+import json  # noqa: E402
+
+import urllib3  # noqa: E402
 
 from llama_server import llama_server, server_binary  # noqa: E402
 from runner.demo import demo_model_path  # noqa: E402
@@ -39,13 +41,23 @@ def client_gen_tok_s(url: str, n: int) -> float:
     """A plain client: one streamed completion, the server's own decode rate."""
     body = {"prompt": PROMPT, "n_predict": n, "ignore_eos": True, "stream": True, "cache_prompt": False}
     timings = {}
-    with httpx.stream("POST", url + "/completion", json=body, timeout=300) as r:
-        for line in r.iter_lines():
-            if line.startswith("data:") and '"timings"' in line:
-                import json
-
-                timings = json.loads(line[5:]).get("timings", timings)
+    for line in stream_lines(url + "/completion", body):
+        if line.startswith("data:") and '"timings"' in line:
+            timings = json.loads(line[5:]).get("timings", timings)
     return timings["predicted_per_second"]
+
+
+def stream_lines(url: str, body: dict):
+    """A plain client: the stream's lines, read as they come."""
+    r = urllib3.request("POST", url, body=json.dumps(body).encode(), headers={"Content-Type": "application/json"},
+                        preload_content=False, timeout=300)
+    buf = b""
+    for chunk in r.stream(4096):
+        buf += chunk
+        while b"\n" in buf:
+            line, buf = buf.split(b"\n", 1)
+            yield line.decode("utf-8", "replace")
+    r.release_conn()
 
 
 def kvtop_attached(url: str, home: str) -> str:
@@ -68,13 +80,10 @@ def kvtop_turn_tok_s(url: str, model: str, n: int) -> float:
 def plain_turn_tok_s(url: str, n: int) -> float:
     body = {"messages": [{"role": "user", "content": PROMPT}], "max_tokens": n, "ignore_eos": True,
             "stream": True, "temperature": 0.8, "return_progress": True, "timings_per_token": True}
-    last = {}
-    with httpx.stream("POST", url + "/v1/chat/completions", json=body, timeout=300) as r:
-        for line in r.iter_lines():
-            if line.startswith("data:") and '"timings"' in line:
-                last = line
-    import json
-
+    last = ""
+    for line in stream_lines(url + "/v1/chat/completions", body):
+        if line.startswith("data:") and '"timings"' in line:
+            last = line
     t = json.loads(last[5:])["timings"]
     return (t["predicted_n"] - 1) / (t["predicted_ms"] / 1000)
 

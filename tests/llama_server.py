@@ -9,7 +9,9 @@ import subprocess
 import time
 from contextlib import contextmanager
 
-import httpx
+import json
+import urllib.error
+import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -24,6 +26,26 @@ def server_binary() -> str:
     if out.returncode != 0:
         raise RuntimeError(f"building llama-server failed: {out.stderr[-2000:]}")
     return out.stdout.strip().splitlines()[-1]
+
+
+def get_json(url: str, timeout: float = 5):
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        return json.loads(r.read())
+
+
+def post_json(url: str, payload: dict, timeout: float = 120):
+    req = urllib.request.Request(url, data=json.dumps(payload).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        return json.loads(r.read())
+
+
+def healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url + "/health", timeout=1) as r:
+            return r.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
 
 
 def free_port() -> int:
@@ -46,11 +68,8 @@ def llama_server(binary: str, model: str, *extra: str, slots: int = 2, ctx: int 
         while time.monotonic() < deadline:
             if proc.poll() is not None:
                 raise RuntimeError(f"llama-server exited ({proc.returncode}); see {log.name}")
-            try:
-                if httpx.get(url + "/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
+            if healthy(url):
+                break
             time.sleep(0.2)
         else:
             raise RuntimeError("llama-server did not become healthy in 120 s")

@@ -219,7 +219,7 @@ def test_cpu_probe_is_sane_and_its_ceiling_is_above_measured_decode(smollm_path,
     from runner.physics.roofline import decode_ceilings_at
     from runner.system.hardware import cpu_profile
     from runner.physics.kv_bytes import kv_layout
-    from runner.physics.report import load_facts
+    from runner.model.inspect import load_facts
 
     probe = cpu_profile(str(tmp_path), refresh=True)
     assert probe.seconds < 3

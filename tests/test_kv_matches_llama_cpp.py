@@ -4,7 +4,7 @@ import pytest
 
 from runner.engine.engine import Engine
 from runner.physics.kv_bytes import kv_layout
-from runner.physics.report import load_facts
+from runner.model.inspect import load_facts
 from runner.settings import Settings
 
 MiB = 1024 * 1024

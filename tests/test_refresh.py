@@ -12,12 +12,12 @@ from helpers import make_app, screen_text, wait_until
 from runner import events as ev
 from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
 from runner.settings import Settings
-from runner.records.trace import ReplayEngine
+
 from tui import messages as msg
 from tui.bridge import TurnBridge
 from tui.panes.base import PaneWidget
 from tui.panes.decode import DecodePane
-from tui.refresh import chart_interval, prefill_interval, refresh_interval
+from runner.pacing import chart_interval, prefill_interval, refresh_interval
 from tui.screens import HelpScreen
 
 
@@ -96,7 +96,7 @@ async def live_updates(tmp_path, smollm_path, refresh: float) -> int:
     settings = Settings(smollm_path, n_ctx=4096, n_threads=2)
     loaded = smollm_loaded(smollm_path)
     turn = scripted_turn(1, 1000.0, 30, 0, [f" w{i}" for i in range(30)], tg_tok_s=20.0)
-    app = make_app(settings, lambda s: ReplayEngine(speed=1.0, loaded=loaded, turns=[turn]),
+    app = make_app(settings, lambda s: ScriptedEngine(s, loaded, [turn], speed=1.0),
                    root=tmp_path, live_system=False, write_transcript=False, refresh=refresh)
     drawn = []
     async with app.run_test(size=(160, 50)) as pilot:
@@ -118,7 +118,7 @@ async def test_the_app_redraws_decode_at_its_refresh(tmp_path, smollm_path):
 
 def test_refresh_must_be_positive():
     r = subprocess.run([sys.executable, "-m", "tui", "--refresh", "0", "x.gguf"], capture_output=True, text=True)
-    assert r.returncode == 2 and "--refresh must be a positive number" in r.stderr
+    assert r.returncode == 2 and "argument --refresh: must be a number from 0.25 to 10 (got 0)" in r.stderr
 
 
 def test_the_counted_height_of_a_pane_equals_its_wrapped_height():

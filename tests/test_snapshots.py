@@ -12,7 +12,7 @@ from helpers import make_app, send, wait_until
 from runner.system.hardware import SystemMemory
 from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
 from runner.settings import Settings
-from tui.panes.memory import MemorySample
+from runner.system.memory import MemorySample
 
 PIECES = ["The", " moon", " is", " Earth", "'s", " only", " natural", " satellite", ",", " about",
           " 384", ",", "400", " km", " away", ". ", "It", " has", " no", " light", " of", " its",

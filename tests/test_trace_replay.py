@@ -18,7 +18,8 @@ from runner.records.trace import TraceError, read_trace
 from runner.settings import Settings
 from runner.system.hardware import SystemMemory
 from tui.panes.chat import ChatLog
-from tui.panes.memory import MemoryPane, MemorySample
+from runner.system.memory import MemorySample
+from tui.panes.memory import MemoryPane
 
 MEMORY = MemorySample(engine_rss=250 * 2**20, ui_rss=60 * 2**20,
                       system=SystemMemory(24 * 2**30, 22 * 2**30, 2 * 2**30, 0, 2**30), gpus=(), gpu_note="no NVIDIA GPU")
@@ -157,8 +158,6 @@ async def test_kvtop_replay_says_what_it_is_refuses_input_and_shows_no_live_memo
         assert pane.buffers is not None  # llama.cpp's buffers are recorded (the Loaded event)
 
 
-@pytest.mark.xfail(strict=True, reason="MemoryPane cannot say its figures are not recorded: in a replay "
-                   "it reads 'sampling…' for ever (needs a pane method, called by the app when replaying)")
 async def test_replay_memory_pane_says_its_figures_are_not_recorded(live_run, tmp_path, monkeypatch):
     from tui import launch
     from tui.app import KvtopApp

@@ -7,7 +7,8 @@ from helpers import one_turn, scripted_app, screen_text, send, wait_until
 from runner.system.hardware import SystemMemory
 from tui.collector import TurnCollector
 from tui.panes.kv import KVPane
-from tui.panes.memory import MemoryPane, MemorySample
+from runner.system.memory import MemorySample
+from tui.panes.memory import MemoryPane
 
 PIECES = ["The", " sea", " is", " wide", "."]
 

@@ -20,6 +20,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Input
 
+from runner.pacing import MEMORY_SAMPLE_S, chart_interval, prefill_interval, refresh_interval
 from runner.process.commands import ChatMessage
 from runner.process.contract import EngineClient
 from runner.records.paths import Paths, unique_file
@@ -38,7 +39,7 @@ from .panes.kv import KVPane
 from .panes.memory import MemoryPane
 from .panes.prefill import PrefillPane
 from .panes.status import StatusBar
-from .refresh import chart_interval, prefill_interval, refresh_interval
+from .lifecycle import EngineLifecycle
 from .routing import EngineRouting
 from .server_routing import ServerRouting
 from .screens import HelpScreen
@@ -48,7 +49,7 @@ WIDE_COLUMNS = 140
 _SVG_BAD_XML = dict.fromkeys(i for i in range(32) if i not in (9, 10, 13))
 
 
-class KvtopApp(EngineWorkers, ServerPolling, ServerRouting, EngineRouting, App[int]):
+class KvtopApp(EngineWorkers, ServerPolling, ServerRouting, EngineLifecycle, EngineRouting, App[int]):
     CSS_PATH = "app.tcss"
     # app.tcss paints every Screen opaque, which would hide the dashboard behind a dialog
     # (on screen and in Ctrl+S); a dialog's screen lets it show through, dimmed. Inline
@@ -159,15 +160,19 @@ class KvtopApp(EngineWorkers, ServerPolling, ServerRouting, EngineRouting, App[i
         for note in (self.options.resume_note, self.options.banner):
             if note:
                 chat.add("system", note)
+        if self.prefs.notice:
+            self.notify(self.prefs.notice, severity="warning", markup=False)
         prompt = self.query_one("#prompt", Input)
         if self.session.replaying:
             prompt.placeholder = "Replay: input is off (Ctrl+Q quits)"
             prompt.disabled = True
+            self.query_one(MemoryPane).set_not_sampled(
+                "RSS, RAM and GPU memory are not recorded in a trace; llama.cpp's buffers are")
         if self.options.memory_sample is not None:
             self.query_one(MemoryPane).set_sample(self.options.memory_sample)
         if self.options.live_system:
             self.sample_memory()
-            self.set_interval(1.0, self.sample_memory)
+            self.set_interval(MEMORY_SAMPLE_S, self.sample_memory)
         prompt.focus()
         if self.options.servers:
             self.set_class(True, "-server")

@@ -21,7 +21,7 @@ MAX_SERIES = 4096
 
 class TurnBridge:
     """``interval`` paces decode updates and ``prefill_interval`` prefill progress; the
-    app chooses both (``tui/refresh.py``): every redraw competes with llama.cpp's threads."""
+    app chooses both (``runner/pacing.py``): every redraw competes with llama.cpp's threads."""
 
     def __init__(self, post: Callable[[object], object], interval: float = 1.0,
                  clock: Callable[[], float] = time.monotonic, prefill_interval: float = 0.5):

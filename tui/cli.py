@@ -12,11 +12,11 @@ import sys
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "bench":
-        from runner.commands.cli import bench_main
+        from runner.commands.bench import bench_main
 
         return bench_main(argv[1:])
     if argv and argv[0] == "estimate":
-        from runner.commands.cli import estimate_main
+        from runner.commands.estimate import estimate_main
 
         return estimate_main(argv[1:])
     if argv and argv[0] == "replay":

@@ -13,6 +13,7 @@ import signal
 import sys
 
 from runner.demo import INSTALL_HINT, demo_model_path
+from runner.cli_types import nice_increment, refresh_seconds, replay_speed
 from runner.sanitize import clean_line
 from runner.settings import add_engine_flags, settings_from_args
 
@@ -32,10 +33,10 @@ def build_parser() -> argparse.ArgumentParser:
     from .launch_server import add_server_flags
 
     add_server_flags(p)
-    p.add_argument("--refresh", type=float, metavar="SECONDS",
+    p.add_argument("--refresh", type=refresh_seconds, metavar="SECONDS",
                    help="seconds between redraws while a turn runs, 0.25 to 10 (default: 1 when "
                         "llama.cpp's threads take every core, else 0.25)")
-    p.add_argument("--ui-nice", type=int, default=5,
+    p.add_argument("--ui-nice", type=nice_increment, default=5,
                    help="lower the UI's CPU priority by this much once the engine runs (0 = off)")
     add_engine_flags(p)
     return p
@@ -48,8 +49,6 @@ def launch_main(argv: list[str]) -> int:
         from .launch_server import server_main
 
         return server_main(p, a, argv)
-    if a.refresh is not None and not 0 < a.refresh < float("inf"):
-        p.error("--refresh must be a positive number of seconds")
     model = a.model or demo_model_path()
     if model is None:
         print(f"kvtop: no model given and the demo model is not installed: {INSTALL_HINT}", file=sys.stderr)
@@ -77,7 +76,7 @@ def launch_main(argv: list[str]) -> int:
     factory = InProcessEngine if a.in_process else EngineProcess
     app = KvtopApp(settings, factory, paths, AppOptions(
         argv=[sys.argv[0]] + argv, resume_messages=resume, resume_note=resume_note,
-        ui_nice=max(0, a.ui_nice), prompt_file=a.prompt_file, trace_path=a.trace, refresh=a.refresh))
+        ui_nice=a.ui_nice, prompt_file=a.prompt_file, trace_path=a.trace, refresh=a.refresh))
 
     def on_signal(signum, frame):
         app.shutdown_engine()
@@ -108,11 +107,9 @@ def replay_main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="kvtop replay", description="Open the dashboard from a recorded trace.")
     p.add_argument("trace")
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--speed", type=float, default=1.0, help="playback speed (default 1: as recorded)")
+    g.add_argument("--speed", type=replay_speed, default=1.0, help="playback speed (default 1: as recorded)")
     g.add_argument("--end", action="store_true", help="jump to the end")
     a = p.parse_args(argv)
-    if a.speed <= 0:
-        p.error("--speed must be positive")
 
     from runner.records.paths import default_paths
     from runner.records.replay import ReplayEngine

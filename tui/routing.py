@@ -11,17 +11,19 @@ import time
 
 from textual.widgets import Input
 
+from runner.pacing import CHAT_INTERVAL_S, MEMORY_HOLD_S
 from runner.sanitize import clean_line, clean_text
+from runner.system.memory import take_sample
 
 from . import messages as msg
 from .panes.chat import ChatLog, StreamTail, turn_footer
 from .panes.decode import DecodePane
 from .panes.estimate import EstimatePane
 from .panes.kv import KVPane
-from .panes.memory import MemoryPane, take_sample
+from .panes.memory import MemoryPane
 from .panes.prefill import PrefillPane
 from .panes.status import StatusBar
-from .screens import ErrorScreen, PreflightScreen
+from .screens import PreflightScreen
 
 
 def _release_removed_widget_caches() -> None:
@@ -42,7 +44,7 @@ class EngineRouting:
 
     # seconds between full transcript redraws while decoding (the tail streams): each one
     # re-wraps the reply and re-lays out the screen, measured 30 ms of CPU at 1,000 tokens
-    CHAT_INTERVAL = 10.0
+    CHAT_INTERVAL = CHAT_INTERVAL_S
     _last_chat_update = -1e9
     cache_event = None  # the last --prompt-cache restore or save, until its turn ends
 
@@ -103,48 +105,6 @@ class EngineRouting:
         self.query_one(KVPane).set_cells(0)
         self.call_after_refresh(_release_removed_widget_caches)
 
-    # ------------------------------------------------------------ cancel, restart
-    def action_cancel_turn(self) -> None:
-        if len(self.screen_stack) > 1:  # Esc closes a dialog first
-            self.screen.dismiss()
-            return
-        if self.session.cancel():
-            self.notify("Cancelling…", markup=False, timeout=2)
-            if not self.session.turn_running and self.current_reply is not None:
-                self.current_reply.set_footer("cancelled before the model loaded")
-                self.current_reply = None
-            deadline = self.options.cancel_deadline_s
-            self.set_timer(deadline + 0.05, lambda: self._check_cancel(deadline))
-
-    def _check_cancel(self, deadline: float) -> None:
-        if self.session.cancel_overdue(deadline):
-            self.query_one(StatusBar).set_problem("engine not responding")
-            self.push_screen(ErrorScreen(
-                "The engine is not responding",
-                f"The turn did not stop {deadline:.0f} s after Esc. Restart the engine (Ctrl+R): "
-                "the chat stays and the next turn prefills it again.", offer_restart=True), self._error_closed)
-
-    def action_restart_engine(self) -> None:
-        if self.session.replaying:
-            self.notify("a replay has no engine to restart", markup=False)
-            return
-        old = self.session.engine
-        self.session.restart(self.make_engine())
-        self.stop_engine(old)
-        if self.current_reply is not None:
-            self.current_reply.set_footer("turn lost: the engine was restarted")
-            self.current_reply = None
-        self._turn_over()
-        n = len(self.session.messages)
-        self.query_one(StatusBar).set_problem(None)
-        self.query_one(ChatLog).add("system", "engine restarted with the same settings" + (
-            f"; the next turn prefills the {n} messages of this chat again" if n else ""))
-        self.pump_engine(self.session.engine)
-
-    def _error_closed(self, result: str | None) -> None:
-        if result == "restart":
-            self.action_restart_engine()
-
     # ------------------------------------------------------------ loading
     def on_model_inspected(self, m: msg.ModelInspected) -> None:
         self.facts, self.hw, self.layout_kv = m.facts, m.hardware, m.layout
@@ -195,23 +155,6 @@ class EngineRouting:
 
     def _warn(self, text: str) -> None:
         self.notify(text, severity="warning", markup=False)
-
-    def on_engine_failed(self, m: msg.EngineFailed) -> None:
-        if self._stopping or not self.session.on_engine_gone(clean_line(m.reason, 600)):
-            return  # reported once
-        reason = clean_line(m.reason, 600)
-        self.query_one(StatusBar).set_problem("engine died" if m.died else "model not loaded")
-        if self.current_reply is not None:
-            self.current_reply.set_footer("turn lost: " + reason)
-            self.current_reply = None
-        self._turn_over()
-        self.query_one(ChatLog).add("system", reason)
-        self.push_screen(ErrorScreen("The engine died" if m.died else "Could not load the model", reason,
-                                     offer_restart=m.died), self._error_closed)
-
-    def on_engine_ended(self, m: msg.EngineEnded) -> None:
-        if m.reason == "end of the recording":
-            self.query_one(StatusBar).set_problem("replay finished")
 
     # ------------------------------------------------------------ a turn
     def on_turn_began(self, m: msg.TurnBegan) -> None:
@@ -341,7 +284,7 @@ class EngineRouting:
         so the pane redraws in the same frame as the figures instead of in one more."""
         pid = self.session.engine.pid
         pane = self.query_one(MemoryPane)
-        wait = self.session.turn_running and time.monotonic() - pane.drawn_at < 2.0
+        wait = self.session.turn_running and time.monotonic() - pane.drawn_at < MEMORY_HOLD_S
         pane.set_sample(take_sample(pid, os.getpid(), same_process=pid == os.getpid()), redraw=not wait)
 
 

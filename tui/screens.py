@@ -19,9 +19,10 @@ KEYS = [
     ("Ctrl+T", "pick a theme"),
     ("Ctrl+P", "command palette"),
     ("F1", "this help"),
-    ("F2", "TTFT waterfall of the last turn: where the time to first token went"),
+    ("F2", "TTFT waterfall of each turn (←/→; the running one in progress): where the time to first token went"),
     ("F3", "Markdown on/off for model replies (links shown as text (url), never opened)"),
     ("Ctrl+O", "attach a file: starts '/file ' in the input; type the path, Enter sends its text"),
+    ("F4", "kvtop --server with several servers: chat with the next one"),
     ("Ctrl+Q", "quit"),
 ]
 

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from textual import work
 
+from runner.pacing import prefill_interval
 from runner.process.contract import EngineClient
 from runner.sanitize import clean_line
 
 from . import messages as msg
 from .bridge import TurnBridge
-from .refresh import prefill_interval
 
 
 class EngineWorkers:
@@ -34,7 +34,7 @@ class EngineWorkers:
 
         s, opts = self.settings, self.options
         try:
-            facts = opts.facts or load_facts(s.model)
+            facts = opts.facts or load_facts(s.model, need_weights=not opts.servers)
         except ModelFileError as exc:
             if opts.servers:  # the server runs the model: the physics waits for a readable GGUF
                 self.post_message(msg.Notice(f"no GGUF header for the physics ({exc}): give --model PATH"))

@@ -96,6 +96,87 @@ _FILE_TYPES = {
 }
 
 
+def _layer_shapes(arch, md: dict, p: str, n_layers, n_embd, sliding_window, kv_lora_rank, ssm,
+                  notes: list[str]) -> list[LayerShape]:
+    """Each layer's attention kind and head shapes, from the per-layer metadata."""
+    def get(key: str) -> Any:
+        return md.get(p + key)
+
+    layers: list[LayerShape] = []
+    if n_layers is None or n_layers <= 0:
+        return layers
+    heads = _per_layer(get("attention.head_count"), n_layers)
+    heads_kv = _per_layer(get("attention.head_count_kv"), n_layers)
+    if heads_kv is None and heads is not None:
+        heads_kv = heads
+        notes.append("head_count_kv absent: assumed equal to head_count (MHA)")
+    key_len = _int(get("attention.key_length"))
+    val_len = _int(get("attention.value_length"))
+    swa_flags = _swa_flags(arch, md, p, n_layers, sliding_window, notes)
+    for il in range(n_layers):
+        nh = heads[il] if heads else None
+        nkv = heads_kv[il] if heads_kv else None
+        hk = key_len
+        if hk is None and n_embd and nh:
+            hk = n_embd // nh
+        hv = val_len if val_len is not None else hk
+        if arch in RECURRENT_ARCHS or (ssm and heads_kv is not None and nkv == 0):
+            kind = "recurrent"
+        elif kv_lora_rank:
+            kind = "latent"
+        elif swa_flags and swa_flags[il]:
+            kind = "sliding"
+        else:
+            kind = "full"
+        layers.append(LayerShape(kind, nh, nkv, hk, hv))
+    return layers
+
+
+def _parameter_counts(header: GGUFHeader, n_experts, n_experts_used, notes: list[str]):
+    """(params, weight bytes, active params, active weight bytes) from the tensor infos;
+    an MoE's active share counts only the experts a token uses."""
+    if not header.tensors:
+        notes.append("no tensor infos: parameter count and weight bytes unknown")
+        return None, None, None, None
+    n_params = weights = 0
+    expert_params = expert_bytes = 0
+    unknown_types: set[int] = set()
+    for t in header.tensors:
+        n = t.n_elements
+        b = tensor_bytes(t.ggml_type, n)
+        if b is None:
+            unknown_types.add(t.ggml_type)
+            b = 0
+        n_params += n
+        weights += b
+        if "_exps" in t.name:
+            expert_params += n
+            expert_bytes += b
+    if unknown_types:
+        notes.append(f"unknown tensor types {sorted(unknown_types)}: their bytes not counted")
+        weights = None
+    if n_experts and n_experts_used and expert_params:
+        frac = n_experts_used / n_experts
+        n_active = n_params - expert_params + int(expert_params * frac)
+        weights_active = weights - expert_bytes + int(expert_bytes * frac) if weights is not None else None
+        return n_params, weights, n_active, weights_active
+    return n_params, weights, n_params, weights
+
+
+def _file_type(header: GGUFHeader, md: dict) -> str | None:
+    """The GGUF's file type, else the type that holds most of the matrices' elements."""
+    ft = _int(md.get("general.file_type"))
+    file_type = _FILE_TYPES.get(ft) if ft is not None else None
+    if file_type is None and header.tensors:
+        counts: dict[int, int] = {}
+        for t in header.tensors:
+            if len(t.shape) >= 2:
+                counts[t.ggml_type] = counts.get(t.ggml_type, 0) + t.n_elements
+        if counts:
+            file_type = type_name(max(counts, key=counts.__getitem__))
+    return file_type
+
+
 def facts_from_header(header: GGUFHeader) -> ModelFacts:
     md = header.metadata
     notes: list[str] = []
@@ -113,7 +194,6 @@ def facts_from_header(header: GGUFHeader) -> ModelFacts:
     n_vocab = _int(get("vocab_size"))
     if n_vocab is None and tokens is not None:
         n_vocab = tokens.length if isinstance(tokens, ArraySummary) else len(tokens)
-
     sliding_window = _int(get("attention.sliding_window"))
     kv_lora_rank = _int(get("attention.kv_lora_rank"))
     rope_dim = _int(get("rope.dimension_count"))
@@ -122,79 +202,11 @@ def facts_from_header(header: GGUFHeader) -> ModelFacts:
         for k in ("conv_kernel", "inner_size", "state_size", "group_count", "time_step_rank")
         if (v := _int(get(f"ssm.{k}"))) is not None
     }
-
-    layers: list[LayerShape] = []
-    if n_layers is not None and n_layers > 0:
-        heads = _per_layer(get("attention.head_count"), n_layers)
-        heads_kv = _per_layer(get("attention.head_count_kv"), n_layers)
-        if heads_kv is None and heads is not None:
-            heads_kv = heads
-            notes.append("head_count_kv absent: assumed equal to head_count (MHA)")
-        key_len = _int(get("attention.key_length"))
-        val_len = _int(get("attention.value_length"))
-        swa_flags = _swa_flags(arch, md, p, n_layers, sliding_window, notes)
-        for il in range(n_layers):
-            nh = heads[il] if heads else None
-            nkv = heads_kv[il] if heads_kv else None
-            hk = key_len
-            if hk is None and n_embd and nh:
-                hk = n_embd // nh
-            hv = val_len if val_len is not None else hk
-            if arch in RECURRENT_ARCHS or (
-                ssm and heads_kv is not None and nkv == 0
-            ):
-                kind = "recurrent"
-            elif kv_lora_rank:
-                kind = "latent"
-            elif swa_flags and swa_flags[il]:
-                kind = "sliding"
-            else:
-                kind = "full"
-            layers.append(LayerShape(kind, nh, nkv, hk, hv))
-
+    layers = _layer_shapes(arch, md, p, n_layers, n_embd, sliding_window, kv_lora_rank, ssm, notes)
     n_experts = _int(get("expert_count"))
     n_experts_used = _int(get("expert_used_count"))
-
-    n_params = weights = None
-    n_active = weights_active = None
-    if header.tensors:
-        n_params = weights = 0
-        expert_params = expert_bytes = 0
-        unknown_types: set[int] = set()
-        for t in header.tensors:
-            n = t.n_elements
-            b = tensor_bytes(t.ggml_type, n)
-            if b is None:
-                unknown_types.add(t.ggml_type)
-                b = 0
-            n_params += n
-            weights += b
-            if "_exps" in t.name:
-                expert_params += n
-                expert_bytes += b
-        if unknown_types:
-            notes.append(f"unknown tensor types {sorted(unknown_types)}: their bytes not counted")
-            weights = None
-        if n_experts and n_experts_used and expert_params:
-            frac = n_experts_used / n_experts
-            n_active = n_params - expert_params + int(expert_params * frac)
-            if weights is not None:
-                weights_active = weights - expert_bytes + int(expert_bytes * frac)
-        else:
-            n_active = n_params
-            weights_active = weights
-    else:
-        notes.append("no tensor infos: parameter count and weight bytes unknown")
-
-    ft = _int(md.get("general.file_type"))
-    file_type = _FILE_TYPES.get(ft) if ft is not None else None
-    if file_type is None and header.tensors:
-        counts: dict[int, int] = {}
-        for t in header.tensors:
-            if len(t.shape) >= 2:
-                counts[t.ggml_type] = counts.get(t.ggml_type, 0) + t.n_elements
-        if counts:
-            file_type = type_name(max(counts, key=counts.__getitem__))
+    n_params, weights, n_active, weights_active = _parameter_counts(header, n_experts, n_experts_used, notes)
+    file_type = _file_type(header, md)
     tmpl = md.get("tokenizer.chat_template")
     name = md.get("general.name")
     return ModelFacts(

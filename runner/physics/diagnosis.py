@@ -1,13 +1,11 @@
 """Why was the first token slow? What the waterfall predicts per prefill micro-batch.
 
-The verdicts themselves live in ``runner.physics.verdicts``; ``ttft_verdict`` is
-re-exported here while tui/waterfall.py imports it from here.
+The verdicts themselves (``ttft_verdict`` among them) live in ``runner.physics.verdicts``.
 """
 
 from __future__ import annotations
 
 from runner.physics.roofline import attention_flops, flops_per_token
-from runner.physics.verdicts import ttft_verdict  # noqa: F401
 
 
 def predicted_ubatch_seconds(n_params: float | None, tflops: float | None, layers, ubatches, reused: int) -> list:

@@ -100,18 +100,6 @@ class EstimateRows:
     def row(self, key: str) -> Row:
         return getattr(self, key)
 
-    @classmethod
-    def from_dicts(cls, rows: dict, ctx: dict, note: str = "") -> "EstimateRows":
-        """The older form the app built (``{"ttft": (pred, meas), ...}`` and a context
-        dict); kept while tui/app.py still builds it."""
-        kw = {k: Row(*rows[k]) for k in cls.KEYS if k in rows}
-        context = EstimateContext(
-            gpu_present=bool(ctx.get("gpu_present")), n_gpu_layers=ctx.get("n_gpu_layers", 0),
-            n_ubatch=ctx.get("n_ubatch", 512), kv_types=ctx.get("kv_types", "f16/f16"),
-            kv_quantised=bool(ctx.get("kv_quantised")), weights_bytes=ctx.get("weights_bytes"))
-        turn = TurnFigures(prefill_tokens=ctx["prompt_tokens"]) if "prompt_tokens" in ctx else None
-        return cls(**kw, context=context, turn=turn, note=note)
-
 
 def estimate_rows(facts, layout, hw, settings, *, buffers=None, peak_rss: int | None = None,
                   turn=None, turn_ran: bool = False) -> EstimateRows:

@@ -17,11 +17,7 @@ from multiprocessing.connection import Connection
 
 from runner import events as ev
 from runner.process.commands import Cancel, Chat, Generate, Load, Quit, Reset, Tokenize
-
-# Seconds of token events sent together. Each batch wakes the parent: measured during
-# decode, 20 batches a second cost the UI's receiving thread 4.5 ms of CPU a second,
-# 4 a second 2 ms (the UI redraws at most 4 times a second anyway).
-BATCH_S = 0.25
+from runner.pacing import BATCH_S  # token events sent together: one wake-up of the parent per batch
 
 
 def _die_with_parent() -> None:

@@ -26,7 +26,6 @@ import threading
 from multiprocessing.connection import Connection
 
 from runner import events as ev
-from runner.process.child import BATCH_S  # noqa: F401  (the UI's fastest useful redraw)
 from runner.process.commands import Cancel, Command, Load, Quit
 from runner.process.contract import EngineUnavailable, ReaderGuard, Sink
 from runner.settings import Settings

@@ -1,8 +1,10 @@
-"""The HTTP side of ``kvtop --server``: one small client over httpx.
+"""The HTTP side of ``kvtop --server``: one small client over urllib3.
 
-Why httpx: per-phase timeouts (connect, read, write, pool) so a hanging server never
-hangs kvtop, streaming responses that another thread can close (Esc closes the stream;
-llama-server then stops the task), and an actively maintained library. llama-server's
+Why urllib3: per-phase timeouts (connect, read) so a hanging server never hangs
+kvtop, streaming responses whose socket another thread can shut down (Esc ends the
+stream; llama-server then stops the task), connection pooling, an actively maintained
+library that requests and pip build on, and it imports nothing of the UI (httpx
+imports Rich through its command-line module, and runner/ must not). llama-server's
 server-sent events are ``data: <json>`` lines, parsed here without another dependency.
 
 Every failure becomes a ``ServerError`` whose message is one line for a user: no
@@ -13,18 +15,21 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import threading
 from typing import Iterator
 from urllib.parse import urlsplit
 
-import httpx
+import urllib3
+from urllib3.exceptions import HTTPError as Urllib3Error
+from urllib3.exceptions import NewConnectionError, TimeoutError as Urllib3Timeout
 
 from runner.sanitize import clean_line
 
-POLL_TIMEOUT = httpx.Timeout(5.0, connect=3.0)
+POLL_TIMEOUT = urllib3.Timeout(connect=3.0, read=5.0)
 # A stream waits for its next chunk: prefill of a long prompt sends a progress chunk per
 # batch, so 120 s without one means the server hangs (Esc ends it sooner).
-STREAM_TIMEOUT = httpx.Timeout(connect=5.0, read=120.0, write=30.0, pool=5.0)
+STREAM_TIMEOUT = urllib3.Timeout(connect=5.0, read=120.0)
 MAX_JSON_BYTES = 8 * 2**20
 
 
@@ -57,9 +62,9 @@ def api_key_from_env(given: str | None) -> str | None:
 
 
 def _describe(exc: Exception, url: str) -> str:
-    if isinstance(exc, httpx.ConnectError):
+    if isinstance(exc, NewConnectionError) or isinstance(getattr(exc, "reason", None), NewConnectionError):
         return f"cannot reach {url}: connection refused or no route (is llama-server running?)"
-    if isinstance(exc, httpx.TimeoutException):
+    if isinstance(exc, Urllib3Timeout):
         return f"{url} did not answer in time ({type(exc).__name__})"
     return f"{url}: {clean_line(type(exc).__name__ + ': ' + str(exc), 300)}"
 
@@ -70,98 +75,139 @@ class ServerClient:
 
     def __init__(self, url: str, api_key: str | None = None):
         self.url = normalise_url(url)
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._http = httpx.Client(base_url=self.url, headers=headers, timeout=POLL_TIMEOUT,
-                                  follow_redirects=False, trust_env=False)
+        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._http = urllib3.PoolManager(num_pools=2, maxsize=4, retries=False, timeout=POLL_TIMEOUT)
         self._stream_lock = threading.Lock()
-        self._stream: httpx.Response | None = None
+        self._stream = None
 
-    def _check(self, r: httpx.Response, path: str) -> None:
-        if r.status_code == 401:
+    def _request(self, method: str, path: str, payload: dict | None = None, timeout=POLL_TIMEOUT):
+        headers = dict(self._headers)
+        body = None
+        if payload is not None:
+            body = json.dumps(payload).encode()
+            headers["Content-Type"] = "application/json"
+        try:
+            return self._http.request(method, self.url + path, body=body, headers=headers, timeout=timeout,
+                                      preload_content=False, redirect=False)
+        except Urllib3Error as exc:
+            raise ServerError(_describe(exc, self.url)) from None
+
+    def _read(self, r, path: str) -> bytes:
+        try:
+            data = r.read(MAX_JSON_BYTES + 1)
+        except Urllib3Error as exc:
+            raise ServerError(_describe(exc, self.url)) from None
+        finally:
+            r.release_conn()
+        if len(data) > MAX_JSON_BYTES:
+            raise ServerError(f"{path} answered more than {MAX_JSON_BYTES // 2**20} MiB")
+        return data
+
+    def _check(self, r, path: str, data: bytes) -> None:
+        if r.status == 401:
             raise ServerError(f"{self.url} refused the API key (401): pass --api-key or set LLAMA_API_KEY", 401)
-        if r.status_code >= 400:
+        if r.status >= 400:
             detail = ""
             try:
-                body = r.json() if int(r.headers.get("content-length") or 0) < MAX_JSON_BYTES else None
+                body = json.loads(data)
                 if isinstance(body, dict) and isinstance(body.get("error"), dict):
                     detail = ": " + clean_line(str(body["error"].get("message", "")), 200)
             except ValueError:
                 pass
-            raise ServerError(f"{path} answered HTTP {r.status_code}{detail}", r.status_code)
+            raise ServerError(f"{path} answered HTTP {r.status}{detail}", r.status)
 
-    def get_json(self, path: str) -> object:
+    def _json(self, method: str, path: str, payload: dict | None = None) -> object:
+        r = self._request(method, path, payload)
+        data = self._read(r, path)
+        self._check(r, path, data)
         try:
-            r = self._http.get(path)
-        except httpx.HTTPError as exc:
-            raise ServerError(_describe(exc, self.url)) from None
-        self._check(r, path)
-        try:
-            return r.json()
+            return json.loads(data)
         except ValueError:
             raise ServerError(f"{path} did not answer JSON: is {self.url} a llama-server?") from None
 
-    def get_text(self, path: str) -> str:
-        try:
-            r = self._http.get(path)
-        except httpx.HTTPError as exc:
-            raise ServerError(_describe(exc, self.url)) from None
-        self._check(r, path)
-        return r.text[:MAX_JSON_BYTES]
+    def get_json(self, path: str) -> object:
+        return self._json("GET", path)
 
     def post_json(self, path: str, payload: dict) -> object:
-        try:
-            r = self._http.post(path, json=payload)
-        except httpx.HTTPError as exc:
-            raise ServerError(_describe(exc, self.url)) from None
-        self._check(r, path)
-        try:
-            return r.json()
-        except ValueError:
-            raise ServerError(f"{path} did not answer JSON") from None
+        return self._json("POST", path, payload)
+
+    def get_text(self, path: str) -> str:
+        r = self._request("GET", path)
+        data = self._read(r, path)
+        self._check(r, path, data)
+        return data.decode("utf-8", errors="replace")
 
     def stream_events(self, path: str, payload: dict) -> Iterator[dict]:
         """The JSON objects of a server-sent-events stream, until ``[DONE]`` or the end.
         A chunk that is not a JSON object raises ``ServerError`` naming it."""
+        r = self._request("POST", path, payload, timeout=STREAM_TIMEOUT)
+        if r.status >= 400:
+            self._check(r, path, self._read(r, path))
+        with self._stream_lock:
+            self._stream = r
         try:
-            with self._http.stream("POST", path, json=payload, timeout=STREAM_TIMEOUT) as r:
-                with self._stream_lock:
-                    self._stream = r
-                if r.status_code >= 400:
-                    r.read()
-                    self._check(r, path)
-                for line in r.iter_lines():
-                    if not line.startswith("data:"):
-                        continue  # comments, "event:" lines, keep-alive
-                    data = line[5:].strip()
-                    if data == "[DONE]":
-                        return
-                    try:
-                        obj = json.loads(data)
-                    except ValueError:
-                        raise ServerError(f"{path} sent a chunk that is not JSON: {clean_line(data, 80)}") from None
-                    if not isinstance(obj, dict):
-                        raise ServerError(f"{path} sent a chunk that is not a JSON object")
-                    if "error" in obj and not obj.get("choices"):
-                        err = obj["error"]
-                        msg = err.get("message") if isinstance(err, dict) else err
-                        raise ServerError(f"the server reported an error: {clean_line(str(msg), 300)}")
-                    yield obj
-        except httpx.HTTPError as exc:
-            raise ServerError(_describe(exc, self.url)) from None
+            for line in _lines(r, self.url):
+                if not line.startswith("data:"):
+                    continue  # comments, "event:" lines, keep-alive
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    return
+                yield _event(data, path)
         finally:
             with self._stream_lock:
                 self._stream = None
+            r.release_conn()
 
     def close_stream(self) -> None:
-        """End the stream being read (cancel): the server sees the client go and stops."""
+        """End the stream being read (cancel): the server sees the client go and stops.
+        The socket is shut down, which wakes a read blocked in another thread."""
         with self._stream_lock:
             r = self._stream
-        if r is not None:
-            try:
-                r.close()
-            except Exception:
-                pass
+        if r is None:
+            return
+        sock = getattr(getattr(r, "connection", None), "sock", None)
+        try:
+            if sock is not None:
+                sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        try:
+            r.close()
+        except Exception:
+            pass
 
     def close(self) -> None:
         self.close_stream()
-        self._http.close()
+        self._http.clear()
+
+
+def _lines(r, url: str) -> Iterator[str]:
+    buf = b""
+    try:
+        # chunk by chunk as they arrive (a plain read(4096) would wait for 4 KiB of tokens)
+        chunks = r.stream(4096, decode_content=True) if r.chunked else iter(lambda: r.read1(4096), b"")
+        for chunk in chunks:
+            buf += chunk
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                yield line.rstrip(b"\r").decode("utf-8", errors="replace")
+            if len(buf) > MAX_JSON_BYTES:
+                raise ServerError(f"{url} sent a line over {MAX_JSON_BYTES // 2**20} MiB")
+    except (Urllib3Error, OSError, ValueError, AttributeError) as exc:
+        raise ServerError(_describe(exc, url)) from None
+    if buf:
+        yield buf.decode("utf-8", errors="replace")
+
+
+def _event(data: str, path: str) -> dict:
+    try:
+        obj = json.loads(data)
+    except ValueError:
+        raise ServerError(f"{path} sent a chunk that is not JSON: {clean_line(data, 80)}") from None
+    if not isinstance(obj, dict):
+        raise ServerError(f"{path} sent a chunk that is not a JSON object")
+    if "error" in obj and not obj.get("choices"):
+        err = obj["error"]
+        msg = err.get("message") if isinstance(err, dict) else err
+        raise ServerError(f"the server reported an error: {clean_line(str(msg), 300)}")
+    return obj

@@ -32,7 +32,13 @@ def _int(v, lo: int = 0, hi: int = 10**15) -> int | None:
 
 
 def read_server_info(client: ServerClient) -> ServerInfo:
-    health = client.get_json("/health")
+    try:
+        health = client.get_json("/health")
+    except ServerError as exc:
+        if exc.status is not None and exc.status not in (401, 503):
+            raise ServerError(f"{client.url} does not look like llama-server (/health answered HTTP {exc.status})",
+                              exc.status) from None
+        raise
     if not isinstance(health, dict) or "status" not in health:
         raise ServerError(f"{client.url} does not look like llama-server (/health has no status)")
     props = client.get_json("/props")

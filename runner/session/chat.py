@@ -13,6 +13,7 @@ cache, but the cancelled turn's last events still arrive after the new chat bega
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import asdict
 from typing import Callable
@@ -48,7 +49,9 @@ class ChatSession:
         self.transcript = None
         self.prompt_cache_restored = 0
         self._next_turn = 0
-        self._last_user = ""
+        # open_trace runs on the inspect worker, send on the main thread: a message sent
+        # before the trace existed is written to it exactly once
+        self._trace_lock = threading.Lock()
 
     # ------------------------------------------------------------ state
     @property
@@ -75,15 +78,17 @@ class ChatSession:
                   "hardware": hw.to_dict() if hw else None, "facts": asdict(facts) if facts else None}
         try:
             if self.trace_path:
-                self.trace = TraceWriter(self.trace_path, header)
+                trace = TraceWriter(self.trace_path, header)
             else:
                 path, fh = unique_file(self.paths.sessions_dir, time.strftime("trace-%Y%m%d-%H%M%S"), "jsonl")
-                self.trace = TraceWriter(path, header, fh)
+                trace = TraceWriter(path, header, fh)
         except OSError as exc:
             notice(f"no trace: {clean_line(str(exc))}")
             return
-        if self.active is not None and self.active.turn_id is not None:
-            self.trace.user(self.active.user)  # sent before the trace existed (--prompt-file)
+        with self._trace_lock:
+            self.trace = trace
+            if self.active is not None and self.active.turn_id is not None:
+                trace.user(self.active.user)  # sent before the trace existed (--prompt-file)
 
     def record(self, e) -> None:
         """Every engine event goes to the trace (called on the reader thread)."""
@@ -114,9 +119,10 @@ class ChatSession:
         self._next_turn += 1
         now = self.clock()
         self.messages.append(ChatMessage("user", text))
-        self.active = ActiveTurn(self._next_turn, text, now)
-        if self.trace is not None:
-            self.trace.user(text)
+        with self._trace_lock:
+            self.active = ActiveTurn(self._next_turn, text, now)
+            if self.trace is not None:
+                self.trace.user(text)
         chat = Chat(self._next_turn, tuple(self.messages), now)
         if self.loaded is None:
             self.queued = chat

@@ -35,11 +35,8 @@ class EstimatePane(PaneWidget):
     def note(self) -> str:
         return self.rows.note
 
-    def set_rows(self, rows: EstimateRows | dict, context: dict | None = None, note: str = "") -> None:
-        """``rows`` from ``estimate_rows``; the older ``(rows dict, context dict, note)``
-        form is still taken while tui/app.py builds it."""
-        if not isinstance(rows, EstimateRows):
-            rows = EstimateRows.from_dicts(rows, context or {}, note)
+    def set_rows(self, rows: EstimateRows) -> None:
+        """``rows`` from ``runner.physics.estimate_rows.estimate_rows``."""
         self.rows = rows
         self.refresh(layout=True)
 

@@ -11,7 +11,7 @@ from textual.content import Content
 
 from runner.sanitize import clean_line
 # the probe lives in runner.system.memory; re-exported while tui/app.py imports it from here
-from runner.system.memory import MemorySample, take_sample  # noqa: F401
+from runner.system.memory import MemorySample
 from runner.units import MIB
 
 from ..format import NA, bar, fmt_bytes
@@ -27,6 +27,12 @@ class MemoryPane(PaneWidget):
         self.peak_engine_rss: int | None = None
         self.stale = False  # holds a sample not drawn yet
         self.drawn_at = 0.0
+        self.not_sampled: str | None = None  # why there are no live samples (a replay)
+
+    def set_not_sampled(self, note: str) -> None:
+        """No live figures on purpose (a replay shows only what was recorded): say so."""
+        self.not_sampled = note
+        self.refresh(layout=True)
 
     def set_sample(self, s: MemorySample, redraw: bool = True) -> None:
         """Keep the sample (and the peak); ``redraw=False`` leaves the drawing to
@@ -58,7 +64,7 @@ class MemoryPane(PaneWidget):
         w = max(0, self.size.width - 2)
         lines: list[Content] = []
         if s is None:
-            lines.append(Content.styled("sampling…", "$text-muted"))
+            lines.append(Content.styled(self.not_sampled or "sampling…", "$text-muted"))
         else:
             lines.append(Content.assemble(("engine RSS ", "$text-muted"), fmt_bytes(s.engine_rss),
                                           ("  peak ", "$text-muted"), fmt_bytes(self.peak_engine_rss)))

@@ -1,4 +1,4 @@
-"""The Estimate pane draws EstimateRows (and, until tui/app.py switches, the older dicts)."""
+"""The Estimate pane draws EstimateRows."""
 
 from runner.physics.estimate_rows import EstimateContext, EstimateRows, Row, TurnFigures
 from runner.physics.verdicts import estimate_verdict
@@ -9,12 +9,6 @@ ROWS = EstimateRows(ttft=Row(0.043, 0.098), prefill=Row(925.0, 420.0), decode=Ro
                     kv=Row(90 * MIB, 90 * MIB), weights=Row(92.1 * MIB, 92.1 * MIB), peak=Row(280 * MIB, 251 * MIB),
                     context=EstimateContext(weights_bytes=92 * MIB), turn=TurnFigures(prefill_tokens=37),
                     note="hardware: test profile")
-DICTS = ({"ttft": (0.043, 0.098), "prefill": (925.0, 420.0), "decode": (307.0, 150.0), "kv": (90 * MIB, 90 * MIB),
-          "weights": (92.1 * MIB, 92.1 * MIB), "peak": (280 * MIB, 251 * MIB)},
-         {"gpu_present": False, "n_gpu_layers": 0, "n_ubatch": 512, "on_cpu": True, "kv_quantised": False,
-          "kv_types": "f16/f16", "weights_bytes": 92 * MIB, "prompt_tokens": 37}, "hardware: test profile")
-
-
 def drawn(pane) -> str:
     return pane.render().plain
 
@@ -28,13 +22,6 @@ def test_the_pane_draws_the_rows_and_the_verdict():
     assert lines[2].split() == ["prefill", "925", "tok/s", "420", "tok/s", "0.45x"]
     assert lines[4].split() == ["KV", "bytes", "90.00", "MiB", "90.00", "MiB", "1.00x"]
     assert lines[-2] == estimate_verdict(ROWS) and lines[-1] == "hardware: test profile"
-
-
-def test_the_older_dict_form_draws_the_same():
-    a, b = EstimatePane(), EstimatePane()
-    a.set_rows(ROWS)
-    b.set_rows(*DICTS)
-    assert drawn(a) == drawn(b)
 
 
 def test_before_any_turn_the_speed_rows_are_na():

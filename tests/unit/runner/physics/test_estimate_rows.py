@@ -69,7 +69,7 @@ def test_the_same_rows_as_the_app_built(smollm, case):
     elif case == "q8 cache":
         s, mt = replace(s, cache_type_k="q8_0"), turn()
     got = estimate_rows(facts, lay, FIXED_HW, s, buffers=buffers, peak_rss=251 * MIB, turn=mt, turn_ran=ran)
-    want = EstimateRows.from_dicts(*the_apps_former_dicts(facts, lay, FIXED_HW, s, buffers, 251 * MIB, mt, ran))
+    want = rows_from_dicts(*the_apps_former_dicts(facts, lay, FIXED_HW, s, buffers, 251 * MIB, mt, ran))
     for key in EstimateRows.KEYS:
         assert got.row(key) == want.row(key), key
     assert got.context == want.context and got.note == want.note == "hardware: test profile"
@@ -102,3 +102,14 @@ def test_the_context_knows_where_layers_run():
     assert EstimateContext(gpu_present=True).gpu_idle
     gpu = EstimateContext(gpu_present=True, n_gpu_layers=99)
     assert not gpu.on_cpu and not gpu.gpu_idle
+
+
+def rows_from_dicts(rows: dict, ctx: dict, note: str = "") -> EstimateRows:
+    """The form the app built before estimate_rows existed, as EstimateRows: the reference."""
+    kw = {k: Row(*rows[k]) for k in EstimateRows.KEYS if k in rows}
+    context = EstimateContext(
+        gpu_present=bool(ctx.get("gpu_present")), n_gpu_layers=ctx.get("n_gpu_layers", 0),
+        n_ubatch=ctx.get("n_ubatch", 512), kv_types=ctx.get("kv_types", "f16/f16"),
+        kv_quantised=bool(ctx.get("kv_quantised")), weights_bytes=ctx.get("weights_bytes"))
+    turn = TurnFigures(prefill_tokens=ctx["prompt_tokens"]) if "prompt_tokens" in ctx else None
+    return EstimateRows(**kw, context=context, turn=turn, note=note)

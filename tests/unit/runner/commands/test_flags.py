@@ -114,8 +114,6 @@ def test_negative_context_is_a_usage_error_not_the_trained_context(tmp_path):
     assert r.returncode == 2 and "argument -c/--ctx-size: must be an integer from 0 to" in r.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="tui/launch.py (not this change's) switches --refresh to "
-                                       "runner.cli_types.refresh_seconds; remove this mark then")
 def test_refresh_below_the_token_batch_is_a_usage_error(tmp_path):
     """``--refresh 0.1`` silently became 0.25."""
     r = kvtop(str(tmp_path / "x.gguf"), "--refresh", "0.1")

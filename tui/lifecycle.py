@@ -1,0 +1,74 @@
+"""The engine's life as the user sees it: cancel (and a deadline for an engine that
+does not answer), restart, death reported once, the end of a stream."""
+
+from __future__ import annotations
+
+from runner.sanitize import clean_line
+
+from . import messages as msg
+from .panes.chat import ChatLog
+from .panes.status import StatusBar
+from .screens import ErrorScreen
+
+
+class EngineLifecycle:
+    """Mixed into the App."""
+
+    def action_cancel_turn(self) -> None:
+        if len(self.screen_stack) > 1:  # Esc closes a dialog first
+            self.screen.dismiss()
+            return
+        if self.session.cancel():
+            self.notify("Cancelling…", markup=False, timeout=2)
+            if not self.session.turn_running and self.current_reply is not None:
+                self.current_reply.set_footer("cancelled before the model loaded")
+                self.current_reply = None
+            deadline = self.options.cancel_deadline_s
+            self.set_timer(deadline + 0.05, lambda: self._check_cancel(deadline))
+
+    def _check_cancel(self, deadline: float) -> None:
+        if self.session.cancel_overdue(deadline):
+            self.query_one(StatusBar).set_problem("engine not responding")
+            self.push_screen(ErrorScreen(
+                "The engine is not responding",
+                f"The turn did not stop {deadline:.0f} s after Esc. Restart the engine (Ctrl+R): "
+                "the chat stays and the next turn prefills it again.", offer_restart=True), self._error_closed)
+
+    def action_restart_engine(self) -> None:
+        if self.session.replaying:
+            self.notify("a replay has no engine to restart", markup=False)
+            return
+        old = self.session.engine
+        self.session.restart(self.make_engine())
+        self.stop_engine(old)
+        if self.current_reply is not None:
+            self.current_reply.set_footer("turn lost: the engine was restarted")
+            self.current_reply = None
+        self._turn_over()
+        n = len(self.session.messages)
+        self.query_one(StatusBar).set_problem(None)
+        self.query_one(ChatLog).add("system", "engine restarted with the same settings" + (
+            f"; the next turn prefills the {n} messages of this chat again" if n else ""))
+        self.pump_engine(self.session.engine)
+
+    def _error_closed(self, result: str | None) -> None:
+        if result == "restart":
+            self.action_restart_engine()
+
+    def on_engine_failed(self, m: msg.EngineFailed) -> None:
+        if self._stopping or not self.session.on_engine_gone(clean_line(m.reason, 600)):
+            return  # reported once
+        reason = clean_line(m.reason, 600)
+        self.query_one(StatusBar).set_problem("engine died" if m.died else "model not loaded")
+        if self.current_reply is not None:
+            self.current_reply.set_footer("turn lost: " + reason)
+            self.current_reply = None
+        self._turn_over()
+        self.query_one(ChatLog).add("system", reason)
+        self.push_screen(ErrorScreen("The engine died" if m.died else "Could not load the model", reason,
+                                     offer_restart=m.died), self._error_closed)
+
+    def on_engine_ended(self, m: msg.EngineEnded) -> None:
+        if m.reason == "end of the recording":
+            self.query_one(StatusBar).set_problem("replay finished")
+
