@@ -135,16 +135,16 @@ class KvtopApp(EngineWorkers, ServerPolling, ServerRouting, EngineLifecycle, Eng
             with VerticalScroll(id="metrics"):
                 yield PrefillPane(prefill_interval(self.refresh_s), self.options.clock, id="prefill", classes="pane")
                 yield KVPane(id="kv", classes="pane")
-                yield DecodePane(chart_interval(self.refresh_s), id="decode", classes="pane")
-                yield EstimatePane(id="estimate", classes="pane")
-                yield MemoryPane(id="memory", classes="pane")
-                if self.options.servers:
+                if self.options.servers:  # what the server does for everyone, right under the turn's panes
                     from .panes.fleet import FleetPane
                     from .panes.server import ServerPane
 
                     yield ServerPane(self.options.servers[0], id="server", classes="pane")
                     if len(self.options.servers) > 1:
                         yield FleetPane(self.options.servers, id="fleet", classes="pane")
+                yield DecodePane(chart_interval(self.refresh_s), id="decode", classes="pane")
+                yield EstimatePane(id="estimate", classes="pane")
+                yield MemoryPane(id="memory", classes="pane")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -176,6 +176,7 @@ class KvtopApp(EngineWorkers, ServerPolling, ServerRouting, EngineLifecycle, Eng
         prompt.focus()
         if self.options.servers:
             self.set_class(True, "-server")
+            self.set_class(len(self.options.servers) > 1, "-fleet")
             self.start_server_polling()
         self.inspect_model()
         if self.options.prompt_file:
@@ -200,6 +201,8 @@ class KvtopApp(EngineWorkers, ServerPolling, ServerRouting, EngineLifecycle, Eng
 
     def on_resize(self, event) -> None:
         self.set_class(event.size.width >= WIDE_COLUMNS, "-wide")
+        if self.options.servers:
+            self.call_after_refresh(self.fit_server_rows)
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)

@@ -38,6 +38,8 @@ class ServerRates:
     gen_tok_s: float | None
     requests_processing: int | None
     requests_deferred: int | None
+    prompt_tokens_total: int | None = None  # since the server started
+    gen_tokens_total: int | None = None
 
 
 @dataclass(frozen=True)
@@ -142,8 +144,9 @@ class ServerMonitor:
         last, self._last = self._last, (now, m)
         proc = m.get("requests_processing")
         deferred = m.get("requests_deferred")
+        totals = (_opt(m.get("prompt_tokens_total")), _opt(m.get("tokens_predicted_total")))
         if last is None or now <= last[0]:
-            return ServerRates(0.0, None, None, _opt(proc), _opt(deferred))
+            return ServerRates(0.0, None, None, _opt(proc), _opt(deferred), *totals)
         dt = now - last[0]
 
         def rate(name: str) -> float | None:
@@ -151,7 +154,8 @@ class ServerMonitor:
                 return None
             return max(m[name] - last[1][name], 0.0) / dt
 
-        return ServerRates(dt, rate("prompt_tokens_total"), rate("tokens_predicted_total"), _opt(proc), _opt(deferred))
+        return ServerRates(dt, rate("prompt_tokens_total"), rate("tokens_predicted_total"), _opt(proc), _opt(deferred),
+                           *totals)
 
 
 def _opt(v: float | None) -> int | None:

@@ -69,7 +69,9 @@ class ServerPane(PaneWidget):
         return Content.assemble(("prompt ", "$text-muted"), fmt_rate(r.prompt_tok_s), ("  gen ", "$text-muted"),
                                 fmt_rate(r.gen_tok_s), (f"  (server counters, last {r.interval_s:.1f} s)",
                                                         "$text-muted"),
-                                ("  processing ", "$text-muted"), fmt_int(r.requests_processing))
+                                ("  processing ", "$text-muted"), fmt_int(r.requests_processing),
+                                ("  since start ", "$text-muted"), f"{fmt_int(r.prompt_tokens_total)} prompt, "
+                                f"{fmt_int(r.gen_tokens_total)} generated tok")
 
     def _physics(self, s) -> Content:
         parts: list = []
