@@ -30,7 +30,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kvtop bench", description=(
         "Measure prefill and decode like llama-bench, through kvtop's engine in its child process. "
         "-p 0 skips the prefill test, -n 0 the generation test."))
-    p.add_argument("model")
+    p.add_argument("model", nargs="?", help="a .gguf file (not with --server)")
+    p.add_argument("--server", metavar="URL", help="measure through a running llama-server instead")
+    p.add_argument("--api-key", metavar="KEY", help="the server's --api-key (default: $LLAMA_API_KEY)")
     p.add_argument("-p", "--n-prompt", dest="n_prompt", type=non_negative_int, default=512,
                    help="prompt tokens (0 = skip the prefill test)")
     p.add_argument("-r", "--repetitions", type=positive_int, default=3)
@@ -40,13 +42,18 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def open_engine(settings, in_process: bool):
+def open_engine(settings, in_process: bool, server: str | None = None, api_key: str | None = None):
     """The engine as call-and-wait (start, tokenize, reset, generate, close), in its child
-    process or in this one."""
+    process, in this one, or a llama-server's."""
     from runner.process.blocking import BlockingEngine
     from runner.process.inprocess import InProcessEngine
     from runner.process.parent import EngineProcess
 
+    if server:
+        from runner.server.engine import ServerEngine
+        from runner.server.http import api_key_from_env
+
+        return BlockingEngine(ServerEngine(settings, server, api_key_from_env(api_key)))
     return BlockingEngine(InProcessEngine(settings) if in_process else EngineProcess(settings))
 
 
@@ -64,15 +71,18 @@ def bench_main(argv: list[str]) -> int:
     n_gen = DEFAULT_N_GEN if a.n_predict < 0 else a.n_predict
     if a.n_prompt == 0 and n_gen == 0:
         p.error("-p 0 and -n 0 skip both tests: nothing to measure")
+    if bool(a.model) == bool(a.server):
+        p.error("give a MODEL or --server URL (one of them)")
 
     from runner.model.inspect import ModelFileError, load_facts
     from runner.settings import settings_from_args
 
-    try:
-        load_facts(a.model, need_weights=True)
-    except ModelFileError as exc:
-        return fail(str(exc))
-    settings = settings_from_args(a.model, a)
+    if a.model:
+        try:
+            load_facts(a.model, need_weights=True)
+        except ModelFileError as exc:
+            return fail(str(exc))
+    settings = settings_from_args(a.model or a.server, a)
 
     from runner.process.contract import EngineUnavailable
 
@@ -80,7 +90,7 @@ def bench_main(argv: list[str]) -> int:
     # -n 0: prefill still samples its one token (the engine always does), unmeasured.
     n_prompt_run = max(a.n_prompt, 1)
     n_predict_run = max(n_gen, 1)
-    eng = open_engine(settings, a.in_process)
+    eng = open_engine(settings, a.in_process, a.server, a.api_key)
     try:
         loaded = eng.start(lambda e: None)
         base = eng.tokenize(BENCH_TEXT)
@@ -123,11 +133,16 @@ def bench_main(argv: list[str]) -> int:
         "tg_tok_s": statistics.median(tg) if tg else None,
         "tg_tok_s_runs": tg,
         "ttft_s": statistics.median(ttft) if ttft else None,
-        "kv_bytes_allocated": mib_to_bytes(b.kv_mib),
-        "weights_bytes": mib_to_bytes(b.weights_mib),
-        "compute_bytes": mib_to_bytes(b.compute_total_mib),
-        "process": "in-process" if a.in_process else "child",
+        # a server's buffers are in its own log: unknown here
+        "kv_bytes_allocated": mib_to_bytes(b.kv_mib) if not a.server else None,
+        "weights_bytes": mib_to_bytes(b.weights_mib) if not a.server else loaded.model_bytes or None,
+        "compute_bytes": mib_to_bytes(b.compute_total_mib) if not a.server else None,
+        "process": "server" if a.server else "in-process" if a.in_process else "child",
+        "server": a.server, "build_info": loaded.build_info,
     }
+    if a.server:  # the server's own threads and batch sizes are not published: unknown, not 0
+        result.update(dict.fromkeys(("n_threads", "n_threads_batch", "threads_why", "n_batch", "n_ubatch",
+                                     "n_gpu_layers", "flash_attn")))
     if a.json:
         print(json.dumps(json_safe(result), indent=2, allow_nan=False))
         return EXIT_OK
@@ -146,10 +161,13 @@ def format_table(r: dict, loaded, threads_why: str) -> str:
 
     b = loaded.buffers
     pp_name, tg_name = row_labels(r["n_prompt"], r["n_gen"])
+    setup = (f"server: {loaded.server} ({loaded.build_info}), {loaded.total_slots} slots; threads and "
+             f"batch are the server's own" if loaded.server else
+             f"threads: {loaded.n_threads} ({threads_why}), batch {loaded.n_threads_batch}, "
+             f"n_ubatch {loaded.n_ubatch}, flash_attn {loaded.flash_attn}, ngl {loaded.n_gpu_layers}")
     out = [
         f"model: {loaded.name} ({loaded.description}), {loaded.n_params / 1e6:.1f} M params",
-        f"threads: {loaded.n_threads} ({threads_why}), batch {loaded.n_threads_batch}, "
-        f"n_ubatch {loaded.n_ubatch}, flash_attn {loaded.flash_attn}, ngl {loaded.n_gpu_layers}",
+        setup,
         f"{'test':>12} | {'t/s':>16} | {'ttft':>10}",
         f"{'-' * 12}-+-{'-' * 16}-+-{'-' * 10}",
     ]
@@ -158,6 +176,7 @@ def format_table(r: dict, loaded, threads_why: str) -> str:
                    f"{fmt_num(r['ttft_s'], '>8.3f', ' s'):>10}")
     if tg_name:
         out.append(f"{tg_name:>12} | {rate(r['tg_tok_s'], r['tg_tok_s_runs'])} | {'':>10}")
-    out.append(f"KV allocated {b.kv_mib:.2f} MiB, weights {b.weights_mib:.2f} MiB, "
-               f"compute {b.compute_total_mib:.2f} MiB")
+    if not loaded.server:
+        out.append(f"KV allocated {b.kv_mib:.2f} MiB, weights {b.weights_mib:.2f} MiB, "
+                   f"compute {b.compute_total_mib:.2f} MiB")
     return "\n".join(out)

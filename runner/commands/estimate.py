@@ -117,6 +117,14 @@ def format_report(r: dict) -> str:
             + " fit beside the weights"),
         ("memory", r["memory_message"] + ("" if r["memory_fits"] is not False else "  (DOES NOT FIT)")),
     ]
+    sv = r.get("server")
+    if sv:
+        rows += [("server", f"{sv['url']} ({sv['build_info']}), {sv['total_slots']} slots of "
+                            f"{sv['n_ctx_per_slot']:,} tokens"),
+                 ("KV, all slots", fmt_bytes(sv["kv_bytes_all_slots"])),
+                 (f"all slots at depth {sv['all_slots_decoding_at_depth']:,}",
+                  f"{fmt_num(sv['batched_ceiling_tok_s'], ',.1f', ' tok/s')} together, "
+                  f"{fmt_num(sv['per_slot_ceiling_tok_s'], ',.1f', ' tok/s')} each (batched ceiling)")]
     width = max(len(k) for k, _ in rows)
     out = [f"{k:<{width}}  {v}" for k, v in rows]
     out += [f"note: {n}" for n in r["notes"]]
@@ -130,7 +138,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kvtop estimate", description=(
         "Predict KV cache bytes, prefill time and decode ceilings from a GGUF's header "
         "and this machine's measured (or given) bandwidth and FLOPS. No weights are loaded."))
-    p.add_argument("model")
+    p.add_argument("model", nargs="?", help="a .gguf file (with --server: a local copy of the served one)")
+    p.add_argument("--server", metavar="URL", help="estimate for a running llama-server: its model, slots and n_ctx")
+    p.add_argument("--api-key", metavar="KEY", help="the server's --api-key (default: $LLAMA_API_KEY)")
     p.add_argument("-c", "--ctx", "--ctx-size", dest="ctx", type=positive_int, default=DEFAULT_CTX)
     p.add_argument("-ctk", "--cache-type-k", choices=list(KV_CACHE_TYPES), default="f16")
     p.add_argument("-ctv", "--cache-type-v", choices=list(KV_CACHE_TYPES), default="f16")
@@ -147,20 +157,79 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def estimate_main(argv: list[str]) -> int:
-    a = build_parser().parse_args(argv)
+    p = build_parser()
+    a = p.parse_args(argv)
+    if not a.model and not a.server:
+        p.error("give a MODEL, or --server URL")
 
     from runner.model.inspect import ModelFileError, load_facts
     from runner.system.hardware import hardware_profile
 
+    server = None
+    if a.server:
+        server, err = server_facts(a)
+        if err:
+            return fail(err)
     try:
         facts = load_facts(a.model)
     except ModelFileError as exc:
         return fail(str(exc))
-    hw = hardware_profile(a.n_gpu_layers, a.bandwidth_gbs, a.tflops, refresh=a.reprobe)
+    if server is not None and server["local"] is False and not (a.bandwidth_gbs and a.tflops):
+        from runner.system.hardware import HardwareProfile
+
+        hw = HardwareProfile(a.bandwidth_gbs, a.tflops, "the server is not on this machine: give "
+                             "--bandwidth-gbs and --tflops", None, None)
+    else:
+        hw = hardware_profile(a.n_gpu_layers, a.bandwidth_gbs, a.tflops, refresh=a.reprobe)
     r = estimate_report(facts, hw, a.ctx, a.cache_type_k, a.cache_type_v, a.swa_full, a.ubatch_size,
                         a.prompt_tokens, a.output_tokens, a.n_gpu_layers)
+    if server is not None:
+        r["server"] = server_block(server, facts, hw, a)
     if a.json:
         print(json.dumps(json_safe(r), indent=2, allow_nan=False))
     else:
         print(format_report(r))
     return EXIT_OK
+
+
+def server_facts(a) -> tuple[dict | None, str | None]:
+    """``--server``: the served model's path, slots and per-slot n_ctx, from the server.
+    Sets ``a.model`` (when readable here) and ``a.ctx``; (info, error)."""
+    import os
+
+    from runner.server.http import ServerClient, ServerError, api_key_from_env, is_loopback
+    from runner.server.props import read_server_info
+
+    client = ServerClient(a.server, api_key_from_env(a.api_key))
+    try:
+        info = read_server_info(client)
+    except ServerError as exc:
+        return None, str(exc)
+    finally:
+        client.close()
+    if not a.model:
+        if not info.model_path or not os.path.isfile(info.model_path):
+            return None, (f"the server's model ({info.model_path or 'no model_path'}) is not readable here: "
+                          "give a local copy of the GGUF as MODEL")
+        a.model = info.model_path
+    a.ctx = info.n_ctx
+    return {"url": client.url, "local": is_loopback(client.url), "total_slots": info.total_slots,
+            "n_ctx_per_slot": info.n_ctx, "build_info": info.build_info, "model_path": info.model_path}, None
+
+
+def server_block(server: dict, facts, hw, a) -> dict:
+    """The many-users figures: every slot decoding at --prompt-tokens depth."""
+    from runner.physics.batching import batched_decode_ceiling
+    from runner.physics.kv_bytes import kv_bytes_read_at_depth, kv_layout
+
+    out = dict(server)
+    lay = kv_layout(facts, server["n_ctx_per_slot"], a.cache_type_k, a.cache_type_v, a.swa_full, a.ubatch_size)
+    c = None
+    if hw.bandwidth_gbs and facts.weights_bytes_active:
+        kv = float(kv_bytes_read_at_depth(lay, a.prompt_tokens))
+        c = batched_decode_ceiling(hw.bandwidth_gbs * 1e9, facts.weights_bytes_active, [kv] * server["total_slots"])
+    out["all_slots_decoding_at_depth"] = a.prompt_tokens
+    out["batched_ceiling_tok_s"] = c.aggregate_tok_s if c else None
+    out["per_slot_ceiling_tok_s"] = c.per_user_tok_s if c else None
+    out["kv_bytes_all_slots"] = lay.bytes_allocated * server["total_slots"]
+    return out

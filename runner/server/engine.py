@@ -129,8 +129,9 @@ class ServerEngine:
             if s.ignore_eos:
                 body["ignore_eos"] = True
             return "/v1/chat/completions", body
+        # kvtop bench: every repetition computes the whole prompt, as llama-bench does
         return "/completion", {**common, "prompt": list(cmd.tokens), "n_predict": cmd.n_predict,
-                               "ignore_eos": cmd.ignore_eog}
+                               "ignore_eos": cmd.ignore_eog, "cache_prompt": False}
 
     def _turn(self, cmd, sink: Sink) -> None:
         n_ctx = self.loaded.n_ctx if self.loaded else 0

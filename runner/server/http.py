@@ -80,8 +80,11 @@ class ServerClient:
         self._stream_lock = threading.Lock()
         self._stream = None
 
-    def _request(self, method: str, path: str, payload: dict | None = None, timeout=POLL_TIMEOUT):
+    def _request(self, method: str, path: str, payload: dict | None = None, timeout=POLL_TIMEOUT,
+                 close: bool = False):
         headers = dict(self._headers)
+        if close:  # a stream's connection is not reused: the server may close it after the stream
+            headers["Connection"] = "close"
         body = None
         if payload is not None:
             body = json.dumps(payload).encode()
@@ -140,7 +143,7 @@ class ServerClient:
     def stream_events(self, path: str, payload: dict) -> Iterator[dict]:
         """The JSON objects of a server-sent-events stream, until ``[DONE]`` or the end.
         A chunk that is not a JSON object raises ``ServerError`` naming it."""
-        r = self._request("POST", path, payload, timeout=STREAM_TIMEOUT)
+        r = self._request("POST", path, payload, timeout=STREAM_TIMEOUT, close=True)
         if r.status >= 400:
             self._check(r, path, self._read(r, path))
         with self._stream_lock:
@@ -156,7 +159,7 @@ class ServerClient:
         finally:
             with self._stream_lock:
                 self._stream = None
-            r.release_conn()
+            r.close()
 
     def close_stream(self) -> None:
         """End the stream being read (cancel): the server sees the client go and stops.

@@ -190,3 +190,42 @@ def test_a_url_that_is_not_llama_server_is_named(tmp_path):
             BlockingEngine(ServerEngine(Settings("x"), f"http://127.0.0.1:{srv.server_port}")).start()
     finally:
         srv.shutdown()
+
+
+def kvtop_cli(*args, timeout=300):
+    return subprocess.run([sys.executable, "-m", "tui", *args], capture_output=True, text=True, timeout=timeout)
+
+
+def test_kvtop_bench_through_the_server_gives_the_local_keys(served, smollm_path):
+    import json
+
+    url, _ = served
+    out = kvtop_cli("bench", "--server", url, "-p", "128", "-n", "16", "-r", "2", "--json")
+    assert out.returncode == 0, out.stderr
+    r = json.loads(out.stdout)
+    local_keys = {"model", "n_prompt", "n_gen", "pp_tok_s", "tg_tok_s", "ttft_s", "kv_bytes_allocated",
+                  "weights_bytes", "repetitions", "pp_tok_s_runs", "tg_tok_s_runs"}
+    assert local_keys <= set(r)
+    assert r["process"] == "server" and r["server"] == url and r["model"] == smollm_path
+    assert len(r["pp_tok_s_runs"]) == 2 and r["pp_tok_s"] > 20 and r["tg_tok_s"] > 5
+    assert r["n_threads"] is None  # the server's, not published: unknown rather than 0
+    table = kvtop_cli("bench", "--server", url, "-p", "64", "-n", "8", "-r", "1")
+    assert table.returncode == 0 and "pp64" in table.stdout and "tg8@d64" in table.stdout
+
+
+def test_kvtop_estimate_for_a_server_counts_every_slot(served, smollm_path):
+    import json
+
+    url, _ = served
+    out = kvtop_cli("estimate", "--server", url, "--prompt-tokens", "1024", "--bandwidth-gbs", "30",
+                    "--tflops", "0.2", "--json")
+    assert out.returncode == 0, out.stderr
+    r = json.loads(out.stdout)
+    s = r["server"]
+    assert s["total_slots"] == 2 and s["n_ctx_per_slot"] == 4096 and r["n_ctx"] == 4096
+    assert s["kv_bytes_all_slots"] == 2 * r["kv_bytes"]
+    # two slots decoding at depth 1,024 share one read of the weights: 2 x bw / (weights + 2 x KV)
+    kv_1024 = 1024 * r["kv_bytes_per_token"]
+    want = 2 * 30e9 / (r["weights_bytes_active"] + 2 * kv_1024)
+    assert s["batched_ceiling_tok_s"] == pytest.approx(want, rel=0.01)
+    assert s["per_slot_ceiling_tok_s"] == pytest.approx(want / 2, rel=0.01)
