@@ -102,7 +102,8 @@ def add_engine_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("-b", "--batch-size", dest="n_batch", type=positive_int, default=512)
     g.add_argument("-ub", "--ubatch-size", dest="n_ubatch", type=positive_int, default=512)
     g.add_argument("-ngl", "--n-gpu-layers", "--gpu-layers", dest="n_gpu_layers", type=int_in(-1, INT32_MAX), default=0)
-    g.add_argument("-fa", "--flash-attn", dest="flash_attn", choices=["on", "off", "auto"], default="auto")
+    g.add_argument("-fa", "--flash-attn", dest="flash_attn", choices=["on", "off", "auto"], default="auto",
+                   nargs="?", const="on", help="on, off or auto; a bare -fa (older llama.cpp) means on")
     g.add_argument("-ctk", "--cache-type-k", dest="cache_type_k", choices=list(KV_CACHE_TYPES), default="f16")
     g.add_argument("-ctv", "--cache-type-v", dest="cache_type_v", choices=list(KV_CACHE_TYPES), default="f16")
     g.add_argument("--swa-full", dest="swa_full", action="store_true",

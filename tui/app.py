@@ -181,6 +181,10 @@ class KvtopApp(EngineWorkers, ServerPolling, ServerRouting, EngineLifecycle, Eng
         self.inspect_model()
         if self.options.prompt_file:
             self.read_prompt_file(self.options.prompt_file)
+        elif self.options.prompt_text and self.options.prompt_text.strip():
+            from runner.sanitize import clean_text
+
+            self.send_message(clean_text(self.options.prompt_text).strip())
 
     def _remember_theme(self, theme) -> None:
         self.prefs.theme = theme.name

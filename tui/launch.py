@@ -18,15 +18,60 @@ from runner.sanitize import clean_line
 from runner.settings import add_engine_flags, settings_from_args
 
 
+class VersionAction(argparse.Action):
+    """``kvtop --version``: what a bug report needs, as ``llama-cli --version`` prints it."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(version_text())
+        parser.exit(0)
+
+
+def version_text() -> str:
+    import platform
+    from importlib import metadata
+
+    def dist(name: str) -> str:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return "not installed"
+
+    lines = [f"kvtop {dist('kvtop')}", f"llama-cpp-python {dist('llama-cpp-python')} (the llama.cpp it vendors)"]
+    try:
+        import llama_cpp
+
+        info = llama_cpp.llama_print_system_info().decode(errors="replace").strip()
+        gpu = llama_cpp.llama_supports_gpu_offload()
+        lines.append(f"llama.cpp backends: {info}")
+        lines.append("GPU offload: " + ("yes" if gpu else "no (a CPU build: see README, 'GPU')"))
+    except Exception as exc:  # a broken llama-cpp-python install is exactly what this is for
+        lines.append(f"llama.cpp: cannot load ({clean_line(type(exc).__name__ + ': ' + str(exc), 200)})")
+    lines.append(f"textual {dist('textual')}, python {platform.python_version()}, {platform.system()} "
+                 f"{platform.machine()}")
+    return "\n".join(lines)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="kvtop",
+        prog="kvtop", allow_abbrev=False,  # "-f FILE" must not become "-fa", "-hf" not "-h"
         description="Run a local GGUF model and watch, live, why it is fast or slow. "
                     "Also: 'kvtop bench MODEL', 'kvtop estimate MODEL' and 'kvtop replay TRACE'.",
     )
     p.add_argument("model", nargs="?", help="path to a .gguf file (default: the bundled demo model)")
+    p.add_argument("-m", "--model", dest="model_flag", metavar="PATH",
+                   help="the .gguf file, as llama-cli takes it (with --server: a local copy of the served "
+                        "GGUF, for the physics)")
+    p.add_argument("-V", "--version", action=VersionAction, nargs=0,
+                   help="kvtop's, llama-cpp-python's and llama.cpp's versions and backends")
+    p.add_argument("-p", "--prompt", metavar="TEXT", help="send this text as the first message")
+    p.add_argument("-hf", "-hfr", "--hf-repo", dest="hf_repo", metavar="REPO",
+                   help="not supported: kvtop downloads nothing; give a local .gguf (llama.cpp's cache keeps "
+                        "what llama-cli -hf downloaded)")
+    p.add_argument("--jinja", action="store_true",
+                   help="accepted for llama.cpp's sake: kvtop always renders the GGUF's Jinja template (sandboxed)")
     p.add_argument("--resume", action="store_true", help="reopen the last session's transcript")
-    p.add_argument("--prompt-file", metavar="PATH", help="send this file's text as the first message")
+    p.add_argument("-f", "--file", "--prompt-file", dest="prompt_file", metavar="PATH",
+                   help="send this file's text as the first message")
     p.add_argument("--trace", metavar="FILE", help="also write the session's trace here (always written "
                    "into the session folder); replay it with 'kvtop replay FILE'")
     p.add_argument("--in-process", action="store_true", help=argparse.SUPPRESS)
@@ -45,11 +90,14 @@ def build_parser() -> argparse.ArgumentParser:
 def launch_main(argv: list[str]) -> int:
     p = build_parser()
     a = p.parse_args(argv)
+    if a.hf_repo:
+        p.error("-hf: kvtop downloads nothing; give the path of a local .gguf (llama-cli -hf keeps its "
+                "downloads in ~/.cache/llama.cpp)")
     if a.server:
         from .launch_server import server_main
 
         return server_main(p, a, argv)
-    model = a.model or demo_model_path()
+    model = a.model or a.model_flag or demo_model_path()
     if model is None:
         print(f"kvtop: no model given and the demo model is not installed: {INSTALL_HINT}", file=sys.stderr)
         return 1
@@ -76,7 +124,7 @@ def launch_main(argv: list[str]) -> int:
     factory = InProcessEngine if a.in_process else EngineProcess
     app = KvtopApp(settings, factory, paths, AppOptions(
         argv=[sys.argv[0]] + argv, resume_messages=resume, resume_note=resume_note,
-        ui_nice=a.ui_nice, prompt_file=a.prompt_file, trace_path=a.trace, refresh=a.refresh))
+        ui_nice=a.ui_nice, prompt_file=a.prompt_file, prompt_text=a.prompt, trace_path=a.trace, refresh=a.refresh))
 
     def on_signal(signum, frame):
         app.shutdown_engine()
@@ -104,7 +152,7 @@ def run_app(app, **run_kw) -> int:
 
 def replay_main(argv: list[str]) -> int:
     """``kvtop replay TRACE``: the dashboard from a trace alone, no model and no engine."""
-    p = argparse.ArgumentParser(prog="kvtop replay", description="Open the dashboard from a recorded trace.")
+    p = argparse.ArgumentParser(prog="kvtop replay", allow_abbrev=False, description="Open the dashboard from a recorded trace.")
     p.add_argument("trace")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--speed", type=replay_speed, default=1.0, help="playback speed (default 1: as recorded)")

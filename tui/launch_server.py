@@ -22,9 +22,6 @@ def add_server_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--bandwidth-gbs", type=positive_float, metavar="X",
                    help="the server machine's memory bandwidth, GB/s (a remote server cannot be probed)")
     g.add_argument("--tflops", type=positive_float, metavar="X", help="the server machine's peak TFLOPS")
-    g.add_argument("--model", dest="server_model", metavar="PATH",
-                   help="a local copy of the served GGUF, for the physics (default: the server's model_path "
-                        "when this machine can read it)")
 
 
 def read_server_file(path: str) -> list[str]:
@@ -53,7 +50,7 @@ def server_main(p: argparse.ArgumentParser, a: argparse.Namespace, argv: list[st
         return 1
     finally:
         client.close()
-    model = a.server_model or (info.model_path if info.model_path and os.path.isfile(info.model_path) else "")
+    model = a.model_flag or a.model or (info.model_path if info.model_path and os.path.isfile(info.model_path) else "")
     a.ctx_size = info.n_ctx
     settings = settings_from_args(model or info.model_path or urls[0], a)
     settings = type(settings)(**{**settings.__dict__, "n_ctx": info.n_ctx})
@@ -77,7 +74,7 @@ def run_server_app(settings, urls, key, a, argv, local_model: bool, local: bool)
                                    "(give --bandwidth-gbs and --tflops)", None, None)
     opts = AppOptions(argv=[sys.argv[0]] + argv, servers=tuple(urls), api_key=key, hardware=hardware,
                       model_readable=local_model, refresh=a.refresh, trace_path=a.trace,
-                      prompt_file=a.prompt_file)
+                      prompt_file=a.prompt_file, prompt_text=a.prompt)
     app = KvtopApp(settings, lambda s: ServerEngine(s, urls[0], key), default_paths(), opts)
     rc = app.run()
     return rc if isinstance(rc, int) else 0

@@ -23,6 +23,7 @@ class AppOptions:
     record_trace: bool = True
     trace_path: str | None = None
     prompt_file: str | None = None
+    prompt_text: str | None = None  # -p TEXT: the first message
     refresh: float | None = None  # --refresh SECONDS
     ui_nice: int = 0
     banner: str | None = None  # e.g. "replay of FILE, recorded DATE on HOST; input is off"

@@ -27,7 +27,7 @@ DEFAULT_N_GEN = 128  # -n -1 (the engine's "until end of turn") means llama-benc
 def build_parser() -> argparse.ArgumentParser:
     from runner.settings import add_engine_flags
 
-    p = argparse.ArgumentParser(prog="kvtop bench", description=(
+    p = argparse.ArgumentParser(prog="kvtop bench", allow_abbrev=False, description=(
         "Measure prefill and decode like llama-bench, through kvtop's engine in its child process. "
         "-p 0 skips the prefill test, -n 0 the generation test."))
     p.add_argument("model", nargs="?", help="a .gguf file (not with --server)")

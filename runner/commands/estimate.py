@@ -135,7 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
     from runner.model.quant_types import KV_CACHE_TYPES
     from runner.settings import DEFAULT_CTX
 
-    p = argparse.ArgumentParser(prog="kvtop estimate", description=(
+    p = argparse.ArgumentParser(prog="kvtop estimate", allow_abbrev=False, description=(
         "Predict KV cache bytes, prefill time and decode ceilings from a GGUF's header "
         "and this machine's measured (or given) bandwidth and FLOPS. No weights are loaded."))
     p.add_argument("model", nargs="?", help="a .gguf file (with --server: a local copy of the served one)")
