@@ -21,8 +21,10 @@ def server_binary() -> str:
     env_bin = os.environ.get("KVTOP_LLAMA_SERVER")
     if env_bin:
         return env_bin
+    import sys
+
     out = subprocess.run(["bash", os.path.join(ROOT, ".ci", "build-llama-server")], cwd=ROOT,
-                         capture_output=True, text=True, timeout=3600)
+                         capture_output=True, text=True, timeout=3600, env=dict(os.environ, PYTHON=sys.executable))
     if out.returncode != 0:
         raise RuntimeError(f"building llama-server failed: {out.stderr[-2000:]}")
     return out.stdout.strip().splitlines()[-1]
