@@ -168,8 +168,8 @@ class ServerClient:
             r = self._stream
         if r is None:
             return
-        sock = getattr(getattr(r, "connection", None), "sock", None)
         try:
+            sock = _socket_of(r)
             if sock is not None:
                 sock.shutdown(socket.SHUT_RDWR)
         except OSError:
@@ -182,6 +182,16 @@ class ServerClient:
     def close(self) -> None:
         self.close_stream()
         self._http.clear()
+
+
+def _socket_of(r):
+    """The socket under a streamed response. With ``Connection: close`` http.client hands
+    the socket to the response's file and forgets it on the connection, so look there."""
+    sock = getattr(getattr(r, "connection", None), "sock", None)
+    if sock is None:
+        raw = getattr(getattr(getattr(r, "_fp", None), "fp", None), "raw", None)
+        sock = getattr(raw, "_sock", None)
+    return sock
 
 
 def _lines(r, url: str) -> Iterator[str]:
