@@ -1,0 +1,132 @@
+"""Decode: sample a token, stream its text, feed it back, until a stop condition.
+
+Sampling runs in llama.cpp's sampler chain (``llama_sampler_sample`` reads the
+logits in place: no copy per token). Text goes through an incremental UTF-8
+decoder so that a character split across tokens is emitted whole; whatever it
+holds is flushed on every stop path (end, -n, context full, cancel, error).
+
+This loop is the hot path: everything it calls per token is bound to a local
+before it starts, and the one-token batch is built once.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import llama_cpp
+
+from runner import events as ev
+from runner.engine.handles import SamplerChain, TokenBuffer, Vocab
+from runner.engine.prompt_cache import KVCache
+from runner.engine.utf8_stream import Utf8Stream
+
+
+@dataclass(slots=True)
+class Decoded:
+    """What one decode did; the timestamps are ``time.monotonic()``."""
+
+    stop: str | None  # "eog", "n_predict", "context_full", "cancelled"; None if it never ran
+    n_out: int = 0  # tokens generated
+    pos: int = 0  # KV position after the last token fed back
+    text: list[str] = field(default_factory=list)  # the text deltas, in order
+    token_times: list[float] = field(default_factory=list)  # when each token was sampled
+    t_first_token: float | None = None
+    t_first_visible: float | None = None  # the first non-empty text delta
+
+
+@dataclass(frozen=True, slots=True)
+class Sampling:
+    temp: float
+    top_k: int
+    top_p: float
+    seed: int
+
+
+class Decode:
+    """Runs decodes for one engine on one context; owns the reused one-token batch."""
+
+    def __init__(self, ctx, vocab: Vocab, kv: KVCache, n_ctx: int) -> None:
+        self.ctx = ctx  # context pointer
+        self.vocab = vocab
+        self.kv = kv
+        self.n_ctx = n_ctx
+        self._one = TokenBuffer([0])
+
+    def run(self, turn_id: int, n_predict: int, ignore_eog: bool, stop: str | None, sampling: Sampling,
+            cancel: threading.Event, emit: Callable[[object], None]) -> Decoded:
+        """Generate up to ``n_predict`` tokens (< 0: no limit) after a prefill that
+        ended with ``stop`` (nothing is generated unless it is None). A llama.cpp
+        failure other than a full context raises ``RuntimeError``, after the text
+        held back is emitted."""
+        stream = Utf8Stream()
+        out = Decoded(stop)
+        chain = SamplerChain.build(sampling.temp, sampling.top_k, sampling.top_p, sampling.seed) \
+            if stop is None else None
+        out.pos = len(self.kv.tokens)
+        try:
+            if chain is not None:
+                self._loop(chain.ptr, stream, out, turn_id, n_predict, ignore_eog, cancel, emit)
+        finally:
+            if chain is not None:
+                chain.close()
+            tail = stream.flush()
+            if tail:
+                out.text.append(tail)
+                now = time.monotonic()
+                if out.t_first_visible is None:
+                    out.t_first_visible = now
+                emit(ev.TokenEvent(turn_id, out.n_out, -1, tail, out.pos, now))
+        return out
+
+    def _loop(self, smpl, stream: Utf8Stream, out: Decoded, turn_id: int, n_predict: int,
+              ignore_eog: bool, cancel: threading.Event, emit: Callable[[object], None]) -> None:
+        # Per token: locals only (no attribute or global lookups, no batch built).
+        ctx, vocab_ptr, n_ctx = self.ctx, self.vocab.ptr, self.n_ctx
+        sample, is_eog, decode = llama_cpp.llama_sampler_sample, llama_cpp.llama_vocab_is_eog, llama_cpp.llama_decode
+        monotonic, piece, feed, is_cancelled = time.monotonic, self.vocab.piece, stream.feed, cancel.is_set
+        one, batch = self._one.arr, self._one.single()
+        append_time, append_text, cache = out.token_times.append, out.text.append, self.kv.tokens.append
+        TokenEvent = ev.TokenEvent
+        pos, n_out, t_first_token, t_first_visible = out.pos, 0, None, None
+        stop = None
+        try:
+            while True:
+                tok = sample(smpl, ctx, -1)
+                if not ignore_eog and is_eog(vocab_ptr, tok):
+                    stop = "eog"
+                    break
+                now = monotonic()
+                if t_first_token is None:
+                    t_first_token = now
+                text = feed(piece(tok))
+                if text and t_first_visible is None:
+                    t_first_visible = now
+                append_time(now)
+                append_text(text)
+                emit(TokenEvent(turn_id, n_out, tok, text, pos, now))
+                n_out += 1
+                if n_predict >= 0 and n_out >= n_predict:
+                    stop = "n_predict"
+                    break
+                if pos + 1 >= n_ctx:
+                    stop = "context_full"
+                    break
+                if is_cancelled():
+                    stop = "cancelled"
+                    break
+                one[0] = tok
+                rc = decode(ctx, batch)
+                if rc != 0:
+                    self.kv.drop_from(pos)
+                    if rc == 1:
+                        stop = "context_full"
+                        break
+                    raise RuntimeError(f"llama_decode failed ({rc}) during decode")
+                cache(tok)
+                pos += 1
+        finally:
+            out.stop, out.pos, out.n_out = stop, pos, n_out
+            out.t_first_token, out.t_first_visible = t_first_token, t_first_visible

@@ -1,0 +1,228 @@
+"""Owned llama.cpp objects: each handle frees what it holds, once.
+
+The layer under the engine, as ``_internals.py`` is under llama-cpp-python's
+``Llama``: a model, a context, a sampler chain and a token buffer, each a tiny class
+whose ``close()`` frees its C object (a second call does nothing) and which works as
+a context manager. Pointers they merely borrow (the model's vocabulary, the
+context's memory) are plain attributes and are never freed here.
+
+Nothing is freed by the garbage collector: a model and its context in one reference
+cycle would be finalized in any order, and a context freed after its model reads
+freed memory. Whoever opens a handle closes it (the engine in ``close()``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Sequence
+
+import llama_cpp
+
+_PIECE_BYTES = 256
+_to_piece = llama_cpp.llama_token_to_piece
+
+
+class Handle:
+    """A C pointer owned by Python; ``close()`` frees it with ``_free`` once."""
+
+    __slots__ = ("ptr",)
+    _free = None  # the llama_cpp function that frees ``ptr``
+
+    def __init__(self, ptr) -> None:
+        self.ptr = ptr
+
+    def close(self) -> None:
+        ptr, self.ptr = self.ptr, None
+        if ptr:
+            type(self)._free(ptr)
+
+    @property
+    def closed(self) -> bool:
+        return not self.ptr
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        self.close()
+
+
+class Vocab:
+    """The model's vocabulary (borrowed: it lives as long as the model), with one
+    reusable buffer for token pieces."""
+
+    __slots__ = ("ptr", "_buf")
+
+    def __init__(self, ptr) -> None:
+        self.ptr = ptr
+        self._buf = ctypes.create_string_buffer(_PIECE_BYTES)
+
+    def piece(self, tok: int) -> bytes:
+        """The bytes of one token (possibly part of a UTF-8 character). Called per
+        generated token: the common case is one C call and one bytes object."""
+        buf = self._buf
+        n = _to_piece(self.ptr, tok, buf, _PIECE_BYTES, 0, False)
+        if n < 0:
+            big = ctypes.create_string_buffer(-n)
+            n = _to_piece(self.ptr, tok, big, -n, 0, False)
+            return big.raw[:n]
+        return buf[:n]  # a char array's slice is the bytes themselves (.raw copies all 256)
+
+    def token_text(self, tok: int) -> str:
+        """A special token's text as the template writes it ("" for none)."""
+        if tok < 0:
+            return ""
+        n = llama_cpp.llama_token_to_piece(self.ptr, tok, self._buf, _PIECE_BYTES, 0, True)
+        return self._buf.raw[: max(n, 0)].decode("utf-8", errors="replace")
+
+    def tokenize(self, text: str, add_special: bool = True) -> list[int]:
+        data = text.encode("utf-8", errors="replace")  # lone surrogates become '?'
+        n_max = len(data) + 16
+        arr = (ctypes.c_int32 * n_max)()
+        n = llama_cpp.llama_tokenize(self.ptr, data, len(data), arr, n_max, add_special, True)
+        if n < 0:
+            n_max = -n
+            arr = (ctypes.c_int32 * n_max)()
+            n = llama_cpp.llama_tokenize(self.ptr, data, len(data), arr, n_max, add_special, True)
+        return list(arr[:n])
+
+    def bos(self) -> int:
+        return llama_cpp.llama_vocab_bos(self.ptr)
+
+    def eos(self) -> int:
+        return llama_cpp.llama_vocab_eos(self.ptr)
+
+
+class Model(Handle):
+    """A loaded GGUF (``llama_model_free`` on close)."""
+
+    __slots__ = ("vocab",)
+    _free = staticmethod(llama_cpp.llama_model_free)
+
+    def __init__(self, ptr) -> None:
+        super().__init__(ptr)
+        self.vocab = Vocab(llama_cpp.llama_model_get_vocab(ptr))
+
+    @classmethod
+    def load(cls, path: str, params) -> Model | None:
+        """The model at ``path``, or None when llama.cpp refuses it (its log says why)."""
+        ptr = llama_cpp.llama_model_load_from_file(path.encode(), params)
+        return cls(ptr) if ptr else None
+
+    def meta(self, key: str) -> str | None:
+        buf = ctypes.create_string_buffer(1024)
+        n = llama_cpp.llama_model_meta_val_str(self.ptr, key.encode(), buf, 1024)
+        if n < 0:
+            return None
+        return buf.value.decode("utf-8", errors="replace")
+
+    def description(self) -> str:
+        buf = ctypes.create_string_buffer(256)
+        llama_cpp.llama_model_desc(self.ptr, buf, 256)
+        return buf.value.decode(errors="replace")
+
+    def chat_template(self) -> str | None:
+        tmpl = llama_cpp.llama_model_chat_template(self.ptr, None)
+        return tmpl.decode("utf-8", errors="replace") if tmpl else None
+
+    def n_ctx_train(self) -> int:
+        return int(llama_cpp.llama_model_n_ctx_train(self.ptr))
+
+    def n_params(self) -> int:
+        return int(llama_cpp.llama_model_n_params(self.ptr))
+
+    def size(self) -> int:
+        return int(llama_cpp.llama_model_size(self.ptr))
+
+
+class Context(Handle):
+    """An inference context on a model (``llama_free`` on close). It keeps its model
+    referenced; the model must still be open when the context is closed."""
+
+    __slots__ = ("model", "mem")
+    _free = staticmethod(llama_cpp.llama_free)
+
+    def __init__(self, model: Model, ptr) -> None:
+        super().__init__(ptr)
+        self.model = model
+        self.mem = llama_cpp.llama_get_memory(ptr)  # borrowed: the context's KV memory
+
+    @classmethod
+    def create(cls, model: Model, params) -> Context | None:
+        ptr = llama_cpp.llama_init_from_model(model.ptr, params)
+        return cls(model, ptr) if ptr else None
+
+    def n_ctx(self) -> int:
+        return llama_cpp.llama_n_ctx(self.ptr)
+
+    def n_batch(self) -> int:
+        return llama_cpp.llama_n_batch(self.ptr)
+
+    def n_ubatch(self) -> int:
+        return llama_cpp.llama_n_ubatch(self.ptr)
+
+
+class SamplerChain(Handle):
+    """llama.cpp's sampler chain (``llama_sampler_free`` on close frees the samplers
+    added to it too)."""
+
+    __slots__ = ()
+    _free = staticmethod(llama_cpp.llama_sampler_free)
+
+    @classmethod
+    def build(cls, temp: float, top_k: int, top_p: float, seed: int) -> SamplerChain:
+        """Greedy when ``temp <= 0``; else top-k, top-p, temperature, then a draw
+        (``seed < 0``: llama.cpp's random seed)."""
+        lc = llama_cpp
+        chain = cls(lc.llama_sampler_chain_init(lc.llama_sampler_chain_default_params()))
+        if temp <= 0:
+            lc.llama_sampler_chain_add(chain.ptr, lc.llama_sampler_init_greedy())
+            return chain
+        seed = seed if seed >= 0 else 0xFFFFFFFF  # LLAMA_DEFAULT_SEED: random
+        if top_k > 0:
+            lc.llama_sampler_chain_add(chain.ptr, lc.llama_sampler_init_top_k(top_k))
+        if 0 < top_p < 1:
+            lc.llama_sampler_chain_add(chain.ptr, lc.llama_sampler_init_top_p(top_p, 1))
+        lc.llama_sampler_chain_add(chain.ptr, lc.llama_sampler_init_temp(temp))
+        lc.llama_sampler_chain_add(chain.ptr, lc.llama_sampler_init_dist(seed))
+        return chain
+
+
+class TokenBuffer:
+    """Tokens in a C ``int32`` array, handed to ``llama_decode`` as batch views
+    (``llama_batch_get_one``: no copy, llama.cpp assigns the positions). The array
+    is Python memory; ``close()`` drops it, and a view after that raises."""
+
+    __slots__ = ("arr", "_one")
+
+    def __init__(self, tokens: Sequence[int]) -> None:
+        self.arr = (ctypes.c_int32 * len(tokens))(*tokens)
+        self._one = None
+
+    def batch(self, start: int, n: int):
+        """A batch of the ``n`` tokens from index ``start``."""
+        if self.arr is None:
+            raise ValueError("token buffer is closed")
+        ptr = ctypes.cast(ctypes.byref(self.arr, start * 4), ctypes.POINTER(ctypes.c_int32))
+        return llama_cpp.llama_batch_get_one(ptr, n)
+
+    def single(self):
+        """One batch over the first token, built once: set ``arr[0]`` and decode it
+        again (``llama_decode`` takes the batch by value)."""
+        if self._one is None:
+            self._one = self.batch(0, 1)
+        return self._one
+
+    def close(self) -> None:
+        self.arr = None
+        self._one = None
+
+    @property
+    def closed(self) -> bool:
+        return self.arr is None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        self.close()
