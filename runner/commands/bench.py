@@ -109,6 +109,20 @@ def bench_main(argv: list[str]) -> int:
     finally:
         eng.close()
 
+    result = bench_result(a, n_gen, runs, loaded, eng.settings.threads_why)
+    if a.server:  # the server's own threads and batch sizes are not published: unknown, not 0
+        result.update(dict.fromkeys(("n_threads", "n_threads_batch", "threads_why", "n_batch", "n_ubatch",
+                                     "n_gpu_layers", "flash_attn")))
+    if a.json:
+        print(json.dumps(json_safe(result), indent=2, allow_nan=False))
+        return EXIT_OK
+    print(format_table(result, loaded, eng.settings.threads_why))
+    return EXIT_OK
+
+
+
+def bench_result(a, n_gen: int, runs: list, loaded, threads_why: str) -> dict:
+    """The JSON a bench run prints: llama-bench's figures and what kvtop measured around them."""
     pp = [m.prefill_tok_s for m in runs if m.prefill_tok_s] if a.n_prompt else []
     tg = [m.decode_tok_s for m in runs if m.decode_tok_s] if n_gen else []
     ttft = [m.ttft_s for m in runs if m.ttft_s is not None] if a.n_prompt else []
@@ -119,7 +133,7 @@ def bench_main(argv: list[str]) -> int:
         "description": loaded.description,
         "n_threads": loaded.n_threads,
         "n_threads_batch": loaded.n_threads_batch,
-        "threads_why": eng.settings.threads_why,
+        "threads_why": threads_why,
         "n_ctx": loaded.n_ctx,
         "n_batch": loaded.n_batch,
         "n_ubatch": loaded.n_ubatch,
@@ -140,15 +154,7 @@ def bench_main(argv: list[str]) -> int:
         "process": "server" if a.server else "in-process" if a.in_process else "child",
         "server": a.server, "build_info": loaded.build_info,
     }
-    if a.server:  # the server's own threads and batch sizes are not published: unknown, not 0
-        result.update(dict.fromkeys(("n_threads", "n_threads_batch", "threads_why", "n_batch", "n_ubatch",
-                                     "n_gpu_layers", "flash_attn")))
-    if a.json:
-        print(json.dumps(json_safe(result), indent=2, allow_nan=False))
-        return EXIT_OK
-    print(format_table(result, loaded, eng.settings.threads_why))
-    return EXIT_OK
-
+    return result
 
 def format_table(r: dict, loaded, threads_why: str) -> str:
     """The llama-bench-like table: one row per test that ran."""

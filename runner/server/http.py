@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import struct
 import threading
 from typing import Iterator
 from urllib.parse import urlsplit
@@ -168,12 +169,20 @@ class ServerClient:
             r = self._stream
         if r is None:
             return
-        try:
-            sock = _socket_of(r)
-            if sock is not None:
-                sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
+        sock = _socket_of(r)
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)  # wakes the reader blocked in recv
+            except OSError:
+                pass
+            try:
+                # Close it now with a reset: the server stops the task at its next write. A
+                # plain close waits for the last reference (the response's file), and until
+                # then the server's writes still succeed and it generates on.
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                os.close(sock.detach())
+            except OSError:
+                pass
         try:
             r.close()
         except Exception:

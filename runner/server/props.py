@@ -31,9 +31,23 @@ def _int(v, lo: int = 0, hi: int = 10**15) -> int | None:
     return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and lo <= v <= hi else None
 
 
-def read_server_info(client: ServerClient) -> ServerInfo:
+def _health(client: ServerClient, wait_s: float) -> object:
+    """``/health``; a server still loading its model (503) is waited for up to ``wait_s``."""
+    import time
+
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return client.get_json("/health")
+        except ServerError as exc:
+            if exc.status != 503 or time.monotonic() > deadline:
+                raise
+        time.sleep(0.5)
+
+
+def read_server_info(client: ServerClient, wait_s: float = 120.0) -> ServerInfo:
     try:
-        health = client.get_json("/health")
+        health = _health(client, wait_s)
     except ServerError as exc:
         if exc.status is not None and exc.status not in (401, 503):
             raise ServerError(f"{client.url} does not look like llama-server (/health answered HTTP {exc.status})",
