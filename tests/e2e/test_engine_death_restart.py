@@ -22,12 +22,22 @@ from runner.settings import Settings
 from tui.panes.chat import ChatLog
 from tui.panes.status import StatusBar
 from tui.screens import ErrorScreen
+from textual.command import CommandPalette
+from textual.widgets import OptionList
 
 LONG = "Summarise this: " + "The tide comes in and the tide goes out. " * 40  # ~400 tokens
 
 
 def error_screens(app) -> list[ErrorScreen]:
     return [s for s in app.screen_stack if isinstance(s, ErrorScreen)]
+
+
+def highlighted_command(app) -> str:
+    """The palette's highlighted match, as the user reads it ("" when none)."""
+    results = app.screen.query_one(OptionList)
+    if results.highlighted is None:
+        return ""
+    return str(results.get_option_at_index(results.highlighted).prompt)
 
 
 def system_lines(app) -> list[str]:
@@ -124,10 +134,11 @@ async def test_ctrl_r_and_the_palette_restart_a_live_engine(smollm_path, tmp_pat
         assert app.settings == app.engine.settings  # the same settings
 
         await pilot.press("ctrl+p")
-        await pilot.pause(0.3)
+        await wait_until(pilot, lambda: isinstance(app.screen, CommandPalette), timeout=5, what="palette")
         for ch in "Restart engine":
             await pilot.press("space" if ch == " " else ch)
-        await pilot.pause(0.5)
+        await wait_until(pilot, lambda: highlighted_command(app).startswith("Restart engine"), timeout=5,
+                         what="the palette's match")
         await pilot.press("enter")
         await wait_until(pilot, lambda: app.loaded is not None and app.engine.pid != pid2,
                                 timeout=60, what="the palette's restart")

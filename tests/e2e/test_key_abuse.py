@@ -59,9 +59,9 @@ async def test_random_keys_on_the_real_engine_leave_it_working(smollm_path, tmp_
         assert app.engine.alive() and no_error_screen(app)
 
 
-async def test_hundreds_of_random_rounds_on_a_timed_script(smollm_path, tmp_path):
+async def test_hundreds_of_random_rounds_on_a_timed_script(smollm_shaped, tmp_path):
     """The same abuse, 300 rounds, on the scripted engine with real timing (fast)."""
-    loaded = smollm_loaded(smollm_path)
+    loaded = smollm_loaded(smollm_shaped)
     turns = [scripted_turn(i, 1000.0 + i, 400, 0, ["tok "] * 40, pp_tok_s=2000, tg_tok_s=200, ubatch=64)
              for i in range(1, 400)]
     engine = {}
@@ -70,7 +70,7 @@ async def test_hundreds_of_random_rounds_on_a_timed_script(smollm_path, tmp_path
         engine["e"] = ScriptedEngine(s, loaded, turns, speed=1.0, max_gap=0.05)
         return engine["e"]
 
-    app = make_app(Settings(smollm_path, n_ctx=4096), factory, tmp_path, live_system=False, write_transcript=False)
+    app = make_app(Settings(smollm_shaped, n_ctx=4096), factory, tmp_path, live_system=False, write_transcript=False)
     async with app.run_test(size=(100, 30)) as pilot:
         await wait_until(pilot, lambda: app.loaded is not None, what="load")
         landed = await abuse(pilot, int(os.environ.get("KVTOP_ABUSE_SCRIPTED_ROUNDS", "300")),

@@ -42,8 +42,7 @@ async def test_a_turn_through_the_server_fills_every_pane(served, smollm_path, t
         assert re.search(r"gen [\d.,]+ tok/s", text)  # the server's own counters as rates
         assert "batched ceiling" in text and "tok/s" in text
         await pilot.press("f2")
-        await pilot.pause(0.3)
-        assert "network + server queue" in screen_text(app)
+        await wait_until(pilot, lambda: "network + server queue" in screen_text(app), timeout=5, what="waterfall")
 
 
 async def test_a_fleet_of_two_servers_and_f4_moves_the_chat(llama_server_bin, smollm_path, tmp_path):
@@ -53,7 +52,7 @@ async def test_a_fleet_of_two_servers_and_f4_moves_the_chat(llama_server_bin, sm
         async with app.run_test(size=(160, 50)) as pilot:
             await wait_until(pilot, lambda: app.loaded is not None, what="connect")
             await wait_until(pilot, lambda: len(app.server_snapshots) == 2, what="both polled")
-            await pilot.pause(0.3)
+            await wait_until(pilot, lambda: u2[7:] in screen_text(app), timeout=5, what="the fleet pane")
             text = screen_text(app)
             assert u1[7:] in text and u2[7:] in text and "0/2" in text and "0/1" in text
             await pilot.press("f4")

@@ -3,6 +3,8 @@ one line saying why."""
 
 import json
 import os
+import shutil
+import tempfile
 
 import pytest
 
@@ -67,12 +69,38 @@ def test_a_fifo_or_a_device_in_its_place_does_not_block_the_start(tmp_path):
     assert "is not a regular file" in load_preferences(str(link)).notice
 
 
-def test_an_unreadable_file(tmp_path):
-    if os.geteuid() == 0:
-        pytest.skip("root reads every file")
-    p = write(tmp_path, b"{}")
-    os.chmod(p, 0)
-    assert "cannot be read" in load_preferences(p).notice
+def _as_nobody(load, path: str) -> str:
+    """``load(path).notice`` in a forked child that has dropped to uid 65534."""
+    rd, wr = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: no exceptions may escape into pytest's own code
+        try:
+            os.setgid(65534)
+            os.setuid(65534)
+            os.write(wr, str(load(path).notice).encode())
+        finally:
+            os._exit(0)
+    os.close(wr)
+    with os.fdopen(rd, "rb") as fh:
+        out = fh.read().decode()
+    os.waitpid(pid, 0)
+    return out
+
+
+def test_an_unreadable_file():
+    """Mode 000 as a user who is not root (root reads every file: the check then runs in
+    a forked child as ``nobody``, so it is made as root too, as CI runs)."""
+    folder = tempfile.mkdtemp()
+    try:
+        os.chmod(folder, 0o755)
+        p = os.path.join(folder, "config.json")
+        with open(p, "wb") as fh:
+            fh.write(b"{}")
+        os.chmod(p, 0)
+        notice = load_preferences(p).notice if os.geteuid() != 0 else _as_nobody(load_preferences, p)
+        assert "cannot be read" in notice and "config.json" in notice
+    finally:
+        shutil.rmtree(folder)
 
 
 def test_one_good_field_is_kept_beside_a_bad_one(tmp_path):

@@ -27,10 +27,10 @@ async def type_text(pilot, text: str) -> None:
         await pilot.press("space" if ch == " " else ch)
 
 
-async def test_a_fifo_is_refused_by_name_and_the_input_is_left_clean(tmp_path, smollm_path):
+async def test_a_fifo_is_refused_by_name_and_the_input_is_left_clean(tmp_path, smollm_shaped):
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
-    app = scripted_app(tmp_path, smollm_path, ["never"])
+    app = scripted_app(tmp_path, smollm_shaped, ["never"])
     async with app.run_test(size=(120, 40)) as pilot:
         notes = record_notices(app)
         await wait_until(pilot, lambda: app.loaded is not None, what="load")
@@ -43,7 +43,7 @@ async def test_a_fifo_is_refused_by_name_and_the_input_is_left_clean(tmp_path, s
         assert app.engine.chats == []  # nothing reached the engine
 
 
-async def test_ctrl_q_quits_while_a_file_read_hangs(tmp_path, smollm_path, monkeypatch):
+async def test_ctrl_q_quits_while_a_file_read_hangs(tmp_path, smollm_shaped, monkeypatch):
     """A read that never returns (a FIFO that became one after the check, a hung network
     mount) runs in a worker: the UI keeps answering and Ctrl+Q exits at once."""
     entered, release = threading.Event(), threading.Event()
@@ -54,7 +54,7 @@ async def test_ctrl_q_quits_while_a_file_read_hangs(tmp_path, smollm_path, monke
         raise prompt_file.PromptFileError("released")
 
     monkeypatch.setattr(prompt_file, "read_prompt_file", hang)
-    app = scripted_app(tmp_path, smollm_path, ["never"])
+    app = scripted_app(tmp_path, smollm_shaped, ["never"])
     try:
         async with app.run_test(size=(120, 40)) as pilot:
             await wait_until(pilot, lambda: app.loaded is not None, what="load")
@@ -70,22 +70,21 @@ async def test_ctrl_q_quits_while_a_file_read_hangs(tmp_path, smollm_path, monke
         release.set()
 
 
-async def test_ctrl_o_and_enter_alone_send_nothing(tmp_path, smollm_path):
-    app = scripted_app(tmp_path, smollm_path, ["never"])
+async def test_ctrl_o_and_enter_alone_send_nothing(tmp_path, smollm_shaped):
+    app = scripted_app(tmp_path, smollm_shaped, ["never"])
     async with app.run_test(size=(120, 40)) as pilot:
         notes = record_notices(app)
         await wait_until(pilot, lambda: app.loaded is not None, what="load")
         await pilot.press("ctrl+o")
         await pilot.press("enter")
-        await pilot.pause(0.2)
+        await wait_until(pilot, lambda: any("/file" in n and "path" in n for n in notes), timeout=5, what="notice")
         assert not app.turn_running and app.session.messages == [] and app.engine.chats == []
-        assert any("/file" in n and "path" in n for n in notes)
 
 
-async def test_a_text_file_is_sent_as_the_message(tmp_path, smollm_path):
+async def test_a_text_file_is_sent_as_the_message(tmp_path, smollm_shaped):
     p = tmp_path / "question.txt"
     p.write_text("What is [b]bold[/b]?\n")
-    app = scripted_app(tmp_path, smollm_path, ["It", " is."])
+    app = scripted_app(tmp_path, smollm_shaped, ["It", " is."])
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_until(pilot, lambda: app.loaded is not None, what="load")
         app.query_one("#prompt").value = f"/file {p}"
@@ -95,10 +94,10 @@ async def test_a_text_file_is_sent_as_the_message(tmp_path, smollm_path):
         assert app.query_one("#prompt").value == ""
 
 
-async def test_ctrl_o_with_focus_elsewhere_keeps_file_prefix(tmp_path, smollm_path):
+async def test_ctrl_o_with_focus_elsewhere_keeps_file_prefix(tmp_path, smollm_shaped):
     """Input.select_on_focus selected "/file " when Ctrl+O moved the focus there, so the
     next key replaced it."""
-    app = scripted_app(tmp_path, smollm_path, ["never"])
+    app = scripted_app(tmp_path, smollm_shaped, ["never"])
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_until(pilot, lambda: app.loaded is not None, what="load")
         app.query_one("#metrics").focus()

@@ -11,10 +11,10 @@ from tui.panes.prefill import PrefillPane
 UBATCH_S = 3.0  # each 512-token micro-batch reports 3 s after the one before
 
 
-def _slow_prefill_app(tmp_path, smollm_path):
-    loaded = smollm_loaded(smollm_path)
+def _slow_prefill_app(tmp_path, smollm_shaped):
+    loaded = smollm_loaded(smollm_shaped)
     turn = scripted_turn(1, 1000.0, 1024, 0, ["Hi", "."], pp_tok_s=512 / UBATCH_S)
-    settings = Settings(smollm_path, n_ctx=4096, n_threads=2)
+    settings = Settings(smollm_shaped, n_ctx=4096, n_threads=2)
     return make_app(settings, lambda s: ScriptedEngine(s, loaded, [turn], speed=1.0, max_gap=UBATCH_S), tmp_path,
                     live_system=False, write_transcript=False, record_trace=False, refresh=0.25)
 
@@ -26,8 +26,8 @@ async def _sample(pilot, pane, wait_s: float):
     return pane.elapsed, pane.eta()
 
 
-async def test_elapsed_and_eta_tick_between_micro_batches(tmp_path, smollm_path):
-    app = _slow_prefill_app(tmp_path, smollm_path)
+async def test_elapsed_and_eta_tick_between_micro_batches(tmp_path, smollm_shaped):
+    app = _slow_prefill_app(tmp_path, smollm_shaped)
     async with app.run_test(size=(160, 50)) as pilot:
         await wait_until(pilot, lambda: app.loaded is not None, what="load")
         app.query_one("#prompt").value = "hello"

@@ -23,9 +23,9 @@ def _restored_turn(cache: str, first_diff: int | None = N - 1) -> list:
     return [ev.PromptCache("restored", cache, N, 12 * 2**20, 0.002)] + script
 
 
-def _app(tmp_path, smollm_path, turns):
-    loaded = smollm_loaded(smollm_path)
-    settings = Settings(smollm_path, n_ctx=4096, n_threads=2, prompt_cache=str(tmp_path / "p.cache"))
+def _app(tmp_path, smollm_shaped, turns):
+    loaded = smollm_loaded(smollm_shaped)
+    settings = Settings(smollm_shaped, n_ctx=4096, n_threads=2, prompt_cache=str(tmp_path / "p.cache"))
     return make_app(settings, lambda s: ScriptedEngine(s, loaded, turns), tmp_path,
                     live_system=False, write_transcript=False, record_trace=False)
 
@@ -39,11 +39,11 @@ async def _turns(pilot, n: int) -> None:
         await wait_until(pilot, lambda: len(app.turns) == i + 1 and not app.turn_running, what=f"turn {i + 1}")
 
 
-async def test_saved_time_uses_the_rate_measured_when_the_cache_was_saved(tmp_path, smollm_path):
+async def test_saved_time_uses_the_rate_measured_when_the_cache_was_saved(tmp_path, smollm_shaped):
     cache = tmp_path / "p.cache"
     cache.write_bytes(b"x" * 1000)
     write_rate(str(cache), N, N / 1.82)  # as the run that saved it measured: 823 tokens in 1.82 s
-    app = _app(tmp_path, smollm_path, [_restored_turn(str(cache))])
+    app = _app(tmp_path, smollm_shaped, [_restored_turn(str(cache))])
     async with app.run_test(size=(160, 50)) as pilot:
         await _turns(pilot, 1)
         note = app.query_one(PrefillPane).cache_note
@@ -51,17 +51,17 @@ async def test_saved_time_uses_the_rate_measured_when_the_cache_was_saved(tmp_pa
         assert "measured when the cache was saved" in note
 
 
-async def test_the_token_recomputed_for_logits_is_not_a_divergence(tmp_path, smollm_path):
-    app = _app(tmp_path, smollm_path, [_restored_turn(str(tmp_path / "p.cache"))])
+async def test_the_token_recomputed_for_logits_is_not_a_divergence(tmp_path, smollm_shaped):
+    app = _app(tmp_path, smollm_shaped, [_restored_turn(str(tmp_path / "p.cache"))])
     async with app.run_test(size=(160, 50)) as pilot:
         await _turns(pilot, 1)
         assert "diverged" not in screen_text(app)
 
 
-async def test_saved_time_uses_this_sessions_prefill_rate_without_a_record(tmp_path, smollm_path):
+async def test_saved_time_uses_this_sessions_prefill_rate_without_a_record(tmp_path, smollm_shaped):
     cache = tmp_path / "p.cache"
     first = scripted_turn(1, 1000.0, 800, 0, ["Hi"], pp_tok_s=400.0)
-    app = _app(tmp_path, smollm_path, [first, _restored_turn(str(cache))])
+    app = _app(tmp_path, smollm_shaped, [first, _restored_turn(str(cache))])
     async with app.run_test(size=(160, 50)) as pilot:
         await _turns(pilot, 2)
         note = app.query_one(PrefillPane).cache_note
@@ -69,8 +69,8 @@ async def test_saved_time_uses_this_sessions_prefill_rate_without_a_record(tmp_p
         assert "this session's" in note
 
 
-async def test_no_measured_rate_says_so_instead_of_a_wrong_figure(tmp_path, smollm_path):
-    app = _app(tmp_path, smollm_path, [_restored_turn(str(tmp_path / "p.cache"))])
+async def test_no_measured_rate_says_so_instead_of_a_wrong_figure(tmp_path, smollm_shaped):
+    app = _app(tmp_path, smollm_shaped, [_restored_turn(str(tmp_path / "p.cache"))])
     async with app.run_test(size=(160, 50)) as pilot:
         await _turns(pilot, 1)
         note = app.query_one(PrefillPane).cache_note
@@ -78,14 +78,14 @@ async def test_no_measured_rate_says_so_instead_of_a_wrong_figure(tmp_path, smol
         assert "no prefill rate measured" in note
 
 
-async def test_a_real_divergence_is_still_shown(tmp_path, smollm_path):
-    app = _app(tmp_path, smollm_path, [_restored_turn(str(tmp_path / "p.cache"), first_diff=400)])
+async def test_a_real_divergence_is_still_shown(tmp_path, smollm_shaped):
+    app = _app(tmp_path, smollm_shaped, [_restored_turn(str(tmp_path / "p.cache"), first_diff=400)])
     async with app.run_test(size=(160, 50)) as pilot:
         await _turns(pilot, 1)
         assert "cache diverged at token 400" in screen_text(app)
 
 
-async def test_the_turn_that_saves_the_cache_records_its_prefill_rate(tmp_path, smollm_path):
+async def test_the_turn_that_saves_the_cache_records_its_prefill_rate(tmp_path, smollm_shaped):
     cache = tmp_path / "p.cache"
     script = scripted_turn(1, 1000.0, N, 0, ["Hi"], pp_tok_s=452.0)
     # the engine saves the cache right after the prefill, before decode
@@ -97,8 +97,8 @@ async def test_the_turn_that_saves_the_cache_records_its_prefill_rate(tmp_path, 
             super()._chat(cmd, sink)
 
     script.insert(at, ev.PromptCache("saved", str(cache), N, 1000, 0.01))
-    loaded = smollm_loaded(smollm_path)
-    settings = Settings(smollm_path, n_ctx=4096, n_threads=2, prompt_cache=str(cache))
+    loaded = smollm_loaded(smollm_shaped)
+    settings = Settings(smollm_shaped, n_ctx=4096, n_threads=2, prompt_cache=str(cache))
     app = make_app(settings, lambda s: Saving(s, loaded, [script]), tmp_path,
                    live_system=False, write_transcript=False, record_trace=False)
     async with app.run_test(size=(160, 50)) as pilot:

@@ -12,18 +12,18 @@ from runner.records.trace import read_trace
 from runner.settings import Settings
 
 
-def scripted(smollm_path, tmp_path, **kw):
-    loaded = smollm_loaded(smollm_path)
+def scripted(smollm_shaped, tmp_path, **kw):
+    loaded = smollm_loaded(smollm_shaped)
     turns = [scripted_turn(1, 1.0, 40, 0, ["The", " sea."])]
-    return make_app(Settings(smollm_path), lambda s: ScriptedEngine(s, loaded, turns), tmp_path,
+    return make_app(Settings(smollm_shaped), lambda s: ScriptedEngine(s, loaded, turns), tmp_path,
                     live_system=False, write_transcript=False, **kw)
 
 
-async def test_the_prompt_file_message_is_in_the_trace_before_its_turn(tmp_path, smollm_path):
+async def test_the_prompt_file_message_is_in_the_trace_before_its_turn(tmp_path, smollm_shaped):
     question = tmp_path / "question.txt"
     question.write_text("Describe the sea in two words.\n")
     trace_path = tmp_path / "run.trace.jsonl"
-    app = scripted(smollm_path, tmp_path, prompt_file=str(question), trace_path=str(trace_path))
+    app = scripted(smollm_shaped, tmp_path, prompt_file=str(question), trace_path=str(trace_path))
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_until(pilot, lambda: app.turns and not app.turn_running, what="the prompt file's turn")
     trace = read_trace(str(trace_path))
@@ -36,10 +36,10 @@ async def test_the_prompt_file_message_is_in_the_trace_before_its_turn(tmp_path,
     assert any(isinstance(e, ev.TurnDone) for e in trace.turns()[0][1])
 
 
-async def test_a_prompt_file_fifo_is_refused_and_nothing_is_sent(tmp_path, smollm_path):
+async def test_a_prompt_file_fifo_is_refused_and_nothing_is_sent(tmp_path, smollm_shaped):
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
-    app = scripted(smollm_path, tmp_path, prompt_file=str(fifo))
+    app = scripted(smollm_shaped, tmp_path, prompt_file=str(fifo))
     notes = []
     notify = app.notify  # recorded from the start: the refusal may come before the first frame
     app.notify = lambda message, *a, **kw: (notes.append(str(message)), notify(message, *a, **kw))

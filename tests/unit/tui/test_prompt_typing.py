@@ -29,8 +29,8 @@ async def _type(pilot, text: str) -> float:
     return time.perf_counter() - t0
 
 
-async def test_typing_time_is_linear_in_the_number_of_keys(tmp_path, smollm_path):
-    app = scripted_app(tmp_path, smollm_path, ["Hi"])
+async def test_typing_time_is_linear_in_the_number_of_keys(tmp_path, smollm_shaped):
+    app = scripted_app(tmp_path, smollm_shaped, ["Hi"])
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_until(pilot, lambda: app.loaded is not None, what="load")
         prompt = app.query_one("#prompt")
@@ -43,8 +43,8 @@ async def test_typing_time_is_linear_in_the_number_of_keys(tmp_path, smollm_path
         assert big / max(small, 0.05) < 20, (small, big)
 
 
-async def test_ctrl_q_behind_a_long_raw_paste_quits_promptly(tmp_path, smollm_path):
-    app = scripted_app(tmp_path, smollm_path, ["Hi"])
+async def test_ctrl_q_behind_a_long_raw_paste_quits_promptly(tmp_path, smollm_shaped):
+    app = scripted_app(tmp_path, smollm_shaped, ["Hi"])
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_until(pilot, lambda: app.loaded is not None, what="load")
         t0 = time.perf_counter()
@@ -56,10 +56,10 @@ async def test_ctrl_q_behind_a_long_raw_paste_quits_promptly(tmp_path, smollm_pa
         assert time.perf_counter() - t0 < 5.0
 
 
-async def test_typed_keys_keep_their_order_with_enter_and_selection(tmp_path, smollm_path):
+async def test_typed_keys_keep_their_order_with_enter_and_selection(tmp_path, smollm_shaped):
     """Buffered keys land before the next non-typing key: Enter sends all of them, and a
     selection is replaced by what is typed over it."""
-    app = scripted_app(tmp_path, smollm_path, ["Hi"])
+    app = scripted_app(tmp_path, smollm_shaped, ["Hi"])
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_until(pilot, lambda: app.loaded is not None, what="load")
         prompt = app.query_one("#prompt")

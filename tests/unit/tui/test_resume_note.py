@@ -18,21 +18,21 @@ def system_lines(app) -> list[str]:
     return [m.text for m in app.query_one(ChatLog).children if getattr(m, "role", None) == "system"]
 
 
-def scripted(smollm_path, tmp_path, **kw):
-    loaded = smollm_loaded(smollm_path)
+def scripted(smollm_shaped, tmp_path, **kw):
+    loaded = smollm_loaded(smollm_shaped)
     turns = [scripted_turn(1, 1.0, 40, 0, ["ok"])]
-    return make_app(Settings(smollm_path), lambda s: ScriptedEngine(s, loaded, turns), tmp_path,
+    return make_app(Settings(smollm_shaped), lambda s: ScriptedEngine(s, loaded, turns), tmp_path,
                     live_system=False, **kw)
 
 
-async def test_resume_restores_the_transcript_not_the_trace_beside_it(tmp_path, smollm_path):
+async def test_resume_restores_the_transcript_not_the_trace_beside_it(tmp_path, smollm_shaped):
     sessions = paths_under(tmp_path).sessions_dir
-    t = Transcript(sessions, {"model": smollm_path})
+    t = Transcript(sessions, {"model": smollm_shaped})
     t.turn("[b]x[/b] is it bold?", "[red]no[/red] [@click=app.quit]q[/]", "eog", {})
     t.close()
     TraceWriter(os.path.join(sessions, "trace-20991231-000000.jsonl"), {"argv": []}).close()
     messages, note = resume_last(sessions)
-    app = scripted(smollm_path, tmp_path, resume_messages=messages, resume_note=note)
+    app = scripted(smollm_shaped, tmp_path, resume_messages=messages, resume_note=note)
     async with app.run_test(size=(140, 40)) as pilot:
         await wait_until(pilot, lambda: app.loaded is not None, what="load")
         text = screen_text(app)
@@ -45,16 +45,16 @@ async def test_resume_restores_the_transcript_not_the_trace_beside_it(tmp_path, 
         assert app.is_running  # the [@click=app.quit] link was text, not an action
 
 
-async def test_resume_with_nothing_to_restore_says_so(tmp_path, smollm_path):
+async def test_resume_with_nothing_to_restore_says_so(tmp_path, smollm_shaped):
     messages, note = resume_last(paths_under(tmp_path).sessions_dir)
-    app = scripted(smollm_path, tmp_path, resume_messages=messages, resume_note=note)
+    app = scripted(smollm_shaped, tmp_path, resume_messages=messages, resume_note=note)
     async with app.run_test(size=(140, 40)) as pilot:
         await wait_until(pilot, lambda: app.loaded is not None, what="load")
         assert len(system_lines(app)) == 1 and "nothing to restore" in system_lines(app)[0]
         assert app.session.messages == []
 
 
-def test_launch_passes_what_resume_found_to_the_app(tmp_path, smollm_path, monkeypatch):
+def test_launch_passes_what_resume_found_to_the_app(tmp_path, smollm_shaped, monkeypatch):
     """``kvtop --resume``: launch reads the last transcript and hands the app its
     messages and the note (the app is not run here)."""
     from runner.records.paths import default_paths
@@ -62,7 +62,7 @@ def test_launch_passes_what_resume_found_to_the_app(tmp_path, smollm_path, monke
     from tui.app import KvtopApp
 
     monkeypatch.setenv("KVTOP_HOME", str(tmp_path / "home"))
-    t = Transcript(default_paths().sessions_dir, {"model": smollm_path})
+    t = Transcript(default_paths().sessions_dir, {"model": smollm_shaped})
     t.turn("q1", "a1", "eog", {})
     t.turn("q2", "a2", "eog", {})
     t.close()
@@ -75,7 +75,7 @@ def test_launch_passes_what_resume_found_to_the_app(tmp_path, smollm_path, monke
     monkeypatch.setattr(KvtopApp, "run", run)
     monkeypatch.setattr(collector, "freeze_startup_objects", lambda: None)
     monkeypatch.setattr(signal, "signal", lambda *a: None)
-    assert launch.launch_main(["--resume", smollm_path]) == 0
+    assert launch.launch_main(["--resume", smollm_shaped]) == 0
     opts = seen["options"]
     assert [m.content for m in opts.resume_messages] == ["q1", "a1", "q2", "a2"]
     assert opts.resume_note == f"resumed 2 turns from {os.path.basename(t.path)}"

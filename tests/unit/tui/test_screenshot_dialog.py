@@ -4,7 +4,7 @@ kvtop's own "saved…" notice from the screenshot before."""
 import html
 import re
 
-from helpers import scripted_app, wait_until
+from helpers import scripted_app, screen_text, wait_until
 
 
 def _saved_text(app) -> str:
@@ -17,8 +17,8 @@ def _saved_text(app) -> str:
     return "\n".join("".join(t for _x, t in sorted(parts)) for _y, parts in sorted(rows.items()))
 
 
-async def test_screenshot_with_help_open_shows_the_dashboard_beneath(tmp_path, smollm_path):
-    app = scripted_app(tmp_path, smollm_path, ["Hi", "."])
+async def test_screenshot_with_help_open_shows_the_dashboard_beneath(tmp_path, smollm_shaped):
+    app = scripted_app(tmp_path, smollm_shaped, ["Hi", "."])
     async with app.run_test(size=(160, 50), notifications=True) as pilot:
         await wait_until(pilot, lambda: app.loaded is not None, what="load")
         await pilot.press("f1")
@@ -31,14 +31,14 @@ async def test_screenshot_with_help_open_shows_the_dashboard_beneath(tmp_path, s
         assert "─ Prefill ─" in text and "─ KV cache ─" in text and "no turn yet" in text
 
 
-async def test_screenshot_never_shows_the_previous_saved_notice(tmp_path, smollm_path):
-    app = scripted_app(tmp_path, smollm_path, ["Hi", "."])
+async def test_screenshot_never_shows_the_previous_saved_notice(tmp_path, smollm_shaped):
+    app = scripted_app(tmp_path, smollm_shaped, ["Hi", "."])
     async with app.run_test(size=(160, 50), notifications=True) as pilot:
         await wait_until(pilot, lambda: app.loaded is not None, what="load")
         await pilot.press("ctrl+s")
         await wait_until(pilot, lambda: app.last_saved is not None, what="screenshot 1")
         first = app.last_saved
-        await pilot.pause(0.5)  # the toast is on screen now
+        await wait_until(pilot, lambda: "saved" in screen_text(app), timeout=5, what="the saved notice on screen")
         await pilot.press("ctrl+s")
         await wait_until(pilot, lambda: app.last_saved != first, what="screenshot 2")
         text = _saved_text(app)

@@ -26,9 +26,9 @@ def _with_timeline(script: list) -> list:
     return script[:-1] + [dataclasses.replace(done, metrics=m)]
 
 
-def _app(tmp_path, smollm_path, turns, speed=0.0):
-    loaded = smollm_loaded(smollm_path)
-    settings = Settings(smollm_path, n_ctx=4096, n_threads=2)
+def _app(tmp_path, smollm_shaped, turns, speed=0.0):
+    loaded = smollm_loaded(smollm_shaped)
+    settings = Settings(smollm_shaped, n_ctx=4096, n_threads=2)
     return make_app(settings, lambda s: ScriptedEngine(s, loaded, turns, speed=speed, max_gap=2.0), tmp_path,
                     live_system=False, write_transcript=False, record_trace=False, refresh=0.25)
 
@@ -47,35 +47,33 @@ def _title(app) -> str:
     return str(app.screen.query_one("#waterfall-title").render())
 
 
-async def test_f2_picks_any_turn_of_the_session(tmp_path, smollm_path):
+async def test_f2_picks_any_turn_of_the_session(tmp_path, smollm_shaped):
     turns = [_with_timeline(scripted_turn(1, 1000.0, 600, 0, ["A", "."])),
              _with_timeline(scripted_turn(2, 2000.0, 1100, 0, ["B", "."]))]
-    app = _app(tmp_path, smollm_path, turns)
+    app = _app(tmp_path, smollm_shaped, turns)
     async with app.run_test(size=(140, 45)) as pilot:
         await wait_until(pilot, lambda: app.loaded is not None, what="load")
         for i, text in enumerate(["first", "second"]):
             await _send(pilot, text)
             await wait_until(pilot, lambda: len(app.turns) == i + 1 and not app.turn_running, what=f"turn {i + 1}")
         await pilot.press("f2")
-        await pilot.pause(0.2)
-        assert isinstance(app.screen, WaterfallScreen)
+        await wait_until(pilot, lambda: isinstance(app.screen, WaterfallScreen), timeout=5, what="waterfall")
         assert "Turn 2 of 2" in _title(app) and "ubatch 3 (76 tok)" in _table(app)
         await pilot.press("left")
-        await pilot.pause(0.2)
-        assert "Turn 1 of 2" in _title(app) and "first" in _title(app)  # which turn: its number, what was asked
+        await wait_until(pilot, lambda: "Turn 1 of 2" in _title(app), timeout=5, what="turn 1 shown")
+        assert "first" in _title(app)  # which turn: its number, what was asked
         assert "ubatch 2 (88 tok)" in _table(app) and "ubatch 3" not in _table(app)
         await pilot.press("left")  # no turn before the first: stays
-        await pilot.pause(0.1)
+        await pilot.pause()
         assert "Turn 1 of 2" in _title(app)
         await pilot.press("right")
-        await pilot.pause(0.2)
-        assert "Turn 2 of 2" in _title(app)
+        await wait_until(pilot, lambda: "Turn 2 of 2" in _title(app), timeout=5, what="turn 2 shown")
         assert "←/→" in screen_text(app)  # the keys are shown
 
 
-async def test_f2_during_a_turn_shows_that_turn_in_progress(tmp_path, smollm_path):
+async def test_f2_during_a_turn_shows_that_turn_in_progress(tmp_path, smollm_shaped):
     slow = scripted_turn(2, 2000.0, 1536, 0, ["B", "."], pp_tok_s=512 / 1.5)  # a micro-batch every 1.5 s
-    app = _app(tmp_path, smollm_path, [_with_timeline(scripted_turn(1, 1000.0, 600, 0, ["A", "."])),
+    app = _app(tmp_path, smollm_shaped, [_with_timeline(scripted_turn(1, 1000.0, 600, 0, ["A", "."])),
                                        _with_timeline(slow)], speed=1.0)
     async with app.run_test(size=(140, 45)) as pilot:
         await wait_until(pilot, lambda: app.loaded is not None, what="load")
@@ -85,18 +83,18 @@ async def test_f2_during_a_turn_shows_that_turn_in_progress(tmp_path, smollm_pat
         pre = app.query_one("#prefill")
         await wait_until(pilot, lambda: pre.done >= 512, timeout=10, what="first micro-batch of turn 2")
         await pilot.press("f2")
-        await pilot.pause(0.2)
+        await wait_until(pilot, lambda: isinstance(app.screen, WaterfallScreen), timeout=5, what="waterfall")
         title = _title(app)
         assert "Turn 2 of 2" in title and "in progress" in title, title
         assert "512/1,536" in title  # how far the prefill is, of how many tokens
         assert "512 tok" in _table(app)  # the segments so far
         await pilot.press("left")
-        await pilot.pause(0.2)
-        assert "Turn 1 of 2" in _title(app) and "in progress" not in _title(app)
+        await wait_until(pilot, lambda: "Turn 1 of 2" in _title(app), timeout=5, what="turn 1 shown")
+        assert "in progress" not in _title(app)
         await pilot.press("right")
         # the turn ends while it is shown: the screen shows it finished
         await wait_until(pilot, lambda: not app.turn_running, timeout=15, what="turn 2 end")
-        await pilot.pause(1.0)
+        await wait_until(pilot, lambda: "in progress" not in _title(app), timeout=5, what="turn 2 shown finished")
         title = _title(app)
         assert "Turn 2 of 2" in title and "in progress" not in title and "Time to first token" in title
         assert "ubatch 3 (512 tok)" in _table(app)

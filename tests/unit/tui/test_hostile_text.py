@@ -3,17 +3,13 @@
 import io
 import xml.etree.ElementTree as ET
 
-from gguf_factory import write_tiny_llama
 from helpers import make_app, screen_text, send, wait_until
 from runner.engine.chat_template import render_chat
-from runner.engine.engine import Engine
-from runner.process.parent import EngineProcess
 from runner.sanitize import clean_line, clean_text
 from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
 from runner.settings import Settings
 from tui.export import safe_cell, write_turns_csv
 from tui.panes.chat import ChatMessage
-from tui.panes.status import StatusBar
 
 MSGS = [{"role": "user", "content": "hi"}]
 EVIL = "[bold]b[/] [@click=app.quit]quit[/] [link=file:///etc/passwd]pw[/link] [/] \x1b[31mred\x1b[0m " \
@@ -53,32 +49,6 @@ def test_huge_prompt_is_bounded():
     assert r.template_name == "chatml" and ("size limit" in r.fallback_reason or "characters" in r.fallback_reason)
 
 
-def test_engine_uses_the_fallback_and_reports_it(tmp_path, smollm_path):
-    import gguf
-
-    path = write_tiny_llama(tmp_path / "ssti.gguf", smollm_path)
-    # replace the chat template (copied from SmolLM2) with the SSTI payload, same length
-
-    r = gguf.GGUFReader(path)
-    assert "tokenizer.chat_template" in r.fields
-    evil = tmp_path / "evil.gguf"
-    data = open(path, "rb").read()
-    tmpl = str(bytes(r.fields["tokenizer.chat_template"].parts[r.fields["tokenizer.chat_template"].data[0]]), "utf-8")
-    payload = "{{ ''.__class__.__mro__[1].__subclasses__() }}"
-    payload = payload + " " * (len(tmpl.encode()) - len(payload))  # same length: offsets stay valid
-    evil.write_bytes(data.replace(tmpl.encode(), payload.encode()))
-    seen = []
-    e = Engine(Settings(str(evil), n_ctx=256, temp=0, n_predict=2), seen.append)
-    e.load()
-    try:
-        done = e.chat(MSGS)
-        started = [x for x in seen if type(x).__name__ == "TurnStarted"][0]
-        assert started.template_name == "chatml" and "sandbox" in started.template_fallback
-        assert done.metrics.decode_tokens == 2
-    finally:
-        e.close()
-
-
 # ---------------------------------------------------------------- sanitizing
 def test_clean_text_strips_escapes_and_controls_but_keeps_markup_text():
     out = clean_text(EVIL)
@@ -89,26 +59,12 @@ def test_clean_text_strips_escapes_and_controls_but_keeps_markup_text():
     assert "\n" not in clean_line("a\nb\tc")
 
 
-async def test_markup_in_gguf_metadata_is_shown_literally(tmp_path, smollm_path):
-    path = write_tiny_llama(tmp_path / "evil-name.gguf", smollm_path, name=EVIL)
-    app = make_app(Settings(path, n_ctx=256, temp=0, n_predict=4), EngineProcess, tmp_path, live_system=False)
-    async with app.run_test(size=(200, 40)) as pilot:
-        await wait_until(pilot, lambda: app.loaded is not None, what="load")
-        bar = app.query_one(StatusBar)
-        assert "[@click=app.quit]quit[/]" in bar.model_label and "\x1b" not in bar.model_label
-        await pilot.click(StatusBar, offset=(30, 0))  # clicking the "link" does nothing
-        await pilot.pause()
-        assert app.is_running
-        text = screen_text(app)
-        assert "[@click=app.quit]quit[/]" in text and "\x1b" not in text
-
-
-async def test_markup_and_escapes_in_model_output_are_shown_literally(tmp_path, smollm_path):
-    loaded = smollm_loaded(smollm_path)
+async def test_markup_and_escapes_in_model_output_are_shown_literally(tmp_path, smollm_shaped):
+    loaded = smollm_loaded(smollm_shaped)
     pieces = ["Here: ", "[@click=app.quit]", "click", "[/]", " [link=file:///etc/passwd]x[/link] ", "\x1b[2J",
               "\x1b]8;;https://evil.example\x07", "osc", "\x00\x9b", " [/]", " end"]
     turns = [scripted_turn(1, 10.0, 20, 0, pieces)]
-    app = make_app(Settings(smollm_path), lambda s: ScriptedEngine(s, loaded, turns), tmp_path,
+    app = make_app(Settings(smollm_shaped), lambda s: ScriptedEngine(s, loaded, turns), tmp_path,
                    live_system=False, write_transcript=False)
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_until(pilot, lambda: app.loaded is not None, what="load")
@@ -126,16 +82,6 @@ async def test_markup_and_escapes_in_model_output_are_shown_literally(tmp_path, 
         assert "[@click=app.quit]click[/]" in text and "you: [/] hi [@click=app.quit]x" in text
 
 
-async def test_lone_surrogates_in_the_input_are_replaced(tmp_path, smollm_path):
-    app = make_app(Settings(smollm_path, n_ctx=512, temp=0, n_predict=4), EngineProcess, tmp_path, live_system=False)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await wait_until(pilot, lambda: app.loaded is not None, what="load")
-        await send(pilot, "bad \ud800 text \udfff")
-        await wait_until(pilot, lambda: app.turns and not app.turn_running, what="turn")
-        assert app.session.messages[0].content == "bad \ufffd text \ufffd"
-        assert app.turns[-1].stop_reason in ("eog", "n_predict")
-
-
 # ------------------------------------------------------------ exports
 def test_csv_cells_that_look_like_formulas_are_escaped():
     buf = io.StringIO()
@@ -149,11 +95,11 @@ def test_csv_cells_that_look_like_formulas_are_escaped():
     assert safe_cell("plain") == "plain" and safe_cell(None) == ""
 
 
-async def test_screenshots_are_named_by_kvtop_and_never_overwrite(tmp_path, smollm_path):
+async def test_screenshots_are_named_by_kvtop_and_never_overwrite(tmp_path, smollm_shaped):
     import os
 
-    loaded = smollm_loaded(smollm_path)
-    app = make_app(Settings(smollm_path), lambda s: ScriptedEngine(s, loaded, []), tmp_path,
+    loaded = smollm_loaded(smollm_shaped)
+    app = make_app(Settings(smollm_shaped), lambda s: ScriptedEngine(s, loaded, []), tmp_path,
                    live_system=False, write_transcript=False)
     async with app.run_test(size=(100, 30)) as pilot:
         await wait_until(pilot, lambda: app.loaded is not None, what="load")
@@ -181,7 +127,7 @@ async def test_screenshots_are_named_by_kvtop_and_never_overwrite(tmp_path, smol
 
         with open(app.last_saved) as fh:
             bundle = json.load(fh)
-        assert bundle["command_line"][0] == "kvtop" and bundle["settings"]["model"] == smollm_path
+        assert bundle["command_line"][0] == "kvtop" and bundle["settings"]["model"] == smollm_shaped
         assert bundle["gguf"]["architecture"] == "llama" and bundle["estimate"]["kv_bytes"] == 90 * 2**20
         assert bundle["trace"][0]["type"] == "kvtop-trace" and bundle["screenshot_svg"].startswith("<svg")
         ET.fromstring(bundle["screenshot_svg"])

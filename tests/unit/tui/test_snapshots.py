@@ -23,18 +23,16 @@ MEMORY = MemorySample(engine_rss=251 * 2**20, ui_rss=61 * 2**20,
                       gpus=(), gpu_note="no NVIDIA GPU (NVML Shared Library Not Found)")
 
 
-def build(theme: str, tmp_path):
+def build(theme: str, tmp_path, model: str):
     settings = Settings("/models/SmolLM2-135M-Instruct.Q4_1.gguf", n_ctx=4096, n_threads=2)
     loaded = smollm_loaded(settings.model)
     turns = [scripted_turn(1, 1000.0, 37, 0, PIECES, pp_tok_s=420.0, tg_tok_s=150.0)]
     factory = lambda s: ScriptedEngine(s, loaded, turns)
 
-    from runner.demo import demo_model_path
-
     app = make_app(settings, factory, tmp_path, live_system=False, memory_sample=MEMORY,
                    clock=lambda: 5000.0, write_transcript=False)
-    # the facts come from the real SmolLM2 header, the path shown is the scripted one
-    app.settings = Settings(demo_model_path(), n_ctx=4096, n_threads=2, threads_why="set by -t").resolved()
+    # the facts come from SmolLM2's header (``model``), the path shown is the scripted one
+    app.settings = Settings(model, n_ctx=4096, n_threads=2, threads_why="set by -t").resolved()
     app.prefs.theme = theme
     return app
 
@@ -49,5 +47,5 @@ async def chat_turn(pilot):
 
 @pytest.mark.parametrize("size", [(80, 24), (160, 50)])
 @pytest.mark.parametrize("theme", ["kvtop-dark", "kvtop-light"])
-def test_dashboard_snapshot(snap_compare, tmp_path, size, theme):
-    assert snap_compare(build(theme, tmp_path), terminal_size=size, run_before=chat_turn)
+def test_dashboard_snapshot(snap_compare, tmp_path, smollm_shaped, size, theme):
+    assert snap_compare(build(theme, tmp_path, smollm_shaped), terminal_size=size, run_before=chat_turn)

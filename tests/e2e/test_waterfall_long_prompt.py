@@ -57,8 +57,7 @@ async def test_waterfall_screen_for_a_long_prompt(smollm_path, tmp_path):
         m = app.turns[-1].metrics
         assert m.prompt_tokens > 2000 and len(m.ubatches) >= 4
         await pilot.press("f2")
-        await pilot.pause(0.3)
-        assert isinstance(app.screen, WaterfallScreen)
+        await wait_until(pilot, lambda: isinstance(app.screen, WaterfallScreen), timeout=5, what="waterfall")
         table = str(app.screen.query_one("#waterfall-table").render())
         assert "ubatch 1 (512 tok)" in table and "first visible char" in table and "sum of segments" in table
         verdict = str(app.screen.query_one("#waterfall-verdict").render())

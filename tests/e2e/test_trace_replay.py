@@ -87,8 +87,7 @@ async def test_replay_shows_the_final_chat_of_the_live_run(live_run, tmp_path):
     app = replay_app(read_trace(path), tmp_path)
     async with app.run_test(size=(140, 45)) as pilot:
         await wait_until(pilot, lambda: len(app.turns) == 3 and not app.turn_running, what="replayed turns")
-        await pilot.pause(0.3)
-        assert chat_lines(app) == live_chat
+        await wait_until(pilot, lambda: chat_lines(app) == live_chat, timeout=5, what="the live run's chat")
         assert [m.content for m in app.session.messages] == [
             text for role, text, _f in live_chat if role in ("user", "assistant")]
 

@@ -26,8 +26,8 @@ def reply_segments(app):
     return [seg for strip in reply.render_lines(reply.region.reset_offset) for seg in strip]
 
 
-async def test_f3_renders_markdown_without_links_and_is_remembered(tmp_path, smollm_path):
-    app = scripted_app(tmp_path, smollm_path, PIECES)
+async def test_f3_renders_markdown_without_links_and_is_remembered(tmp_path, smollm_shaped):
+    app = scripted_app(tmp_path, smollm_shaped, PIECES)
     async with app.run_test(size=(160, 50)) as pilot:
         await one_turn(pilot, "Tell me about lighthouses.")
         await pilot.pause()
@@ -61,7 +61,7 @@ async def test_f3_renders_markdown_without_links_and_is_remembered(tmp_path, smo
         await pilot.pause()
         assert label_colour() == app.theme_variables["primary"].lower()  # follows the new theme
 
-    app2 = scripted_app(tmp_path, smollm_path, PIECES)
+    app2 = scripted_app(tmp_path, smollm_shaped, PIECES)
     async with app2.run_test(size=(160, 50)) as pilot:
         await one_turn(pilot, "Tell me about lighthouses.")
         await pilot.pause()

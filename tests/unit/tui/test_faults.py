@@ -6,7 +6,6 @@ import psutil
 
 from helpers import make_app, screen_text, send, wait_until
 from runner.system import hardware
-from runner.process.parent import EngineProcess
 from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
 from runner.settings import Settings
 from runner.records.transcript import Transcript, latest_session, read_messages
@@ -65,14 +64,14 @@ def test_psutil_errors_become_na(monkeypatch):
     assert hardware.process_memory(1).note == "access denied"
 
 
-async def test_memory_pane_shows_na_and_no_gpu(monkeypatch, tmp_path, smollm_path):
+async def test_memory_pane_shows_na_and_no_gpu(monkeypatch, tmp_path, smollm_shaped):
     class Denied:
         def __init__(self, pid):
             raise psutil.AccessDenied(pid)
 
     monkeypatch.setattr(psutil, "Process", Denied)
-    loaded = smollm_loaded(smollm_path)
-    app = make_app(Settings(smollm_path), lambda s: ScriptedEngine(s, loaded, []), tmp_path, write_transcript=False)
+    loaded = smollm_loaded(smollm_shaped)
+    app = make_app(Settings(smollm_shaped), lambda s: ScriptedEngine(s, loaded, []), tmp_path, write_transcript=False)
     async with app.run_test(size=(160, 50)) as pilot:
         await wait_until(pilot, lambda: app.loaded is not None, what="load")
         await wait_until(pilot, lambda: app.query_one(MemoryPane).sample is not None, what="sample")
@@ -81,37 +80,18 @@ async def test_memory_pane_shows_na_and_no_gpu(monkeypatch, tmp_path, smollm_pat
         assert "no NVIDIA GPU" in text
 
 
-async def test_resizing_during_decode_down_to_1x1_never_crashes(tmp_path, smollm_path):
-    app = make_app(Settings(smollm_path, n_ctx=1024, temp=0, n_predict=120), EngineProcess, tmp_path, live_system=False)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await wait_until(pilot, lambda: app.loaded is not None, what="load")
-        await send(pilot, "Tell me a long story about a lighthouse.")
-        sizes = [(1, 1), (200, 60), (3, 2), (80, 24), (1, 1), (160, 50), (40, 10), (120, 40)]
-        i = 0
-        while app.turn_running or not app.turns:
-            await pilot.resize_terminal(*sizes[i % len(sizes)])
-            await pilot.pause(0.02)
-            i += 1
-        await pilot.resize_terminal(120, 40)
-        await pilot.pause(0.2)
-        assert app.is_running and i > 3
-        assert "KV cache" in screen_text(app)
-        assert app.query_one(KVPane).cells == app.turns[-1].metrics.kv_cells_used
-
-
-async def test_context_full_in_the_ui_offers_a_new_chat(tmp_path, smollm_path):
-    loaded = smollm_loaded(smollm_path, n_ctx=4096)
+async def test_context_full_in_the_ui_offers_a_new_chat(tmp_path, smollm_shaped):
+    loaded = smollm_loaded(smollm_shaped, n_ctx=4096)
     pieces = ["word"] * 40
     turns = [scripted_turn(1, 1.0, 4056, 0, pieces, stop_reason="context_full")]
-    app = make_app(Settings(smollm_path, n_ctx=4096), lambda s: ScriptedEngine(s, loaded, turns), tmp_path,
+    app = make_app(Settings(smollm_shaped, n_ctx=4096), lambda s: ScriptedEngine(s, loaded, turns), tmp_path,
                    live_system=False, write_transcript=False)
     async with app.run_test(size=(160, 50)) as pilot:
         await wait_until(pilot, lambda: app.loaded is not None, what="load")
         await send(pilot, "fill it")
         await wait_until(pilot, lambda: app.turns, what="turn")
-        await pilot.pause(0.2)
-        text = screen_text(app)
-        assert "context full" in text and "Ctrl+L" in text
+        await wait_until(pilot, lambda: "context full" in screen_text(app), timeout=5, what="context full shown")
+        assert "Ctrl+L" in screen_text(app)
         await pilot.press("ctrl+l")
         await wait_until(pilot, lambda: app.query_one(KVPane).cells == 0, what="cache cleared")
         assert app.session.messages == []
@@ -131,13 +111,13 @@ def test_transcript_survives_a_torn_last_line_and_resumes(tmp_path):
     ]
 
 
-async def test_resume_reopens_the_last_session(tmp_path, smollm_path):
-    t = Transcript(str(tmp_path / "data" / "sessions"), {"model": smollm_path})
+async def test_resume_reopens_the_last_session(tmp_path, smollm_shaped):
+    t = Transcript(str(tmp_path / "data" / "sessions"), {"model": smollm_shaped})
     t.turn("What is a lighthouse?", "A tower with a light.", "eog", {})
     t.close()
-    loaded = smollm_loaded(smollm_path)
+    loaded = smollm_loaded(smollm_shaped)
     msgs = read_messages(latest_session(str(tmp_path / "data" / "sessions")))
-    app = make_app(Settings(smollm_path), lambda s: ScriptedEngine(s, loaded, [scripted_turn(1, 1.0, 40, 0, ["ok"])]),
+    app = make_app(Settings(smollm_shaped), lambda s: ScriptedEngine(s, loaded, [scripted_turn(1, 1.0, 40, 0, ["ok"])]),
                    tmp_path, live_system=False, resume_messages=msgs)
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_until(pilot, lambda: app.loaded is not None, what="load")

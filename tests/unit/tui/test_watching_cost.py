@@ -32,8 +32,8 @@ def test_the_collector_waits_during_a_turn_and_runs_after():
     assert gc.isenabled()
 
 
-async def test_a_turn_leaves_the_collector_running(tmp_path, smollm_path):
-    app = scripted_app(tmp_path, smollm_path, PIECES)
+async def test_a_turn_leaves_the_collector_running(tmp_path, smollm_shaped):
+    app = scripted_app(tmp_path, smollm_shaped, PIECES)
     async with app.run_test(size=(160, 50)) as pilot:
         await one_turn(pilot, "Tell me about the sea.")
         assert gc.isenabled()
@@ -41,8 +41,8 @@ async def test_a_turn_leaves_the_collector_running(tmp_path, smollm_path):
     assert gc.isenabled()
 
 
-async def test_a_deferred_memory_sample_keeps_its_peak_and_is_drawn_with_the_next_update(tmp_path, smollm_path):
-    app = scripted_app(tmp_path, smollm_path, PIECES)
+async def test_a_deferred_memory_sample_keeps_its_peak_and_is_drawn_with_the_next_update(tmp_path, smollm_shaped):
+    app = scripted_app(tmp_path, smollm_shaped, PIECES)
     async with app.run_test(size=(160, 50)) as pilot:
         pane = app.query_one(MemoryPane)
         pane.set_sample(sample(200))
@@ -58,8 +58,8 @@ async def test_a_deferred_memory_sample_keeps_its_peak_and_is_drawn_with_the_nex
         assert not pane.stale
 
 
-async def test_the_kv_pane_keeps_its_height_when_decode_starts(tmp_path, smollm_path):
-    app = scripted_app(tmp_path, smollm_path, PIECES)
+async def test_the_kv_pane_keeps_its_height_when_decode_starts(tmp_path, smollm_shaped):
+    app = scripted_app(tmp_path, smollm_shaped, PIECES)
     async with app.run_test(size=(160, 50)) as pilot:
         await wait_until(pilot, lambda: app.loaded is not None and app.layout_kv is not None, what="load")
         await pilot.pause()
@@ -74,10 +74,10 @@ async def test_the_kv_pane_keeps_its_height_when_decode_starts(tmp_path, smollm_
         assert kv.size.height == before
 
 
-async def test_the_estimate_compares_peak_memory_only_after_a_turn(tmp_path, smollm_path):
+async def test_the_estimate_compares_peak_memory_only_after_a_turn(tmp_path, smollm_shaped):
     """At load the engine's RSS is a fraction of a turn's (weights are mmap-ed, paged in
     on first use): comparing it with the predicted peak would read 0.09x."""
-    app = scripted_app(tmp_path, smollm_path, PIECES)
+    app = scripted_app(tmp_path, smollm_shaped, PIECES)
     async with app.run_test(size=(160, 50)) as pilot:
         app.query_one(MemoryPane).set_sample(sample(26))
         await wait_until(pilot, lambda: app.loaded is not None and app.layout_kv is not None, what="load")

@@ -1,0 +1,46 @@
+"""Ctrl+L in the middle of a reply clears what belonged to that turn (issue 12, item 14):
+the prefill pane's counts, the stream tail under the chat, the KV fill; the cancelled
+turn's late events do not paint them again, and the next turn shows only its own."""
+
+from helpers import make_app, screen_text, send, wait_until
+from runner.settings import Settings
+from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
+from tui.panes.chat import StreamTail
+from tui.panes.kv import KVPane
+from tui.panes.prefill import PrefillPane
+
+SLOW_REPLY = [f"word{i} " for i in range(200)]  # 200 tokens at 20 tok/s: 10 s of decode
+
+
+def _app(tmp_path, model):
+    loaded = smollm_loaded(model)
+    turns = [scripted_turn(1, 1000.0, 700, 0, SLOW_REPLY, pp_tok_s=2000, tg_tok_s=20),
+             scripted_turn(2, 2000.0, 40, 0, ["Fresh", " start", "."], pp_tok_s=2000, tg_tok_s=200)]
+    return make_app(Settings(model, n_ctx=4096), lambda s: ScriptedEngine(s, loaded, turns, speed=1.0),
+                    tmp_path, live_system=False, write_transcript=False)
+
+
+async def test_ctrl_l_mid_reply_clears_the_turns_panes_and_they_stay_clear(tmp_path, smollm_shaped):
+    app = _app(tmp_path, smollm_shaped)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await wait_until(pilot, lambda: app.loaded is not None, what="load")
+        await send(pilot, "Tell me a long story.")
+        tail, prefill, kv = app.query_one(StreamTail), app.query_one(PrefillPane), app.query_one(KVPane)
+        await wait_until(pilot, lambda: "word5" in tail.text, timeout=10, what="the reply streaming")
+        assert prefill.total == 700 and kv.cells > 700 and "700/700" in screen_text(app)
+
+        await pilot.press("ctrl+l")
+        await wait_until(pilot, lambda: not app.turn_running, timeout=10, what="the cancel")
+        for _ in range(10):  # the cancelled turn's late events, if any, arrive in this time
+            await pilot.pause(0.05)
+        text = screen_text(app)
+        assert tail.text == "" and "word" not in text  # neither the tail nor the chat keep the dead reply
+        assert prefill.total == 0 and prefill.done == 0 and "700/700" not in text
+        assert kv.cells == 0 and app.session.messages == []
+
+        await send(pilot, "Again.")
+        await wait_until(pilot, lambda: "Fresh start." in screen_text(app) and not app.turn_running, timeout=10,
+                         what=f"turn 2 ({len(app.turns)} turns)")
+        await wait_until(pilot, lambda: "40/40" in screen_text(app), timeout=5, what="turn 2's prefill")
+        text = screen_text(app)
+        assert "Fresh start." in text and "word1" not in text and "700" not in text.split("Prefill", 1)[1][:200]
