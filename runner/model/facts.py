@@ -13,6 +13,7 @@ from typing import Any
 
 from runner.model.gguf_header import ArraySummary, GGUFHeader
 from runner.model.quant_types import tensor_bytes, type_name
+from runner.model.weights import weight_split
 
 # llama.cpp's hard-coded sliding-window layer patterns (llama-model.cpp,
 # hparams.set_swa_pattern(n)): layer il slides when il % n < n - 1.
@@ -55,6 +56,21 @@ class ModelFacts:
     file_type: str | None
     chat_template: str | None
     notes: list[str] = field(default_factory=list)
+    # FFN widths (the compute buffer): the dense FFN (None for an MoE without dense
+    # layers), one expert's, the shared experts' together.
+    n_ff: int | None = None
+    n_ff_exp: int | None = None
+    n_ff_shexp: int | None = None
+    # The weights by role (runner.model.weights): None or empty when the tensor list
+    # or a tensor type is unknown, and in facts recorded before the split existed.
+    embd_bytes: int | None = None  # token_embd: a row lookup, never read whole
+    output_bytes: int | None = None  # the output projection (token_embd when tied)
+    output_params: int | None = None
+    output_tied: bool | None = None
+    layer_bytes: list[int] = field(default_factory=list)  # resident, per repeating layer
+    layer_bytes_active: list[int] = field(default_factory=list)  # read by one token, per layer
+    layer_params_active: list[int] = field(default_factory=list)  # matrix weights per token, per layer
+    other_bytes: int | None = None  # output_norm, rope factors, ...
 
     def kinds(self) -> dict[str, int]:
         counts: dict[str, int] = {}
@@ -209,6 +225,7 @@ def facts_from_header(header: GGUFHeader) -> ModelFacts:
     file_type = _file_type(header, md)
     tmpl = md.get("tokenizer.chat_template")
     name = md.get("general.name")
+    split = weight_split(header.tensors, n_layers, n_experts, n_experts_used)
     return ModelFacts(
         path=header.path,
         architecture=arch,
@@ -231,7 +248,32 @@ def facts_from_header(header: GGUFHeader) -> ModelFacts:
         file_type=file_type,
         chat_template=tmpl if isinstance(tmpl, str) else None,
         notes=notes,
+        **_ffn_widths(get, n_experts),
+        **_split_fields(split),
     )
+
+
+def _ffn_widths(get, n_experts: int | None) -> dict:
+    """The FFN widths llama.cpp reads (``feed_forward_length`` may be per layer)."""
+    ff = get("feed_forward_length")
+    widths = [x for x in (ff if isinstance(ff, list) else [ff]) if _int(x)]
+    n_ff = max(widths) if widths else None
+    n_ff_exp = _int(get("expert_feed_forward_length"))
+    shexp = _int(get("expert_shared_feed_forward_length"))
+    if shexp is None and n_ff_exp and _int(get("expert_shared_count")):
+        shexp = _int(get("expert_shared_count")) * n_ff_exp
+    if n_experts and not _int(get("leading_dense_block_count")):
+        n_ff = None  # every layer is MoE: feed_forward_length describes no layer that runs
+    return {"n_ff": n_ff, "n_ff_exp": n_ff_exp, "n_ff_shexp": shexp}
+
+
+def _split_fields(split) -> dict:
+    if split is None:
+        return {}
+    return {"embd_bytes": split.embd_bytes, "output_bytes": split.output_bytes,
+            "output_params": split.output_params, "output_tied": split.output_tied,
+            "layer_bytes": list(split.layer_bytes), "layer_bytes_active": list(split.layer_bytes_active),
+            "layer_params_active": list(split.layer_params_active), "other_bytes": split.other_bytes}
 
 
 def _swa_flags(

@@ -1,10 +1,11 @@
 """The physics: what the hardware should do, from model facts and hardware figures.
 
-Prefill is compute-bound: about 2 x active parameters FLOP per token, plus the
-attention term (QK^T and AV grow with the context each token attends to).
-Decode is bandwidth-bound: each token reads all active weights and the KV cache at
-the current depth, so the ceiling is bandwidth / bytes read. It is also bounded by
-compute (FLOPS / 2 x active params); the lower ceiling binds.
+Prefill is compute-bound: about 2 FLOP per weight a token is multiplied by, plus the
+attention term (QK^T and AV grow with the context each token attends to); which
+weights a token is multiplied by, and which it only reads, is
+runner.physics.phase_costs. Decode is bandwidth-bound: each token reads the weights
+it uses and the KV cache at the current depth, so the ceiling is bandwidth / bytes
+read. It is also bounded by compute (FLOPS / FLOP per token); the lower ceiling binds.
 All functions are pure so the worked numbers in the reading texts are unit tests.
 """
 
@@ -12,30 +13,15 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from runner.physics.kv_bytes import KVLayout, kv_bytes_read_at_depth
 from runner.model.facts import ModelFacts
+from runner.physics.kv_bytes import KVLayout, kv_bytes_read_at_depth
+from runner.physics.phase_costs import (attention_flops, decode_flops, decode_weight_bytes,  # noqa: F401
+                                        prefill_flops, sum_range)
 
 
 def flops_per_token(n_params: float) -> float:
     """Dense matmul FLOP per token: one multiply and one add per weight."""
     return 2.0 * n_params
-
-
-def attention_flops(n_layers: int, n_head: int, head_dim: int, prompt_tokens: int,
-                    start: int = 0) -> float:
-    """QK^T + AV FLOP for prompt tokens ``start..start+prompt_tokens`` (causal).
-
-    Token t attends to t+1 earlier positions: 2 matmuls x 2 FLOP x heads x head_dim each.
-    """
-    attended = sum_range(start + 1, start + prompt_tokens)
-    return 4.0 * n_layers * n_head * head_dim * attended
-
-
-def sum_range(a: int, b: int) -> int:
-    """a + (a+1) + ... + b."""
-    if b < a:
-        return 0
-    return (a + b) * (b - a + 1) // 2
 
 
 def prefill_seconds(n_params: float, prompt_tokens: int, flops: float,
@@ -105,21 +91,6 @@ class Prediction:
         return asdict(self)
 
 
-def _attn_term(facts: ModelFacts, prompt_tokens: int, start: int) -> float:
-    total = 0.0
-    for layer in facts.layers:
-        if layer.kind == "recurrent" or not layer.n_head or not layer.head_dim_k:
-            continue
-        if layer.kind == "sliding" and facts.sliding_window:
-            # each token attends to at most the window
-            full = attention_flops(1, layer.n_head, layer.head_dim_k, prompt_tokens, start)
-            cap = 4.0 * layer.n_head * layer.head_dim_k * facts.sliding_window * prompt_tokens
-            total += min(full, cap)
-        else:
-            total += attention_flops(1, layer.n_head, layer.head_dim_k, prompt_tokens, start)
-    return total
-
-
 def predict(
     facts: ModelFacts,
     layout: KVLayout | None,
@@ -133,8 +104,7 @@ def predict(
     """Predict a turn: ``prompt_tokens`` to prefill (after ``reused_tokens`` cached)
     then ``output_tokens`` to decode, decode measured at ``depth`` (default: the
     middle of the answer)."""
-    params = facts.n_params_active
-    weights = facts.weights_bytes_active
+    weights = decode_weight_bytes(facts)
     if depth is None:
         depth = reused_tokens + prompt_tokens + output_tokens // 2
     kv_read = kv_bytes_read_at_depth(layout, depth) if layout else None
@@ -144,18 +114,21 @@ def predict(
     dec = None
     if bw and weights is not None and kv_read is not None:
         dec = decode_ceiling(bw, weights + kv_read)
-    comp = compute_ceiling(fl, params) if fl and params else None
-    rate, binding = binding_ceiling(dec, comp)
+    per_token = decode_flops(facts)
+    comp = fl / per_token if fl and per_token else None
+    work = prefill_flops(facts, prompt_tokens, reused_tokens)
+    pre = work / fl if fl and work is not None else None
+    return _prediction(facts, layout, bandwidth_gbs, tflops, prompt_tokens, output_tokens, dec, comp, pre)
 
-    pre = pre_rate = None
-    if fl and params:
-        pre = prefill_seconds(params, prompt_tokens, fl, _attn_term(facts, prompt_tokens, reused_tokens))
-        pre_rate = prompt_tokens / pre if pre > 0 else None
+
+def _prediction(facts, layout, bandwidth_gbs, tflops, prompt_tokens, output_tokens, dec, comp, pre) -> Prediction:
+    rate, binding = binding_ceiling(dec, comp)
+    pre_rate = prompt_tokens / pre if pre else None
     resp = response_seconds(pre, output_tokens, rate) if pre is not None and rate else None
     return Prediction(
         bandwidth_gbs=bandwidth_gbs,
         tflops=tflops,
-        weights_bytes=weights,
+        weights_bytes=facts.weights_bytes_active,
         kv_bytes_per_token=layout.bytes_per_token if layout else None,
         kv_bytes=layout.bytes_allocated if layout else None,
         prompt_tokens=prompt_tokens,
@@ -173,11 +146,10 @@ def predict(
 def decode_ceilings_at(facts: ModelFacts, layout: KVLayout, bandwidth_gbs: float | None,
                        tflops: float | None, depth: int) -> tuple[float | None, float | None]:
     """(bandwidth ceiling, compute ceiling) in tok/s at a context depth: the live panes' lines."""
-    bw = kv = None
-    if bandwidth_gbs and facts.weights_bytes_active is not None:
-        kv = kv_bytes_read_at_depth(layout, depth)
-        bw = decode_ceiling(bandwidth_gbs * 1e9, facts.weights_bytes_active + kv)
-    comp = None
-    if tflops and facts.n_params_active:
-        comp = compute_ceiling(tflops * 1e12, facts.n_params_active)
+    bw = None
+    weights = decode_weight_bytes(facts)
+    if bandwidth_gbs and weights is not None:
+        bw = decode_ceiling(bandwidth_gbs * 1e9, weights + kv_bytes_read_at_depth(layout, depth))
+    per_token = decode_flops(facts)
+    comp = tflops * 1e12 / per_token if tflops and per_token else None
     return bw, comp
