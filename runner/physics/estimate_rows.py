@@ -11,7 +11,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from runner.physics.roofline import predict
+from runner.physics.offload import OffloadSettings, plan
+from runner.physics.roofline import Prediction, predict, predict_split
 from runner.units import MIB
 
 FULL_PRECISION_KV = ("f16", "f32", "bf16")
@@ -101,6 +102,17 @@ class EstimateRows:
         return getattr(self, key)
 
 
+def _predict_turn(f, lay, hw, settings, turn) -> Prediction:
+    """The turn's prediction, each device's share added where the model is split
+    (runner.physics.offload), else on the profile's one device."""
+    prompt, out, reused = max(turn.prefill_tokens, 1), turn.decode_tokens, turn.reused_tokens
+    split = plan(f, lay, hw, OffloadSettings.from_settings(settings), depth=reused + prompt + out // 2,
+                 prompt_tokens=prompt, reused_tokens=reused)
+    if split.shares:
+        return predict_split(f, lay, list(split.shares), prompt, out, reused)
+    return predict(f, lay, hw.bandwidth_gbs, hw.tflops, prompt_tokens=prompt, output_tokens=out, reused_tokens=reused)
+
+
 def estimate_rows(facts, layout, hw, settings, *, buffers=None, peak_rss: int | None = None,
                   turn=None, turn_ran: bool = False) -> EstimateRows:
     """The Estimate pane's rows.
@@ -130,8 +142,7 @@ def estimate_rows(facts, layout, hw, settings, *, buffers=None, peak_rss: int | 
     )
     kw = {}
     if turn is not None:
-        p = predict(f, lay, hw.bandwidth_gbs, hw.tflops, prompt_tokens=max(turn.prefill_tokens, 1),
-                    output_tokens=turn.decode_tokens, reused_tokens=turn.reused_tokens)
+        p = _predict_turn(f, lay, hw, settings, turn)
         ttft_pred = p.prefill_s + turn.template_s + turn.tokenize_s if p.prefill_s is not None else None
         kw = dict(ttft=Row(ttft_pred, turn.ttft_s), prefill=Row(p.prefill_tok_s, turn.prefill_tok_s),
                   decode=Row(p.decode_tok_s, turn.decode_tok_s), turn=TurnFigures.from_metrics(turn))

@@ -150,3 +150,38 @@ def kv_bytes_read_at_depth(layout: KVLayout, depth: int) -> int:
         else:
             total += int(k.bytes_per_token * min(depth, k.cells))
     return total
+
+
+@dataclass(frozen=True)
+class LayerKV:
+    """One layer's cache: ``per_token`` bytes in each of ``cells`` cells, or a fixed
+    recurrent state (``fixed``)."""
+
+    per_token: float
+    cells: int
+    fixed: int = 0
+
+    @property
+    def allocated(self) -> int:
+        return int(self.per_token * self.cells) + self.fixed
+
+    def read_at(self, depth: int) -> int:
+        """Bytes one decode step reads from this layer's cache at context ``depth``."""
+        return int(self.per_token * min(depth, self.cells)) + self.fixed
+
+
+def layer_kv(facts: ModelFacts, layout: KVLayout) -> list[LayerKV]:
+    """Each layer's cache in ``layout`` (a layer whose shape is unknown holds none):
+    where the layers go, their caches go (runner.physics.placement)."""
+    tk = KV_CACHE_TYPES[layout.type_k]
+    tv = KV_CACHE_TYPES[layout.type_v]
+    cells = {k.kind: k.cells for k in layout.kinds}
+    out = []
+    for layer in facts.layers:
+        if layer.kind == "recurrent":
+            b = recurrent_state_bytes(facts)
+            out.append(LayerKV(0.0, 0, b or 0))
+            continue
+        b = _layer_row_bytes(layer, facts, tk, tv)
+        out.append(LayerKV(float(b), cells.get(layer.kind, 0)) if b is not None else LayerKV(0.0, 0))
+    return out

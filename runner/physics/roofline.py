@@ -6,6 +6,7 @@ weights a token is multiplied by, and which it only reads, is
 runner.physics.phase_costs. Decode is bandwidth-bound: each token reads the weights
 it uses and the KV cache at the current depth, so the ceiling is bandwidth / bytes
 read. It is also bounded by compute (FLOPS / FLOP per token); the lower ceiling binds.
+A model split across devices adds each device's time (runner.physics.device_split).
 All functions are pure so the worked numbers in the reading texts are unit tests.
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from runner.model.facts import ModelFacts
+from runner.physics.device_split import DeviceShare, decode_compute_seconds, decode_seconds, prefill_seconds_on
 from runner.physics.kv_bytes import KVLayout, kv_bytes_read_at_depth
 from runner.physics.phase_costs import (attention_flops, decode_flops, decode_weight_bytes,  # noqa: F401
                                         prefill_flops, sum_range)
@@ -141,6 +143,27 @@ def _prediction(facts, layout, bandwidth_gbs, tflops, prompt_tokens, output_toke
         ttft_s=pre,
         response_s=resp,
     )
+
+
+def predict_split(facts: ModelFacts, layout: KVLayout, shares: list[DeviceShare], prompt_tokens: int = 512,
+                  output_tokens: int = 128, reused_tokens: int = 0) -> Prediction:
+    """``predict`` for a model split across devices: ``shares`` from
+    runner.physics.device_split at the decode depth and for this prompt. Each phase takes
+    the sum over devices of its work there / that device's rate; the figures reported as
+    bandwidth and FLOPS are the effective ones (everything read / the time it takes).
+    On one device it is ``predict`` itself."""
+    working = [s for s in shares if s.read_bytes or s.prefill_flops]
+    if len(working) == 1:
+        d = working[0].device
+        return predict(facts, layout, d.bandwidth_gbs, d.tflops, prompt_tokens, output_tokens,
+                       reused_tokens=reused_tokens)
+    t_dec, t_comp, pre = decode_seconds(shares), decode_compute_seconds(shares), prefill_seconds_on(shares)
+    read = sum(s.read_bytes for s in shares)
+    flops = sum(s.decode_flops for s in shares)
+    bw = read / t_dec / 1e9 if t_dec else None
+    tf = flops / t_comp / 1e12 if t_comp else None
+    return _prediction(facts, layout, bw, tf, prompt_tokens, output_tokens,
+                       1 / t_dec if t_dec else None, 1 / t_comp if t_comp else None, pre)
 
 
 def decode_ceilings_at(facts: ModelFacts, layout: KVLayout, bandwidth_gbs: float | None,

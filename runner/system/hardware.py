@@ -242,7 +242,13 @@ def cpu_profile(cache_dir: str | None = None, refresh: bool = False) -> CPUProbe
 
 @dataclass(frozen=True)
 class HardwareProfile:
-    """The figures an estimate uses, each with where it came from."""
+    """The figures an estimate uses, each with where it came from.
+
+    ``bandwidth_gbs``, ``tflops``, ``source`` and ``memory_*`` are one device's: the
+    one the whole model would run on (the first GPU when layers are offloaded to one,
+    else the CPU), for callers that take a single figure. A model split across devices
+    (``-ngl`` below the layer count) is estimated per device from the ``cpu_*`` figures
+    and each GPU's (runner.physics.offload)."""
 
     bandwidth_gbs: float | None
     tflops: float | None
@@ -253,9 +259,37 @@ class HardwareProfile:
     gpus: tuple[GPUInfo, ...] = ()
     gpu_note: str | None = None
     cpu_name: str = field(default_factory=platform.processor)
+    # The CPU and system memory, whichever device the single figures describe (None in
+    # profiles recorded before these existed: the single figures are the CPU's when no
+    # GPU was found).
+    cpu_bandwidth_gbs: float | None = None
+    cpu_tflops: float | None = None
+    cpu_source: str | None = None
+    cpu_memory_free: int | None = None
+    cpu_memory_total: int | None = None
+    # --gpu-bandwidth-gbs / --gpu-tflops: every GPU's figures, or a GPU's where none is
+    # found (to estimate a GPU machine from this one)
+    gpu_bandwidth_gbs: float | None = None
+    gpu_tflops: float | None = None
+
+    @property
+    def gpu_given(self) -> bool:
+        """GPU figures were given on the command line."""
+        return self.gpu_bandwidth_gbs is not None or self.gpu_tflops is not None
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def _cpu_figures(bandwidth_gbs, tflops, refresh, cache_dir) -> tuple[float | None, float | None, str, CPUProbe | None]:
+    """The CPU's (bandwidth, FLOPS, source, probe): the probe (cached per machine) for
+    any figure not given."""
+    if bandwidth_gbs is not None and tflops is not None:
+        return bandwidth_gbs, tflops, "CPU figures given", None
+    cpu = cpu_profile(cache_dir, refresh)
+    src = f"CPU probe ({cpu.threads} threads)" + (" + override" if bandwidth_gbs or tflops else "")
+    return (bandwidth_gbs if bandwidth_gbs is not None else cpu.bandwidth_gbs,
+            tflops if tflops is not None else cpu.tflops, src, cpu)
 
 
 def hardware_profile(
@@ -264,28 +298,35 @@ def hardware_profile(
     tflops: float | None = None,
     refresh: bool = False,
     cache_dir: str | None = None,
+    *,
+    gpu_bandwidth_gbs: float | None = None,
+    gpu_tflops: float | None = None,
 ) -> HardwareProfile:
-    """Pick the device the model runs on: the first GPU when layers are offloaded."""
+    """Every device's figures: the CPU's (measured, or ``bandwidth_gbs``/``tflops``)
+    and each GPU's (NVML and the datasheet table, or ``gpu_bandwidth_gbs``/``gpu_tflops``).
+
+    The single figures are the first GPU's when layers are offloaded to a GPU (found,
+    or given by its figures), else the CPU's."""
     import psutil
 
     gpu = query_gpus()
-    cpu = None
     vm = psutil.virtual_memory()
+    cpu_bw, cpu_tf, cpu_src, cpu = _cpu_figures(bandwidth_gbs, tflops, refresh, cache_dir)
+    bw, tf, src, free, total = cpu_bw, cpu_tf, cpu_src, vm.available, vm.total
     if n_gpu_layers != 0 and gpu.gpus:
         g = gpu.gpus[0]
-        bw, tf, src = g.bandwidth_gbs, g.tflops, f"GPU {g.index} ({g.name})"
+        bw = gpu_bandwidth_gbs if gpu_bandwidth_gbs is not None else g.bandwidth_gbs
+        tf = gpu_tflops if gpu_tflops is not None else g.tflops
+        src = f"GPU {g.index} ({g.name})" + (" + override" if gpu_bandwidth_gbs or gpu_tflops else "")
         free, total = g.memory_free, g.memory_total
-    else:
-        cpu = cpu_profile(cache_dir, refresh)
-        bw, tf, src = cpu.bandwidth_gbs, cpu.tflops, f"CPU probe ({cpu.threads} threads)"
-        free, total = vm.available, vm.total
-    if bandwidth_gbs is not None or tflops is not None:
-        src += " + override"
+    elif n_gpu_layers != 0 and (gpu_bandwidth_gbs is not None or gpu_tflops is not None):
+        bw, tf, src, free, total = gpu_bandwidth_gbs, gpu_tflops, "GPU figures given", None, None
     return HardwareProfile(
-        bandwidth_gbs=bandwidth_gbs if bandwidth_gbs is not None else bw,
-        tflops=tflops if tflops is not None else tf,
-        source=src, memory_free=free, memory_total=total,
+        bandwidth_gbs=bw, tflops=tf, source=src, memory_free=free, memory_total=total,
         cpu=cpu, gpus=gpu.gpus, gpu_note=gpu.note,
+        cpu_bandwidth_gbs=cpu_bw, cpu_tflops=cpu_tf, cpu_source=cpu_src,
+        cpu_memory_free=vm.available, cpu_memory_total=vm.total,
+        gpu_bandwidth_gbs=gpu_bandwidth_gbs, gpu_tflops=gpu_tflops,
     )
 
 
