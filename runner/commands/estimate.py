@@ -8,12 +8,15 @@ from __future__ import annotations
 import argparse
 import json
 
-from runner.cli_types import INT32_MAX, int_in, non_negative_int, positive_float, positive_int
+from runner.cli_types import non_negative_int, positive_float, positive_int
 from runner.commands.common import EXIT_OK, fail, json_safe
+from runner.commands.estimate_devices import add_offload_flags, device_lines, device_report, offload_settings
 from runner.model.facts import ModelFacts
 from runner.physics.kv_bytes import kv_layout
 from runner.physics.memory_check import memory_check
-from runner.physics.roofline import Prediction, predict
+from runner.physics.offload import OffloadSettings, plan
+from runner.physics.phase_costs import decode_weight_bytes
+from runner.physics.roofline import Prediction, predict, predict_split
 from runner.system.hardware import HardwareProfile
 from runner.units import fmt_bytes, fmt_num
 
@@ -30,9 +33,17 @@ def estimate_report(
     output_tokens: int = 128,
     n_gpu_layers: int = 0,
     conversation_tokens: int = 4000,
+    offload: OffloadSettings | None = None,
 ) -> dict:
+    """``offload``: where layers and buffers go (default: llama.cpp's, with ``n_gpu_layers``
+    and ``n_ubatch``); the decode figures are per device, summed."""
+    if offload is None:
+        offload = OffloadSettings(n_gpu_layers=n_gpu_layers, n_ubatch=n_ubatch, n_batch=max(512, n_ubatch))
     layout = kv_layout(facts, n_ctx, type_k, type_v, swa_full, n_ubatch)
-    pred: Prediction = predict(facts, layout, hw.bandwidth_gbs, hw.tflops, prompt_tokens, output_tokens)
+    split = plan(facts, layout, hw, offload, depth=prompt_tokens + output_tokens // 2, prompt_tokens=prompt_tokens)
+    pred: Prediction = (predict_split(facts, layout, list(split.shares), prompt_tokens, output_tokens)
+                        if split.shares else
+                        predict(facts, layout, hw.bandwidth_gbs, hw.tflops, prompt_tokens, output_tokens))
     full_ctx = None
     if facts.n_ctx_train:
         full_ctx = kv_layout(facts, facts.n_ctx_train, type_k, type_v, swa_full, n_ubatch).bytes_allocated
@@ -41,7 +52,7 @@ def estimate_report(
     fit = None
     if hw.memory_free is not None and facts.weights_bytes is not None and conv_bytes:
         fit = max(0, int((hw.memory_free - facts.weights_bytes) // conv_bytes))
-    mem = memory_check(facts, layout, hw, n_gpu_layers)
+    mem = memory_check(facts, layout, hw, offload.n_gpu_layers, offload)
     return {
         "model": facts.path,
         "name": facts.name,
@@ -77,14 +88,31 @@ def estimate_report(
         "prefill_tok_s": pred.prefill_tok_s,
         "ttft_s": pred.ttft_s,
         "response_s": pred.response_s,
-        "bandwidth_gbs": hw.bandwidth_gbs,
-        "tflops": hw.tflops,
-        "hardware_source": hw.source,
+        "bandwidth_gbs": pred.bandwidth_gbs,
+        "tflops": pred.tflops,
+        "hardware_source": hw.source if len(split.reading) <= 1 else "effective: the devices' times added",
+        **_split_keys(facts, split),
         "memory_needed_bytes": mem.needed,
         "memory_free_bytes": mem.available,
         "memory_fits": mem.fits,
         "memory_message": mem.message,
         "notes": list(facts.notes),
+    }
+
+
+def _split_keys(facts: ModelFacts, split) -> dict:
+    """What decode reads, the compute buffer (llama.cpp's compute and output buffers,
+    over every device that holds some) and each device's share."""
+    cb = split.compute
+    compute = None
+    if cb is not None:
+        compute = sum(s.compute_bytes or 0 for s in split.held) if split.held else cb.total
+    return {
+        "decode_weight_bytes": decode_weight_bytes(facts),
+        "compute_bytes": compute,
+        "compute_buffer": {"graph_bytes": cb.graph, "output_buffer_bytes": cb.output_buffer,
+                           "n_tokens": cb.n_tokens, "flash_attn": cb.flash_attn} if cb else None,
+        **device_report(split),
     }
 
 
@@ -115,8 +143,12 @@ def format_report(r: dict) -> str:
         (f"response +{r['output_tokens']} tok", fmt_num(r["response_s"], ",.2f", " s")),
         (f"conversations of {r['conversation_tokens']:,}", fmt_num(r["conversations_that_fit"], ",d")
             + " fit beside the weights"),
+        ("compute buffer", fmt_bytes(r["compute_bytes"]) + (
+            f" (logits of {r['compute_buffer']['n_tokens']:,} tokens, "
+            f"flash attention {'on' if r['compute_buffer']['flash_attn'] else 'off'})" if r["compute_buffer"] else "")),
         ("memory", r["memory_message"] + ("" if r["memory_fits"] is not False else "  (DOES NOT FIT)")),
     ]
+    rows += device_lines(r)
     sv = r.get("server")
     if sv:
         rows += [("server", f"{sv['url']} ({sv['build_info']}), {sv['total_slots']} slots of "
@@ -145,12 +177,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-ctk", "--cache-type-k", choices=list(KV_CACHE_TYPES), default="f16")
     p.add_argument("-ctv", "--cache-type-v", choices=list(KV_CACHE_TYPES), default="f16")
     p.add_argument("--swa-full", action="store_true")
+    p.add_argument("-b", "--batch-size", type=positive_int, default=512)
     p.add_argument("-ub", "--ubatch-size", type=positive_int, default=512)
-    p.add_argument("-ngl", "--n-gpu-layers", type=int_in(-1, INT32_MAX), default=0)
+    p.add_argument("-fa", "--flash-attn", nargs="?", const="on", choices=["on", "off", "auto"], default="auto",
+                   help="flash attention (the compute buffer holds the attention scores without it)")
     p.add_argument("--prompt-tokens", type=non_negative_int, default=512)
     p.add_argument("--output-tokens", type=non_negative_int, default=128)
-    p.add_argument("--bandwidth-gbs", type=positive_float, help="memory bandwidth in GB/s (default: measured)")
-    p.add_argument("--tflops", type=positive_float, help="FLOPS in TFLOPS (default: measured or known)")
+    p.add_argument("--bandwidth-gbs", type=positive_float,
+                   help="the CPU's memory bandwidth in GB/s (default: measured)")
+    p.add_argument("--tflops", type=positive_float, help="the CPU's FLOPS in TFLOPS (default: measured)")
+    add_offload_flags(p)
     p.add_argument("--reprobe", action="store_true", help="re-run the CPU probe instead of using the cached one")
     p.add_argument("--json", action="store_true")
     return p
@@ -178,11 +214,13 @@ def estimate_main(argv: list[str]) -> int:
         from runner.system.hardware import HardwareProfile
 
         hw = HardwareProfile(a.bandwidth_gbs, a.tflops, "the server is not on this machine: give "
-                             "--bandwidth-gbs and --tflops", None, None)
+                             "--bandwidth-gbs and --tflops", None, None,
+                             gpu_bandwidth_gbs=a.gpu_bandwidth_gbs, gpu_tflops=a.gpu_tflops)
     else:
-        hw = hardware_profile(a.n_gpu_layers, a.bandwidth_gbs, a.tflops, refresh=a.reprobe)
+        hw = hardware_profile(a.n_gpu_layers, a.bandwidth_gbs, a.tflops, refresh=a.reprobe,
+                              gpu_bandwidth_gbs=a.gpu_bandwidth_gbs, gpu_tflops=a.gpu_tflops)
     r = estimate_report(facts, hw, a.ctx, a.cache_type_k, a.cache_type_v, a.swa_full, a.ubatch_size,
-                        a.prompt_tokens, a.output_tokens, a.n_gpu_layers)
+                        a.prompt_tokens, a.output_tokens, a.n_gpu_layers, offload=offload_settings(a))
     if server is not None:
         r["server"] = server_block(server, facts, hw, a)
     if a.json:
@@ -225,9 +263,10 @@ def server_block(server: dict, facts, hw, a) -> dict:
     out = dict(server)
     lay = kv_layout(facts, server["n_ctx_per_slot"], a.cache_type_k, a.cache_type_v, a.swa_full, a.ubatch_size)
     c = None
-    if hw.bandwidth_gbs and facts.weights_bytes_active:
+    weights = decode_weight_bytes(facts)
+    if hw.bandwidth_gbs and weights:
         kv = float(kv_bytes_read_at_depth(lay, a.prompt_tokens))
-        c = batched_decode_ceiling(hw.bandwidth_gbs * 1e9, facts.weights_bytes_active, [kv] * server["total_slots"])
+        c = batched_decode_ceiling(hw.bandwidth_gbs * 1e9, weights, [kv] * server["total_slots"])
     out["all_slots_decoding_at_depth"] = a.prompt_tokens
     out["batched_ceiling_tok_s"] = c.aggregate_tok_s if c else None
     out["per_slot_ceiling_tok_s"] = c.per_user_tok_s if c else None
