@@ -9,9 +9,7 @@ main thread.
 
 from __future__ import annotations
 
-import json
 import os
-import time
 from typing import Callable, Iterable
 
 from textual.app import App, ComposeResult, SystemCommand
@@ -23,7 +21,7 @@ from textual.widgets import Footer, Input
 from runner.pacing import MEMORY_SAMPLE_S, chart_interval, prefill_interval, refresh_interval
 from runner.process.commands import ChatMessage
 from runner.process.contract import EngineClient
-from runner.records.paths import Paths, unique_file
+from runner.records.paths import Paths
 from runner.sanitize import clean_line
 from runner.session.chat import ChatSession
 from runner.settings import Settings, usable_cores
@@ -213,6 +211,8 @@ class KvtopApp(EngineWorkers, ServerPolling, ServerRouting, EngineLifecycle, Eng
         yield SystemCommand("Cancel turn", "Stop the running prefill or decode (Esc)", self.action_cancel_turn)
         yield SystemCommand("Screenshot", "Save an SVG screenshot (Ctrl+S)", self.action_screenshot)
         yield SystemCommand("Export debug bundle", "Write settings, hardware, timings (Ctrl+E)", self.action_export)
+        yield SystemCommand("Screenshot without the chat", "An SVG screenshot with the chat pane blanked, to post",
+                            lambda: self.action_screenshot(hide_chat=True))
         yield SystemCommand("New chat", "Clear the chat and the KV cache (Ctrl+L)", self.action_new_chat)
         yield SystemCommand("Restart engine", "A fresh engine with the same settings; the chat stays (Ctrl+R)",
                             self.action_restart_engine)
@@ -254,48 +254,26 @@ class KvtopApp(EngineWorkers, ServerPolling, ServerRouting, EngineLifecycle, Eng
     def screenshot_svg(self) -> str:
         return self.export_screenshot(title="kvtop").translate(_SVG_BAD_XML)
 
-    def action_screenshot(self) -> None:
-        """Save what the user sees, dialogs and all, but never kvtop's own notices (the
-        last "saved …" would be in the next shot): the toasts go, then the shot is taken
-        once the screen has redrawn without them."""
-        self.clear_notifications()
-        self.call_after_refresh(self._save_screenshot)
+    def action_screenshot(self, hide_chat: bool = False) -> None:
+        """Save what the user sees, dialogs and all (``hide_chat``: the chat pane blanked),
+        never kvtop's own notices (tui/share.py)."""
+        from .share import take_screenshot
 
-    def _save_screenshot(self) -> None:
-        try:
-            path, fh = unique_file(self.paths.screenshots_dir, time.strftime("kvtop-%Y%m%d-%H%M%S"), "svg")
-            with fh:
-                fh.write(self.screenshot_svg())
-        except OSError as exc:
-            self.notify(f"screenshot failed: {clean_line(str(exc))}", severity="error", markup=False)
-            return
-        self.last_saved = path
-        self.notify(f"saved {path}", markup=False, timeout=6)
+        take_screenshot(self, hide_chat)
 
-    def debug_bundle(self) -> dict:
+    def debug_bundle(self, redact: bool = True, screenshot_svg: str | None = None) -> dict:
         from runner.records.bundle import debug_bundle
 
+        svg = self.screenshot_svg() if screenshot_svg is None else screenshot_svg
         return debug_bundle(self.session, self.facts, self.hw,
-                            {"refresh_s": self.refresh_s, "refresh_why": self.refresh_why}, self.screenshot_svg())
+                            {"refresh_s": self.refresh_s, "refresh_why": self.refresh_why}, svg, redact=redact)
 
     def action_export(self) -> None:
-        """The debug bundle (JSON) and the per-turn timings as CSV beside it."""
-        from .export import write_turns_csv
+        """Ask which bundle (redacted by default, or with the text), then write it with the
+        turns' CSV beside it (tui/share.py)."""
+        from .share import open_export
 
-        stem = time.strftime("kvtop-debug-%Y%m%d-%H%M%S")
-        try:
-            path, fh = unique_file(self.paths.exports_dir, stem, "json")
-            with fh:
-                json.dump(self.debug_bundle(), fh, indent=2, default=str)
-            csv_path, cfh = unique_file(self.paths.exports_dir, stem + "-turns", "csv")
-            with cfh:
-                write_turns_csv(cfh, [t.to_dict() for t in self.turns])
-        except OSError as exc:
-            self.notify(f"export failed: {clean_line(str(exc))}", severity="error", markup=False)
-            return
-        self.last_saved = path
-        self.last_csv = csv_path
-        self.notify(f"debug bundle {path}", markup=False, timeout=6)
+        open_export(self)
 
     async def action_quit(self) -> None:
         self.shutdown_engine()

@@ -74,6 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="send this file's text as the first message")
     p.add_argument("--trace", metavar="FILE", help="also write the session's trace here (always written "
                    "into the session folder); replay it with 'kvtop replay FILE'")
+    p.add_argument("--bundle-text", action="store_true",
+                   help="Ctrl+E's debug bundle includes the conversation text, paths and host name by default "
+                        "(without it the bundle is redacted: safe to post)")
     p.add_argument("--in-process", action="store_true", help=argparse.SUPPRESS)
     from .launch_server import add_server_flags
 
@@ -124,7 +127,8 @@ def launch_main(argv: list[str]) -> int:
     factory = InProcessEngine if a.in_process else EngineProcess
     app = KvtopApp(settings, factory, paths, AppOptions(
         argv=[sys.argv[0]] + argv, resume_messages=resume, resume_note=resume_note,
-        ui_nice=a.ui_nice, prompt_file=a.prompt_file, prompt_text=a.prompt, trace_path=a.trace, refresh=a.refresh))
+        ui_nice=a.ui_nice, prompt_file=a.prompt_file, prompt_text=a.prompt, trace_path=a.trace, refresh=a.refresh,
+        bundle_text=a.bundle_text))
 
     def on_signal(signum, frame):
         app.shutdown_engine()
@@ -150,10 +154,12 @@ def run_app(app, **run_kw) -> int:
     return rc if isinstance(rc, int) else 0
 
 
-def replay_main(argv: list[str]) -> int:
-    """``kvtop replay TRACE``: the dashboard from a trace alone, no model and no engine."""
+def replay_main(argv: list[str], ask=None) -> int:
+    """``kvtop replay [TRACE|BUNDLE]``: the dashboard from a trace alone, no model and no
+    engine. ``ask`` asks the user a question (default: the terminal's, when there is one)."""
     p = argparse.ArgumentParser(prog="kvtop replay", allow_abbrev=False, description="Open the dashboard from a recorded trace.")
-    p.add_argument("trace")
+    p.add_argument("trace", nargs="?", help="a trace (.jsonl) or a Ctrl+E debug bundle (.json); "
+                   "none: offer the last session's trace")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--speed", type=replay_speed, default=1.0, help="playback speed (default 1: as recorded)")
     g.add_argument("--end", action="store_true", help="jump to the end")
@@ -163,6 +169,10 @@ def replay_main(argv: list[str]) -> int:
     from runner.records.replay import ReplayEngine
     from runner.records.trace import TraceError, read_trace
 
+    if a.trace is None:
+        a.trace = offer_last_trace(default_paths().sessions_dir, ask)
+        if isinstance(a.trace, int):
+            return a.trace
     try:
         trace = read_trace(a.trace)  # every number checked: finite, sane for its field
         settings = trace.settings()
@@ -189,5 +199,34 @@ def replay_banner(path: str, trace) -> str:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(created))
     except (TypeError, ValueError, OverflowError, OSError):
         when = "at an unknown date"
+    name = clean_line(os.path.basename(path))
+    if trace.header.get("redacted"):
+        return f"replay of {name}, recorded {when}; conversation text redacted (lengths only); input is off"
     host = trace.header.get("host") or "an unknown host"
-    return f"replay of {clean_line(os.path.basename(path))}, recorded {when} on {clean_line(str(host))}; input is off"
+    return f"replay of {name}, recorded {when} on {clean_line(str(host))}; input is off"
+
+
+def offer_last_trace(sessions_dir: str, ask=None) -> str | int:
+    """``kvtop replay`` with no file: the last session's trace, if the user takes it; else
+    the exit status: 0 when the user said no, 1 when there is none, 2 when there is no
+    terminal to ask on (one line on stderr names the file)."""
+    from runner.records.replay import count_turns, latest_trace
+
+    path = latest_trace(sessions_dir)
+    if path is None:
+        print(f"kvtop replay: no trace given, and none in {clean_line(sessions_dir)} (every kvtop session "
+              "writes one there): kvtop replay TRACE", file=sys.stderr)
+        return 1
+    turns = count_turns(path)
+    offer = f"the last session's trace is {clean_line(path)} ({turns} message{'' if turns == 1 else 's'})"
+    if ask is None:
+        if not (sys.stdin.isatty() and sys.stdout.isatty()):
+            print(f"kvtop replay: no trace given; {offer}: kvtop replay {clean_line(path)}", file=sys.stderr)
+            return 2
+        ask = input
+    try:
+        answer = ask(f"kvtop replay: {offer}. Replay it? [Y/n] ")
+    except (EOFError, KeyboardInterrupt):
+        print(file=sys.stderr)
+        return 0
+    return path if answer.strip().lower() in ("", "y", "yes") else 0

@@ -31,3 +31,4 @@ class AppOptions:
     servers: tuple[str, ...] = ()  # kvtop --server: the llama-servers to watch (first one chats)
     api_key: str | None = None
     model_readable: bool = True  # False: a served model whose GGUF this machine cannot read
+    bundle_text: bool = False  # --bundle-text: Ctrl+E's default bundle includes the conversation

@@ -1,14 +1,23 @@
 """The debug bundle (Ctrl+E): one JSON a user attaches to a bug report about a slow
 first token: command line, settings, hardware, GGUF facts, every turn's timings, the
-estimate, the trace and a screenshot. Built from plain data; the UI only adds the SVG."""
+estimate, the trace and a screenshot. Built from plain data; the UI only adds the SVG.
+
+By default the bundle is safe to post (``runner.records.redact``): the conversation,
+the home folder, the user and host names are left out, and it says so at its top.
+``kvtop replay BUNDLE`` replays the trace it embeds (``read_bundle_trace``).
+"""
 
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict
+
+from runner.records.redact import NOTE, NOTE_WITH_TEXT, Redactor
 
 BUNDLE_VERSION = 1
 TRACE_LIMIT = 32 * 2**20
+BUNDLE_LIMIT = 512 * 2**20  # a bundle embeds at most TRACE_LIMIT of trace, grown by redaction, and an SVG
 
 
 def trace_records(path: str | None, limit: int = TRACE_LIMIT) -> list | None:
@@ -29,7 +38,19 @@ def trace_records(path: str | None, limit: int = TRACE_LIMIT) -> list | None:
     return out
 
 
-def debug_bundle(session, facts, hw, ui: dict, screenshot_svg: str) -> dict:
+def turn_dicts(session, redact: bool = True, redactor: Redactor | None = None) -> list[dict]:
+    """The session's turns as the bundle and the CSV write them."""
+    turns = [t.to_dict() for t in session.turns]
+    if not redact:
+        return turns
+    r = redactor or Redactor()
+    return [r.turn(t) for t in turns]
+
+
+def debug_bundle(session, facts, hw, ui: dict, screenshot_svg: str, redact: bool = True,
+                 redactor: Redactor | None = None) -> dict:
+    """The bundle; ``redact`` (the default) leaves out the conversation and the user's
+    home, user and host names (``redactor`` fixes them, for tests)."""
     from runner.commands.estimate import estimate_report
 
     s = session.settings
@@ -39,20 +60,54 @@ def debug_bundle(session, facts, hw, ui: dict, screenshot_svg: str) -> dict:
                               n_gpu_layers=s.n_gpu_layers)
     if session.trace is not None:
         session.trace.flush()
-    return {
+    r = redactor or Redactor()
+    trace = trace_records(session.trace.path if session.trace else None)
+    out = {
         "kvtop_bundle_version": BUNDLE_VERSION,
-        "command_line": session.argv,
-        "settings": s.to_dict(),
+        "redacted": redact,
+        "redaction": NOTE if redact else NOTE_WITH_TEXT,
+        "command_line": r.argv(session.argv, text=not redact),
+        "settings": r.settings(s.to_dict()) if redact else s.to_dict(),
         "ui": ui,
         "engine": session.engine.kind,
         "loaded": asdict(session.loaded) if session.loaded else None,
         "hardware": hw.to_dict() if hw else None,
         "gguf": {k: v for k, v in asdict(facts).items() if k != "chat_template"} if facts else None,
-        "turns": [t.to_dict() for t in session.turns],
+        "turns": turn_dicts(session, redact, r),
         "estimate": est,
         "load_error": session.load_error,
         "transcript": session.transcript.path if session.transcript else None,
         "trace_file": session.trace.path if session.trace else None,
-        "trace": trace_records(session.trace.path if session.trace else None),
-        "screenshot_svg": screenshot_svg,
+        "trace": [r.trace_record(x) for x in trace] if redact and trace is not None else trace,
+        "screenshot_svg": r.home(screenshot_svg) if redact else screenshot_svg,
     }
+    if not redact:
+        return out
+    done = ("redacted", "redaction", "command_line", "settings", "turns", "trace", "screenshot_svg")
+    return {k: (v if k in done else r.value(v, k)) for k, v in out.items()}
+
+
+def read_bundle_trace(path: str):
+    """The trace a debug bundle embeds, checked as ``read_trace`` checks a trace file."""
+    from runner.records.trace import TraceError, parse_records
+
+    try:
+        if os.path.getsize(path) > BUNDLE_LIMIT:
+            raise TraceError(f"{path}: over {BUNDLE_LIMIT // 2**20} MiB: not a kvtop debug bundle")
+        with open(path, encoding="utf-8", errors="strict") as fh:
+            data = json.load(fh)
+    except OSError as exc:
+        raise TraceError(f"{path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise TraceError(f"{path}: not UTF-8 text") from None
+    except ValueError as exc:
+        raise TraceError(f"{path}: neither a kvtop trace nor a debug bundle (not JSON: "
+                         f"{getattr(exc, 'msg', 'bad value')})") from None
+    except RecursionError:
+        raise TraceError(f"{path}: nested too deep: not a kvtop debug bundle") from None
+    if not isinstance(data, dict) or "kvtop_bundle_version" not in data:
+        raise TraceError(f"{path}: not a kvtop trace (first line has no kvtop-trace header)")
+    records = data.get("trace")
+    if not isinstance(records, list) or not records:
+        raise TraceError(f"{path}: this debug bundle holds no trace (its session recorded none)")
+    return parse_records(f"{path} (the bundle's trace)", enumerate(records, 1))

@@ -76,3 +76,49 @@ class ReplayEngine:
 
     def close(self, timeout: float = 0) -> None:
         self._stop.set()
+
+
+def latest_trace(sessions_dir: str) -> str | None:
+    """The newest trace in the sessions folder, known by its header (``kvtop-trace``),
+    not by its name: transcripts live there too. Newest by its recorded ``created``
+    time (a sane one), else by the file's mtime."""
+    import json
+    import os
+
+    try:
+        names = os.listdir(sessions_dir)
+    except OSError:
+        return None
+    best: tuple[float, str] | None = None
+    for name in names:
+        path = os.path.join(sessions_dir, name)
+        if not name.endswith(".jsonl") or not os.path.isfile(path):
+            continue
+        try:
+            with open(path, "rb") as fh:
+                head = json.loads(fh.readline(1 << 20).decode("utf-8", errors="replace"))
+            if not isinstance(head, dict) or head.get("type") != "kvtop-trace":
+                continue
+            created = head.get("created")
+            sane = isinstance(created, (int, float)) and not isinstance(created, bool) and 0 <= created <= 1e11
+            key = float(created) if sane else os.path.getmtime(path)
+        except (OSError, ValueError, OverflowError):
+            continue
+        if best is None or key > best[0]:
+            best = (key, path)
+    return best[1] if best else None
+
+
+def count_turns(path: str, limit: int = 64 * 2**20) -> int:
+    """How many messages a trace file records (its ``user`` lines), read up to ``limit``."""
+    n = 0
+    try:
+        with open(path, "rb") as fh:
+            for line in fh:
+                n += line.startswith(b'{"type": "user"')
+                limit -= len(line)
+                if limit < 0:
+                    break
+    except OSError:
+        return 0
+    return n

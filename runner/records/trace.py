@@ -19,14 +19,10 @@ once became NaN inside a pane and crashed the replay's screen.
 from __future__ import annotations
 
 import json
-import math
 import platform
 import threading
 import time
-import types
-import typing
 from dataclasses import asdict, fields, is_dataclass
-from functools import lru_cache
 
 from runner import events as ev
 from runner.system.hardware import CPUProbe, GPUInfo, HardwareProfile
@@ -34,6 +30,8 @@ from runner.engine.llama_log import KVBufferLine, LlamaBuffers
 from runner.model.facts import LayerShape, ModelFacts
 from runner.sanitize import clean_line
 from runner.settings import Settings
+from runner.records.trace_check import (  # noqa: F401 (number_range: the ranges, for callers)
+    _Bad, _hints, _number, _show, check_record, check_value, number_range)
 
 TRACE_VERSION = 1
 EVENT_TYPES = {cls.__name__: cls for cls in (
@@ -44,147 +42,6 @@ EVENT_TYPES = {cls.__name__: cls for cls in (
 
 class TraceError(ValueError):
     pass
-
-
-# ------------------------------------------------------------------ validation
-# The range of a number, by its field's name. Wide enough for any real session, narrow
-# enough that no pane can overflow a float, build a NaN or allocate from it.
-CLOCK = (0.0, 1e11)  # time.monotonic() since boot or time.time() since 1970 (1e11 s: year 5138)
-SECONDS = (-1e7, 1e7)  # a duration (116 days); a waterfall boundary may sit a hair early
-RATE = (0.0, 1e12)  # tokens per second
-MIB = (0.0, 2.0**40)  # a buffer in MiB (an exbibyte)
-BYTES = (0, 2**62)
-PEAK = (0.0, 1e9)  # GB/s, TFLOPS
-COUNT = (0, 2**32)  # tokens, cells, layers, threads, positions, turn ids
-INT = (-(2**53), 2**53)  # any other integer: exact as a float
-FLOAT = (-1e15, 1e15)  # any other number
-COUNTS = frozenset((
-    "n_ctx", "n_ctx_train", "n_batch", "n_ubatch", "n_threads", "n_threads_batch", "threads",
-    "prompt_tokens", "reused_tokens", "prefill_tokens", "decode_tokens", "kv_cells_used", "done",
-    "total", "reused", "ubatch_tokens", "pos", "index", "turn_id", "cells", "layers", "n_layers",
-    "n_embd", "n_vocab", "n_head", "n_head_kv", "head_dim_k", "head_dim_v", "sliding_window",
-    "kv_lora_rank", "rope_dim", "n_experts", "n_experts_used", "first_diff_index", "n_eval",
-    "n_p_eval"))
-NAMED = {"t": CLOCK, "created": CLOCK, "started": CLOCK, "measured_at": CLOCK, "time": CLOCK,
-         "fraction": (0.0, 1.0), "exitcode": (-255, 255), "token_id": (-(2**31), 2**31),
-         "pid": (0, 2**31), "utilization": (0, 100), "seed": (-(2**63), 2**64)}
-
-
-def number_range(name: str, is_int: bool) -> tuple[float, float]:
-    """The sane range of the number in field ``name`` (``ubatches``' elements and a
-    dict's values take their container's name)."""
-    if name in NAMED:
-        return NAMED[name]
-    if name in COUNTS:
-        return COUNT
-    if name.endswith("tok_s"):
-        return RATE
-    if name.endswith("_s") or name == "seconds" or name.endswith("_ms"):
-        return (SECONDS[0] * 1000, SECONDS[1] * 1000) if name.endswith("_ms") else SECONDS
-    if name.endswith("_mib"):
-        return MIB
-    if "bytes" in name or name.startswith("memory_") or name == "process_memory":
-        return BYTES
-    if name.endswith("gbs") or name == "tflops":
-        return PEAK
-    return INT if is_int else FLOAT
-
-
-class _Bad(Exception):
-    """A value that does not fit its field: ``str(exc)`` says why, for ``TraceError``."""
-
-
-def _show(v) -> str:
-    text = repr(v)
-    return text if len(text) <= 40 else text[:39] + "…"
-
-
-def _number(v, name: str, want_int: bool) -> None:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or (want_int and not isinstance(v, int)):
-        raise _Bad(f"{name} is {_show(v)}, not {'an integer' if want_int else 'a number'}")
-    if isinstance(v, float) and not math.isfinite(v):
-        raise _Bad(f"{name} is {_show(v)}, not a finite number")
-    lo, hi = number_range(name, isinstance(v, int))
-    if not lo <= v <= hi:  # int against float bounds: exact in Python, no overflow
-        raise _Bad(f"{name} is {v if isinstance(v, float) else _show(v)}, outside {lo:g} … {hi:g}")
-
-
-def _any(v, name: str) -> None:
-    """A field typed only ``dict`` (llama_perf_context): its numbers still get checked."""
-    if isinstance(v, dict):
-        for k, x in v.items():
-            _any(x, str(k))
-    elif isinstance(v, list):
-        for x in v:
-            _any(x, name)
-    elif isinstance(v, (int, float)) and not isinstance(v, bool):
-        _number(v, name, False)
-    elif v is not None and not isinstance(v, (str, bool)):
-        raise _Bad(f"{name} is {_show(v)}")
-
-
-@lru_cache(maxsize=None)
-def _hints(cls) -> dict:
-    return typing.get_type_hints(cls)
-
-
-def check_value(v, hint, name: str) -> None:
-    """Raise ``_Bad`` unless ``v`` (from JSON) fits the type ``hint`` of field ``name``."""
-    origin = typing.get_origin(hint)
-    if origin in (typing.Union, types.UnionType):
-        args = typing.get_args(hint)
-        if v is None:
-            if type(None) in args:
-                return
-            raise _Bad(f"{name} is missing (null)")
-        last = None
-        for a in args:
-            if a is type(None):
-                continue
-            try:
-                return check_value(v, a, name)
-            except _Bad as exc:
-                last = exc
-        raise last
-    if hint is bool:
-        if not isinstance(v, bool):
-            raise _Bad(f"{name} is {_show(v)}, not true or false")
-    elif hint is int or hint is float:
-        _number(v, name, hint is int)
-    elif hint is str:
-        if not isinstance(v, str):
-            raise _Bad(f"{name} is {_show(v)}, not text")
-    elif isinstance(hint, type) and is_dataclass(hint):
-        if not isinstance(v, dict):
-            raise _Bad(f"{name} is {_show(v)}, not an object")
-        hints = _hints(hint)
-        for key, x in v.items():
-            if key in hints:
-                check_value(x, hints[key], key)
-    elif origin in (tuple, list):
-        if not isinstance(v, (list, tuple)):
-            raise _Bad(f"{name} is {_show(v)}, not a list")
-        args = typing.get_args(hint)
-        if len(args) == 2 and args[1] is Ellipsis or origin is list:
-            for x in v:
-                check_value(x, args[0], name)
-        elif args:
-            if len(v) != len(args):
-                raise _Bad(f"{name} has {len(v)} items, not {len(args)}")
-            for x, a in zip(v, args):
-                check_value(x, a, name)
-    elif origin is dict:
-        if not isinstance(v, dict):
-            raise _Bad(f"{name} is {_show(v)}, not an object")
-        for x in v.values():
-            check_value(x, typing.get_args(hint)[1], name)
-    else:  # dict, Any
-        _any(v, name)
-
-
-def check_record(cls, data: dict) -> None:
-    """Raise ``_Bad`` unless ``data`` (an asdict() form from JSON) fits ``cls``."""
-    check_value(data, cls, cls.__name__)
 
 
 def _plain(obj):
@@ -304,53 +161,75 @@ class Trace:
 
 
 def read_trace(path: str) -> Trace:
+    """A trace file, or the trace a Ctrl+E debug bundle embeds (``kvtop replay BUNDLE``)."""
     try:
         fh = open(path, encoding="utf-8", errors="strict")
     except OSError as exc:
         raise TraceError(f"{path}: {exc.strerror or exc}") from None
-    records: list[tuple[str, object]] = []
-    header = None
     with fh:
         try:
-            for n, line in enumerate(fh, 1):
-                if not line.endswith("\n"):
-                    raise TraceError(f"{path}: line {n} is cut short (truncated trace)")
-                try:
-                    obj = json.loads(line)
-                except ValueError as exc:
-                    raise TraceError(f"{path}: line {n} is not JSON ({exc.msg})") from None
-                if not isinstance(obj, dict):
-                    raise TraceError(f"{path}: line {n} is not a JSON object")
-                if n == 1:
-                    if obj.get("type") != "kvtop-trace":
-                        raise TraceError(f"{path}: not a kvtop trace (first line has no kvtop-trace header)")
-                    if obj.get("version") != TRACE_VERSION:
-                        raise TraceError(f"{path}: trace version {_show(obj.get('version'))}, "
-                                         f"this kvtop reads {TRACE_VERSION}")
-                    header = _check_header(path, obj)
-                    continue
-                kind = obj.get("type")
-                if kind == "event":
-                    cls = EVENT_TYPES.get(obj.get("event"))
-                    if cls is None or not isinstance(obj.get("data"), dict):
-                        raise TraceError(f"{path}: line {n} has an unknown event {obj.get('event')!r}")
-                    try:
-                        check_record(cls, obj["data"])
-                        records.append(("event", _build(cls, obj["data"])))
-                    except _Bad as exc:
-                        raise TraceError(f"{path}: line {n}: {cls.__name__}: {exc}") from None
-                    except (TypeError, KeyError, AttributeError, ValueError) as exc:
-                        raise TraceError(f"{path}: line {n}: bad {cls.__name__} ({exc})") from None
-                elif kind == "user":
-                    if not isinstance(obj.get("text"), str):
-                        raise TraceError(f"{path}: line {n}: a user record without text")
-                    records.append(("user", obj["text"]))
-                elif kind == "new_chat":
-                    records.append(("new_chat", None))
-                else:
-                    raise TraceError(f"{path}: line {n} has an unknown record type {kind!r}")
+            return parse_records(path, (_json_line(path, n, line) for n, line in enumerate(fh, 1)))
         except UnicodeDecodeError:
             raise TraceError(f"{path}: not UTF-8 text") from None
+        except _Bundle:  # pretty-printed JSON, or one line with the bundle's version key
+            from runner.records.bundle import read_bundle_trace
+
+            return read_bundle_trace(path)
+
+
+class _Bundle(Exception):
+    pass
+
+
+def _json_line(path: str, n: int, line: str) -> tuple[int, object]:
+    try:
+        obj, error = json.loads(line), None
+    except ValueError as exc:
+        obj, error = None, exc.msg
+    if n == 1 and (line.strip() == "{" or isinstance(obj, dict) and "kvtop_bundle_version" in obj):
+        raise _Bundle()
+    if not line.endswith("\n"):
+        raise TraceError(f"{path}: line {n} is cut short (truncated trace)")
+    if error is not None:
+        raise TraceError(f"{path}: line {n} is not JSON ({error})")
+    return n, obj
+
+
+def parse_records(path: str, numbered) -> Trace:
+    """A ``Trace`` from its lines as (line number, JSON value), each checked."""
+    records: list[tuple[str, object]] = []
+    header = None
+    for n, obj in numbered:
+        if not isinstance(obj, dict):
+            raise TraceError(f"{path}: line {n} is not a JSON object")
+        if n == 1:
+            if obj.get("type") != "kvtop-trace":
+                raise TraceError(f"{path}: not a kvtop trace (first line has no kvtop-trace header)")
+            if obj.get("version") != TRACE_VERSION:
+                raise TraceError(f"{path}: trace version {_show(obj.get('version'))}, "
+                                 f"this kvtop reads {TRACE_VERSION}")
+            header = _check_header(path, obj)
+            continue
+        kind = obj.get("type")
+        if kind == "event":
+            cls = EVENT_TYPES.get(obj.get("event"))
+            if cls is None or not isinstance(obj.get("data"), dict):
+                raise TraceError(f"{path}: line {n} has an unknown event {obj.get('event')!r}")
+            try:
+                check_record(cls, obj["data"])
+                records.append(("event", _build(cls, obj["data"])))
+            except _Bad as exc:
+                raise TraceError(f"{path}: line {n}: {cls.__name__}: {exc}") from None
+            except (TypeError, KeyError, AttributeError, ValueError) as exc:
+                raise TraceError(f"{path}: line {n}: bad {cls.__name__} ({exc})") from None
+        elif kind == "user":
+            if not isinstance(obj.get("text"), str):
+                raise TraceError(f"{path}: line {n}: a user record without text")
+            records.append(("user", obj["text"]))
+        elif kind == "new_chat":
+            records.append(("new_chat", None))
+        else:
+            raise TraceError(f"{path}: line {n} has an unknown record type {kind!r}")
     if header is None:
         raise TraceError(f"{path}: empty trace")
     return Trace(header, records)

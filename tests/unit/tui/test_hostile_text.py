@@ -118,7 +118,9 @@ async def test_screenshots_are_named_by_kvtop_and_never_overwrite(tmp_path, smol
         victim = tmp_path / "victim.txt"
         victim.write_text("keep me")
         await pilot.press("ctrl+e")
-        await pilot.pause()
+        await wait_until(pilot, lambda: type(app.screen).__name__ == "ExportScreen", what="the export dialog")
+        await pilot.press("t")  # the bundle with the text: this test reads the model's path back
+        await wait_until(pilot, lambda: app.last_saved.endswith(".json"), what="the bundle")
         assert os.path.dirname(app.last_saved) == str(tmp_path / "data" / "exports")
         assert os.path.dirname(app.last_csv) == str(tmp_path / "data" / "exports")
         assert open(app.last_csv).readline().startswith("turn,user,stop_reason")

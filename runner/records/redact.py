@@ -1,0 +1,199 @@
+"""What a debug bundle may say in public: numbers yes, the conversation and the user's
+home folder no.
+
+A Ctrl+E bundle is meant to be attached to public bug reports, so by default it keeps
+everything that explains a slow turn (timings, token counts, settings, hardware, GGUF
+facts, the waterfall, every engine event) and leaves out:
+
+* conversation text: every user message, reply, token, the system prompt, ``-p TEXT``
+  and the cached/new text around a cache divergence become ``"<redacted: N chars>"``,
+  so lengths, token counts and timings stay exact and the trace still replays;
+* the home folder (written ``~``), the user name (``<user>``) and the host name
+  (``<host>``) wherever they appear: paths in settings, argv, the model path, log
+  paths, error reasons, the CPU probe's machine key, the trace header;
+* secrets: an ``--api-key`` value is never written, with or without the text.
+
+``Redactor`` works on plain data (the JSON forms of the bundle and the trace).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+
+NOTE = ("Redacted, safe to post: every message, reply, token, the system prompt and -p text is "
+        "replaced by its length (\"<redacted: N chars>\"); the home folder is written ~, the user name "
+        "<user>, the host name <host>. Token counts, timings, settings, hardware, GGUF facts and the "
+        "waterfall are exact, and 'kvtop replay' opens this file. For a bundle with the text: Ctrl+E, "
+        "'With conversation text', or start kvtop with --bundle-text.")
+NOTE_WITH_TEXT = ("Not redacted: this bundle holds the conversation text, the system prompt, paths and the "
+                  "host name as they are. Share it only with people you trust; Ctrl+E's default bundle is "
+                  "safe to post.")
+TEXT_FLAGS = ("-p", "--prompt", "-sys", "--system-prompt")
+SECRET_FLAGS = ("--api-key",)
+SECRET = "<redacted>"
+# Values under these keys are the model's metadata or the records' structure, never the
+# user's: a user called "llama" must not turn the architecture into "<user>".
+KEEP_KEYS = frozenset((
+    "type", "event", "architecture", "name", "description", "file_type", "chat_template", "template_name",
+    "kind", "stop_reason", "flash_attn", "type_k", "type_v", "cache_type_k", "cache_type_v", "action",
+    "cpu_name", "tflops_source", "screenshot_svg"))
+# Conversation text, by record: (event or record type, field)
+TEXT_FIELDS = {"TokenEvent": ("text",), "TurnDone": ("text",), "TurnStarted": ("diff_context",),
+               "RecordedUser": ("text",)}
+
+
+def redact_text(text) -> str:
+    """``"<redacted: 143 chars>"``: the length, not the text ("" stays "": nothing to hide,
+    and an empty token delta means an incomplete character, which replay keeps)."""
+    if not isinstance(text, str):
+        return text
+    if text == "":
+        return ""
+    return f"<redacted: {len(text)} char{'' if len(text) == 1 else 's'}>"
+
+
+def _word(name: str) -> re.Pattern | None:
+    """``name`` as a whole word (not inside another name); None when too short to tell."""
+    if len(name) < 3:
+        return None
+    return re.compile(r"(?<![A-Za-z0-9])" + re.escape(name) + r"(?![A-Za-z0-9])")
+
+
+def _component(name: str) -> re.Pattern | None:
+    """``name`` as a whole path component (``/mnt/alice/models``)."""
+    if not name:
+        return None
+    return re.compile(r"(?<=[/\\])" + re.escape(name) + r"(?=[/\\]|$)")
+
+
+def current_user() -> str:
+    try:
+        import getpass
+
+        return getpass.getuser()
+    except Exception:  # no user name in the environment nor in the password database
+        return ""
+
+
+class Redactor:
+    """Scrubs the home folder, the user and host names out of strings, and the
+    conversation out of bundles and traces. ``home``, ``user`` and ``host`` default to
+    this machine's."""
+
+    def __init__(self, home: str | None = None, user: str | None = None, host: str | None = None):
+        home = os.path.expanduser("~") if home is None else home
+        homes = {home.rstrip("/\\")}
+        try:
+            homes.add(os.path.realpath(home).rstrip("/\\"))
+        except (OSError, ValueError):
+            pass
+        # longest first: /data/home/alice before /home/alice
+        self.homes = sorted((h for h in homes if h and len(h) > 1), key=len, reverse=True)
+        self._home_re = [re.compile(re.escape(h) + r"(?=[/\\]|$|[^A-Za-z0-9_.-])") for h in self.homes]
+        user = current_user() if user is None else user
+        host = platform.node() if host is None else host
+        self._names: list[tuple[re.Pattern, str]] = []
+        hosts = {host, host.split(".")[0]} if host else set()
+        for name, label in [(h, "<host>") for h in sorted(hosts, key=len, reverse=True)] + [(user, "<user>")]:
+            for pattern in (_word(name), _component(name)):
+                if pattern is not None:
+                    self._names.append((pattern, label))
+
+    # ------------------------------------------------------------ strings
+    def home(self, text: str) -> str:
+        """The home folder written ``~`` (nothing else touched: safe on any text)."""
+        for pattern in self._home_re:
+            text = pattern.sub("~", text)
+        return text
+
+    def string(self, text: str) -> str:
+        text = self.home(text)
+        for pattern, label in self._names:
+            text = pattern.sub(label, text)
+        return text
+
+    def value(self, v, key: str = ""):
+        """Every string inside ``v`` scrubbed, except under ``KEEP_KEYS``; keys kept."""
+        if isinstance(v, str):
+            return self.home(v) if key in KEEP_KEYS else self.string(v)
+        if isinstance(v, dict):
+            return {k: self.value(x, str(k)) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [self.value(x, key) for x in v]
+        return v
+
+    # ------------------------------------------------------------ parts
+    def argv(self, argv: list, text: bool = False) -> list:
+        """The command line: ``-p``/``-sys`` values redacted (unless ``text``), the API key
+        always, paths scrubbed."""
+        out, hide = [], None
+        for arg in argv:
+            if not isinstance(arg, str):
+                out.append(arg)
+                continue
+            if hide is not None:
+                out.append(hide(arg))
+                hide = None
+                continue
+            flag, eq, val = arg.partition("=")
+            kind = "secret" if flag in SECRET_FLAGS else "text" if flag in TEXT_FLAGS and not text else None
+            conceal = (lambda _v: SECRET) if kind == "secret" else redact_text if kind == "text" else None
+            if conceal is not None and eq:
+                out.append(flag + "=" + conceal(val))
+            elif conceal is not None:
+                out.append(arg)
+                hide = conceal
+            elif arg.startswith("-p") and not arg.startswith("--") and len(arg) > 2 and not text:
+                out.append("-p" + redact_text(arg[2:]))  # argparse reads -pTEXT as -p TEXT
+            else:
+                out.append(arg if text else self.string(arg))
+        return out
+
+    def settings(self, settings: dict) -> dict:
+        out = self.value(settings)
+        if isinstance(settings, dict) and "system_prompt" in settings:
+            out["system_prompt"] = redact_text(settings["system_prompt"])
+        return out
+
+    def trace_header(self, header: dict) -> dict:
+        out = self.value({k: v for k, v in header.items() if k not in ("argv", "settings", "host")})
+        out["redacted"] = True
+        out["redaction"] = NOTE
+        if "argv" in header and isinstance(header["argv"], list):
+            out["argv"] = self.argv(header["argv"])
+        if "settings" in header:
+            out["settings"] = self.settings(header["settings"])
+        return out
+
+    def trace_record(self, rec):
+        """One trace line (its JSON object), conversation text redacted."""
+        if not isinstance(rec, dict):
+            return rec
+        kind = rec.get("type")
+        if kind == "kvtop-trace":
+            return self.trace_header(rec)
+        if kind == "user":
+            return {**rec, "text": redact_text(rec.get("text"))}
+        if kind == "event" and isinstance(rec.get("data"), dict):
+            data = self.value(rec["data"])
+            for name in TEXT_FIELDS.get(rec.get("event"), ()):
+                data[name] = _redact_any(rec["data"].get(name))
+            return {**rec, "data": data}
+        return self.value(rec)
+
+    def turn(self, turn: dict) -> dict:
+        """A ``TurnRecord.to_dict()``: the user's text and the divergence context redacted."""
+        out = self.value(turn)
+        out["user"] = redact_text(turn.get("user"))
+        out["diff_context"] = _redact_any(turn.get("diff_context"))
+        return out
+
+
+def _redact_any(v):
+    if isinstance(v, str):
+        return redact_text(v)
+    if isinstance(v, (list, tuple)):
+        return [_redact_any(x) for x in v]
+    return v

@@ -1,0 +1,66 @@
+"""What a redacted bundle keeps and what it leaves out, on plain data: the home folder,
+the user and host names wherever they appear, the conversation replaced by its length,
+the API key always (issue: sharing without leaking)."""
+
+import json
+
+from runner.records.bundle import trace_records
+from runner.records.redact import Redactor, redact_text
+from runner.records.trace import read_trace
+
+R = Redactor(home="/home/alice", user="alice", host="alices-laptop.lan")
+
+
+def test_text_becomes_its_length():
+    assert redact_text("What is in my diary?") == "<redacted: 20 chars>"
+    assert redact_text("a") == "<redacted: 1 char>"
+    assert redact_text("") == ""  # an incomplete character's empty delta stays one
+
+
+def test_home_user_and_host_wherever_they_appear():
+    assert R.string("/home/alice/models/x.gguf") == "~/models/x.gguf"
+    assert R.string("/home/alice") == "~"
+    assert R.string("/home/alicex/m.gguf") == "/home/alicex/m.gguf"  # another user's home
+    assert R.string("/mnt/alice/models/x.gguf") == "/mnt/<user>/models/x.gguf"
+    assert R.string("cannot open '/home/alice/a.gguf' (owner alice)") == "cannot open '~/a.gguf' (owner <user>)"
+    assert R.string("alices-laptop-x86_64-2") == "<host>-x86_64-2"  # the CPU probe's machine key
+    assert R.string("recorded on alices-laptop") == "recorded on <host>"
+    assert R.string("malice and alicetta") == "malice and alicetta"  # only whole names
+
+
+def test_model_metadata_is_never_taken_for_a_user_name():
+    r = Redactor(home="/home/llama", user="llama", host="box")
+    data = r.value({"architecture": "llama", "name": "llama 3", "path": "/srv/llama/m.gguf",
+                    "reason": "llama: failed"})
+    assert data == {"architecture": "llama", "name": "llama 3", "path": "/srv/<user>/m.gguf",
+                    "reason": "<user>: failed"}
+
+
+def test_command_line():
+    argv = ["/home/alice/.venv/bin/kvtop", "/home/alice/m.gguf", "-p", "my secret", "-sys", "be nice",
+            "--prompt=another secret", "-pjoined", "--api-key", "sk-123", "--api-key=sk-456", "-c", "2048"]
+    assert R.argv(argv) == ["~/.venv/bin/kvtop", "~/m.gguf", "-p", "<redacted: 9 chars>", "-sys",
+                            "<redacted: 7 chars>", "--prompt=<redacted: 14 chars>", "-p<redacted: 6 chars>",
+                            "--api-key", "<redacted>", "--api-key=<redacted>", "-c", "2048"]
+    with_text = R.argv(argv, text=True)
+    assert with_text[:7] == argv[:7] and with_text[8:11] == ["--api-key", "<redacted>", "--api-key=<redacted>"]
+
+
+def test_a_redacted_trace_keeps_every_number_and_replays(write_trace, tmp_path):
+    """Each trace line redacted: token texts become lengths, numbers and structure stay,
+    and the result reads back as a trace with the same events."""
+    path = write_trace(tmp_path / "t.jsonl", turns=(("my diary", ["Dear", " diary"]),))
+    records = [R.trace_record(x) for x in trace_records(path)]
+    assert records[0]["redacted"] is True and "host" not in records[0]
+    out = tmp_path / "redacted.jsonl"
+    out.write_text("".join(json.dumps(x) + "\n" for x in records))
+    plain, redacted = read_trace(path), read_trace(str(out))
+    assert [t for t, _ in redacted.turns()] == ["<redacted: 8 chars>"]
+    a = [e for _k, e in plain.records if _k == "event"]
+    b = [e for _k, e in redacted.records if _k == "event"]
+    assert [type(e) for e in a] == [type(e) for e in b]
+    assert [getattr(e, "text", None) for e in b if type(e).__name__ == "TokenEvent"] == [
+        "<redacted: 4 chars>", "<redacted: 6 chars>"]
+    assert [e.metrics for e in a if type(e).__name__ == "TurnDone"] == \
+           [e.metrics for e in b if type(e).__name__ == "TurnDone"]
+    assert "Dear" not in out.read_text()
