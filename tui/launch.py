@@ -138,9 +138,25 @@ def launch_main(argv: list[str]) -> int:
     signal.signal(signal.SIGHUP, on_signal)
     freeze_startup_objects()  # everything imported so far lives as long as the app
     try:
-        return run_app(app)
+        rc = run_app(app)
     finally:
         app.shutdown_engine()
+    if rc == 0:
+        print_summary(app.session)
+    return rc
+
+
+def print_summary(session) -> None:
+    """After the app has left the alternate screen: the session's figures and files, as
+    llama-cli prints its perf block on exit (nothing when no model loaded)."""
+    from runner.session.summary import session_summary
+
+    text = session_summary(session)
+    if text:
+        try:
+            print(text, flush=True)
+        except OSError:  # the terminal is gone (SIGHUP)
+            pass
 
 
 def run_app(app, **run_kw) -> int:

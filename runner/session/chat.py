@@ -47,6 +47,7 @@ class ChatSession:
         self.load_error: str | None = None  # set when the engine failed or died
         self.trace = None
         self.transcript = None
+        self.transcript_path: str | None = None  # kept after close, for the quit summary
         self.prompt_cache_restored = 0
         self._next_turn = 0
         # open_trace runs on the inspect worker, send on the main thread: a message sent
@@ -104,6 +105,7 @@ class ChatSession:
             self.transcript = Transcript(self.paths.sessions_dir, {
                 "model": self.loaded.path if self.loaded else self.settings.model,
                 "settings": self.settings.to_dict(), "argv": self.argv})
+            self.transcript_path = self.transcript.path
         except OSError as exc:
             notice(f"no transcript: {clean_line(str(exc))}")
 
