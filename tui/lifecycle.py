@@ -4,6 +4,7 @@ does not answer), restart, death reported once, the end of a stream."""
 from __future__ import annotations
 
 from runner.sanitize import clean_line
+from runner.units import fmt_int
 
 from . import messages as msg
 from .panes.chat import ChatLog
@@ -48,7 +49,7 @@ class EngineLifecycle:
         n = len(self.session.messages)
         self.query_one(StatusBar).set_problem(None)
         self.query_one(ChatLog).add("system", "engine restarted with the same settings" + (
-            f"; the next turn prefills the {n} messages of this chat again" if n else ""))
+            f"; the next turn prefills the {fmt_int(n)} messages of this chat again" if n else ""))
         self.pump_engine(self.session.engine)
 
     def _error_closed(self, result: str | None) -> None:

@@ -16,6 +16,7 @@ from runner.sanitize import clean_line, clean_text
 from runner.system.memory import take_sample
 
 from . import messages as msg
+from .format import fmt_bytes, fmt_int, fmt_seconds
 from .panes.chat import ChatLog, StreamTail, turn_footer
 from .panes.decode import DecodePane
 from .panes.estimate import EstimatePane
@@ -138,7 +139,7 @@ class EngineRouting:
                 self.options.ui_nice = 0  # once, not again after a restart
             except OSError:
                 pass
-        self.query_one(StatusBar).set_loaded(L, self.settings.threads_why, self.refresh_s)
+        self.query_one(StatusBar).set_loaded(L, self.settings.threads_why, self.refresh_s, self.facts)
         if L.server is None:  # a server's buffers are in its own log, not ours
             self.query_one(MemoryPane).set_buffers(L.buffers)
         if self.facts is not None and L.server is None:
@@ -241,7 +242,7 @@ class EngineRouting:
         self.session.on_prompt_cache(e)
         self.cache_event = e  # what it saved, or the rate to record, is known at the turn's end
         self.query_one(PrefillPane).set_cache_note(
-            f"prompt cache {e.action}: {e.tokens:,} tokens, {e.bytes / 2**20:.2f} MiB in {e.seconds * 1000:.0f} ms")
+            f"prompt cache {e.action}: {fmt_int(e.tokens)} tokens, {fmt_bytes(e.bytes)} in {fmt_seconds(e.seconds)}")
 
     def on_notice(self, m: msg.Notice) -> None:
         self.notify(m.text, severity="warning", markup=False)

@@ -26,7 +26,7 @@ from runner.physics.diagnosis import predicted_ubatch_seconds
 from runner.physics.verdicts import ttft_verdict
 from runner.sanitize import clean_line
 
-from .format import fmt_seconds
+from .format import fmt_int, fmt_seconds
 
 SEGMENT_STYLES = ["$kvtop-kv-full", "$kvtop-kv-sliding", "$kvtop-kv-latent", "$kvtop-kv-recurrent",
                   "$kvtop-reused", "$kvtop-warn"]
@@ -59,7 +59,8 @@ class LiveTurn:
         base = s.template_s + s.tokenize_s
         prev_done, prev_s = s.reused_tokens, 0.0
         for done, elapsed in self.reports:
-            segs.append((f"prefill +{done - prev_done:,} tok (to {done:,})", base + prev_s, elapsed - prev_s))
+            label = f"prefill +{fmt_int(done - prev_done)} tok (to {fmt_int(done)})"
+            segs.append((label, base + prev_s, elapsed - prev_s))
             prev_done, prev_s = done, elapsed
         return tuple(segs)
 
@@ -69,8 +70,8 @@ class LiveTurn:
             return "waiting for the engine"
         done = self.reports[-1][0] if self.reports else s.reused_tokens
         if done >= s.prompt_tokens:
-            return f"prefill done ({s.prompt_tokens:,} tok), decoding"
-        return f"prefill {done:,}/{s.prompt_tokens:,} tok"
+            return f"prefill done ({fmt_int(s.prompt_tokens)} tok), decoding"
+        return f"prefill {fmt_int(done)}/{fmt_int(s.prompt_tokens)} tok"
 
 
 def live_turn(app) -> LiveTurn | None:

@@ -15,7 +15,7 @@ import statistics
 
 from runner.cli_types import non_negative_int, positive_int
 from runner.commands.common import EXIT_OK, fail, json_safe
-from runner.units import fmt_num, mib_to_bytes
+from runner.units import fmt_int, fmt_num, mib_to_bytes
 
 BENCH_TEXT = (
     "The history of computing is a story of ever smaller, ever faster machines. "
@@ -96,7 +96,7 @@ def bench_main(argv: list[str]) -> int:
         base = eng.tokenize(BENCH_TEXT)
         prompt = (base * (n_prompt_run // max(1, len(base)) + 1))[:n_prompt_run]
         if n_prompt_run + n_predict_run > loaded.n_ctx:
-            return fail(f"-p {a.n_prompt} + -n {n_gen} exceeds the context ({loaded.n_ctx}); raise -c")
+            return fail(f"-p {a.n_prompt} + -n {n_gen} exceeds the context ({fmt_int(loaded.n_ctx)} tokens); raise -c")
         runs = []
         for _ in range(a.repetitions):
             eng.reset()

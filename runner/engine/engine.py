@@ -39,6 +39,7 @@ from runner.model.gguf_header import check_loadable, read_header
 from runner.model.quant_types import KV_CACHE_TYPES
 from runner.sanitize import clean_line
 from runner.settings import Settings
+from runner.units import fmt_int
 
 Emit = Callable[[object], None]
 
@@ -268,7 +269,7 @@ class Engine:
         if n_prompt >= self.n_ctx:
             return ev.TurnRefused(
                 turn_id,
-                f"prompt is {n_prompt} tokens but the context holds {self.n_ctx}: "
+                f"prompt is {fmt_int(n_prompt)} tokens but the context holds {fmt_int(self.n_ctx)}: "
                 f"start a new chat or raise -c",
                 n_prompt, self.n_ctx)
         return None

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from runner import events as ev
+from runner.units import fmt_int
 
 if TYPE_CHECKING:
     from runner.engine.decode import Decoded
@@ -64,10 +65,10 @@ def waterfall(clock: TurnClock, prompt: PromptInfo, reused: int, pf: Prefilled,
     bounds: list[tuple[str, float]] = [("wait for engine", clock.t_start)]
     for label, _a, b in prompt.marks:
         bounds.append((label, b))
-    bounds.append((f"cache lookup ({reused} reused)", clock.t_lookup))
+    bounds.append((f"cache lookup ({fmt_int(reused)} reused)", clock.t_lookup))
     bounds.append(("prefill setup", pf.t_start))
     for i, ((n, _dt), end) in enumerate(zip(pf.ubatches, pf.ubatch_ends)):
-        bounds.append((f"ubatch {i + 1} ({n} tok)", end))
+        bounds.append((f"ubatch {i + 1} ({fmt_int(n)} tok)", end))
     if dec.t_first_token is not None:
         bounds.append(("first decode+sample", dec.t_first_token))
     bounds.append(("first visible char", dec.t_first_visible))

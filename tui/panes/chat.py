@@ -19,7 +19,7 @@ from textual.content import Content
 from runner.events import STOP_LABELS
 from runner.sanitize import clean_text
 
-from ..format import fmt_rate, fmt_seconds
+from ..format import fmt_int, fmt_rate, fmt_seconds
 from .base import PaneWidget, PaneStatic
 
 
@@ -133,9 +133,9 @@ class ChatLog(VerticalScroll):
 
 def turn_footer(result) -> str:
     m = result.metrics
-    parts = [f"TTFT {fmt_seconds(m.ttft_s)}", f"{m.decode_tokens} tok", fmt_rate(m.decode_tok_s)]
+    parts = [f"TTFT {fmt_seconds(m.ttft_s)}", f"{fmt_int(m.decode_tokens)} tok", fmt_rate(m.decode_tok_s)]
     if m.reused_tokens:
-        parts.append(f"{m.reused_tokens} reused")
+        parts.append(f"{fmt_int(m.reused_tokens)} reused")
     parts.append(STOP_LABELS.get(result.stop_reason, result.stop_reason))
     return " · ".join(parts)
 

@@ -41,7 +41,7 @@ class FleetPane(PaneWidget):
                                               (f"unreachable: {s.error}", "$kvtop-critical")))
                 continue
             r = s.rates
-            slots = f"{s.busy}/{len(s.slots)}" if s.slots else "-"
+            slots = f"{fmt_int(s.busy)}/{fmt_int(len(s.slots))}" if s.slots else "-"
             deferred = fmt_int(r.requests_deferred) if r else "-"
             note = s.slots_note or s.metrics_note or ""
             lines.append(Content.assemble(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.content import Content
 
-from ..format import bar, fmt_bytes, fmt_int, fmt_seconds
+from ..format import bar, fmt_bytes, fmt_int, fmt_rate, fmt_seconds
 from .base import PaneWidget
 
 KIND_STYLE = {
@@ -62,11 +62,11 @@ class KVPane(PaneWidget):
                 what = "state" if k.kind == "recurrent" else fmt_int(k.cells)
                 lines.append(Content.assemble(
                     ("■ ", KIND_STYLE.get(k.kind, "")), (f"{k.kind:<8}", KIND_STYLE.get(k.kind, "")),
-                    f" {k.n_layers}L×{what}  {fmt_bytes(used_k)}/{fmt_bytes(k.bytes_allocated)}"))
+                    f" {fmt_int(k.n_layers)}L×{what}  {fmt_bytes(used_k)}/{fmt_bytes(k.bytes_allocated)}"))
         left = self.n_ctx - self.cells
         if self.rate and left > 0:
             lines.append(Content.assemble(("full in ", "$text-muted"),
-                                          f"{fmt_int(left)} tok ≈ {fmt_seconds(left / self.rate)} at {self.rate:.0f} tok/s"))
+                                          f"{fmt_int(left)} tok ≈ {fmt_seconds(left / self.rate)} at {fmt_rate(self.rate)}"))
         elif left <= 0 and self.n_ctx:
             lines.append(Content.styled("context full: Ctrl+L starts a new chat", "bold $kvtop-critical"))
         elif self.n_ctx:

@@ -47,17 +47,17 @@ class ServerPane(PaneWidget):
             lines.append(Content.styled(HEADER, "$text-muted"))
             lines += [self._slot_line(sl) for sl in s.slots[:64]]
             if len(s.slots) > 64:
-                lines.append(Content.styled(f"… {len(s.slots) - 64} more slots", "$text-muted"))
+                lines.append(Content.styled(f"… {fmt_int(len(s.slots) - 64)} more slots", "$text-muted"))
         return Content("\n").join(lines)
 
     def _counts(self, s) -> list:
         out: list = []
         if s.slots:
-            out += ["  ", ("slots ", "$text-muted"), f"{s.busy}/{len(s.slots)} busy"]
+            out += ["  ", ("slots ", "$text-muted"), f"{fmt_int(s.busy)}/{fmt_int(len(s.slots))} busy"]
         r = s.rates
         if r is not None and r.requests_deferred is not None:
             style = "bold $kvtop-critical" if r.requests_deferred else ""
-            out += ["  ", ("deferred ", "$text-muted"), (str(r.requests_deferred), style)]
+            out += ["  ", ("deferred ", "$text-muted"), (fmt_int(r.requests_deferred), style)]
         return out
 
     def _rates(self, s) -> Content:
@@ -79,22 +79,22 @@ class ServerPane(PaneWidget):
         if c is not None:
             measured = s.rates.gen_tok_s if s.rates else None
             parts += [("batched ceiling ", "$text-muted"), (fmt_rate(c.aggregate_tok_s), "$kvtop-ceiling"),
-                      (f" for {c.slots} decoding ({fmt_rate(c.per_user_tok_s)} each)", "$text-muted")]
+                      (f" for {fmt_int(c.slots)} decoding ({fmt_rate(c.per_user_tok_s)} each)", "$text-muted")]
             if measured:
                 parts += [("  measured ", "$text-muted"), (fmt_rate(measured), "$kvtop-measured"),
                           f" {measured / c.aggregate_tok_s * 100:.0f}%"]
         else:
             parts.append(("batched ceiling: needs the GGUF header (--model) and a bandwidth", "$text-muted"))
         if self.more_fit is not None and self.average_length:
-            parts += [("  +", "$text-muted"), str(self.more_fit),
-                      (f" conversations of {self.average_length:,.0f} tokens fit", "$text-muted")]
+            parts += [("  +", "$text-muted"), fmt_int(self.more_fit),
+                      (f" conversations of {fmt_int(round(self.average_length))} tokens fit", "$text-muted")]
         return Content.assemble(*parts)
 
     def _slot_line(self, sl) -> Content:
         state = ("busy", "bold $kvtop-measured") if sl.is_processing else ("idle", "$text-muted")
-        used = f"{sl.n_prompt_tokens:,}/{sl.n_ctx:,}" if sl.n_ctx else "-"
+        used = f"{fmt_int(sl.n_prompt_tokens)}/{fmt_int(sl.n_ctx)}" if sl.n_ctx else "-"
         mark = "*" if sl.id == self.own_slot else " "
         task = "-" if sl.id_task is None else str(sl.id_task)
         return Content.assemble(f"{mark}{sl.id:>3} ", (f"{state[0]:<6}", state[1]),
-                                f" {task:>6} {sl.n_prompt_tokens:>8,} {sl.n_processed:>9,} {sl.n_cached:>7,}"
-                                f" {sl.n_decoded:>8,}  {used}")
+                                f" {task:>6} {fmt_int(sl.n_prompt_tokens):>8} {fmt_int(sl.n_processed):>9}"
+                                f" {fmt_int(sl.n_cached):>7} {fmt_int(sl.n_decoded):>8}  {used}")

@@ -1,17 +1,45 @@
-"""The status bar: what is loaded and with which settings, or the load's progress."""
+"""The status bar: what is loaded and with which settings, or the load's progress.
+
+The model is named by its file, as the user gave it; the GGUF's ``general.name`` is
+added only where the file name does not say which model it is (``model.gguf``, an
+ollama blob): metadata names are often a training run's ("Smollm2 135M 8k Lc100K
+Mix1 Ep2"). The quant is the GGUF's file type (``Q4_K_M``) from kvtop's own header
+reader: llama.cpp's description ends in "Q4_K - Medium", whose last word is no quant.
+"""
 
 from __future__ import annotations
 
+import os
+import re
+
 from textual.content import Content
+
+from runner.sanitize import clean_line
+from runner.units import fmt_int
 
 from ..format import bar
 from .base import PaneWidget
+
+
+def _words(text: str) -> set[str]:
+    return {w for w in re.split(r"[^0-9a-z]+", text.lower()) if len(w) >= 3}
+
+
+def model_label(path: str, meta_name: str | None) -> tuple[str, str | None]:
+    """(file name, metadata name or None): the metadata name when it shares no word of
+    three or more letters with the file name, so it says something the file name does not."""
+    file_name = clean_line(os.path.basename(path) or path)
+    meta = clean_line(meta_name or "", 48)
+    if not meta or _words(meta) & _words(file_name):
+        return file_name, None
+    return file_name, meta
 
 
 class StatusBar(PaneWidget):
     def __init__(self, model_label: str, **kw) -> None:
         super().__init__(**kw)
         self.model_label = model_label
+        self.meta_name: str | None = None
         self.fields: list[tuple[str, str]] = []
         self.load_fraction: float | None = 0.0
         self.problem: str | None = None
@@ -20,25 +48,28 @@ class StatusBar(PaneWidget):
         self.load_fraction = fraction
         self.refresh()
 
-    def set_loaded(self, loaded, threads_why: str, refresh_s: float) -> None:
+    def set_loaded(self, loaded, threads_why: str, refresh_s: float, facts=None) -> None:
+        """``facts``: the GGUF header's (``runner.model.facts.ModelFacts``), when read."""
         self.load_fraction = None
-        self.model_label = loaded.name
         if loaded.server is not None:  # kvtop --server: which server, which build, how many slots
+            self.model_label, self.meta_name = loaded.name, None
             self.fields = [
                 ("server", loaded.server),
                 ("build", loaded.build_info or "?"),
-                ("slots", str(loaded.total_slots)),
-                ("n_ctx", f"{loaded.n_ctx:,}/slot"),
+                ("slots", fmt_int(loaded.total_slots)),
+                ("n_ctx", f"{fmt_int(loaded.n_ctx)}/slot"),
                 ("refresh", f"{refresh_s:g} s"),
             ]
             self.refresh()
             return
+        self.model_label, self.meta_name = model_label(loaded.path, (facts.name if facts else None) or loaded.name)
+        quant = (facts.file_type if facts is not None else None) or loaded.file_type
         self.fields = [
             ("arch", loaded.architecture),
-            ("quant", loaded.file_type),
-            ("n_ctx", f"{loaded.n_ctx:,}"),
-            ("threads", f"{loaded.n_threads}/{loaded.n_threads_batch} ({threads_why})"),
-            ("ngl", str(loaded.n_gpu_layers)),
+            ("quant", clean_line(quant or "?")),
+            ("n_ctx", fmt_int(loaded.n_ctx)),
+            ("threads", f"{fmt_int(loaded.n_threads)}/{fmt_int(loaded.n_threads_batch)} ({threads_why})"),
+            ("ngl", fmt_int(loaded.n_gpu_layers)),
             ("fa", loaded.flash_attn),
             ("kv", f"{loaded.type_k}/{loaded.type_v}" + (" swa-full" if loaded.swa_full else "")),
             ("refresh", f"{refresh_s:g} s"),
@@ -51,6 +82,8 @@ class StatusBar(PaneWidget):
 
     def render(self) -> Content:
         parts: list = [(" kvtop ", "bold $text on $primary"), " ", (self.model_label, "bold")]
+        if self.meta_name:
+            parts += [(f" ({self.meta_name})", "$text-muted")]
         if self.problem:
             parts += ["  ", (self.problem, "bold $kvtop-critical")]
         elif self.load_fraction is not None:
