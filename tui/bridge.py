@@ -14,9 +14,7 @@ from runner import events as ev
 from runner.sanitize import clean_text
 
 from . import messages as msg
-
-RATE_WINDOW = 8  # tokens over which the live tok/s is measured
-MAX_SERIES = 4096
+from .decode_series import DecodeSeries
 
 
 class TurnBridge:
@@ -34,9 +32,8 @@ class TurnBridge:
     def _reset(self, turn_id: int) -> None:
         self.turn_id = turn_id
         self.text: list[str] = []
-        self.times: list[float] = []
         self.last_pos = 0
-        self.series: list[tuple[int, float]] = []
+        self.series = DecodeSeries()  # tok/s per KV position, stalls cut out
         self._last_post = 0.0
         self._last_prefill_post = 0.0
 
@@ -56,7 +53,7 @@ class TurnBridge:
             self._token(e)
         elif isinstance(e, ev.TurnDone):
             self._flush_decode()
-            self.post(msg.TurnFinished(e, tuple(self.series)))
+            self.post(msg.TurnFinished(e, tuple(self.series.points), tuple(self.series.stalls)))
         elif isinstance(e, ev.TurnRefused):
             self.post(msg.TurnFinished(e))
         elif isinstance(e, ev.LoadProgress):
@@ -85,24 +82,16 @@ class TurnBridge:
     def _token(self, e: ev.TokenEvent) -> None:
         self.text.append(e.text)
         if e.token_id >= 0:
-            self.times.append(e.t)
             self.last_pos = e.pos
-            n = len(self.times)
-            if n > 1:
-                k = min(RATE_WINDOW, n - 1)
-                dt = self.times[-1] - self.times[-1 - k]
-                if dt > 0:
-                    self.series.append((e.pos, k / dt))
-                    if len(self.series) > MAX_SERIES:
-                        del self.series[: len(self.series) - MAX_SERIES]
+            self.series.add(e.pos, e.t)
         now = self.clock()
         if now - self._last_post >= self.interval:
             self._last_post = now
             self._flush_decode()
 
     def _flush_decode(self) -> None:
-        if not self.times and not self.text:
+        s = self.series
+        if not s.count and not self.text:
             return
-        rate = self.series[-1][1] if self.series else None
-        self.post(msg.DecodeUpdate(self.turn_id, clean_text("".join(self.text)), self.last_pos, rate,
-                                   tuple(self.series)))
+        self.post(msg.DecodeUpdate(self.turn_id, clean_text("".join(self.text)), self.last_pos, s.rate,
+                                   tuple(s.points), tuple(s.stalls)))

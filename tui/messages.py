@@ -67,23 +67,25 @@ class DecodeUpdate(Message):
     """Cumulative decode state of the running turn."""
 
     def __init__(self, turn_id: int, text: str, pos: int, tok_s: float | None,
-                 series: tuple[tuple[int, float], ...]) -> None:
+                 series: tuple[tuple[int, float], ...], stalls: tuple[tuple[int, float], ...] = ()) -> None:
         super().__init__()
         self.turn_id = turn_id
         self.text = text
         self.pos = pos
         self.tok_s = tok_s
         self.series = series  # (KV position, tok/s over the last few tokens)
+        self.stalls = stalls  # (KV position after a pause, its seconds): tui/decode_series.py
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, DecodeUpdate) and message.turn_id == self.turn_id
 
 
 class TurnFinished(Message):
-    def __init__(self, result: ev.TurnDone | ev.TurnRefused, series: tuple = ()) -> None:
+    def __init__(self, result: ev.TurnDone | ev.TurnRefused, series: tuple = (), stalls: tuple = ()) -> None:
         super().__init__()
         self.result = result
         self.series = series
+        self.stalls = stalls
 
 
 class CacheReset(Message):

@@ -217,7 +217,7 @@ class EngineRouting:
         self.current_reply = None
         self.session.on_turn_done(r, text, lambda t: self.notify(t, severity="error", markup=False))
         self.query_one(PrefillPane).finish(mt, r.stop_reason)
-        self.query_one(DecodePane).finish(mt, m.series)
+        self.query_one(DecodePane).finish(mt, m.series, m.stalls)
         self.query_one(KVPane).set_cells(mt.kv_cells_used, mt.decode_tok_s)
         self.update_estimate(mt)
         prompt_cache_outcome(self, mt)

@@ -1,8 +1,9 @@
 """Decode speed against its ceilings, and tok/s per KV position as a chart.
 
 The bandwidth ceiling is bandwidth / (active weight bytes + KV bytes read at the
-current depth), so it falls as the context grows; the chart draws it beside the
-measured rate so a user sees decode slow down with depth.
+current depth), so it falls as the context grows; the chart (``decode_chart.py``)
+shows the measured rate per KV position, so a user sees decode slow down with depth,
+with the ceiling drawn beside it when it is on the same scale.
 """
 
 from __future__ import annotations
@@ -18,29 +19,9 @@ from runner.physics.roofline import binding_ceiling
 
 from ..format import fmt_int, fmt_rate
 from .base import PaneWidget, PanePlot
+from .decode_chart import ChartLegend, draw, legend, plan_chart
 
 Ceilings = Callable[[int], tuple[float | None, float | None]]
-
-
-def bucket_series(series, buckets: int) -> list[tuple[float, float]]:
-    """At most ``buckets`` points: the series split into equal runs, each drawn at its
-    mean position with its mean rate.
-
-    A braille chart has two dots per column, so more points than that cannot be
-    seen, while plotext's cost grows with the points it is given (measured here: 4 ms
-    for 140 points, 39 ms for 4,096), and that time is taken from decode on a small
-    machine."""
-    n = len(series)
-    if buckets < 1 or n == 0:
-        return []
-    if n <= buckets:
-        return [(float(p), float(r)) for p, r in series]
-    out = []
-    for b in range(buckets):
-        lo, hi = b * n // buckets, (b + 1) * n // buckets
-        run = series[lo:hi]
-        out.append((sum(p for p, _ in run) / len(run), sum(r for _, r in run) / len(run)))
-    return out
 
 
 class DecodeSummary(PaneWidget):
@@ -67,12 +48,14 @@ class DecodePane(Vertical):
         self.rate: float | None = None
         self.pos = 0
         self.series: tuple[tuple[int, float], ...] = ()
+        self.stalls: tuple[tuple[int, float], ...] = ()  # (KV position after a pause, seconds)
         self.state = "idle"
         self._last_chart = -1.0
 
     def compose(self) -> ComposeResult:
         yield DecodeSummary()
         yield PanePlot(id="decode-chart")
+        yield ChartLegend(id="decode-legend")
 
     def on_mount(self) -> None:
         self._show()
@@ -90,7 +73,7 @@ class DecodePane(Vertical):
 
     def update_live(self, u, now: float) -> None:
         self.state = "decoding"
-        self.rate, self.pos, self.series = u.tok_s, u.pos, u.series
+        self.rate, self.pos, self.series, self.stalls = u.tok_s, u.pos, u.series, u.stalls
         self._show()
         if now - self._last_chart >= self.chart_interval:
             self._last_chart = now
@@ -100,12 +83,12 @@ class DecodePane(Vertical):
         if self.series:  # the points per column depend on the chart's width
             self._draw_chart()
 
-    def finish(self, metrics, series) -> None:
+    def finish(self, metrics, series, stalls=()) -> None:
         self.state = "done"
         self.rate = metrics.decode_tok_s
         self.pos = max(0, metrics.kv_cells_used - 1)
         if series:
-            self.series = series
+            self.series, self.stalls = series, stalls
         self._show()
         self._draw_chart()
 
@@ -135,15 +118,10 @@ class DecodePane(Vertical):
         plt = chart.plt
         plt.clear_data()
         plt.clear_figure()
-        plt.title("tok/s by KV position")
-        points = bucket_series(self.series, 2 * (chart.size.width or 80))
-        if points:
-            xs = [p for p, _ in points]
-            ys = [r for _, r in points]
-            ceil = [self.ceilings(round(x))[0] for x in xs]
-            plt.plot(xs, ys, marker="braille", color=self._color("kvtop-measured"), label="measured")
-            if all(c is not None for c in ceil):
-                plt.plot(xs, ceil, marker="braille", color=self._color("kvtop-ceiling"), label="ceiling")
-            top = max(ys + [c for c in ceil if c is not None])
-            plt.ylim(0, top * 1.1)
+        width, height = chart.size.width or 80, chart.size.height or 10
+        plan = plan_chart(self.series, self.stalls, lambda depth: self.ceilings(depth)[0], 2 * width)
+        colors = {k: self._color(f"kvtop-{v}") for k, v in
+                  (("measured", "measured"), ("ceiling", "ceiling"), ("stall", "warn"))}
+        draw(plt, plan, colors, width, height)
         chart.refresh()
+        self.query_one(ChartLegend).show(legend(plan))

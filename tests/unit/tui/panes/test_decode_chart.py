@@ -1,0 +1,112 @@
+"""The decode chart as a user reads it: whole numbers on the axes, the legend under the
+plot, a y range in which the measured series can be read, and a stall drawn as a
+marked break instead of a drop to 0 tok/s.
+
+Each test runs the real app on the scripted engine and reads the chart widget's
+rendered text (the plot) and the screen (the legend)."""
+
+import dataclasses
+import re
+
+from helpers import make_app, screen_text, send, wait_until
+from runner import events as ev
+from runner.settings import Settings
+from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
+from tui.decode_series import DecodeSeries
+
+INTEGER = re.compile(r"^\d{1,3}(,\d{3})*$")
+
+
+def with_stall(events, at: int, seconds: float):
+    """The turn's events with the stream paused ``seconds`` before token ``at``."""
+    return [dataclasses.replace(e, t=e.t + seconds)
+            if isinstance(e, ev.TurnDone) or (isinstance(e, ev.TokenEvent) and e.index >= at) else e
+            for e in events]
+
+
+async def chart_after(tmp_path, model: str, turn, size=(100, 40)) -> tuple[list[str], str]:
+    """(the chart's lines, the screen's text) once ``turn`` has been played."""
+    settings = Settings(model, n_ctx=4096, n_threads=2)
+    loaded = smollm_loaded(model)
+    app = make_app(settings, lambda s: ScriptedEngine(s, loaded, [turn]), tmp_path, live_system=False,
+                   write_transcript=False)
+    async with app.run_test(size=size) as pilot:
+        await wait_until(pilot, lambda: app.loaded is not None and app.facts is not None, what="load")
+        await send(pilot, "Hi")
+        await wait_until(pilot, lambda: app.turns and not app.turn_running, what="turn")
+        await pilot.pause(0.2)
+        return app.query_one("#decode-chart").render().plain.splitlines(), squash(screen_text(app))
+
+
+def squash(text: str) -> str:
+    """Text without whitespace: the screen's text runs are read without the blanks between them."""
+    return re.sub(r"\s+", "", text)
+
+
+def plot_rows(chart: list[str]) -> list[str]:
+    top = next(i for i, line in enumerate(chart) if "┌" in line)
+    bottom = next(i for i, line in enumerate(chart) if "└" in line)
+    return chart[top + 1:bottom]
+
+
+def braille_rows(chart: list[str]) -> list[int]:
+    """Indexes (from the top of the plot) of the rows a line is drawn through."""
+    return [i for i, row in enumerate(plot_rows(chart)) if any("\u2801" <= c <= "\u28ff" for c in row)]
+
+
+def x_labels(chart: list[str]) -> list[str]:
+    bottom = next(i for i, line in enumerate(chart) if "└" in line)
+    return chart[bottom + 1].split()
+
+
+def y_labels(chart: list[str]) -> list[str]:
+    return [row.split("┤")[0].strip() for row in plot_rows(chart) if "┤" in row]
+
+
+async def test_both_axes_are_labelled_with_whole_numbers(tmp_path, smollm_shaped):
+    """Six tokens span positions 41 to 45: plotext labelled them "41.0 42.2 43.5"."""
+    chart, _ = await chart_after(tmp_path, smollm_shaped, scripted_turn(1, 1000.0, 40, 0, [" w"] * 6))
+    xs, ys = x_labels(chart), y_labels(chart)
+    assert len(xs) >= 2 and len(ys) >= 2
+    assert all(INTEGER.match(t) for t in xs + ys), (xs, ys)
+
+
+async def test_the_legend_is_a_line_under_the_plot_not_drawn_over_it(tmp_path, smollm_shaped):
+    chart, screen = await chart_after(tmp_path, smollm_shaped, scripted_turn(1, 1000.0, 40, 0, [" w"] * 40))
+    assert not any("measured" in line or "ceiling" in line for line in chart)
+    assert squash("━ measured  ━ bandwidth ceiling") in screen
+
+
+async def test_a_series_far_under_the_ceiling_is_scaled_to_be_read(tmp_path, smollm_shaped):
+    """12 tok/s under a ~308 tok/s bandwidth ceiling: scaled to the ceiling, the series
+    lay on the bottom row; now it fills the plot and the legend states the ceiling."""
+    chart, screen = await chart_after(tmp_path, smollm_shaped,
+                                      scripted_turn(1, 1000.0, 40, 0, [" w"] * 60, tg_tok_s=12.0), (160, 50))
+    rows = braille_rows(chart)
+    assert rows and max(rows) < len(plot_rows(chart)) / 2, chart  # in the upper half
+    assert re.search(r"↑bandwidthceiling3\d\dtok/s,\d+x:abovethescale", screen)
+
+
+async def test_a_stall_is_a_marked_break_not_a_drop_to_zero(tmp_path, smollm_shaped):
+    """A 3 s pause after 40 tokens at 150 tok/s: every rate window across it read about
+    2.6 tok/s, so the line fell to the bottom of the plot for 8 tokens."""
+    turn = with_stall(scripted_turn(1, 1000.0, 40, 0, [" w"] * 80, tg_tok_s=150.0), 40, 3.0)
+    chart, screen = await chart_after(tmp_path, smollm_shaped, turn, (160, 50))
+    rows = plot_rows(chart)
+    assert max(braille_rows(chart)) < len(rows) * 2 / 3, chart  # nothing near 0 tok/s
+    empty = [row for i, row in enumerate(rows) if i not in braille_rows(chart)]
+    assert empty and all("│" in row.rstrip()[4:-1] for row in empty)  # the marker runs down the plot
+    assert squash("│ 1 stall of 3.01 s at 80") in screen  # the token after the pause is at KV position 80
+
+
+def test_jitter_is_not_a_stall_and_the_rate_restarts_after_one():
+    s = DecodeSeries()
+    t = 0.0
+    for i in range(40):  # gaps of 6 and 8 ms, and one of 60 ms: under the 100 ms floor
+        t += 0.06 if i == 20 else (0.006 if i % 2 else 0.008)
+        s.add(100 + i, t)
+    assert s.stalls == []
+    s.add(140, t + 2.0)
+    assert s.stalls == [(140, 2.0)] and s.points[-1][0] == 139  # no point spans the pause
+    s.add(141, t + 2.007)
+    assert s.points[-1][0] == 141 and abs(s.points[-1][1] - 1 / 0.007) < 1  # one gap, not the pause

@@ -1,0 +1,60 @@
+"""tok/s per KV position for the decode chart, with stalls cut out of it (pure).
+
+Each token's rate is measured over the last ``RATE_WINDOW`` token gaps. A pause in
+the token stream (a swap-in, another process taking the cores, a laptop waking) is a
+**stall** when it is longer than ``STALL_GAPS`` median gaps of the tokens before it
+and than ``STALL_MIN_S``: it is recorded as (KV position after it, seconds), and the
+rate window starts again after it. Without the cut, every window that spans the
+pause reads it as per-token cost and the line drops to near 0 tok/s for
+``RATE_WINDOW`` tokens; the chart draws a stall as a break and a marker instead.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+RATE_WINDOW = 8  # token gaps over which a point's tok/s is measured
+MAX_POINTS = 4096  # points kept per turn (the chart buckets them to its width)
+STALL_GAPS = 5  # a gap over this many median gaps...
+STALL_MIN_S = 0.1  # ...and over this many seconds is a stall
+GAP_HISTORY = 16  # gaps the median is taken over
+MIN_GAPS = 4  # gaps needed before anything is called a stall
+
+
+class DecodeSeries:
+    def __init__(self) -> None:
+        self.count = 0  # tokens seen
+        self.points: list[tuple[int, float]] = []  # (KV position, tok/s)
+        self.stalls: list[tuple[int, float]] = []  # (KV position after the pause, seconds)
+        self._times: deque[float] = deque(maxlen=RATE_WINDOW + 1)  # this run's last token times
+        self._gaps: deque[float] = deque(maxlen=GAP_HISTORY)  # recent gaps, stalls left out
+
+    def add(self, pos: int, t: float) -> None:
+        """A token at KV position ``pos``, decoded at ``t`` (seconds)."""
+        times = self._times
+        self.count += 1
+        if times:
+            gap = t - times[-1]
+            if self._is_stall(gap):
+                self.stalls.append((pos, gap))
+                times.clear()  # the rate is measured again from this token on
+            else:
+                self._gaps.append(gap)
+        times.append(t)
+        k = len(times) - 1
+        if k > 0 and times[-1] > times[0]:
+            self.points.append((pos, k / (times[-1] - times[0])))
+            if len(self.points) > MAX_POINTS:
+                del self.points[: len(self.points) - MAX_POINTS]
+
+    def _is_stall(self, gap: float) -> bool:
+        gaps = self._gaps
+        if len(gaps) < MIN_GAPS or gap <= STALL_MIN_S:
+            return False
+        ordered = sorted(gaps)
+        return gap > STALL_GAPS * ordered[len(ordered) // 2]
+
+    @property
+    def rate(self) -> float | None:
+        """The latest point's tok/s (None before two tokens)."""
+        return self.points[-1][1] if self.points else None

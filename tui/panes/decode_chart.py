@@ -1,0 +1,201 @@
+"""The decode pane's chart: tok/s per KV position (plotext), and its legend.
+
+What the chart promises, and why:
+
+* **whole numbers on both axes**: x ticks sit on KV positions and y ticks on round
+  rates, labelled with ``fmt_int`` (plotext's own ticks read "41.0 42.2 43.5");
+  rates under 5 tok/s get one decimal, as a 2-tok/s axis needs;
+* **the legend is a line under the plot** (``ChartLegend``), never inside it, where
+  plotext draws it over the lines when the pane is narrow;
+* **the y axis fits the measured series**: linear from 0 to just above it. The
+  bandwidth ceiling is drawn as a line when it is within ``CEILING_SPAN`` times the
+  measured top (the series then keeps a third of the height or more); further up,
+  the legend states it and by how much it is above the scale. Scaled to a far
+  ceiling, a 12 tok/s series lay on the bottom row. A log axis would keep both lines
+  on screen, but it flattens what the chart is for (decode slowing by a few tens of
+  percent as the context grows is a sliver of a decade) and plotext labels it in
+  powers of ten;
+* **a stall is a break, not a drop to 0**: the series has no point across a pause
+  (``tui/decode_series.py``), each run between stalls is its own line, and the
+  stall's position is marked with a vertical line in the warning colour.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+from textual.content import Content
+
+from runner.units import fmt_int, fmt_rate, fmt_seconds
+
+from .base import PaneWidget
+
+CEILING_SPAN = 3.0  # the ceiling is drawn when it is at most this many times the measured top
+MAX_STALL_MARKS = 24  # the longest stalls are marked; more lines would hide the series
+
+Point = tuple[float, float]
+
+
+def bucket_series(series, buckets: int) -> list[Point]:
+    """At most ``buckets`` points: the series split into equal runs, each drawn at its
+    mean position with its mean rate.
+
+    A braille chart has two dots per column, so more points than that cannot be
+    seen, while plotext's cost grows with the points it is given (measured here: 4 ms
+    for 140 points, 39 ms for 4,096), and that time is taken from decode on a small
+    machine."""
+    n = len(series)
+    if buckets < 1 or n == 0:
+        return []
+    if n <= buckets:
+        return [(float(p), float(r)) for p, r in series]
+    out = []
+    for b in range(buckets):
+        lo, hi = b * n // buckets, (b + 1) * n // buckets
+        run = series[lo:hi]
+        out.append((sum(p for p, _ in run) / len(run), sum(r for _, r in run) / len(run)))
+    return out
+
+
+def split_at_stalls(series, stalls) -> list[list[tuple[int, float]]]:
+    """The series in runs: a new run starts at the first point at or after each stall."""
+    marks = sorted(p for p, _ in stalls)
+    runs: list[list[tuple[int, float]]] = [[]]
+    i = 0
+    for point in series:
+        crossed = False
+        while i < len(marks) and marks[i] <= point[0]:
+            crossed, i = True, i + 1
+        if crossed and runs[-1]:
+            runs.append([])
+        runs[-1].append(point)
+    return [r for r in runs if r]
+
+
+def nice_ticks(lo: float, hi: float, most: int, whole: bool = True) -> list[float]:
+    """Round tick values (1, 2 or 5 times a power of ten apart) from ``lo`` to ``hi``:
+    the closest spacing that gives at most ``most`` ticks; ``whole``: never under 1 apart."""
+    if hi <= lo:
+        return [float(lo)]
+    base = 10 ** math.floor(math.log10((hi - lo) / max(1, most)))
+    for step in (m * base for m in (1, 2, 5, 10, 20, 50, 100)):
+        if whole and step < 1:
+            continue
+        first = math.ceil(lo / step - 1e-9) * step
+        n = int(math.floor((hi - first) / step + 1e-9)) + 1
+        if n <= most:
+            break
+    return [first + i * step for i in range(max(n, 1))]
+
+
+def tick_labels(ticks: list[float]) -> list[str]:
+    step = ticks[1] - ticks[0] if len(ticks) > 1 else 1.0
+    if step >= 1:
+        return [fmt_int(round(t)) for t in ticks]
+    decimals = max(1, -math.floor(math.log10(step)))
+    return [f"{t:.{decimals}f}" for t in ticks]
+
+
+@dataclass
+class ChartPlan:
+    """What to draw, decided without plotext (so it can be tested as numbers)."""
+
+    runs: list[list[Point]] = field(default_factory=list)  # measured, one line per run
+    ceiling: list[Point] = field(default_factory=list)  # the bandwidth ceiling at the same positions
+    ceiling_drawn: bool = False
+    ceiling_top: float | None = None  # the ceiling's highest value (at the smallest depth)
+    ceiling_last: float | None = None  # at the series' last position, as the summary above states it
+    measured_top: float = 0.0
+    y_top: float = 1.0
+    x_range: tuple[float, float] = (0.0, 1.0)
+    stalls: list[tuple[int, float]] = field(default_factory=list)  # marked, the longest first
+    stall_count: int = 0
+
+    @property
+    def empty(self) -> bool:
+        return not self.runs
+
+
+def plan_chart(series, stalls, ceiling_at: Callable[[int], float | None], buckets: int) -> ChartPlan:
+    plan = ChartPlan()
+    if not series:
+        return plan
+    n = len(series)
+    for run in split_at_stalls(series, stalls):  # each run gets its share of the buckets
+        plan.runs.append(bucket_series(run, max(1, round(buckets * len(run) / n))))
+    xs = [x for run in plan.runs for x, _ in run]
+    plan.measured_top = max(y for run in plan.runs for _, y in run)
+    ceiling = [(x, ceiling_at(round(x))) for x in xs]
+    if ceiling and all(c is not None and c > 0 for _, c in ceiling):
+        plan.ceiling = ceiling
+        plan.ceiling_top = max(c for _, c in ceiling)
+        plan.ceiling_last = ceiling[-1][1]
+        plan.ceiling_drawn = plan.ceiling_top <= CEILING_SPAN * plan.measured_top
+    top = max(plan.measured_top, plan.ceiling_top if plan.ceiling_drawn else 0.0)
+    plan.y_top = top * (1.1 if plan.ceiling_drawn else 1.2) or 1.0
+    lo, hi = min(xs), max(xs)
+    plan.x_range = (lo, hi if hi > lo else lo + 1)
+    plan.stalls = sorted(stalls, key=lambda s: -s[1])[:MAX_STALL_MARKS]
+    plan.stall_count = len(stalls)
+    return plan
+
+
+def draw(plt, plan: ChartPlan, colors: dict[str, tuple[int, int, int]], width: int, height: int) -> None:
+    """Draw ``plan`` on a cleared plotext figure of ``width`` x ``height`` cells."""
+    plt.title("tok/s by KV position")
+    if plan.empty:
+        return
+    for run in plan.runs:
+        plt.plot([x for x, _ in run], [y for _, y in run], marker="braille", color=colors["measured"])
+    if plan.ceiling_drawn:
+        plt.plot([x for x, _ in plan.ceiling], [c for _, c in plan.ceiling], marker="braille",
+                 color=colors["ceiling"])
+    for pos, _seconds in plan.stalls:
+        plt.vline(pos, colors["stall"])
+    lo, hi = plan.x_range
+    xt = nice_ticks(math.ceil(lo), math.floor(hi), max(2, width // 10))
+    rows = height - 4  # the title, the plot's borders and the x labels take the rest
+    yt = nice_ticks(0, plan.y_top, max(2, min(6, rows // 3 + 1)), whole=plan.y_top >= 5)
+    plt.xticks(xt, tick_labels(xt))
+    plt.yticks(yt, tick_labels(yt))
+    plt.xlim(lo, hi)
+    plt.ylim(0, plan.y_top)
+
+
+def legend(plan: ChartPlan) -> Content:
+    """One line naming the lines, the ceiling when it is above the scale, and the stalls."""
+    if plan.empty:
+        return Content("")
+    parts: list = [("━ ", "$kvtop-measured"), ("measured", "$text-muted")]
+    if plan.ceiling_drawn:
+        parts += ["  ", ("━ ", "$kvtop-ceiling"), ("bandwidth ceiling", "$text-muted")]
+    elif plan.ceiling_last is not None:
+        times = plan.ceiling_last / plan.measured_top
+        parts += ["  ", ("↑ ", "$kvtop-ceiling"), ("bandwidth ceiling ", "$text-muted"),
+                  (fmt_rate(plan.ceiling_last), "$kvtop-ceiling"),
+                  (f", {fmt_int(round(times))}x: above the scale", "$text-muted")]
+    if plan.stalls:
+        pos, seconds = plan.stalls[0]
+        n = plan.stall_count
+        parts += ["  ", ("│ ", "$kvtop-warn"),
+                  (f"{fmt_int(n)} stall{'s' if n > 1 else ''}" + (", longest " if n > 1 else " of "), "$text-muted"),
+                  (f"{fmt_seconds(seconds)} at {fmt_int(pos)}", "$kvtop-warn")]
+    return Content.assemble(*parts)
+
+
+class ChartLegend(PaneWidget):
+    """The chart's legend, under it: one line, wrapped to a few in a narrow pane."""
+
+    def __init__(self, **kw) -> None:
+        super().__init__(**kw)
+        self.content = Content("")
+
+    def show(self, content: Content) -> None:
+        before = self.wrapped_height()
+        self.content = content
+        self.refresh(layout=self.wrapped_height() != before)
+
+    def render(self) -> Content:
+        return self.content
