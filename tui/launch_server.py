@@ -74,7 +74,7 @@ def run_server_app(settings, urls, key, a, argv, local_model: bool, local: bool)
                                    "(give --bandwidth-gbs and --tflops)", None, None)
     opts = AppOptions(argv=[sys.argv[0]] + argv, servers=tuple(urls), api_key=key, hardware=hardware,
                       model_readable=local_model, refresh=a.refresh, trace_path=a.trace,
-                      prompt_file=a.prompt_file, prompt_text=a.prompt)
+                      prompt_file=a.prompt_file, prompt_text=a.prompt, bundle_text=a.bundle_text)
     app = KvtopApp(settings, lambda s: ServerEngine(s, urls[0], key), default_paths(), opts)
     rc = app.run()
     return rc if isinstance(rc, int) else 0

@@ -11,7 +11,8 @@ facts, the waterfall, every engine event) and leaves out:
 * the home folder (written ``~``), the user name (``<user>``) and the host name
   (``<host>``) wherever they appear: paths in settings, argv, the model path, log
   paths, error reasons, the CPU probe's machine key, the trace header;
-* secrets: an ``--api-key`` value is never written, with or without the text.
+* secrets: an ``--api-key`` value and a URL's user:password are never written, with or
+  without the text.
 
 ``Redactor`` works on plain data (the JSON forms of the bundle and the trace).
 """
@@ -33,6 +34,14 @@ NOTE_WITH_TEXT = ("Not redacted: this bundle holds the conversation text, the sy
 TEXT_FLAGS = ("-p", "--prompt", "-sys", "--system-prompt")
 SECRET_FLAGS = ("--api-key",)
 SECRET = "<redacted>"
+URL_LOGIN = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/@\s]+@")  # http://user:password@host
+
+
+def no_login(text: str) -> str:
+    """A URL's user and password left out (``http://<redacted>@host``)."""
+    return URL_LOGIN.sub(r"\1" + SECRET + "@", text)
+
+
 # Values under these keys are the model's metadata or the records' structure, never the
 # user's: a user called "llama" must not turn the architecture into "<user>".
 KEEP_KEYS = frozenset((
@@ -109,7 +118,7 @@ class Redactor:
         return text
 
     def string(self, text: str) -> str:
-        text = self.home(text)
+        text = no_login(self.home(text))
         for pattern, label in self._names:
             text = pattern.sub(label, text)
         return text
@@ -148,7 +157,7 @@ class Redactor:
             elif arg.startswith("-p") and not arg.startswith("--") and len(arg) > 2 and not text:
                 out.append("-p" + redact_text(arg[2:]))  # argparse reads -pTEXT as -p TEXT
             else:
-                out.append(arg if text else self.string(arg))
+                out.append(no_login(arg) if text else self.string(arg))
         return out
 
     def settings(self, settings: dict) -> dict:

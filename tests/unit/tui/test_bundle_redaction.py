@@ -276,3 +276,20 @@ async def test_redacted_bundle_replays_with_the_same_numbers(home, tmp_path, mon
     monkeypatch.setattr(KvtopApp, "run", lambda self, **kw: built.setdefault("app", self) and 0)
     assert launch.replay_main(["--end", path]) == 0
     assert "conversation text redacted" in built["app"].options.banner
+
+
+def test_bundle_text_reaches_the_app_for_a_llama_server_too(monkeypatch, tmp_path):
+    """``kvtop --server URL --bundle-text``: the flag is not dropped on the server path."""
+    import runner.server.props as props
+    from tui import launch
+    from tui.app import KvtopApp
+
+    info = props.ServerInfo(None, "m", 4096, 1, "b1", None, None, None, None, None, None)
+    monkeypatch.setenv("KVTOP_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(props, "read_server_info", lambda client, wait_s=120.0: info)
+    built = {}
+    monkeypatch.setattr(KvtopApp, "run", lambda self, **kw: built.setdefault("app", self) and 0)
+    for flags, expected in (([], False), (["--bundle-text"], True)):
+        built.clear()
+        assert launch.launch_main(["--server", "http://127.0.0.1:9", "--tflops", "1", *flags]) == 0
+        assert built["app"].options.bundle_text is expected

@@ -42,6 +42,9 @@ def test_command_line():
     assert R.argv(argv) == ["~/.venv/bin/kvtop", "~/m.gguf", "-p", "<redacted: 9 chars>", "-sys",
                             "<redacted: 7 chars>", "--prompt=<redacted: 14 chars>", "-p<redacted: 6 chars>",
                             "--api-key", "<redacted>", "--api-key=<redacted>", "-c", "2048"]
+    assert R.argv(["--server", "http://bob:hunter2@10.0.0.5:8080"], text=True) == [
+        "--server", "http://<redacted>@10.0.0.5:8080"]  # a password in a URL, even with the text
+    assert R.string("POST https://u:p@host/v1") == "POST https://<redacted>@host/v1"
     with_text = R.argv(argv, text=True)
     assert with_text[:7] == argv[:7] and with_text[8:11] == ["--api-key", "<redacted>", "--api-key=<redacted>"]
 
