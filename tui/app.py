@@ -16,7 +16,7 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Input
+from textual.widgets import Input
 
 from runner.pacing import MEMORY_SAMPLE_S, chart_interval, prefill_interval, refresh_interval
 from runner.process.commands import ChatMessage
@@ -33,6 +33,7 @@ from .options import AppOptions
 from .panes.chat import ChatLog, StreamTail, TypedKeys
 from .panes.decode import DecodePane
 from .panes.estimate import EstimatePane
+from .panes.keys import KeyBar
 from .panes.kv import KVPane
 from .panes.memory import MemoryPane
 from .panes.prefill import PrefillPane
@@ -143,7 +144,7 @@ class KvtopApp(EngineWorkers, ServerPolling, ServerRouting, EngineLifecycle, Eng
                 yield DecodePane(chart_interval(self.refresh_s), id="decode", classes="pane")
                 yield EstimatePane(id="estimate", classes="pane")
                 yield MemoryPane(id="memory", classes="pane")
-        yield Footer()
+        yield KeyBar(several_servers=len(self.options.servers) > 1, id="keys")
 
     def on_mount(self) -> None:
         register_all(self)
@@ -196,6 +197,10 @@ class KvtopApp(EngineWorkers, ServerPolling, ServerRouting, EngineLifecycle, Eng
             self.notify(f"could not save preferences: {clean_line(str(exc))}", severity="warning", markup=False)
 
     async def on_event(self, event) -> None:
+        shortcut = self.typed_keys.shortcut(event)  # q and ? outside the prompt
+        if shortcut:
+            await self.run_action(shortcut)
+            return
         if self.typed_keys.take(event):  # linear typing: see TypedKeys
             return
         self.typed_keys.flush()  # keys typed before this event land first
@@ -207,18 +212,10 @@ class KvtopApp(EngineWorkers, ServerPolling, ServerRouting, EngineLifecycle, Eng
             self.call_after_refresh(self.fit_server_rows)
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        yield from super().get_system_commands(screen)
-        yield SystemCommand("Cancel turn", "Stop the running prefill or decode (Esc)", self.action_cancel_turn)
-        yield SystemCommand("Screenshot", "Save an SVG screenshot (Ctrl+S)", self.action_screenshot)
-        yield SystemCommand("Export debug bundle", "Write settings, hardware, timings (Ctrl+E)", self.action_export)
-        yield SystemCommand("Screenshot without the chat", "An SVG screenshot with the chat pane blanked, to post",
-                            lambda: self.action_screenshot(hide_chat=True))
-        yield SystemCommand("New chat", "Clear the chat and the KV cache (Ctrl+L)", self.action_new_chat)
-        yield SystemCommand("Restart engine", "A fresh engine with the same settings; the chat stays (Ctrl+R)",
-                            self.action_restart_engine)
-        yield SystemCommand("Markdown on/off", "Render model replies as Markdown; links shown, never opened (F3)",
-                            self.action_toggle_markdown)
-        yield SystemCommand("kvtop help", "Keys and panes (F1)", self.action_help)
+        """The command palette: every kvtop action once, by the words a user types (tui/palette.py)."""
+        from .palette import palette_commands
+
+        yield from palette_commands(self, super().get_system_commands(screen))
 
     # --------------------------------------------------------------- actions
     def action_new_chat(self) -> None:

@@ -10,25 +10,35 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
 KEYS = [
-    ("Enter", "send the message"),
-    ("Esc", "cancel the running turn (prefill or decode)"),
+    ("Enter", "send the message (typing works while the model loads; the message waits for it)"),
+    ("/file PATH", "typed as the message: sends that file's text (Ctrl+O starts it)"),
+    ("Esc", "cancel the running turn (prefill or decode); in a dialog, close it"),
     ("Ctrl+S", "save an SVG screenshot (kvtop names it; the path is shown)"),
-    ("Ctrl+E", "export a debug bundle (JSON)"),
-    ("Ctrl+L", "new chat (clears the KV cache)"),
+    ("Ctrl+E", "export a debug bundle: JSON (settings, hardware, GGUF facts, per-turn timings, trace, "
+               "screenshot) and a CSV of the turns; a dialog asks: redacted to post, or with the conversation"),
+    ("Ctrl+L", "new chat (clears the KV cache; a running reply is cancelled first)"),
     ("Ctrl+R", "restart the engine (same settings; the chat stays and is prefilled again)"),
-    ("Ctrl+T", "pick a theme"),
-    ("Ctrl+P", "command palette"),
-    ("F1", "this help"),
-    ("F2", "TTFT waterfall of each turn (←/→; the running one in progress): where the time to first token went"),
+    ("Ctrl+T", "pick a theme (remembered)"),
+    ("Ctrl+P", "command palette: every action by name (waterfall, attach, theme…)"),
+    ("F1", "this help (Esc, F1 or q closes it)"),
+    ("F2", "TTFT waterfall of each turn (←/→; the running one in progress): where the time to first token "
+           "went; Esc, F2 or q closes it"),
     ("F3", "Markdown on/off for model replies (links shown as text (url), never opened)"),
     ("Ctrl+O", "attach a file: starts '/file ' in the input; type the path, Enter sends its text"),
     ("F4", "kvtop --server with several servers: chat with the next one"),
-    ("Ctrl+Q", "quit"),
+    ("Tab", "move the cursor between the prompt, the chat and the panes (Shift+Tab back)"),
+    ("↑ ↓ PgUp PgDn Home End", "scroll the chat or the panes when the cursor is there; the mouse wheel "
+                               "scrolls what it is over"),
+    ("q  ?", "quit, this help: only with the cursor outside the prompt and the prompt empty (after Tab "
+             "or a click); in the prompt they are text, and any key typed outside goes to the prompt"),
+    ("Ctrl+Q Ctrl+C", "quit (the engine process is stopped)"),
 ]
 
 PANES = [
     ("Prefill", "prompt tokens done/total; reused-from-cache tokens are pre-filled in their own colour"),
-    ("Decode", "live tok/s vs the bandwidth ceiling (bandwidth / bytes read per token) and the compute ceiling"),
+    ("Decode", "live tok/s vs the bandwidth ceiling (bandwidth / bytes read per token) and the compute ceiling; "
+               "the chart: tok/s per KV position, scaled to the measured line (a far ceiling is named under "
+               "it), a │ where the stream stalled"),
     ("KV cache", "cells used of n_ctx, bytes used/allocated per attention kind"),
     ("Memory", "engine and UI RSS, system RAM, GPUs, llama.cpp's own buffers"),
     ("Estimate", "what the physics predicts beside what was measured, and the likely reason for the gap"),
@@ -36,7 +46,7 @@ PANES = [
 
 
 class HelpScreen(ModalScreen[None]):
-    BINDINGS = [Binding("escape,f1,q", "dismiss", "Close")]
+    BINDINGS = [Binding("escape,f1,q,question_mark", "dismiss", "Close")]
 
     def __init__(self, refresh_s: float = 1.0, refresh_why: str = "") -> None:
         super().__init__()
@@ -44,16 +54,23 @@ class HelpScreen(ModalScreen[None]):
         self.refresh_why = refresh_why
 
     def compose(self) -> ComposeResult:
-        lines = [Content.styled("kvtop keys", "bold")]
-        lines += [Content.assemble((f"{k:<8}", "bold $accent"), v) for k, v in KEYS]
-        lines += [Content(""), Content.styled("panes", "bold")]
-        lines += [Content.assemble((f"{k:<9}", "bold $primary"), v) for k, v in PANES]
-        lines += [Content(""), Content.assemble(
-            ("refresh ", "bold $primary"),
-            f"every {self.refresh_s:g} s while a turn runs ({self.refresh_why}); "
-            "each redraw takes CPU from llama.cpp's threads. --refresh SECONDS changes it.")]
+        """Two columns, so a long description wraps under itself, not under the keys."""
         with VerticalScroll(id="help-box", classes="dialog"):
-            yield Static(Content("\n").join(lines), markup=False)
+            yield Static(Content.styled("kvtop keys", "bold"), markup=False)
+            for key, what in KEYS:
+                with Horizontal(classes="help-row"):
+                    yield Static(Content.styled(key, "bold $accent"), markup=False, classes="help-key")
+                    yield Static(Content(what), markup=False, classes="help-what")
+            yield Static(Content.styled("panes", "bold"), markup=False, classes="help-heading")
+            for pane, what in PANES:
+                with Horizontal(classes="help-row"):
+                    yield Static(Content.styled(pane, "bold $primary"), markup=False, classes="help-key")
+                    yield Static(Content(what), markup=False, classes="help-what")
+            yield Static(Content.assemble(
+                ("refresh ", "bold $primary"),
+                f"every {self.refresh_s:g} s while a turn runs ({self.refresh_why}); "
+                "each redraw takes CPU from llama.cpp's threads. --refresh SECONDS changes it."),
+                markup=False, classes="help-heading")
             yield Button("Close", id="close", variant="primary")
 
     def on_button_pressed(self, event: Button.Pressed) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from textual import events
 from textual.containers import VerticalScroll
+from textual.css.query import NoMatches
 from textual.content import Content
 
 from runner.events import STOP_LABELS
@@ -152,26 +153,55 @@ class TypedKeys:
     behind the keys already queued, and before any other event is handled (``flush``),
     so Enter, Ctrl+O or a click always sees every key typed before it, in order."""
 
+    SHORTCUTS = {"q": "quit", "?": "help"}  # as in nvitop and btop, which have no prompt: see ``shortcut``
+
     def __init__(self, app, prompt_id: str = "prompt") -> None:
         self.app = app
         self.prompt_id = prompt_id
         self.chars: list[str] = []
         self._prompt = None
 
+    def _main_prompt(self):
+        """The prompt, when the main screen is the only one (no dialog open)."""
+        if len(self.app.screen_stack) != 1:
+            return None
+        prompt = self._prompt
+        if prompt is None or not prompt.is_attached:
+            try:
+                prompt = self._prompt = self.app.query_one(f"#{self.prompt_id}")
+            except NoMatches:
+                return None
+        return prompt
+
+    def shortcut(self, event) -> str | None:
+        """The action of ``q`` (quit) or ``?`` (help) when they are commands: on the main
+        screen, with the cursor outside the prompt (Tab or a click moved it) and nothing
+        in the prompt or on its way there. Anywhere else they are text: a message that
+        starts with "q" cannot be told from a lone q as its first key arrives, and a
+        draft must not be lost to a quit."""
+        if not isinstance(event, events.Key) or event.is_forwarded or event.character not in self.SHORTCUTS:
+            return None
+        if len(self.app.screen_stack) != 1 or self.chars:
+            return None
+        prompt = self._main_prompt()
+        if prompt is not None and not prompt.disabled and (prompt.has_focus or prompt.value):
+            return None
+        return self.SHORTCUTS[event.character]
+
     def take(self, event) -> bool:
-        """Keep ``event`` if it is a printable key for the focused prompt on the main
-        screen (no dialog open); False: the app handles it as usual."""
+        """Keep ``event`` if it is a printable key for the prompt on the main screen (no
+        dialog open): typed with the cursor in the prompt, or elsewhere (the chat, a
+        pane), which moves the cursor to the prompt first, so no key is lost. False: the
+        app handles it as usual."""
         if not isinstance(event, events.Key) or event.is_forwarded or not event.is_printable:
             return False
-        app = self.app
-        if len(app.screen_stack) != 1:
+        prompt = self._main_prompt()
+        if prompt is None or prompt.disabled:
             return False
-        focused = app.focused
-        if focused is None or focused.id != self.prompt_id or focused.disabled:
-            return False
-        self._prompt = focused
+        if not prompt.has_focus:
+            prompt.focus()
         if not self.chars:
-            app.call_later(self.flush)
+            self.app.call_later(self.flush)
         self.chars.append(event.character)
         return True
 

@@ -1,0 +1,51 @@
+"""The command palette (Ctrl+P): every kvtop action once, titled with the words a user
+types to find it (Textual's palette matches the title only).
+
+Textual's own entries that kvtop does differently are left out: its "Screenshot"
+(which saved nowhere kvtop says and failed with "Failed to save screenshot"), its
+"Theme" and "Quit" (kvtop's own below), and "Keys" (F1 lists every key). Its
+Maximize/Minimize of the focused pane stay.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Iterable
+
+from textual.app import SystemCommand
+
+REPLACED = {"Screenshot", "Theme", "Quit", "Keys"}
+
+# (title, help, action[, its keyword arguments]): the key is named in the help, as F1 names it
+COMMANDS = (
+    ("Cancel the running turn", "Stop the prefill or decode now (Esc)", "cancel_turn"),
+    ("TTFT waterfall: where the time to first token went", "Each turn's wait, template, prefill micro-batches "
+     "and first token, against the estimate (F2)", "waterfall"),
+    ("Screenshot: save an SVG of the screen", "Named by kvtop, in the screenshots folder; the path is shown "
+     "(Ctrl+S)", "screenshot"),
+    ("Screenshot without the chat, to post", "An SVG with the chat pane blanked (s in Ctrl+E's dialog)",
+     "screenshot", {"hide_chat": True}),
+    ("Export debug bundle: JSON and CSV", "Settings, hardware, GGUF facts, per-turn timings, the trace, and the "
+     "turns as CSV; redacted to post unless you ask for the text (Ctrl+E)", "export"),
+    ("New chat: clear the chat and the KV cache", "A running reply is cancelled first (Ctrl+L)", "new_chat"),
+    ("Restart engine with the same settings", "A fresh engine process; the chat stays and the next turn "
+     "prefills it again (Ctrl+R)", "restart_engine"),
+    ("Attach file: send a file's text", "Types /file in the prompt: add the path, Enter sends it (Ctrl+O)",
+     "attach_file"),
+    ("Theme: pick a colour theme", "kvtop-dark, kvtop-light, kvtop-high-contrast, kvtop-phosphor; remembered "
+     "(Ctrl+T)", "change_theme"),
+    ("Markdown on/off for model replies", "Links shown as text (url), never opened; remembered (F3)",
+     "toggle_markdown"),
+    ("Help: every key and pane", "Keys, panes and the refresh pace (F1)", "help"),
+    ("Quit kvtop", "The engine process is stopped (Ctrl+Q)", "quit"),
+)
+NEXT_SERVER = ("Next server of the fleet", "Chat with the next --server; its panes follow (F4)", "next_server")
+
+
+def palette_commands(app, builtin: Iterable[SystemCommand]) -> Iterable[SystemCommand]:
+    """Textual's entries minus the ones kvtop replaces, then kvtop's."""
+    yield from (c for c in builtin if c.title not in REPLACED)
+    commands = COMMANDS + ((NEXT_SERVER,) if len(app.options.servers) > 1 else ())
+    for title, help_text, action, *kwargs in commands:
+        callback = getattr(app, f"action_{action}")
+        yield SystemCommand(title, help_text, partial(callback, **kwargs[0]) if kwargs else callback)
