@@ -172,6 +172,17 @@ class EngineDied:
 
 
 @dataclass(frozen=True)
+class PromptMeasured:
+    """The reply to ``MeasurePrompt``: the would-be prompt's tokens, how many of them
+    are cached (None where the engine cannot know, e.g. a server's slot), the context."""
+
+    request_id: int
+    prompt_tokens: int
+    cached_tokens: int | None
+    n_ctx: int
+
+
+@dataclass(frozen=True)
 class Tokenized:
     """The reply to a ``Tokenize`` command (matched by ``request_id``)."""
 
@@ -196,6 +207,13 @@ class RecordedUser:
 @dataclass(frozen=True)
 class RecordedNewChat:
     """Replay only: the user started a new chat in the recorded session."""
+
+
+@dataclass(frozen=True)
+class RecordedForecast:
+    """A replay's forecast record: what the live run forecast when the turn started."""
+
+    forecast: object  # runner.calibration.forecast.Forecast
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,9 @@ CHAT_INTERVAL_S = 10.0
 # Memory (RSS, RAM, swap, GPUs) is sampled once a second; during a turn a sample waits
 # for the turn's next update to share its frame, for at most MEMORY_HOLD_S.
 MEMORY_SAMPLE_S = 1.0
+# The forecast before Enter asks the engine to measure the draft once typing pauses
+# this long (a burst of keys or a paste asks once).
+FORECAST_DEBOUNCE_S = 0.3
 MEMORY_HOLD_S = 2.0
 
 

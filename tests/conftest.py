@@ -40,6 +40,20 @@ def tiny_llama(tmp_path_factory, smollm_path) -> str:
     return write_tiny_llama(tmp_path_factory.mktemp("tiny") / "tiny-llama.gguf", smollm_path)
 
 
+@pytest.fixture(scope="session")
+def _session_home(tmp_path_factory) -> str:
+    return str(tmp_path_factory.mktemp("kvtop-home"))
+
+
+@pytest.fixture(autouse=True)
+def _no_writes_to_the_users_folders(_session_home, monkeypatch):
+    """Every test (and every kvtop it starts) keeps its config, sessions, traces, probe
+    and calibration in one temporary KVTOP_HOME for the run, never the user's own
+    folders (the CPU probe is then taken once per run). Tests that need a home of their
+    own set it."""
+    monkeypatch.setenv("KVTOP_HOME", _session_home)
+
+
 @pytest.fixture
 def kvtop_home(tmp_path, monkeypatch):
     monkeypatch.setenv("KVTOP_HOME", str(tmp_path / "home"))

@@ -11,6 +11,7 @@ import dataclasses
 import queue
 import sys
 import threading
+import time
 
 from runner import events as ev
 from runner.engine.llama_log import KVBufferLine, LlamaBuffers
@@ -80,13 +81,14 @@ class ScriptedEngine:
     accepts_input = True
 
     def __init__(self, settings: Settings, loaded: ev.Loaded, turns: list[list[object]], *,
-                 speed: float = 0.0, max_gap: float = 1.0, load_s: float = 0.0):
+                 speed: float = 0.0, max_gap: float = 1.0, load_s: float = 0.0, real_clock: bool = False):
         self.settings = settings.resolved()
         self.loaded = loaded
         self.turn_scripts = list(turns)
         self.speed = speed
         self.max_gap = max_gap
         self.load_s = load_s
+        self.real_clock = real_clock  # stamp events with time.monotonic() as they are played, as engines do
         self.chats: list[list[dict]] = []
         self.commands: list[object] = []
         self._work: queue.SimpleQueue = queue.SimpleQueue()
@@ -122,7 +124,7 @@ class ScriptedEngine:
         self._work.put(None)
 
     def pump(self, sink) -> None:
-        from runner.process.commands import Chat, Reset, Tokenize
+        from runner.process.commands import Chat, MeasurePrompt, Reset, Tokenize
         from runner.process.contract import SecondReader
 
         if not self._reading.acquire(blocking=False):
@@ -143,9 +145,18 @@ class ScriptedEngine:
                     sink(ev.CacheCleared())
                 elif isinstance(cmd, Tokenize):
                     sink(ev.Tokenized(cmd.request_id, tuple(range(len(cmd.text.split())))))
+                elif isinstance(cmd, MeasurePrompt):
+                    n, cached = self.measure(cmd.messages)
+                    sink(ev.PromptMeasured(cmd.request_id, n, cached, self.loaded.n_ctx))
             sink(ev.EngineClosed())
         finally:
             self._reading.release()
+
+    def measure(self, messages) -> tuple[int, int]:
+        """A stand-in tokenizer: 4 tokens of template per message plus one per word; the
+        chat's earlier messages count as cached (as the real engine's KV prefix would)."""
+        sizes = [4 + len(m.content.split()) for m in messages]
+        return sum(sizes), sum(sizes[:-1])
 
     def _chat(self, cmd, sink) -> None:
         self.chats.append([m.as_dict() for m in cmd.messages])
@@ -171,6 +182,8 @@ class ScriptedEngine:
                     prev_t = t
                 if self._cancelled.is_set() and isinstance(e, (ev.TokenEvent, ev.PrefillProgress)):
                     continue
+                if self.real_clock and t is not None:
+                    e = dataclasses.replace(e, t=time.monotonic())
                 sink(e)
         finally:
             self._running = 0

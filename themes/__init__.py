@@ -21,6 +21,7 @@ APP_VARIABLE_DEFAULTS: dict[str, str] = {
     "kvtop-critical": "#ff4c4c",
     "kvtop-ceiling": "#ff4c4c",
     "kvtop-measured": "#0178d4",
+    "kvtop-forecast": "#d4a72c",
     "kvtop-reused": "#8b6fd6",
     "kvtop-kv-full": "#0178d4",
     "kvtop-kv-sliding": "#4ebf71",

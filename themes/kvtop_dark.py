@@ -21,6 +21,7 @@ THEME = Theme(
         "kvtop-critical": "#ff4c4c",
         "kvtop-ceiling": "#ff4c4c",
         "kvtop-measured": "#3aa0ff",
+        "kvtop-forecast": "#e5c07b",
         "kvtop-reused": "#8b6fd6",
         "kvtop-kv-full": "#3aa0ff",
         "kvtop-kv-sliding": "#4ebf71",

@@ -21,6 +21,7 @@ THEME = Theme(
         "kvtop-critical": "#ff0000",
         "kvtop-ceiling": "#ff0000",
         "kvtop-measured": "#00ffff",
+        "kvtop-forecast": "#ffff00",
         "kvtop-reused": "#ff00ff",
         "kvtop-kv-full": "#00ffff",
         "kvtop-kv-sliding": "#00ff00",

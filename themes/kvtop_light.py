@@ -21,6 +21,7 @@ THEME = Theme(
         "kvtop-critical": "#c4161c",
         "kvtop-ceiling": "#c4161c",
         "kvtop-measured": "#005fb8",
+        "kvtop-forecast": "#8a6d00",
         "kvtop-reused": "#6639ba",
         "kvtop-kv-full": "#005fb8",
         "kvtop-kv-sliding": "#1a7f37",

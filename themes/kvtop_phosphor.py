@@ -21,6 +21,7 @@ THEME = Theme(
         "kvtop-critical": "#ff6b4d",
         "kvtop-ceiling": "#ff6b4d",
         "kvtop-measured": "#33ff66",
+        "kvtop-forecast": "#b3ff66",
         "kvtop-reused": "#1f9940",
         "kvtop-kv-full": "#33ff66",
         "kvtop-kv-sliding": "#b3ff66",

@@ -38,6 +38,8 @@ from .panes.kv import KVPane
 from .panes.memory import MemoryPane
 from .panes.prefill import PrefillPane
 from .panes.status import StatusBar
+from .cpu_watch import CeilingCheck, CPUWatch
+from .forecasting import Forecasting
 from .lifecycle import EngineLifecycle
 from .routing import EngineRouting
 from .server_routing import ServerRouting
@@ -48,7 +50,8 @@ WIDE_COLUMNS = 140
 _SVG_BAD_XML = dict.fromkeys(i for i in range(32) if i not in (9, 10, 13))
 
 
-class KvtopApp(EngineWorkers, ServerPolling, ServerRouting, EngineLifecycle, EngineRouting, App[int]):
+class KvtopApp(EngineWorkers, ServerPolling, ServerRouting, EngineLifecycle, Forecasting, CPUWatch, CeilingCheck,
+               EngineRouting, App[int]):
     CSS_PATH = "app.tcss"
     # app.tcss paints every Screen opaque, which would hide the dashboard behind a dialog
     # (on screen and in Ctrl+S); a dialog's screen lets it show through, dimmed. Inline
@@ -221,6 +224,7 @@ class KvtopApp(EngineWorkers, ServerPolling, ServerRouting, EngineLifecycle, Eng
     def action_new_chat(self) -> None:
         self.session.new_chat()
         self.clear_chat()
+        self.request_forecast()  # a draft's cached prefix is gone
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen(self.refresh_s, self.refresh_why))
@@ -245,7 +249,7 @@ class KvtopApp(EngineWorkers, ServerPolling, ServerRouting, EngineLifecycle, Eng
         def source():  # every turn of the session, and the one in flight
             return list(self.turns), live_turn(self)
 
-        self.push_screen(WaterfallScreen(source, self.facts, self.hw.tflops if self.hw else None,
+        self.push_screen(WaterfallScreen(source, self.facts, self.roofline_prefill_s(),
                                          prefill_interval(self.refresh_s)))
 
     def screenshot_svg(self) -> str:

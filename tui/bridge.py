@@ -33,6 +33,7 @@ class TurnBridge:
         self.turn_id = turn_id
         self.text: list[str] = []
         self.last_pos = 0
+        self.first_t: float | None = None  # the first token's time (the estimate's live TTFT)
         self.series = DecodeSeries()  # tok/s per KV position, stalls cut out
         self._last_post = 0.0
         self._last_prefill_post = 0.0
@@ -78,9 +79,15 @@ class TurnBridge:
             self.post(msg.RecordedUser(e.text))
         elif isinstance(e, ev.RecordedNewChat):
             self.post(msg.RecordedNewChat())
+        elif isinstance(e, ev.RecordedForecast):
+            self.post(msg.RecordedForecast(e.forecast))
+        elif isinstance(e, ev.PromptMeasured):
+            self.post(msg.PromptSized(e))
 
     def _token(self, e: ev.TokenEvent) -> None:
         self.text.append(e.text)
+        if self.first_t is None:
+            self.first_t = e.t
         if e.token_id >= 0:
             self.last_pos = e.pos
             self.series.add(e.pos, e.t)
@@ -94,4 +101,4 @@ class TurnBridge:
         if not s.count and not self.text:
             return
         self.post(msg.DecodeUpdate(self.turn_id, clean_text("".join(self.text)), self.last_pos, s.rate,
-                                   tuple(s.points), tuple(s.stalls)))
+                                   tuple(s.points), tuple(s.stalls), self.first_t))

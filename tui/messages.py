@@ -67,9 +67,11 @@ class DecodeUpdate(Message):
     """Cumulative decode state of the running turn."""
 
     def __init__(self, turn_id: int, text: str, pos: int, tok_s: float | None,
-                 series: tuple[tuple[int, float], ...], stalls: tuple[tuple[int, float], ...] = ()) -> None:
+                 series: tuple[tuple[int, float], ...], stalls: tuple[tuple[int, float], ...] = (),
+                 first_t: float | None = None) -> None:
         super().__init__()
         self.turn_id = turn_id
+        self.first_t = first_t  # the turn's first token, on the engine's clock (time.monotonic)
         self.text = text
         self.pos = pos
         self.tok_s = tok_s
@@ -120,6 +122,40 @@ class PromptFileRead(Message):
         self.path = path
         self.text = text
         self.error = error
+
+
+class HardwareReprobed(Message):
+    """The CPU was probed again (a measured rate beat its ceiling): the new profile."""
+
+    def __init__(self, hardware, note: str) -> None:
+        super().__init__()
+        self.hardware = hardware
+        self.note = note
+
+
+class ForecastNote(Message):
+    """Why the draft cannot be forecast (a ``/file`` that cannot be sent), for request ``request_id``."""
+
+    def __init__(self, request_id: int, text: str) -> None:
+        super().__init__()
+        self.request_id = request_id
+        self.text = text
+
+
+class RecordedForecast(Message):
+    """A replay's recorded forecast for the turn it is playing."""
+
+    def __init__(self, forecast) -> None:
+        super().__init__()
+        self.forecast = forecast
+
+
+class PromptSized(Message):
+    """The engine's answer to ``MeasurePrompt``: the draft's size as the next prompt."""
+
+    def __init__(self, measured) -> None:
+        super().__init__()
+        self.measured = measured  # runner.events.PromptMeasured
 
 
 class Notice(Message):

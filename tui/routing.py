@@ -90,6 +90,7 @@ class EngineRouting:
             self.notify(refusal, severity="warning", markup=False)
             return
         self.query_one("#prompt", Input).value = ""
+        self.clear_forecast()
         chat = self.query_one(ChatLog)
         chat.add("user", text)
         self.current_reply = chat.add("assistant", "", streaming=True)
@@ -153,6 +154,7 @@ class EngineRouting:
             self.current_reply.set_footer("")
         self.session.on_loaded(L, self._warn)
         self.update_estimate()
+        self.setup_calibration()
 
     def _warn(self, text: str) -> None:
         self.notify(text, severity="warning", markup=False)
@@ -167,6 +169,8 @@ class EngineRouting:
         self.query_one(DecodePane).begin(self._last_chat_update)
         self.query_one(PrefillPane).begin(m.started)
         self.query_one(KVPane).set_cells(m.started.reused_tokens)
+        self.forecast_turn(m.started)
+        self.turn_cpu_begin()
 
     def _turn_over(self) -> None:
         """A turn ended, finished or lost: what waited for it runs now."""
@@ -180,6 +184,7 @@ class EngineRouting:
         self.query_one(MemoryPane).redraw_if_stale()
         self.query_one(PrefillPane).progress(m.progress)
         self.query_one(KVPane).set_cells(m.progress.done)
+        self.measure_live("prefill", m.progress.tok_s or None)
 
     def on_decode_update(self, m: msg.DecodeUpdate) -> None:
         if not self.session.is_current(m.turn_id):
@@ -192,6 +197,11 @@ class EngineRouting:
             self._last_chat_update = now
             self.current_reply.set_text(m.text)
         self.query_one(DecodePane).update_live(m, now)
+        self.measure_live("decode", m.tok_s)
+        active = self.session.active
+        if m.first_t is not None and active is not None and not self.session.replaying:
+            ttft = m.first_t - active.t_submit  # submit -> first token, one clock for every process
+            self.measure_live("ttft", ttft if 0 <= ttft < 86400 else None)
         self.query_one(MemoryPane).redraw_if_stale()
         self.query_one(KVPane).set_cells(m.pos + 1, m.tok_s)
 
@@ -219,7 +229,9 @@ class EngineRouting:
         self.query_one(PrefillPane).finish(mt, r.stop_reason)
         self.query_one(DecodePane).finish(mt, m.series, m.stalls)
         self.query_one(KVPane).set_cells(mt.kv_cells_used, mt.decode_tok_s)
-        self.update_estimate(mt)
+        self.update_estimate(mt, self.turn_others_share())
+        self.calibrate(mt)  # after this turn's forecast was compared, never before
+        self.check_ceilings(mt)
         prompt_cache_outcome(self, mt)
         if r.stop_reason == "context_full":
             self.notify("Context full: Ctrl+L starts a new chat.", severity="warning", markup=False)
@@ -262,13 +274,23 @@ class EngineRouting:
 
     # ------------------------------------------------------------ estimate, system
     def _ceilings(self, depth: int) -> tuple[float | None, float | None]:
-        from runner.physics.roofline import decode_ceilings_at
+        """The decode pane's lines: each device's share where the model is split."""
+        from runner.physics.machine import ceilings_here
 
         if self.facts is None or self.layout_kv is None or self.hw is None:
             return None, None
-        return decode_ceilings_at(self.facts, self.layout_kv, self.hw.bandwidth_gbs, self.hw.tflops, depth)
+        return ceilings_here(self.facts, self.layout_kv, self.hw, self.settings, depth)
 
-    def update_estimate(self, mt=None) -> None:
+    def roofline_prefill_s(self):
+        """``(tokens, depth) -> seconds`` at this machine's roofline, or None unknown."""
+        from runner.physics.machine import prefill_seconds_here
+
+        if self.facts is None or self.layout_kv is None or self.hw is None:
+            return None
+        facts, layout, hw, settings = self.facts, self.layout_kv, self.hw, self.settings
+        return lambda n, depth: prefill_seconds_here(facts, layout, hw, settings, n, depth)
+
+    def update_estimate(self, mt=None, others_cpu: float | None = None) -> None:
         from runner.physics.estimate_rows import estimate_rows
 
         if self.facts is None or self.layout_kv is None or self.hw is None:
@@ -277,7 +299,7 @@ class EngineRouting:
         buffers = L.buffers if L is not None and L.server is None else None  # a server's are in its log
         rows = estimate_rows(self.facts, self.layout_kv, self.hw, self.settings, buffers=buffers,
                              peak_rss=self.query_one(MemoryPane).peak_engine_rss, turn=mt,
-                             turn_ran=bool(self.session.turns))
+                             turn_ran=bool(self.session.turns), others_cpu=others_cpu)
         self.query_one(EstimatePane).set_rows(rows)
 
     def sample_memory(self) -> None:
@@ -287,6 +309,7 @@ class EngineRouting:
         pane = self.query_one(MemoryPane)
         wait = self.session.turn_running and time.monotonic() - pane.drawn_at < MEMORY_HOLD_S
         pane.set_sample(take_sample(pid, os.getpid(), same_process=pid == os.getpid()), redraw=not wait)
+        self.cpu_tick()
 
 
 def prompt_cache_outcome(app, mt) -> None:

@@ -40,8 +40,8 @@ PANES = [
                "the chart: tok/s per KV position, scaled to the measured line (a far ceiling is named under "
                "it), a │ where the stream stalled"),
     ("KV cache", "cells used of n_ctx, bytes used/allocated per attention kind"),
-    ("Memory", "engine and UI RSS, system RAM, GPUs, llama.cpp's own buffers"),
-    ("Estimate", "what the physics predicts beside what was measured, and the likely reason for the gap"),
+    ("Memory", "engine and UI RSS, RAM, CPU of engine/UI/others, GPUs, llama.cpp's buffers"),
+    ("Estimate", "roofline, forecast (calibrated here) and measured, and why they differ"),
 ]
 
 

@@ -121,10 +121,10 @@ def segments_table(timeline, predicted: dict, whole: float | None, tail: str) ->
     return Content("\n").join(rows)
 
 
-def waterfall_table(metrics, facts, tflops, layers) -> Content:
+def waterfall_table(metrics, prefill_s) -> Content:
+    """``prefill_s(tokens, depth)``: the roofline's seconds for a micro-batch (None: unknown)."""
     timeline = metrics.timeline
-    preds = predicted_ubatch_seconds(facts.n_params_active if facts else None, tflops, layers,
-                                     metrics.ubatches, metrics.reused_tokens)
+    preds = predicted_ubatch_seconds(prefill_s, metrics.ubatches, metrics.reused_tokens)
     pred_by_label = {}
     k = 0
     for label, _s, _d in timeline:
@@ -157,11 +157,11 @@ class WaterfallScreen(ModalScreen[None]):
                 Binding("left", "turn(-1)", "Previous turn", priority=True),
                 Binding("right", "turn(1)", "Next turn", priority=True)]
 
-    def __init__(self, source: Source, facts, tflops, poll_s: float = 1.0) -> None:
+    def __init__(self, source: Source, facts, prefill_s, poll_s: float = 1.0) -> None:
         super().__init__()
         self.source = source
         self.facts = facts
-        self.tflops = tflops
+        self.prefill_s = prefill_s
         self.poll_s = poll_s
         self.turns, self.live = source()
         self.pos = len(self.turns) if self.live is not None else len(self.turns) - 1  # the newest
@@ -205,8 +205,7 @@ class WaterfallScreen(ModalScreen[None]):
                                       (f"Time to first token: {fmt_seconds(m.ttft_s)}", "bold")),
                      markup=False, id="waterfall-title")
         yield WaterfallBar(m.timeline, m.ttft_s or 0, id="waterfall-bar")
-        layers = self.facts.layers if self.facts else []
-        yield Static(waterfall_table(m, self.facts, self.tflops, layers), markup=False, id="waterfall-table")
+        yield Static(waterfall_table(m, self.prefill_s), markup=False, id="waterfall-table")
         verdict = ttft_verdict(m, turn.get("first_diff_index"), turn.get("diff_context"))
         yield Static(Content.styled(verdict, "italic"), markup=False, id="waterfall-verdict")
 

@@ -30,6 +30,7 @@ class EngineWorkers:
         from runner.model.inspect import ModelFileError, load_facts
         from runner.physics.kv_bytes import kv_layout
         from runner.physics.memory_check import memory_check
+        from runner.physics.offload import OffloadSettings
         from runner.system.hardware import hardware_profile
 
         s, opts = self.settings, self.options
@@ -48,7 +49,8 @@ class EngineWorkers:
         hw = opts.hardware or hardware_profile(s.n_gpu_layers, cache_dir=self.paths.cache_dir)
         self.session.open_trace(facts, hw, lambda text: self.post_message(msg.Notice(text)))
         layout = kv_layout(facts, s.n_ctx, s.cache_type_k, s.cache_type_v, s.swa_full, s.n_ubatch)
-        self.post_message(msg.ModelInspected(facts, hw, layout, memory_check(facts, layout, hw, s.n_gpu_layers)))
+        fits = memory_check(facts, layout, hw, s.n_gpu_layers, offload=OffloadSettings.from_settings(s))
+        self.post_message(msg.ModelInspected(facts, hw, layout, fits))
 
     @work(thread=True, exclusive=True, group="engine", exit_on_error=False)
     def pump_engine(self, engine: EngineClient) -> None:

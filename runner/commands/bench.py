@@ -109,6 +109,7 @@ def bench_main(argv: list[str]) -> int:
     finally:
         eng.close()
 
+    record_calibration(settings, runs, loaded.server)
     result = bench_result(a, n_gen, runs, loaded, eng.settings.threads_why)
     if a.server:  # the server's own threads and batch sizes are not published: unknown, not 0
         result.update(dict.fromkeys(("n_threads", "n_threads_batch", "threads_why", "n_batch", "n_ubatch",
@@ -119,6 +120,21 @@ def bench_main(argv: list[str]) -> int:
     print(format_table(result, loaded, eng.settings.threads_why))
     return EXIT_OK
 
+
+
+def record_calibration(settings, runs: list, server: str | None) -> None:
+    """Every bench run calibrates the forecast the app shows (runner.calibration): the
+    same model, settings and machine. A cache folder that cannot be written is skipped:
+    the bench's figures are what was asked for."""
+    from runner.calibration.calibration import calibration_for
+    from runner.records.paths import default_paths
+
+    try:
+        cal = calibration_for(settings, default_paths().cache_dir, server)
+        for m in runs:
+            cal.record(m)
+    except OSError:
+        pass
 
 
 def bench_result(a, n_gen: int, runs: list, loaded, threads_why: str) -> dict:

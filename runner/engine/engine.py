@@ -221,13 +221,23 @@ class Engine:
         t_start = time.monotonic()
         rendered = self.render(messages)
         t1 = time.monotonic()
-        tokens = self.tokenize(rendered.text, add_special=not (
-            self._bos_text and rendered.text.startswith(self._bos_text)))
+        tokens = self._prompt_tokens(rendered.text)
         tokenize_s = time.monotonic() - t1
         prompt = PromptInfo(rendered.template_name, rendered.fallback_reason, rendered.seconds, tokenize_s,
                             (("template", t_start, t1), ("tokenize", t1, t1 + tokenize_s)))
         return self.generate(tokens, turn_id=turn_id, t_submit=t_submit, t_start=t_start,
                              n_predict=n_predict, ignore_eog=self.settings.ignore_eos, prompt=prompt)
+
+    def _prompt_tokens(self, text: str) -> list[int]:
+        """The rendered chat as tokens (BOS added only when the template did not write it)."""
+        return self.tokenize(text, add_special=not (self._bos_text and text.startswith(self._bos_text)))
+
+    def measure(self, messages: list[dict]) -> tuple[int, int]:
+        """(prompt tokens, of which cached) were ``messages`` the next turn: rendered and
+        tokenized exactly as ``chat`` would, matched against the KV cache. The last
+        token is always computed (its logits start the reply), so at most n - 1 are cached."""
+        tokens = self._prompt_tokens(self.render(messages).text)
+        return len(tokens), min(common_prefix(self._kv.tokens, tokens), max(len(tokens) - 1, 0))
 
     def generate(self, tokens: list[int], turn_id: int = 0, t_submit: float | None = None,
                  t_start: float | None = None, n_predict: int | None = None,

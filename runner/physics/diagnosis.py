@@ -5,20 +5,19 @@ The verdicts themselves (``ttft_verdict`` among them) live in ``runner.physics.v
 
 from __future__ import annotations
 
-from runner.physics.roofline import attention_flops, flops_per_token
+from typing import Callable
 
 
-def predicted_ubatch_seconds(n_params: float | None, tflops: float | None, layers, ubatches, reused: int) -> list:
-    """Predicted seconds per prefill micro-batch: 2 x params x tokens + attention, / FLOPS."""
-    if not n_params or not tflops:
+def predicted_ubatch_seconds(prefill_s: Callable[[int, int], float | None] | None, ubatches,
+                             reused: int) -> list:
+    """Predicted seconds per prefill micro-batch: ``prefill_s(tokens, depth)`` (the
+    machine's roofline, runner.physics.machine.prefill_seconds_here) for each one, at
+    the depth it started from."""
+    if prefill_s is None:
         return [None] * len(ubatches)
     out = []
     start = reused
     for n, _dt in ubatches:
-        attn = 0.0
-        for layer in layers:
-            if layer.kind != "recurrent" and layer.n_head and layer.head_dim_k:
-                attn += attention_flops(1, layer.n_head, layer.head_dim_k, n, start)
-        out.append((flops_per_token(n_params) * n + attn) / (tflops * 1e12))
-        start += n
+        out.append(prefill_s(n, start) if n > 0 else None)
+        start += max(n, 0)
     return out

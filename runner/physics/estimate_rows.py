@@ -11,8 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from runner.physics.offload import OffloadSettings, plan
-from runner.physics.roofline import Prediction, predict, predict_split
+from runner.physics.machine import predict_here
 from runner.units import MIB
 
 FULL_PRECISION_KV = ("f16", "f32", "bf16")
@@ -70,6 +69,7 @@ class EstimateContext:
     kv_types: str = "f16/f16"
     kv_quantised: bool = False
     weights_bytes: int | None = None
+    others_cpu: float | None = None  # other processes' share of the machine's CPU during the turn (0..1)
 
     @property
     def on_cpu(self) -> bool:
@@ -102,26 +102,16 @@ class EstimateRows:
         return getattr(self, key)
 
 
-def _predict_turn(f, lay, hw, settings, turn) -> Prediction:
-    """The turn's prediction, each device's share added where the model is split
-    (runner.physics.offload), else on the profile's one device."""
-    prompt, out, reused = max(turn.prefill_tokens, 1), turn.decode_tokens, turn.reused_tokens
-    split = plan(f, lay, hw, OffloadSettings.from_settings(settings), depth=reused + prompt + out // 2,
-                 prompt_tokens=prompt, reused_tokens=reused)
-    if split.shares:
-        return predict_split(f, lay, list(split.shares), prompt, out, reused)
-    return predict(f, lay, hw.bandwidth_gbs, hw.tflops, prompt_tokens=prompt, output_tokens=out, reused_tokens=reused)
-
-
 def estimate_rows(facts, layout, hw, settings, *, buffers=None, peak_rss: int | None = None,
-                  turn=None, turn_ran: bool = False) -> EstimateRows:
+                  turn=None, turn_ran: bool = False, others_cpu: float | None = None) -> EstimateRows:
     """The Estimate pane's rows.
 
     ``facts`` (runner.model.facts.ModelFacts), ``layout`` (runner.physics.kv_bytes.KVLayout),
     ``hw`` (runner.system.hardware.HardwareProfile), ``settings`` (runner.settings.Settings);
     ``buffers``: llama.cpp's (runner.engine.llama_log.LlamaBuffers) once loaded;
     ``peak_rss``: the engine's peak RSS so far; ``turn``: the turn just finished
-    (runner.events.TurnMetrics), None at load; ``turn_ran``: some earlier turn ran.
+    (runner.events.TurnMetrics), None at load; ``turn_ran``: some earlier turn ran;
+    ``others_cpu``: other processes' share of the CPU during that turn (0..1).
 
     The measured peak is compared only once a turn ran: at load, llama.cpp's mmap-ed
     weights are not paged in yet and the engine's RSS is a fraction of what a turn needs.
@@ -138,11 +128,12 @@ def estimate_rows(facts, layout, hw, settings, *, buffers=None, peak_rss: int | 
         kv_types=f"{settings.cache_type_k}/{settings.cache_type_v}",
         kv_quantised=(settings.cache_type_k not in FULL_PRECISION_KV
                       or settings.cache_type_v not in FULL_PRECISION_KV),
-        weights_bytes=f.weights_bytes,
+        weights_bytes=f.weights_bytes, others_cpu=others_cpu,
     )
     kw = {}
     if turn is not None:
-        p = _predict_turn(f, lay, hw, settings, turn)
+        p = predict_here(f, lay, hw, settings, max(turn.prefill_tokens, 1), turn.decode_tokens,
+                         turn.reused_tokens)
         ttft_pred = p.prefill_s + turn.template_s + turn.tokenize_s if p.prefill_s is not None else None
         kw = dict(ttft=Row(ttft_pred, turn.ttft_s), prefill=Row(p.prefill_tok_s, turn.prefill_tok_s),
                   decode=Row(p.decode_tok_s, turn.decode_tok_s), turn=TurnFigures.from_metrics(turn))

@@ -27,6 +27,7 @@ from runner.physics.estimate_rows import EstimateRows, TurnFigures
 from runner.units import MIB, fmt_bytes, fmt_seconds
 
 TOLERANCE = 1.25  # within 25% either way: "near the hardware's limits"
+BUSY_SHARE = 0.25  # other processes took at least a quarter of the CPU: named before the model
 SHORT_PROMPT_TOKENS = 64  # below this the matmuls are too thin to keep the units busy
 SMALL_UBATCH = 128
 TINY_MODEL_BYTES = 512 * MIB  # per-token overhead, not weight reads, bounds decode
@@ -50,8 +51,8 @@ def _far(slowdown: float) -> bool:
 def _phrase(key: str, ratio: float) -> str:
     """The gap as the pane's table shows it: measured / predicted."""
     text = {
-        "ttft": f"TTFT at {ratio:.2f}x the estimate",
-        "prefill": f"prefill at {ratio:.2f}x of the estimate",
+        "ttft": f"TTFT at {ratio:.2f}x the roofline",
+        "prefill": f"prefill at {ratio:.2f}x of the roofline",
         "decode": f"decode at {ratio:.2f}x of the ceiling",
     }[key]
     if _slowdown(key, ratio) < 1 and round(ratio, 2) != 1:
@@ -177,11 +178,19 @@ def estimate_verdict(rows: EstimateRows) -> str:
     gaps = {k: _slowdown(k, r) for k, r in ratios.items() if r is not None}
     if not gaps:
         return "send a message to compare the estimate with a measured turn"
+    busy = rows.context.others_cpu
+    if busy is not None and busy >= BUSY_SHARE and any(g > TOLERANCE for g in gaps.values()):
+        # the machine was not kvtop's: that comes before anything about the model
+        return f"other processes used {busy:.0%} of the CPU during this turn; " + _verdict(rows, ratios, gaps)
+    return _verdict(rows, ratios, gaps)
+
+
+def _verdict(rows: EstimateRows, ratios: dict, gaps: dict) -> str:
     order = sorted(gaps, key=lambda k: abs(math.log(gaps[k])), reverse=True)
     worst = order[0]
     ctx = rows.context
     if not _far(gaps[worst]):
-        line = f"measured within 25% of the estimate ({_phrase(worst, ratios[worst])}): running near the hardware's limits"
+        line = f"measured within 25% of the roofline ({_phrase(worst, ratios[worst])}): running near the hardware's limits"
         if ctx.gpu_idle:
             line += "; " + GPU_IDLE
         return line

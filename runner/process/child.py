@@ -16,7 +16,7 @@ import time
 from multiprocessing.connection import Connection
 
 from runner import events as ev
-from runner.process.commands import Cancel, Chat, Generate, Load, Quit, Reset, Tokenize
+from runner.process.commands import Cancel, Chat, Generate, Load, MeasurePrompt, Quit, Reset, Tokenize
 from runner.pacing import BATCH_S  # token events sent together: one wake-up of the parent per batch
 
 
@@ -101,6 +101,9 @@ def run_command(engine, cmd, emit, cancel: CancelState) -> None:
         engine.reset()
     elif isinstance(cmd, Tokenize):
         emit(ev.Tokenized(cmd.request_id, tuple(engine.tokenize(cmd.text, add_special=cmd.add_special))))
+    elif isinstance(cmd, MeasurePrompt):
+        n, cached = engine.measure([m.as_dict() for m in cmd.messages])
+        emit(ev.PromptMeasured(cmd.request_id, n, cached, engine.n_ctx))
 
 
 def child_main(cmd_fd: int, ev_fd: int) -> int:

@@ -63,6 +63,16 @@ class Tokenize:
 
 
 @dataclass(frozen=True)
+class MeasurePrompt:
+    """How many tokens ``messages`` would make as the next turn's prompt, and how many
+    of them the KV cache holds already: the forecast shown before Enter. Answered with
+    ``PromptMeasured``; it renders and tokenizes only, nothing is computed."""
+
+    request_id: int
+    messages: tuple[ChatMessage, ...]
+
+
+@dataclass(frozen=True)
 class Cancel:
     """Stop every turn with ``turn_id <= upto``: the running one at once (prefill through
     llama.cpp's abort callback, decode at the next token), queued ones before they start."""
@@ -75,7 +85,7 @@ class Quit:
     pass
 
 
-Command = Load | Chat | Generate | Reset | Tokenize | Cancel | Quit
+Command = Load | Chat | Generate | Reset | Tokenize | MeasurePrompt | Cancel | Quit
 
 
 def as_messages(messages) -> tuple[ChatMessage, ...]:

@@ -64,6 +64,8 @@ class ReplayEngine:
                     sink(ev.RecordedUser(obj))
                 elif kind == "new_chat":
                     sink(ev.RecordedNewChat())
+                elif kind == "forecast":
+                    sink(ev.RecordedForecast(obj))
                 else:
                     t = getattr(obj, "t", None)
                     if self.speed > 0 and t is not None and prev_t is not None and t > prev_t:

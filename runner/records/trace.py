@@ -111,6 +111,10 @@ class TraceWriter:
     def new_chat(self) -> None:
         self._write({"type": "new_chat"})
 
+    def forecast(self, forecast: dict) -> None:
+        """The forecast shown when a turn started (runner.calibration.forecast.Forecast)."""
+        self._write({"type": "forecast", "forecast": forecast})
+
     def flush(self) -> None:
         with self._lock:
             if self._fh is not None:
@@ -228,11 +232,32 @@ def parse_records(path: str, numbered) -> Trace:
             records.append(("user", obj["text"]))
         elif kind == "new_chat":
             records.append(("new_chat", None))
+        elif kind == "forecast":
+            records.append(("forecast", parse_forecast(path, n, obj.get("forecast"))))
         else:
             raise TraceError(f"{path}: line {n} has an unknown record type {kind!r}")
     if header is None:
         raise TraceError(f"{path}: empty trace")
     return Trace(header, records)
+
+
+def parse_forecast(path: str, n: int, data):
+    """A forecast record, every number finite and in range, or ``TraceError``."""
+    from dataclasses import fields
+
+    from runner.calibration.forecast import Forecast
+
+    names = {f.name for f in fields(Forecast)}
+    if not isinstance(data, dict) or set(data) != names or data.get("basis") not in ("calibrated", "roofline"):
+        raise TraceError(f"{path}: line {n}: a forecast record that is not one")
+    for name in names - {"basis", "cached_tokens"}:
+        v = data[name]
+        if v is not None and not (isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1e12):
+            raise TraceError(f"{path}: line {n}: forecast {name} {_show(v)} is not a count or time")
+    c = data["cached_tokens"]
+    if c is not None and not (isinstance(c, int) and not isinstance(c, bool) and 0 <= c < 1e12):
+        raise TraceError(f"{path}: line {n}: forecast cached_tokens {_show(c)} is not a count")
+    return Forecast(**data)
 
 
 def _check_header(path: str, obj: dict) -> dict:

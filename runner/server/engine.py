@@ -18,7 +18,7 @@ import time
 
 from runner import events as ev
 from runner.engine.llama_log import LlamaBuffers
-from runner.process.commands import Cancel, Chat, Command, Generate, Load, Quit, Reset, Tokenize
+from runner.process.commands import Cancel, Chat, Command, Generate, Load, MeasurePrompt, Quit, Reset, Tokenize
 from runner.process.contract import ReaderGuard, Sink
 from runner.sanitize import clean_line
 from runner.server.http import ServerClient, ServerError, is_loopback
@@ -88,6 +88,8 @@ class ServerEngine:
                         sink(ev.CacheCleared())  # the server keeps its slot cache; the chat starts over
                     elif isinstance(cmd, Tokenize):
                         self._tokenize(cmd, sink)
+                    elif isinstance(cmd, MeasurePrompt):
+                        self._measure(cmd, sink)
             finally:
                 self.client.close()
             sink(ev.EngineClosed())
@@ -113,6 +115,26 @@ class ServerEngine:
             sink(ev.Tokenized(cmd.request_id, tuple(tokens)))
         except ServerError as exc:
             sink(ev.EngineError(str(exc)))
+
+    def _measure(self, cmd: MeasurePrompt, sink: Sink) -> None:
+        """The server's own template (``/apply-template``) then ``/tokenize``: the count a
+        chat request would prefill. Which of it the slot has cached only the server knows
+        when the request arrives (another client may have used the slot): None."""
+        try:
+            msgs = [m.as_dict() for m in cmd.messages]
+            if self.settings.system_prompt and not any(m["role"] == "system" for m in msgs):
+                msgs.insert(0, {"role": "system", "content": self.settings.system_prompt})
+            r = self.client.post_json("/apply-template", {"messages": msgs})
+            prompt = r.get("prompt") if isinstance(r, dict) else None
+            if not isinstance(prompt, str):
+                raise ServerError("/apply-template answered without a prompt")
+            t = self.client.post_json("/tokenize", {"content": prompt, "add_special": True})
+            tokens = t.get("tokens") if isinstance(t, dict) else None
+            if not isinstance(tokens, list):
+                raise ServerError("/tokenize answered without a list of token ids")
+            sink(ev.PromptMeasured(cmd.request_id, len(tokens), None, self.loaded.n_ctx if self.loaded else 0))
+        except ServerError:
+            pass  # a forecast is a nicety: the turn itself reports what is wrong
 
     def _request(self, cmd) -> tuple[str, dict]:
         s = self.settings

@@ -96,6 +96,14 @@ class ChatSession:
         if self.trace is not None:
             self.trace.event(e)
 
+    def record_forecast(self, forecast) -> None:
+        """The forecast shown at a turn's start, so a replay shows it too."""
+        from dataclasses import asdict
+
+        with self._trace_lock:
+            if self.trace is not None and not self.replaying:
+                self.trace.forecast(asdict(forecast))
+
     def _open_transcript(self, notice: Callable[[str], None]) -> None:
         if not self.write_transcript or self.transcript is not None or self.replaying:
             return

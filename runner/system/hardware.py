@@ -7,14 +7,11 @@ initialised lazily, once, and every call is wrapped.
 
 from __future__ import annotations
 
-import json
-import os
 import platform
 import threading
-import time
 from dataclasses import asdict, dataclass, field
 
-from runner.units import MIB
+from runner.system.cpu_probe import CPUProbe, cpu_profile, probe_cpu_in_subprocess  # noqa: F401 (re-exported)
 
 # Peak dense FLOPS (bf16/fp16 tensor cores, no sparsity) and memory bandwidth of
 # known GPUs, from the vendors' datasheets. Matched by substring of the NVML name.
@@ -137,110 +134,6 @@ def query_gpus(pid: int | None = None) -> GPUReport:
 
 
 @dataclass(frozen=True)
-class CPUProbe:
-    """Measured CPU figures: read bandwidth with all cores, and matmul FLOPS."""
-
-    bandwidth_gbs: float
-    tflops: float
-    threads: int
-    seconds: float
-    measured_at: float
-    machine: str
-
-
-def _probe_bandwidth(threads: int, nbytes: int = 256 * MIB, repeats: int = 3) -> float:
-    import numpy as np
-    from concurrent.futures import ThreadPoolExecutor
-
-    arr = np.ones(nbytes // 8, dtype=np.float64)
-    parts = np.array_split(arr, threads)
-    best = 0.0
-    with ThreadPoolExecutor(threads) as pool:
-        list(pool.map(np.sum, parts))  # warm up: fault pages in
-        for _ in range(repeats):
-            t = time.perf_counter()
-            list(pool.map(np.sum, parts))
-            dt = time.perf_counter() - t
-            best = max(best, arr.nbytes / dt / 1e9)
-    return best
-
-
-def _probe_flops(n: int = 1024, repeats: int = 4) -> float:
-    import numpy as np
-
-    a = np.random.default_rng(0).random((n, n), dtype=np.float32)
-    b = a.T.copy()
-    a @ b
-    best = 0.0
-    for _ in range(repeats):
-        t = time.perf_counter()
-        a @ b
-        dt = time.perf_counter() - t
-        best = max(best, 2 * n**3 / dt / 1e12)
-    return best
-
-
-def machine_key() -> str:
-    return f"{platform.node()}-{platform.machine()}-{os.cpu_count()}"
-
-
-def probe_cpu_in_subprocess() -> CPUProbe:
-    """Run the probe in a short-lived process: its 256 MiB buffer and the BLAS threads
-    numpy starts (which keep spinning for a while after a matmul) stay out of the
-    process that goes on to watch the model."""
-    import subprocess
-    import sys
-
-    from runner.process.parent import child_env
-
-    # No huge pages for the probe's buffer (numpy asks for them): once it is freed the
-    # kernel compacts memory for seconds, and the model's first decode ran 2% slower
-    # (measured here: 0.981 of a decode without the probe before it, 0.997 with this).
-    # llama.cpp's mmap-ed weights do not ask for huge pages either.
-    env = child_env(NUMPY_MADVISE_HUGEPAGE="0")
-    code = "import json, dataclasses; from runner.system.hardware import probe_cpu; print(json.dumps(dataclasses.asdict(probe_cpu())))"
-    try:
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                             timeout=60, check=True)
-        return CPUProbe(**json.loads(out.stdout.strip().splitlines()[-1]))
-    except (subprocess.SubprocessError, OSError, ValueError, TypeError, IndexError):
-        return probe_cpu()
-
-
-def probe_cpu(threads: int | None = None) -> CPUProbe:
-    threads = threads or os.cpu_count() or 1
-    t = time.perf_counter()
-    bw = _probe_bandwidth(threads)
-    fl = _probe_flops()
-    return CPUProbe(bw, fl, threads, time.perf_counter() - t, time.time(), machine_key())
-
-
-def cpu_profile(cache_dir: str | None = None, refresh: bool = False) -> CPUProbe:
-    """The CPU probe, cached on disk per machine; ``refresh`` re-runs it."""
-    if cache_dir is None:
-        from platformdirs import user_cache_dir
-
-        cache_dir = user_cache_dir("kvtop")
-    path = os.path.join(cache_dir, f"cpu-probe-{machine_key()}.json")
-    if not refresh:
-        try:
-            with open(path) as fh:
-                return CPUProbe(**json.load(fh))
-        except (OSError, ValueError, TypeError):
-            pass
-    probe = probe_cpu_in_subprocess()
-    try:
-        os.makedirs(cache_dir, exist_ok=True)
-        tmp = path + ".tmp"
-        with open(tmp, "w") as fh:
-            json.dump(asdict(probe), fh)
-        os.replace(tmp, path)
-    except OSError:
-        pass
-    return probe
-
-
-@dataclass(frozen=True)
 class HardwareProfile:
     """The figures an estimate uses, each with where it came from.
 
@@ -287,7 +180,7 @@ def _cpu_figures(bandwidth_gbs, tflops, refresh, cache_dir) -> tuple[float | Non
     if bandwidth_gbs is not None and tflops is not None:
         return bandwidth_gbs, tflops, "CPU figures given", None
     cpu = cpu_profile(cache_dir, refresh)
-    src = f"CPU probe ({cpu.threads} threads)" + (" + override" if bandwidth_gbs or tflops else "")
+    src = cpu.describe() + (" + override" if bandwidth_gbs or tflops else "")
     return (bandwidth_gbs if bandwidth_gbs is not None else cpu.bandwidth_gbs,
             tflops if tflops is not None else cpu.tflops, src, cpu)
 

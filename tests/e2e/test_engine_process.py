@@ -224,7 +224,8 @@ def test_cpu_probe_is_sane_and_its_ceiling_is_above_measured_decode(smollm_path,
     probe = cpu_profile(str(tmp_path), refresh=True)
     assert probe.seconds < 3
     assert 1 < probe.bandwidth_gbs < 2000 and 0.005 < probe.tflops < 500
-    assert cpu_profile(str(tmp_path)) == probe  # cached on disk per machine
+    if not probe.disturbed:  # a probe taken on a busy machine is taken again (tests/unit/runner/system)
+        assert cpu_profile(str(tmp_path)) == probe  # cached on disk per machine
     e = BlockingEngine(EngineProcess(Settings(smollm_path, n_ctx=1024, temp=0, n_predict=64)))
     e.start(lambda x: None)
     try:

@@ -60,6 +60,30 @@ def test_a_chat_turn_is_measured_by_the_server(served, smollm_path):
         e.close()
 
 
+def test_a_draft_is_measured_by_the_servers_own_template_and_tokenizer(served, smollm_path):
+    """The forecast before Enter: /apply-template then /tokenize, the count a chat request
+    prefills (the slot's cache is the server's to know: None, not 0)."""
+    from runner.process.commands import ChatMessage, MeasurePrompt
+
+    url, _ = served
+    client = ServerEngine(Settings(smollm_path), url)
+    got = []
+    reader = threading.Thread(target=client.pump, args=(got.append,), daemon=True)
+    reader.start()
+    client.start()
+    client.submit(MeasurePrompt(7, (ChatMessage("user", "How high are the tides in the Bay of Fundy?"),)))
+    deadline = time.monotonic() + 60
+    while not any(isinstance(e, ev.PromptMeasured) for e in got):
+        assert time.monotonic() < deadline, got
+        time.sleep(0.05)
+    client.close()
+    (m,) = [e for e in got if isinstance(e, ev.PromptMeasured)]
+    chat = post_json(url + "/apply-template", {"messages": [{"role": "user",
+                                                             "content": "How high are the tides in the Bay of Fundy?"}]})
+    expected = len(post_json(url + "/tokenize", {"content": chat["prompt"], "add_special": True})["tokens"])
+    assert m.request_id == 7 and m.prompt_tokens == expected > 20 and m.cached_tokens is None and m.n_ctx == 4096
+
+
 def slot_busy(url) -> bool:
     return any(s["is_processing"] for s in get_json(url + "/slots"))
 

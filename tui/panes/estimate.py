@@ -2,27 +2,51 @@
 
 The rows are built by ``runner.physics.estimate_rows.estimate_rows`` and the verdict
 line by ``runner.physics.verdicts.estimate_verdict``; this pane only draws them.
+
+Two predictions side by side: "roofline" (the ideal this machine's peak allows: a
+ceiling, never a promise) and "forecast" (what this machine did for this model
+before: runner.calibration, filled in as soon as a turn's prompt size is known). The
+ratio is measured ÷ forecast where there is a forecast, else measured ÷ roofline.
 """
 
 from __future__ import annotations
 
 from textual.content import Content
 
-from runner.physics.estimate_rows import EstimateRows
+from runner.calibration.forecast import Forecast
+from runner.physics.estimate_rows import EstimateRows, Row
 from runner.physics.verdicts import estimate_verdict
 
 from ..format import NA, fmt_bytes, fmt_rate, fmt_seconds
 from .base import PaneWidget
 
+
+def _rate(x: float | None) -> str:
+    """A rate without its unit (the row's label says tok/s): the table must fit ~40 columns."""
+    return fmt_rate(x, "").strip()
+
+
+def _bytes(n: float | None) -> str:
+    """Three significant digits: ``281 MiB``, ``92.1 MiB``, ``1.45 MiB``."""
+    text = fmt_bytes(n)
+    if text == NA or " " not in text:
+        return text
+    num, unit = text.split(" ", 1)
+    x = float(num.replace(",", ""))
+    return f"{x:,.0f} {unit}" if x >= 100 else f"{x:.1f} {unit}" if x >= 10 else f"{x:.2f} {unit}"
+
+
 # (key, label, format, lower is better)
 SPEC = [
     ("ttft", "TTFT", fmt_seconds, True),
-    ("prefill", "prefill", fmt_rate, False),
-    ("decode", "decode", fmt_rate, False),
-    ("kv", "KV bytes", fmt_bytes, False),
-    ("weights", "weights", fmt_bytes, False),
-    ("peak", "peak mem", fmt_bytes, False),
+    ("prefill", "pp tok/s", _rate, False),
+    ("decode", "tg tok/s", _rate, False),
+    ("kv", "KV bytes", _bytes, False),
+    ("weights", "weights", _bytes, False),
+    ("peak", "peak mem", _bytes, False),
 ]
+TIMED = ("ttft", "prefill", "decode")  # the rows a forecast predicts
+W_LABEL, W_COL, W_RATIO = 9, 9, 7
 
 
 class EstimatePane(PaneWidget):
@@ -30,23 +54,69 @@ class EstimatePane(PaneWidget):
         super().__init__(**kw)
         self.border_title = "Estimate vs actual"
         self.rows = EstimateRows()
+        self.forecast: Forecast | None = None
+        self.live: dict | None = None  # a running turn's measured TTFT, pp and tg so far
+        self.live_roofline: Forecast | None = None  # the running turn's roofline
 
     @property
     def note(self) -> str:
         return self.rows.note
 
     def set_rows(self, rows: EstimateRows) -> None:
-        """``rows`` from ``runner.physics.estimate_rows.estimate_rows``."""
+        """``rows`` from ``runner.physics.estimate_rows.estimate_rows``: a finished turn
+        (or none yet); the live figures give way to them."""
         self.rows = rows
+        self.live = self.live_roofline = None
         self.refresh(layout=True)
 
+    def begin_turn(self, forecast: Forecast | None, roofline: Forecast | None) -> None:
+        """A turn started: its forecast and roofline at once, its measured column as it runs."""
+        self.forecast, self.live_roofline = forecast, roofline
+        self.live = dict.fromkeys(TIMED)
+        self.refresh(layout=True)
+
+    def set_live(self, key: str, value: float | None) -> None:
+        if self.live is not None and value is not None and self.live.get(key) != value:
+            self.live[key] = value
+            self.refresh()
+
+    def _figures(self, key: str) -> tuple[float | None, float | None]:
+        """(roofline, measured) for a row: the running turn's while one runs."""
+        row = self.rows.row(key)
+        if self.live is None or key not in TIMED:
+            return row.predicted, row.measured
+        roof = self.live_roofline
+        predicted = None if roof is None else {"ttft": roof.ttft_s, "prefill": roof.prefill_tok_s,
+                                               "decode": roof.decode_tok_s}[key]
+        return predicted, self.live[key]
+
+    def set_forecast(self, forecast: Forecast | None) -> None:
+        """The turn's forecast (``runner.calibration.forecast``), at its start."""
+        self.forecast = forecast
+        self.refresh(layout=True)
+
+    def forecast_of(self, key: str) -> float | None:
+        fc = self.forecast
+        if fc is None:
+            return None
+        return {"ttft": fc.ttft_s, "prefill": fc.prefill_tok_s, "decode": fc.decode_tok_s}.get(key)
+
+    def _columns(self) -> list[str]:
+        """The columns that fit the pane: the roofline goes first when it is narrow."""
+        width = self.size.width - 2 if self.size.width else 10**6  # unmounted: every column
+        cols = ["roofline", "forecast", "measured"]
+        while len(cols) > 1 and W_LABEL + W_COL * len(cols) + W_RATIO > width:
+            cols.pop(0)
+        return cols
+
     def render(self) -> Content:
-        w_label, w_col = 9, 12
-        lines = [Content.assemble((f"{'':<{w_label}}", ""), (f"{'predicted':>{w_col}}", "$text-muted"),
-                                  (f"{'measured':>{w_col}}", "$text-muted"), (f"{'ratio':>8}", "$text-muted"))]
+        cols = self._columns()
+        head = [(f"{'':<{W_LABEL}}", "")] + [(f"{c:>{W_COL}}", "$text-muted") for c in cols]
+        lines = [Content.assemble(*head, (f"{'ratio':>{W_RATIO}}", "$text-muted"))]
         for key, label, fmt, lower_is_better in SPEC:
-            row = self.rows.row(key)
-            ratio = row.ratio
+            row = Row(*self._figures(key))
+            fc = self.forecast_of(key)
+            ratio = Row(fc, row.measured).ratio if fc is not None else row.ratio
             if ratio is None:
                 style, rtxt = "$text-muted", NA
             else:
@@ -54,9 +124,14 @@ class EstimatePane(PaneWidget):
                 ok = ratio <= 2 if lower_is_better else ratio >= 0.4
                 style = "$kvtop-ok" if good else "$kvtop-warn" if ok else "$kvtop-critical"
                 rtxt = f"{ratio:.2f}x"
-            lines.append(Content.assemble(f"{label:<{w_label}}", f"{fmt(row.predicted):>{w_col}}",
-                                          (f"{fmt(row.measured):>{w_col}}", "$kvtop-measured"), (f"{rtxt:>8}", style)))
+            cells = {"roofline": (fmt(row.predicted), ""),
+                     "forecast": (fmt(fc) if key in TIMED else "", "$kvtop-forecast"),
+                     "measured": (fmt(row.measured), "$kvtop-measured")}
+            lines.append(Content.assemble(f"{label:<{W_LABEL}}", *[(f"{cells[c][0]:>{W_COL}}", cells[c][1]) for c in cols],
+                                          (f"{rtxt:>{W_RATIO}}", style)))
         lines.append(Content.styled(estimate_verdict(self.rows), "italic"))
+        if self.forecast is not None:
+            lines.append(Content.styled(f"forecast: {self.forecast.label()}", "$text-muted"))
         if self.note:
             lines.append(Content.styled(self.note, "$text-muted"))
         return Content("\n").join(lines)

@@ -15,6 +15,8 @@ from runner.system.memory import MemorySample
 from runner.units import MIB
 
 from ..format import NA, bar, fmt_bytes
+from runner.physics.verdicts import BUSY_SHARE
+
 from .base import PaneWidget
 
 
@@ -28,6 +30,7 @@ class MemoryPane(PaneWidget):
         self.stale = False  # holds a sample not drawn yet
         self.drawn_at = 0.0
         self.not_sampled: str | None = None  # why there are no live samples (a replay)
+        self.cpu = None  # runner.system.cpu_use.CPUUse over the last second
 
     def set_not_sampled(self, note: str) -> None:
         """No live figures on purpose (a replay shows only what was recorded): say so."""
@@ -55,6 +58,23 @@ class MemoryPane(PaneWidget):
         self.drawn_at = time.monotonic()
         self.refresh(layout=relayout)
 
+    def set_cpu(self, use) -> None:
+        """Cores used by the engine, the UI and everything else; drawn with the next sample."""
+        self.cpu = use
+
+    def _cpu_line(self) -> Content | None:
+        u = self.cpu
+        if u is None:
+            return None
+
+        def cores(x):
+            return NA if x is None else f"{x:.1f}"
+
+        busy = u.others_share is not None and u.others_share >= BUSY_SHARE
+        return Content.assemble(("CPU ", "$text-muted"), "engine ", cores(u.engine), ("  UI ", "$text-muted"),
+                                cores(u.ui), ("  others ", "$text-muted"),
+                                (cores(u.others), "$kvtop-warn" if busy else ""), (f" of {u.cores} cores", "$text-muted"))
+
     def set_buffers(self, buffers) -> None:
         self.buffers = buffers
         self.refresh(layout=True)
@@ -77,6 +97,8 @@ class MemoryPane(PaneWidget):
                                           ("  free ", "$text-muted"), fmt_bytes(sm.available)))
             lines.append(Content.assemble(("swap ", "$text-muted"), fmt_bytes(sm.swap_used), " / ",
                                           fmt_bytes(sm.swap_total)))
+            if (cpu := self._cpu_line()) is not None:
+                lines.append(cpu)
             if not s.gpus:
                 lines.append(Content.styled(clean_line(s.gpu_note or "no NVIDIA GPU"), "$text-muted"))
             for g in s.gpus:

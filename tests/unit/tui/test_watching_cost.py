@@ -83,8 +83,8 @@ async def test_the_estimate_compares_peak_memory_only_after_a_turn(tmp_path, smo
         await wait_until(pilot, lambda: app.loaded is not None and app.layout_kv is not None, what="load")
         await pilot.pause()
         row = next(line for line in screen_text(app).split("\n") if "peak mem" in line)
-        assert "26.00 MiB" not in row and "N/A" in row
+        assert "26.0 MiB" not in row and "26.00 MiB" not in row and "N/A" in row
         app.query_one(MemoryPane).set_sample(sample(250))
         await one_turn(pilot, "Tell me about the sea.")
         row = next(line for line in screen_text(app).split("\n") if "peak mem" in line)
-        assert "250.00 MiB" in row
+        assert "250 MiB" in row and "0.89x" in row  # 250 MiB measured of 281 MiB predicted

@@ -1,6 +1,7 @@
 """``kvtop bench``: llama-bench's -p 0 / -n 0, and the model check before the engine starts."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -60,3 +61,18 @@ def test_p_0_and_n_0_is_a_usage_error(smollm_path):
 def test_out_of_range_is_a_usage_error(smollm_path, flag):
     r = run(smollm_path, *flag)
     assert r.returncode == 2 and "must be" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_bench_run_calibrates_the_forecast_the_app_shows(smollm_path, tmp_path):
+    """Three repetitions of pp256/tg16 are three calibrated turns under the key the app
+    uses for the same model and settings: its forecast is then "calibrated"."""
+    from runner.calibration.calibration import calibration_for
+    from runner.settings import Settings
+
+    env = {**os.environ, "KVTOP_HOME": str(tmp_path)}
+    r = subprocess.run([sys.executable, "-m", "tui", "bench", smollm_path, "-r", "3", "-p", "256", "-n", "16", "-t", "2"],
+                       capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 0, r.stderr
+    cal = calibration_for(Settings(smollm_path, n_threads=2), str(tmp_path / "cache"))
+    assert cal.turns == 3 and len(cal.samples.prefill) == 3 and len(cal.samples.decode) == 3
+    assert [(n, d) for n, d, _ in cal.samples.prefill] == [(256, 0)] * 3

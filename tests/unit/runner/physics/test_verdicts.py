@@ -47,13 +47,13 @@ def test_before_any_turn():
 # ------------------------------------------------------------------ within 25%
 def test_within_25_percent_names_the_biggest_gap():
     v = estimate_verdict(rows(ttft=(0.1, 0.11), prefill=(500, 450), decode=(100, 82)))
-    assert v == ("measured within 25% of the estimate (decode at 0.82x of the ceiling): "
+    assert v == ("measured within 25% of the roofline (decode at 0.82x of the ceiling): "
                  "running near the hardware's limits")
 
 
 def test_within_25_percent_and_faster_says_so():
     v = estimate_verdict(rows(prefill=(500, 600), decode=(100, 98)))
-    assert v.startswith("measured within 25% of the estimate (prefill at 1.20x of the estimate, faster than predicted)")
+    assert v.startswith("measured within 25% of the roofline (prefill at 1.20x of the roofline, faster than predicted)")
 
 
 def test_within_25_percent_with_an_unused_gpu_suggests_ngl():
@@ -67,8 +67,8 @@ def test_ttft_gap_from_a_model_load_wait_is_named_not_blamed_on_the_prompt():
     prefill itself ran 1.44x faster than predicted on a 16-token prompt."""
     turn = TurnFigures(prefill_tokens=16, prefill_s=16 / 432, wait_s=0.481)
     v = estimate_verdict(rows(CPU_TINY, turn, ttft=(0.18, 0.62), prefill=(300, 432), decode=(150, 140)))
-    assert v.startswith("TTFT at 3.44x the estimate, mostly waiting for the engine (481 ms of 620 ms")
-    assert v.endswith("; also prefill at 1.44x of the estimate, faster than predicted")
+    assert v.startswith("TTFT at 3.44x the roofline, mostly waiting for the engine (481 ms of 620 ms")
+    assert v.endswith("; also prefill at 1.44x of the roofline, faster than predicted")
     assert "too short" not in v
 
 
@@ -76,26 +76,26 @@ def test_ttft_gap_from_slow_prefill_names_prefill_and_why():
     """The snapshot's turn: a 37-token prompt at 420 tok/s against 925 predicted."""
     v = estimate_verdict(rows(CPU_TINY, TurnFigures(prefill_tokens=37), ttft=(0.043, 0.098),
                               prefill=(925, 420), decode=(307, 150)))
-    assert v == ("TTFT at 2.28x the estimate, mostly prefill (88 ms, predicted 40 ms): a 37-token prompt is "
+    assert v == ("TTFT at 2.28x the roofline, mostly prefill (88 ms, predicted 40 ms): a 37-token prompt is "
                  "too short to keep the matrix units busy; also decode at 0.49x of the ceiling")
 
 
 def test_ttft_gap_outside_prefill():
     turn = TurnFigures(prefill_tokens=512, prefill_s=0.1, wait_s=0.0)
     v = estimate_verdict(rows(CPU_BIG, turn, ttft=(0.1, 0.3), prefill=(5120, 5120)))
-    assert v == ("TTFT at 3.00x the estimate, mostly outside prefill (200 ms: cache lookup, first sample, "
+    assert v == ("TTFT at 3.00x the roofline, mostly outside prefill (200 ms: cache lookup, first sample, "
                  "first visible character)")
 
 
 def test_ttft_faster_than_predicted_because_prefill_was():
     turn = TurnFigures(prefill_tokens=512, prefill_s=0.05)
     v = estimate_verdict(rows(CPU_BIG, turn, ttft=(0.1, 0.05), prefill=(5120, 10240)))
-    assert v == ("TTFT at 0.50x the estimate, faster than predicted: prefill ran at 2.00x the predicted rate, "
+    assert v == ("TTFT at 0.50x the roofline, faster than predicted: prefill ran at 2.00x the predicted rate, "
                  "llama.cpp's CPU kernels beat the float32 matmul probe's FLOPS")
 
 
 def test_ttft_faster_without_a_prefill_row():
-    assert estimate_verdict(rows(ttft=(0.1, 0.05))) == "TTFT at 0.50x the estimate, faster than predicted"
+    assert estimate_verdict(rows(ttft=(0.1, 0.05))) == "TTFT at 0.50x the roofline, faster than predicted"
 
 
 # ------------------------------------------------------------------ prefill
@@ -108,7 +108,7 @@ def test_ttft_faster_without_a_prefill_row():
 ])
 def test_prefill_slower_than_predicted(ctx, tokens, cause):
     v = estimate_verdict(rows(ctx, TurnFigures(prefill_tokens=tokens), prefill=(1000, 450)))
-    assert v == f"prefill at 0.45x of the estimate: {cause}"
+    assert v == f"prefill at 0.45x of the roofline: {cause}"
 
 
 @pytest.mark.parametrize("ctx,cause", [
@@ -117,7 +117,7 @@ def test_prefill_slower_than_predicted(ctx, tokens, cause):
 ])
 def test_prefill_faster_than_predicted_is_never_called_too_short(ctx, cause):
     v = estimate_verdict(rows(ctx, TurnFigures(prefill_tokens=16), prefill=(300, 432)))
-    assert v == f"prefill at 1.44x of the estimate, faster than predicted: {cause}"
+    assert v == f"prefill at 1.44x of the roofline, faster than predicted: {cause}"
 
 
 # ------------------------------------------------------------------ decode
@@ -181,7 +181,7 @@ def test_a_small_hiccup_is_not_a_stall():
 def test_the_biggest_gap_comes_first_either_way():
     # prefill 3x faster is a bigger gap than decode 2x slower
     v = estimate_verdict(rows(CPU_BIG, steady(50.0), prefill=(1000, 3000), decode=(100, 50)))
-    assert v.startswith("prefill at 3.00x of the estimate, faster than predicted")
+    assert v.startswith("prefill at 3.00x of the roofline, faster than predicted")
     assert v.endswith("; also decode at 0.50x of the ceiling")
 
 

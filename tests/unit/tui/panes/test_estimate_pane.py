@@ -1,5 +1,6 @@
 """The Estimate pane draws EstimateRows."""
 
+from runner.calibration.forecast import Forecast
 from runner.physics.estimate_rows import EstimateContext, EstimateRows, Row, TurnFigures
 from runner.physics.verdicts import estimate_verdict
 from runner.units import MIB
@@ -18,9 +19,10 @@ def test_the_pane_draws_the_rows_and_the_verdict():
     pane.set_rows(ROWS)
     text = drawn(pane)
     lines = text.split("\n")
-    assert lines[1].split() == ["TTFT", "43", "ms", "98", "ms", "2.28x"]
-    assert lines[2].split() == ["prefill", "925", "tok/s", "420", "tok/s", "0.45x"]
-    assert lines[4].split() == ["KV", "bytes", "90.00", "MiB", "90.00", "MiB", "1.00x"]
+    assert lines[0].split() == ["roofline", "forecast", "measured", "ratio"]
+    assert lines[1].split() == ["TTFT", "43", "ms", "N/A", "98", "ms", "2.28x"]  # no forecast: ÷ the roofline
+    assert lines[2].split() == ["pp", "tok/s", "925", "N/A", "420", "0.45x"]
+    assert lines[4].split() == ["KV", "bytes", "90.0", "MiB", "90.0", "MiB", "1.00x"]
     assert lines[-2] == estimate_verdict(ROWS) and lines[-1] == "hardware: test profile"
 
 
@@ -28,5 +30,38 @@ def test_before_any_turn_the_speed_rows_are_na():
     pane = EstimatePane()
     pane.set_rows(EstimateRows(kv=Row(90 * MIB, None)))
     lines = drawn(pane).split("\n")
-    assert lines[1].split() == ["TTFT", "N/A", "N/A", "N/A"] and lines[4].split()[-2:] == ["N/A", "N/A"]
+    assert lines[1].split() == ["TTFT", "N/A", "N/A", "N/A", "N/A"] and lines[4].split()[-2:] == ["N/A", "N/A"]
     assert lines[-1] == "send a message to compare the estimate with a measured turn"
+
+
+def test_a_forecast_is_its_own_column_and_the_ratio_is_measured_over_it():
+    pane = EstimatePane()
+    pane.set_rows(ROWS)
+    pane.set_forecast(Forecast(prompt_tokens=37, cached_tokens=0, reply_tokens=64, ttft_s=0.090, prefill_s=0.088,
+                               prefill_tok_s=400.0, decode_tok_s=160.0, reply_s=0.5, basis="calibrated", n_turns=3))
+    lines = drawn(pane).split("\n")
+    assert lines[1].split() == ["TTFT", "43", "ms", "90", "ms", "98", "ms", "1.09x"]
+    assert lines[2].split() == ["pp", "tok/s", "925", "400", "420", "1.05x"]
+    assert lines[3].split() == ["tg", "tok/s", "307", "160", "150", "0.94x"]
+    assert lines[4].split() == ["KV", "bytes", "90.0", "MiB", "90.0", "MiB", "1.00x"]  # no forecast: exact
+    assert "forecast: calibrated on 3 turns" in lines
+
+
+async def test_a_narrow_pane_drops_the_roofline_column_first_and_never_wraps_a_row():
+    from textual.app import App
+
+    class One(App):
+        def compose(self):
+            yield EstimatePane(id="e")
+
+    for width, columns in ((60, ["roofline", "forecast", "measured", "ratio"]), (40, ["forecast", "measured", "ratio"]),
+                           (30, ["measured", "ratio"])):
+        app = One()
+        async with app.run_test(size=(width, 20)) as pilot:
+            pane = app.query_one(EstimatePane)
+            pane.styles.width = width
+            pane.set_rows(ROWS)
+            await pilot.pause()
+            lines = drawn(pane).split("\n")
+            assert lines[0].split() == columns
+            assert all(len(line) <= pane.size.width for line in lines[:7]), (width, lines[:7])

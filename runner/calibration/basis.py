@@ -1,0 +1,24 @@
+"""The machine's roofline as the forecast's shape (runner.physics.machine): prefill
+seconds for ``n`` tokens at depth ``d``, and seconds per decoded token at depth ``d``
+under whichever ceiling binds there (each device's share where the model is split)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from runner.calibration.forecast import Basis
+
+
+def roofline_basis(facts, layout, hw, settings) -> Basis:
+    from runner.physics.machine import ceilings_here, prefill_seconds_here
+
+    @lru_cache(maxsize=4096)
+    def prefill_s(n: int, depth: int) -> float | None:
+        return prefill_seconds_here(facts, layout, hw, settings, n, depth)
+
+    @lru_cache(maxsize=4096)
+    def token_s(depth: int) -> float | None:
+        rates = [r for r in ceilings_here(facts, layout, hw, settings, depth) if r]
+        return 1.0 / min(rates) if rates else None
+
+    return Basis(prefill_s, token_s, min(settings.n_ubatch, settings.n_batch))

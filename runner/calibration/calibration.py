@@ -1,0 +1,56 @@
+"""One model's calibration on this machine with these settings: its samples on disk,
+what each finished turn adds, and the forecaster they make."""
+
+from __future__ import annotations
+
+from runner.calibration.forecast import Basis, Forecaster
+from runner.calibration.key import key_hash
+from runner.calibration.samples import samples_from_turn
+from runner.calibration.store import Samples, calibration_path, load_samples, save_samples
+
+
+class Calibration:
+    def __init__(self, cache_dir: str, key: dict):
+        self.key = key
+        self.path = calibration_path(cache_dir, key_hash(key))
+        self.samples: Samples = load_samples(self.path)
+        self._forecaster: Forecaster | None = None
+        self._basis: Basis | None = None
+
+    @property
+    def turns(self) -> int:
+        return self.samples.turns
+
+    def record(self, metrics) -> bool:
+        """Add a finished turn's samples and save them; False when it held none. An
+        ``OSError`` from saving propagates: the caller says so once and goes on."""
+        new = samples_from_turn(metrics)
+        if new.empty():
+            return False
+        self.samples.add(new)
+        self._forecaster = None
+        save_samples(self.path, self.key, self.samples)
+        return True
+
+    def forecaster(self, basis: Basis) -> Forecaster:
+        if self._forecaster is None or self._basis is not basis:
+            self._forecaster, self._basis = Forecaster(basis, self.samples), basis
+        return self._forecaster
+
+
+def calibration_for(settings, cache_dir: str, server: str | None = None, gpu_names: tuple[str, ...] | None = None):
+    """The calibration the app and ``kvtop bench`` share for this model and settings
+    (``server``: a llama-server's URL; ``gpu_names``: None asks NVML when layers are
+    offloaded)."""
+    from runner.calibration.key import calibration_key, file_identity
+
+    s = settings.resolved()
+    if gpu_names is None:
+        gpu_names = ()
+        if s.n_gpu_layers:
+            from runner.system.hardware import query_gpus
+
+            gpu_names = tuple(g.name for g in query_gpus(None).gpus)
+    ident = file_identity(s.model) or s.model
+    engine = f"server {server}" if server else "local"
+    return Calibration(cache_dir, calibration_key(s, ident, tuple(gpu_names) if s.n_gpu_layers else (), engine))

@@ -1,0 +1,101 @@
+"""A forecast for one prompt: time to first token, prefill and decode rates, the
+reply's time, from this machine's calibration where it has one, else the roofline.
+
+The roofline (``Basis``) gives the shape: seconds for ``n`` prompt tokens computed at
+depth ``d``, seconds per decoded token at depth ``d``. The calibration's fits
+(runner.calibration.fit) scale it to what this machine measured. Prefill is forecast
+micro-batch by micro-batch, as llama.cpp computes it, so the fixed cost of each
+micro-batch counts as often as it is paid.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Callable
+
+from runner.calibration.fit import Fit, fit_scale
+from runner.calibration.store import Samples
+
+
+@dataclass(frozen=True)
+class Basis:
+    """The roofline's shape: ``prefill_s(n, depth)``, ``token_s(depth)`` (None: unknown)."""
+
+    prefill_s: Callable[[int, int], float | None]
+    token_s: Callable[[int], float | None]
+    n_ubatch: int
+
+
+@dataclass(frozen=True)
+class Forecast:
+    prompt_tokens: int
+    cached_tokens: int
+    reply_tokens: int
+    ttft_s: float | None
+    prefill_s: float | None
+    prefill_tok_s: float | None
+    decode_tok_s: float | None
+    reply_s: float | None  # submit -> last token of a reply of ``reply_tokens``
+    basis: str  # "calibrated" or "roofline"
+    n_turns: int  # calibrated turns behind it (0 for the roofline)
+
+    @property
+    def new_tokens(self) -> int:
+        return max(self.prompt_tokens - self.cached_tokens, 0)
+
+    def label(self) -> str:
+        if self.basis == "calibrated":
+            return f"calibrated on {self.n_turns:,} turn{'s' if self.n_turns != 1 else ''}"
+        return "roofline (not calibrated yet)"
+
+    def to_dict(self) -> dict:
+        return {"ttft_s": self.ttft_s, "prefill_tok_s": self.prefill_tok_s, "decode_tok_s": self.decode_tok_s,
+                "reply_s": self.reply_s, "reply_tokens": self.reply_tokens, "basis": self.basis,
+                "n_samples": self.n_turns}
+
+
+class Forecaster:
+    """Fits made once from ``samples`` against ``basis``; forecasts are then cheap."""
+
+    def __init__(self, basis: Basis, samples: Samples):
+        self.basis = basis
+        self.n_turns = samples.turns
+        self.prefill_fit = fit_scale([(basis.prefill_s(n, d) or 0.0, s) for n, d, s in samples.prefill])
+        self.decode_fit = fit_scale([(basis.token_s(d) or 0.0, s / n) for n, d, s in samples.decode])
+        self.overhead_s = statistics.median(samples.overhead) if samples.overhead else 0.0
+
+    @property
+    def calibrated(self) -> bool:
+        """Prefill was measured (the time to first token is its point); decode falls
+        back to the roofline until a reply of a few tokens was measured too."""
+        return self.prefill_fit is not None
+
+    def prefill_seconds(self, prompt_tokens: int, cached: int) -> float | None:
+        total, depth, ub = 0.0, cached, max(self.basis.n_ubatch, 1)
+        fit = self.prefill_fit or Fit(1.0, 0.0, 0)
+        while depth < prompt_tokens:
+            n = min(ub, prompt_tokens - depth)
+            roof = self.basis.prefill_s(n, depth)
+            if roof is None:
+                return None
+            total += fit.seconds(roof)
+            depth += n
+        return total
+
+    def token_seconds(self, depth: int) -> float | None:
+        roof = self.basis.token_s(depth)
+        if roof is None:
+            return None
+        return (self.decode_fit or Fit(1.0, 0.0, 0)).seconds(roof)
+
+    def forecast(self, prompt_tokens: int, cached: int, reply_tokens: int = 256) -> Forecast:
+        cached = min(max(cached, 0), max(prompt_tokens - 1, 0))  # the last token is always computed
+        pre = self.prefill_seconds(prompt_tokens, cached)
+        tok = self.token_seconds(prompt_tokens + reply_tokens // 2)
+        ttft = pre + (self.overhead_s if self.calibrated else 0.0) if pre is not None else None
+        new = prompt_tokens - cached
+        reply = ttft + max(reply_tokens - 1, 0) * tok if ttft is not None and tok is not None else None
+        return Forecast(prompt_tokens, cached, reply_tokens, ttft, pre, new / pre if pre else None,
+                        1 / tok if tok else None, reply, "calibrated" if self.calibrated else "roofline",
+                        self.n_turns if self.calibrated else 0)

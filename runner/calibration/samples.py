@@ -1,0 +1,33 @@
+"""A finished turn's measurements as calibration samples.
+
+Each prefill micro-batch is a sample (tokens, depth it started at, seconds): one long
+prompt calibrates prefill at several depths. Decode is one sample per turn (intervals
+between tokens, the depth in the middle of the reply, seconds). The overhead is what
+the time to first token holds beside prefill and the wait for the engine (template,
+tokenize, the first sample, the trip to the screen).
+"""
+
+from __future__ import annotations
+
+from runner.calibration.store import Samples
+
+MIN_DECODE_TOKENS = 4  # fewer intervals say more about the clock than about decode
+
+
+def samples_from_turn(m) -> Samples:
+    """``m``: a ``runner.events.TurnMetrics``."""
+    prefill = []
+    depth = m.reused_tokens
+    for n, secs in m.ubatches:
+        if n > 0 and secs > 0:
+            prefill.append((int(n), int(depth), float(secs)))
+        depth += max(int(n), 0)
+    decode = []
+    if m.decode_tokens >= MIN_DECODE_TOKENS and m.decode_s > 0:
+        decode.append((m.decode_tokens - 1, m.prompt_tokens + m.decode_tokens // 2, float(m.decode_s)))
+    overhead = []
+    if m.ttft_s is not None and prefill:
+        rest = m.ttft_s - m.prefill_s - max(m.wait_s, 0.0)
+        if rest >= 0:
+            overhead.append(rest)
+    return Samples(prefill, decode, overhead, 1 if (prefill or decode) else 0)

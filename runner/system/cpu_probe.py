@@ -1,0 +1,154 @@
+"""The CPU probe: read bandwidth with every core and matmul FLOPS, measured here.
+
+Cached per machine in the cache folder. A probe taken while other work held the CPU
+reads low (measured here: 19.6 GB/s busy, ~34 GB/s quiet), and a ceiling that a
+measured rate beats is not a ceiling: so the probe records how busy the machine was
+just before it, says so in the hardware line, and a disturbed probe is taken again
+once the machine is quiet (and whenever a turn beats it: tui/reprobe.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+from dataclasses import asdict, dataclass
+
+from runner.units import MIB
+
+
+@dataclass(frozen=True)
+class CPUProbe:
+    """Measured CPU figures: read bandwidth with all cores, and matmul FLOPS."""
+
+    bandwidth_gbs: float
+    tflops: float
+    threads: int
+    seconds: float
+    measured_at: float
+    machine: str
+    busy: float | None = None  # the machine's CPU use just before the probe (0..1); None: not measured
+    loadavg: float | None = None  # the 1-minute load average then
+
+    def describe(self) -> str:
+        """When and under what load the figures were measured (the hardware line)."""
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(self.measured_at))
+        load = f", CPU {self.busy:.0%} busy before it" if self.busy is not None else ""
+        return f"CPU probe ({self.threads} threads, {when}{load})"
+
+    @property
+    def disturbed(self) -> bool:
+        """Taken while other work held a quarter of the CPU or more: too low to trust."""
+        return self.busy is not None and self.busy >= BUSY_PROBE
+
+
+def _probe_bandwidth(threads: int, nbytes: int = 256 * MIB, repeats: int = 3) -> float:
+    import numpy as np
+    from concurrent.futures import ThreadPoolExecutor
+
+    arr = np.ones(nbytes // 8, dtype=np.float64)
+    parts = np.array_split(arr, threads)
+    best = 0.0
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(np.sum, parts))  # warm up: fault pages in
+        for _ in range(repeats):
+            t = time.perf_counter()
+            list(pool.map(np.sum, parts))
+            dt = time.perf_counter() - t
+            best = max(best, arr.nbytes / dt / 1e9)
+    return best
+
+
+def _probe_flops(n: int = 1024, repeats: int = 4) -> float:
+    import numpy as np
+
+    a = np.random.default_rng(0).random((n, n), dtype=np.float32)
+    b = a.T.copy()
+    a @ b
+    best = 0.0
+    for _ in range(repeats):
+        t = time.perf_counter()
+        a @ b
+        dt = time.perf_counter() - t
+        best = max(best, 2 * n**3 / dt / 1e12)
+    return best
+
+
+BUSY_PROBE = 0.25  # other work held this share of the CPU: the probe reads low
+QUIET_PROBE = 0.15  # below this the machine is quiet enough to probe again
+
+
+def machine_key() -> str:
+    return f"{platform.node()}-{platform.machine()}-{os.cpu_count()}"
+
+
+def probe_cpu_in_subprocess() -> CPUProbe:
+    """Run the probe in a short-lived process: its 256 MiB buffer and the BLAS threads
+    numpy starts (which keep spinning for a while after a matmul) stay out of the
+    process that goes on to watch the model."""
+    import subprocess
+    import sys
+
+    from runner.process.parent import child_env
+
+    # No huge pages for the probe's buffer (numpy asks for them): once it is freed the
+    # kernel compacts memory for seconds, and the model's first decode ran 2% slower
+    # (measured here: 0.981 of a decode without the probe before it, 0.997 with this).
+    # llama.cpp's mmap-ed weights do not ask for huge pages either.
+    env = child_env(NUMPY_MADVISE_HUGEPAGE="0")
+    code = "import json, dataclasses; from runner.system.hardware import probe_cpu; print(json.dumps(dataclasses.asdict(probe_cpu())))"
+    try:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                             timeout=60, check=True)
+        return CPUProbe(**json.loads(out.stdout.strip().splitlines()[-1]))
+    except (subprocess.SubprocessError, OSError, ValueError, TypeError, IndexError):
+        return probe_cpu()
+
+
+def machine_busy(seconds: float = 0.5) -> float | None:
+    """The whole machine's CPU use over ``seconds`` (0..1), None when unreadable."""
+    import psutil
+
+    try:
+        return psutil.cpu_percent(interval=seconds) / 100.0
+    except Exception:
+        return None
+
+
+def probe_cpu(threads: int | None = None) -> CPUProbe:
+    threads = threads or os.cpu_count() or 1
+    busy = machine_busy()
+    t = time.perf_counter()
+    bw = _probe_bandwidth(threads)
+    fl = _probe_flops()
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    return CPUProbe(bw, fl, threads, time.perf_counter() - t, time.time(), machine_key(), busy, load)
+
+
+def cpu_profile(cache_dir: str | None = None, refresh: bool = False) -> CPUProbe:
+    """The CPU probe, cached on disk per machine; ``refresh`` re-runs it."""
+    if cache_dir is None:
+        from platformdirs import user_cache_dir
+
+        cache_dir = user_cache_dir("kvtop")
+    path = os.path.join(cache_dir, f"cpu-probe-{machine_key()}.json")
+    if not refresh:
+        try:
+            with open(path) as fh:
+                cached = CPUProbe(**json.load(fh))
+            # a probe taken on a busy machine is kept only while the machine is still busy
+            if not cached.disturbed or (machine_busy(0.3) or 0.0) >= QUIET_PROBE:
+                return cached
+        except (OSError, ValueError, TypeError):
+            pass
+    probe = probe_cpu_in_subprocess()
+    try:
+        os.makedirs(cache_dir, exist_ok=True)
+        tmp = path + ".tmp"
+        with open(tmp, "w") as fh:
+            json.dump(asdict(probe), fh)
+        os.replace(tmp, path)
+    except OSError:
+        pass
+    return probe

@@ -1,0 +1,116 @@
+"""The calibration's arithmetic: fits, samples from a turn, the store on disk, and a
+forecast that reproduces a machine it has seen once."""
+
+import json
+import os
+
+import pytest
+
+from runner.calibration.fit import fit_scale
+from runner.calibration.forecast import Basis, Forecaster
+from runner.calibration.samples import samples_from_turn
+from runner.calibration.store import MAX_PREFILL, VERSION, Samples, load_samples, save_samples
+from runner.events import TurnMetrics
+
+# A roofline shape: 1 ms per prompt token plus attention growing with depth; decode
+# 5 ms per token plus 1 us per position of depth.
+ROOF = Basis(lambda n, d: n * (1e-3 + 1e-7 * (d + n / 2)), lambda d: 5e-3 + 1e-6 * d, 512)
+
+
+def machine_prefill(n: int, d: int) -> float:
+    """The "real" machine: 1.8x the roofline plus 20 ms per micro-batch."""
+    return 1.8 * ROOF.prefill_s(n, d) + 0.020
+
+
+def machine_token(d: int) -> float:
+    return 1.3 * ROOF.token_s(d)
+
+
+def metrics(prompt: int, reused: int = 0, reply: int = 64, overhead: float = 0.015) -> TurnMetrics:
+    ubatches, depth = [], reused
+    while depth < prompt:
+        n = min(512, prompt - depth)
+        ubatches.append((n, machine_prefill(n, depth)))
+        depth += n
+    prefill_s = sum(s for _, s in ubatches)
+    decode_s = sum(machine_token(prompt + i) for i in range(reply - 1))
+    return TurnMetrics(prompt_tokens=prompt, reused_tokens=reused, prefill_tokens=prompt - reused,
+                       prefill_s=prefill_s, prefill_tok_s=(prompt - reused) / prefill_s, template_s=0.002,
+                       tokenize_s=0.001, wait_s=0.5, ttft_s=0.5 + prefill_s + overhead, decode_tokens=reply,
+                       decode_s=decode_s, decode_tok_s=(reply - 1) / decode_s, itl_p50_ms=None, itl_p95_ms=None,
+                       kv_cells_used=prompt + reply, n_ctx=8192, ubatches=tuple(ubatches))
+
+
+def test_one_sample_is_a_ratio_through_the_origin():
+    f = fit_scale([(2.0, 3.0)])
+    assert (f.k, f.c, f.n) == (1.5, 0.0, 1)
+
+
+def test_samples_of_several_sizes_fit_the_fixed_cost_too():
+    f = fit_scale([(x, 2 * x + 0.05) for x in (0.1, 0.3, 0.9, 2.0)])
+    assert f.k == pytest.approx(2.0) and f.c == pytest.approx(0.05)
+
+
+def test_nonsense_samples_are_ignored_and_a_negative_intercept_is_refused():
+    assert fit_scale([(0.0, 1.0), (float("nan"), 1.0), (1.0, -2.0)]) is None
+    f = fit_scale([(1.0, 0.5), (2.0, 1.6), (4.0, 3.9)])  # the line through them would cut below 0
+    assert f.c == 0.0 and f.k == pytest.approx(0.8, abs=0.05)
+
+
+def test_a_turns_samples_follow_its_micro_batches_and_leave_out_the_wait():
+    s = samples_from_turn(metrics(1300, reused=100))
+    assert [(n, d) for n, d, _ in s.prefill] == [(512, 100), (512, 612), (176, 1124)]
+    assert s.decode == [(63, 1300 + 32, pytest.approx(s.decode[0][2]))]
+    assert s.overhead == [pytest.approx(0.015)] and s.turns == 1
+
+
+def test_one_calibrating_turn_forecasts_other_lengths_within_a_few_percent():
+    samples = samples_from_turn(metrics(1024))
+    fc = Forecaster(ROOF, samples)
+    for prompt in (128, 512, 1536, 3000):
+        m = metrics(prompt)
+        got = fc.forecast(prompt, 0, 64)
+        measured_ttft = m.ttft_s - m.wait_s
+        assert got.basis == "calibrated" and got.n_turns == 1
+        assert got.ttft_s / measured_ttft == pytest.approx(1.0, abs=0.08), prompt
+        assert got.decode_tok_s / m.decode_tok_s == pytest.approx(1.0, abs=0.05), prompt
+
+
+def test_without_samples_the_forecast_is_the_roofline_and_says_so():
+    fc = Forecaster(ROOF, Samples()).forecast(1000, 0, 10)
+    assert fc.basis == "roofline" and fc.label() == "roofline (not calibrated yet)"
+    assert fc.prefill_s == pytest.approx(ROOF.prefill_s(512, 0) + ROOF.prefill_s(488, 512))
+
+
+def test_cached_tokens_are_not_forecast_and_the_last_token_always_is():
+    fc = Forecaster(ROOF, samples_from_turn(metrics(1024)))
+    assert fc.forecast(2000, 1500, 8).prefill_s < fc.forecast(2000, 0, 8).prefill_s / 3
+    every = fc.forecast(300, 300, 8)
+    assert every.cached_tokens == 299 and every.new_tokens == 1 and every.prefill_s > 0
+
+
+def test_the_store_is_bounded_versioned_and_survives_garbage(tmp_path):
+    path = str(tmp_path / "c" / "x.json")
+    s = Samples()
+    for prompt in range(4000, 4040):  # 40 turns of 8 micro-batches: more than the store keeps
+        s.add(samples_from_turn(metrics(prompt)))
+    save_samples(path, {"model": "m"}, s)
+    back = load_samples(path)
+    assert len(back.prefill) == MAX_PREFILL and back.turns == 40 and back.prefill == s.prefill
+    assert back.prefill[-1][:2] == (4039 - 3584, 3584)  # the newest are kept
+    assert json.load(open(path))["version"] == VERSION
+    for junk in (b"", b"{", b"[]", json.dumps({"version": VERSION + 1, "prefill": [[1, 0, 1.0]]}).encode(),
+                 json.dumps({"version": VERSION, "prefill": [[1, 0, "x"], [-5, 0, 1.0], [3, 0, 1e300],
+                                                             [512, 0, 0.5]], "turns": "many"}).encode()):
+        with open(path, "wb") as fh:
+            fh.write(junk)
+        got = load_samples(path)
+        assert got.prefill in ([], [(512, 0, 0.5)]) and got.turns == 0
+    os.remove(path)
+    assert load_samples(path).empty()  # deleting it is safe: the next turn starts again
+
+
+def test_one_turn_on_a_busy_machine_does_not_move_the_fit():
+    pts = [(x, 2 * x + 0.05) for x in (0.1, 0.2, 0.4, 0.8, 1.6)] + [(0.4, 9.0)]  # one turn 10x slow
+    f = fit_scale(pts)
+    assert f.k == pytest.approx(2.0, rel=0.02) and f.c == pytest.approx(0.05, abs=0.01)

@@ -1,0 +1,174 @@
+"""The forecast before Enter (the prompt's border) and at a turn's start (the Estimate
+pane's forecast column), on the real app and the scripted engine: roofline until a
+turn has run, calibrated after, kept across runs in the cache folder."""
+
+import glob
+import json
+import os
+
+from helpers import make_app, screen_text, wait_until
+from runner.settings import Settings
+from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
+from tui.panes.estimate import EstimatePane
+
+
+def _app(tmp_path, model, turns, speed=0.0):
+    loaded = smollm_loaded(model)
+    return make_app(Settings(model, n_ctx=4096, n_threads=2),
+                    lambda s: ScriptedEngine(s, loaded, turns, speed=speed, real_clock=speed > 0),
+                    tmp_path, live_system=False, write_transcript=False)
+
+
+def _border(app) -> str:
+    return str(app.query_one("#prompt").border_subtitle or "")
+
+
+def _basis(app) -> str:
+    return str(app.query_one("#prompt").border_title or "")
+
+
+async def _type(pilot, text: str) -> None:
+    app = pilot.app
+    app.query_one("#prompt").focus()
+    app.query_one("#prompt").insert_text_at_cursor(text)  # as typing or a paste would: Input.Changed
+    await pilot.pause()
+
+
+async def test_a_draft_is_forecast_from_the_roofline_then_from_the_calibration(tmp_path, smollm_shaped):
+    slow = scripted_turn(1, 1000.0, 1200, 0, ["Tides", " rise", "."] + [" x"] * 20, pp_tok_s=1200, tg_tok_s=60)
+    app = _app(tmp_path, smollm_shaped, [slow], speed=1.0)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await wait_until(pilot, lambda: app.loaded is not None and app.calibration is not None, what="load")
+        await _type(pilot, "Tell me about tides")
+        # the scripted tokenizer: 4 tokens of template + 4 words
+        await wait_until(pilot, lambda: "TTFT ≈" in _border(app), timeout=5, what="the forecast in the border")
+        # the chat column is 76 wide here: the border says what fits, most important first
+        assert _border(app).startswith("8 tokens, 8 new → TTFT ≈")  # the long form needs more than 72 columns
+        assert "reply of 256 ≈" in _border(app) and _border(app).endswith("; fits")
+        assert _basis(app) == "forecast: roofline (not calibrated yet)"
+
+        await pilot.press("enter")
+        assert _border(app) == "" and _basis(app) == ""  # the draft was sent: its forecast no longer applies
+        pane = app.query_one(EstimatePane)
+        await wait_until(pilot, lambda: pane.forecast is not None, timeout=5, what="the turn's forecast")
+        assert app.turn_running, "the forecast must show when the turn starts, not when it ends"
+        assert pane.forecast.prompt_tokens == 1200 and pane.forecast.basis == "roofline"
+        assert "forecast: roofline (not calibrated yet)" in screen_text(app)
+        await wait_until(pilot, lambda: app.turns and not app.turn_running, timeout=20, what="the turn")
+
+        files = glob.glob(os.path.join(tmp_path, "cache", "calibration", "v1", "*.json"))
+        assert len(files) == 1 and json.load(open(files[0]))["turns"] == 1
+        await _type(pilot, "And the moon?")
+        await wait_until(pilot, lambda: _basis(app) == "forecast: calibrated on 1 turn", timeout=5,
+                         what="calibrated forecast")
+        assert _border(app).startswith("41 tokens, 7 new")  # 8 + 26 of the first exchange are cached
+
+
+async def test_the_calibration_is_there_on_the_next_run(tmp_path, smollm_shaped):
+    turn = scripted_turn(1, 1000.0, 600, 0, ["Hi"] * 10, pp_tok_s=900, tg_tok_s=80)
+    first = _app(tmp_path, smollm_shaped, [turn])
+    async with first.run_test(size=(160, 50)) as pilot:
+        await wait_until(pilot, lambda: first.loaded is not None and first.calibration is not None, what="load")
+        await _type(pilot, "hello")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: first.turns and not first.turn_running, what="turn")
+    again = _app(tmp_path, smollm_shaped, [])
+    async with again.run_test(size=(160, 50)) as pilot:
+        await wait_until(pilot, lambda: again.calibration is not None, what="load")
+        assert again.calibration.turns == 1
+        fc = again.forecast(600, 0, 10)
+        # the scripted machine prefilled 600 tokens at 900 tok/s: the forecast says so
+        assert fc.basis == "calibrated" and abs(fc.prefill_tok_s / 900 - 1) < 0.05
+
+
+async def test_a_draft_that_does_not_fit_says_so_before_enter(tmp_path, smollm_shaped):
+    app = _app(tmp_path, smollm_shaped, [])
+    async with app.run_test(size=(200, 50)) as pilot:
+        await wait_until(pilot, lambda: app.loaded is not None and app.calibration is not None, what="load")
+        await _type(pilot, "word " * 4000)
+        await wait_until(pilot, lambda: "does not fit" in _border(app), timeout=5, what="the refusal forecast")
+        assert _border(app).startswith("4,004 tokens") and "4,004 + 256 > 4,096" in _border(app)
+
+
+async def test_a_file_draft_is_forecast_and_a_fifo_is_named(tmp_path, smollm_shaped):
+    text = tmp_path / "q.txt"
+    text.write_text("one two three four five six")
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    app = _app(tmp_path, smollm_shaped, [])
+    async with app.run_test(size=(200, 50)) as pilot:
+        await wait_until(pilot, lambda: app.loaded is not None and app.calibration is not None, what="load")
+        await _type(pilot, f"/file {text}")
+        await wait_until(pilot, lambda: _border(app).startswith("10 tokens"), timeout=5, what="the file's forecast")
+        app.query_one("#prompt").value = ""
+        await _type(pilot, f"/file {fifo}")
+        await wait_until(pilot, lambda: "FIFO" in _border(app) or "fifo" in _border(app).lower(), timeout=5,
+                         what="the FIFO named")
+
+
+def test_the_border_line_keeps_what_matters_most_as_it_narrows():
+    from runner.calibration.forecast import Forecast
+    from tui.forecasting import forecast_basis_line, forecast_line
+
+    fc = Forecast(412, 375, 256, 0.42, 0.3, 123.0, 90.0, 3.1, "calibrated", 7)
+    assert forecast_line(fc, 4096, 200) == ("412 tokens, 37 new after the cached prefix → TTFT ≈ 420 ms, "
+                                            "reply of 256 ≈ 3.10 s; fits")
+    assert forecast_line(fc, 4096, 50) == "412 tokens, 37 new → TTFT ≈ 420 ms"
+    assert forecast_line(fc, 4096, 16) == "TTFT ≈ 420 ms"
+    assert forecast_basis_line(fc, 80) == "forecast: calibrated on 7 turns" and forecast_basis_line(fc, 12) == "calibrated"
+    assert forecast_line(fc, 600, 200) == "412 tokens, 37 new: does not fit: 412 + 256 > 600"
+
+
+async def test_the_estimate_fills_its_measured_column_while_the_turn_runs(tmp_path, smollm_shaped):
+    slow = scripted_turn(1, 1000.0, 1024, 0, [" w"] * 120, pp_tok_s=1024, tg_tok_s=40)  # 3 s of decode
+    app = _app(tmp_path, smollm_shaped, [slow], speed=1.0)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await wait_until(pilot, lambda: app.loaded is not None and app.calibration is not None, what="load")
+        await _type(pilot, "go")
+        await pilot.press("enter")
+        pane = app.query_one(EstimatePane)
+        await wait_until(pilot, lambda: pane.live and pane.live.get("decode"), timeout=10, what="live decode rate")
+        assert app.turn_running
+        live = dict(pane.live)
+        assert abs(live["prefill"] / 1024 - 1) < 0.05 and abs(live["decode"] / 40 - 1) < 0.1
+        assert 0.9 < live["ttft"] < 1.6  # 1 s of prefill, then the first token (script timing)
+        row = next(line for line in pane.render().plain.split("\n") if line.startswith("tg tok/s"))
+        assert row.split()[-2] == f"{live['decode']:.1f}"  # the measured column shows it, not N/A
+        await wait_until(pilot, lambda: not app.turn_running, timeout=15, what="turn end")
+        assert pane.live is None  # the finished turn's rows replace the live figures
+
+
+async def test_the_turns_forecast_is_in_the_trace_and_a_replay_shows_it(tmp_path, smollm_shaped):
+    from runner.records.trace import TraceError, read_trace
+    from tui.panes.estimate import EstimatePane as Pane
+
+    turn = scripted_turn(1, 1000.0, 700, 0, ["Hi"] * 8, pp_tok_s=900, tg_tok_s=80)
+    app = _app(tmp_path, smollm_shaped, [turn])
+    async with app.run_test(size=(160, 50)) as pilot:
+        await wait_until(pilot, lambda: app.loaded is not None and app.calibration is not None, what="load")
+        await _type(pilot, "hello")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: app.turns and not app.turn_running, what="turn")
+        shown = app.query_one(Pane).forecast
+    (path,) = glob.glob(os.path.join(tmp_path, "data", "sessions", "trace-*.jsonl"))
+    trace = read_trace(path)
+    (fc,) = [obj for kind, obj in trace.records if kind == "forecast"]
+    assert fc == shown and fc.prompt_tokens == 700 and fc.basis == "roofline"
+
+    from helpers import make_app as make
+    from runner.records.replay import ReplayEngine
+
+    replay = make(trace.settings(), lambda s: ReplayEngine(trace, speed=0.0), tmp_path / "r", live_system=False,
+                  write_transcript=False, record_trace=False, facts=trace.facts, hardware=trace.hardware)
+    async with replay.run_test(size=(160, 50)) as pilot:
+        await wait_until(pilot, lambda: replay.turns and not replay.turn_running, what="replayed turn")
+        await wait_until(pilot, lambda: replay.query_one(Pane).forecast == shown, timeout=5, what="recorded forecast")
+
+    lines = open(path).read().splitlines()
+    bad = [line.replace('"ttft_s": ', '"ttft_s": -') if '"type": "forecast"' in line else line for line in lines]
+    open(path, "w").write("\n".join(bad) + "\n")
+    try:
+        read_trace(path)
+        raise AssertionError("a negative forecast time was accepted")
+    except TraceError as exc:
+        assert "forecast ttft_s" in str(exc)

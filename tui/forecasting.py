@@ -1,0 +1,198 @@
+"""Forecasts on screen: before Enter (the prompt's border) and when a turn starts (the
+Estimate pane's forecast column), and the calibration each finished turn adds.
+
+Mixed into the App. The draft is measured by the engine (``MeasurePrompt``: its own
+template and tokenizer, matched against its KV cache), never on the UI thread; typing
+is debounced so a burst of keys asks once. The forecast itself is arithmetic on the
+calibration (runner.calibration), cheap enough for the main thread.
+"""
+
+from __future__ import annotations
+
+from textual import work
+from textual.css.query import NoMatches
+from textual.widgets import Input
+
+from runner.calibration.forecast import Forecast
+from runner.pacing import FORECAST_DEBOUNCE_S
+from runner.process.commands import ChatMessage, MeasurePrompt
+from runner.sanitize import clean_line, clean_text
+
+from . import messages as msg
+from .format import fmt_int, fmt_seconds
+from .panes.estimate import EstimatePane
+
+REPLY_TOKENS = 256  # the reply length a forecast before Enter assumes (when -n does not say)
+
+
+def forecast_line(fc: Forecast, n_ctx: int, width: int) -> str:
+    """What the prompt's lower border says, as much as ``width`` allows (what the
+    forecast rests on goes on the upper border: ``forecast_basis_line``)."""
+    fits = fc.prompt_tokens + fc.reply_tokens <= n_ctx if n_ctx else True
+    new = "" if fc.cached_tokens is None else f", {fmt_int(fc.new_tokens)} new"
+    head = f"{fmt_int(fc.prompt_tokens)} tokens{new}"
+    if not fits:
+        return f"{head}: does not fit: {fmt_int(fc.prompt_tokens)} + {fmt_int(fc.reply_tokens)} > {fmt_int(n_ctx)}"
+    ttft = f"TTFT ≈ {fmt_seconds(fc.ttft_s)}"
+    reply = f"reply of {fmt_int(fc.reply_tokens)} ≈ {fmt_seconds(fc.reply_s)}"
+    for text in (f"{head} after the cached prefix → {ttft}, {reply}; fits", f"{head} → {ttft}, {reply}; fits",
+                 f"{head} → {ttft}, {reply}", f"{head} → {ttft}", ttft):
+        if len(text) <= width:
+            return text
+    return ""
+
+
+def forecast_basis_line(fc: Forecast, width: int) -> str:
+    """The upper border: what the forecast rests on."""
+    text = f"forecast: {fc.label()}"
+    return text if len(text) <= width else fc.basis if len(fc.basis) <= width else ""
+
+
+class Forecasting:
+    """The App's forecast and calibration handlers (see the module's docstring)."""
+
+    calibration = None
+    forecast_basis = None
+    turn_forecast: Forecast | None = None
+    _measure_id = 0
+    _forecast_timer = None
+    _calibration_warned = False
+
+    # ------------------------------------------------------------ calibration
+    def setup_calibration(self) -> None:
+        """Once the facts, hardware and settings are known (and again after a restart)."""
+        from runner.calibration.basis import roofline_basis
+        from runner.calibration.calibration import calibration_for
+
+        if self.facts is None or self.layout_kv is None or self.hw is None or self.session.replaying:
+            return
+        s = self.settings.resolved()
+        L = self.session.loaded
+        self.calibration = calibration_for(s, self.paths.cache_dir, L.server if L is not None else None,
+                                           tuple(g.name for g in self.hw.gpus))
+        self.forecast_basis = roofline_basis(self.facts, self.layout_kv, self.hw, s)
+
+    def forecast(self, prompt_tokens: int, cached: int | None, reply_tokens: int) -> Forecast | None:
+        if self.calibration is None or self.forecast_basis is None:
+            return None
+        fc = self.calibration.forecaster(self.forecast_basis).forecast(prompt_tokens, cached or 0, reply_tokens)
+        if cached is None:  # not known (a server's slot): say so rather than claim 0 cached
+            from dataclasses import replace
+
+            fc = replace(fc, cached_tokens=None)
+        return fc
+
+    def calibrate(self, metrics) -> None:
+        """A finished turn's samples into the calibration (after its forecast was shown)."""
+        if self.calibration is None or self.session.replaying:
+            return
+        try:
+            self.calibration.record(metrics)
+        except OSError as exc:
+            if not self._calibration_warned:
+                self._calibration_warned = True
+                self.notify(f"calibration not saved: {clean_line(str(exc))}", severity="warning", markup=False)
+
+    def reply_tokens(self) -> int:
+        n = self.settings.n_predict
+        return n if n and n > 0 else REPLY_TOKENS
+
+    # ------------------------------------------------------------ turn start
+    def forecast_turn(self, started) -> None:
+        """The Estimate pane's forecast and roofline as soon as the prompt's size is
+        known; its measured column then fills as the turn runs (``measure_live``)."""
+        from runner.calibration.forecast import Forecaster
+        from runner.calibration.store import Samples
+
+        n, cached, reply = started.prompt_tokens, started.reused_tokens, self.reply_tokens()
+        self.turn_forecast = self.forecast(n, cached, reply)
+        roof = Forecaster(self.forecast_basis, Samples()).forecast(n, cached, reply) if self.forecast_basis else None
+        self.query_one(EstimatePane).begin_turn(self.turn_forecast, roof)
+        if self.turn_forecast is not None:
+            self.session.record_forecast(self.turn_forecast)
+
+    def on_recorded_forecast(self, m: msg.RecordedForecast) -> None:
+        """A replay shows the forecast the live run showed (it has no calibration of its own)."""
+        self.turn_forecast = m.forecast
+        self.query_one(EstimatePane).set_forecast(m.forecast)
+
+    def measure_live(self, key: str, value: float | None) -> None:
+        """A running turn's TTFT (at its first token), prefill and decode rates so far."""
+        self.query_one(EstimatePane).set_live(key, value)
+
+    # ------------------------------------------------------------ before Enter
+    def _prompt(self) -> Input | None:
+        """The prompt, or None while the app is closing (a debounce timer can fire then)."""
+        try:
+            return self.query_one("#prompt", Input)
+        except NoMatches:
+            return None
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id != "prompt":
+            return
+        if self._forecast_timer is not None:
+            self._forecast_timer.stop()
+        self._forecast_timer = self.set_timer(FORECAST_DEBOUNCE_S, self.request_forecast)
+
+    def request_forecast(self) -> None:
+        self._forecast_timer = None
+        inp = self._prompt()
+        if inp is None:
+            return
+        draft = clean_text(inp.value).strip()
+        self._measure_id += 1
+        if not draft or self.session.loaded is None or self.session.replaying or self.calibration is None:
+            inp.border_subtitle = inp.border_title = ""
+            return
+        if not self.session.engine.alive():
+            inp.border_subtitle = inp.border_title = ""
+            return
+        history = tuple(self.session.messages)
+        if draft == "/file" or draft.startswith("/file "):
+            path = draft[6:].strip()
+            if path:
+                self.measure_file(self._measure_id, history, path)
+            else:
+                inp.border_subtitle = inp.border_title = ""
+            return
+        self.session.engine.submit(MeasurePrompt(self._measure_id, history + (ChatMessage("user", draft),)))
+
+    @work(thread=True, exclusive=True, group="forecast-file", exit_on_error=False)
+    def measure_file(self, request_id: int, history: tuple, path: str) -> None:
+        """``/file PATH``: read it as sending would (bounded, refusing what is not text),
+        then measure it; a file that cannot be sent says why in the border."""
+        from runner.records.prompt_file import PromptFileError, read_prompt_file
+
+        try:
+            text = read_prompt_file(path)
+        except PromptFileError as exc:
+            self.post_message(msg.ForecastNote(request_id, clean_line(str(exc), 200)))
+            return
+        self.session.engine.submit(MeasurePrompt(request_id, history + (ChatMessage("user", text),)))
+
+    def on_forecast_note(self, m: msg.ForecastNote) -> None:
+        if m.request_id == self._measure_id:
+            if (inp := self._prompt()) is not None:
+                inp.border_subtitle = m.text
+
+    def on_prompt_sized(self, m: msg.PromptSized) -> None:
+        e = m.measured
+        if e.request_id != self._measure_id:  # the draft changed since: a newer answer comes
+            return
+        inp = self._prompt()
+        if inp is None:
+            return
+        fc = self.forecast(e.prompt_tokens, e.cached_tokens, self.reply_tokens())
+        width = max(inp.size.width - 4, 10)
+        inp.border_subtitle = forecast_line(fc, e.n_ctx, width) if fc else ""
+        inp.border_title = forecast_basis_line(fc, width) if fc else ""
+
+    def clear_forecast(self) -> None:
+        """The draft was sent (or the chat cleared): its forecast no longer applies."""
+        self._measure_id += 1
+        if self._forecast_timer is not None:
+            self._forecast_timer.stop()
+            self._forecast_timer = None
+        if (inp := self._prompt()) is not None:
+            inp.border_subtitle = inp.border_title = ""
