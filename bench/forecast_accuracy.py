@@ -13,7 +13,7 @@ and the roofline never below a measured rate. The load average is printed beside
 results, so a busy run can be told apart. A benchmark, not a test: it prints, it does
 not assert.
 
-    python bench/forecast_accuracy.py [-p 128,512,1536,3000] [-n 64] [--calibrate 512] [--models smollm,gemma]
+    python bench/forecast_accuracy.py [-p 128,512,1536,3000] [-n 64] [--calibrate 1024] [--models smollm,gemma]
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ def main() -> int:
     ap.add_argument("-p", default="128,512,1536,3000")
     ap.add_argument("-n", dest="n_gen", type=int, default=64)
     ap.add_argument("-t", dest="threads", type=int, default=0)
-    ap.add_argument("--calibrate", type=int, default=512)
+    ap.add_argument("--calibrate", type=int, default=1024)
     ap.add_argument("--models", default="smollm,gemma")
     a = ap.parse_args()
     a.prompts = [int(x) for x in a.p.split(",")]

@@ -21,4 +21,11 @@ def roofline_basis(facts, layout, hw, settings) -> Basis:
         rates = [r for r in ceilings_here(facts, layout, hw, settings, depth) if r]
         return 1.0 / min(rates) if rates else None
 
-    return Basis(prefill_s, token_s, min(settings.n_ubatch, settings.n_batch))
+    @lru_cache(maxsize=4096)
+    def attention_share(n: int, depth: int) -> float:
+        from runner.physics.phase_costs import layer_attention_flops, prefill_flops
+
+        total = prefill_flops(facts, n, depth)
+        return sum(layer_attention_flops(facts, n, depth)) / total if total else 0.0
+
+    return Basis(prefill_s, token_s, min(settings.n_ubatch, settings.n_batch), attention_share)

@@ -54,3 +54,44 @@ def fit_scale(pairs: list[tuple[float, float]]) -> Fit | None:
             if k > 0 and c >= 0:
                 return Fit(k, c, len(pts))
     return Fit(statistics.median(y / x for x, y in pts), 0.0, len(pts))
+
+
+@dataclass(frozen=True)
+class SplitFit:
+    """``seconds = k_matrix * matrix_roofline + k_attention * attention_roofline + c``:
+    attention (growing with depth) and the weight matrices reach different shares of
+    the peak, most of all on a CPU without flash attention."""
+
+    k_matrix: float
+    k_attention: float
+    c: float
+    n: int
+
+    def seconds(self, matrix_s: float, attention_s: float) -> float:
+        return self.k_matrix * matrix_s + self.k_attention * attention_s + self.c
+
+
+def fit_split(samples: list[tuple[float, float, float]], whole: Fit) -> SplitFit | None:
+    """Fit the two efficiencies to [(matrix_s, attention_s, measured_s)] once the samples
+    tell them apart: at least two depths (the attention share differs by a third or
+    more). Samples more than 50% off the one-efficiency fit ``whole`` (a busy moment) are
+    left out first. None when they cannot be told apart or the fit is not physical."""
+    pts = [(m, a, y) for m, a, y in samples if _ok(m) and a >= 0 and _ok(y)]
+    pts = [(m, a, y) for m, a, y in pts if 0.5 <= y / whole.seconds(m + a) <= 1.5]
+    shares = [a / (m + a) for m, a, _ in pts]
+    if len(pts) < 2 or max(shares) - min(shares) < max(shares) / 3:
+        return None
+    # least squares for (k_m, k_a) with c = 0: two equations, two unknowns
+    smm = sum(m * m for m, _, _ in pts)
+    saa = sum(a * a for _, a, _ in pts)
+    sma = sum(m * a for m, a, _ in pts)
+    smy = sum(m * y for m, _, y in pts)
+    say = sum(a * y for _, a, y in pts)
+    det = smm * saa - sma * sma
+    if det <= 1e-30 * smm * saa:
+        return None
+    k_m = (smy * saa - say * sma) / det
+    k_a = (say * smm - smy * sma) / det
+    if k_m <= 0 or k_a <= 0:
+        return None
+    return SplitFit(k_m, k_a, 0.0, len(pts))

@@ -14,7 +14,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Callable
 
-from runner.calibration.fit import Fit, fit_scale
+from runner.calibration.fit import Fit, SplitFit, fit_scale, fit_split
 from runner.calibration.store import Samples
 
 
@@ -25,6 +25,9 @@ class Basis:
     prefill_s: Callable[[int, int], float | None]
     token_s: Callable[[int], float | None]
     n_ubatch: int
+    # the share of ``prefill_s(n, depth)`` that is attention (it grows with depth and runs
+    # far below peak on a CPU); None: not split, one efficiency for all of it
+    attention_share: Callable[[int, int], float] | None = None
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,9 @@ class Forecaster:
         self.basis = basis
         self.n_turns = samples.turns
         self.prefill_fit = fit_scale([(basis.prefill_s(n, d) or 0.0, s) for n, d, s in samples.prefill])
+        self.prefill_split: SplitFit | None = None
+        if basis.attention_share is not None and self.prefill_fit is not None:
+            self.prefill_split = fit_split([(*self._parts(n, d), s) for n, d, s in samples.prefill], self.prefill_fit)
         self.decode_fit = fit_scale([(basis.token_s(d) or 0.0, s / n) for n, d, s in samples.decode])
         self.overhead_s = statistics.median(samples.overhead) if samples.overhead else 0.0
 
@@ -71,6 +77,12 @@ class Forecaster:
         back to the roofline until a reply of a few tokens was measured too."""
         return self.prefill_fit is not None
 
+    def _parts(self, n: int, depth: int) -> tuple[float, float]:
+        """(matrix seconds, attention seconds) of a micro-batch at the roofline."""
+        roof = self.basis.prefill_s(n, depth) or 0.0
+        share = self.basis.attention_share(n, depth) if self.basis.attention_share else 0.0
+        return roof * (1 - share), roof * share
+
     def prefill_seconds(self, prompt_tokens: int, cached: int) -> float | None:
         total, depth, ub = 0.0, cached, max(self.basis.n_ubatch, 1)
         fit = self.prefill_fit or Fit(1.0, 0.0, 0)
@@ -79,7 +91,7 @@ class Forecaster:
             roof = self.basis.prefill_s(n, depth)
             if roof is None:
                 return None
-            total += fit.seconds(roof)
+            total += self.prefill_split.seconds(*self._parts(n, depth)) if self.prefill_split else fit.seconds(roof)
             depth += n
         return total
 
