@@ -59,3 +59,47 @@ def unique_file(directory: str, stem: str, ext: str) -> tuple[str, object]:
             continue
         return path, os.fdopen(fd, "w", encoding="utf-8")
     raise OSError(f"no free file name for {safe}.{ext} in {directory}")
+
+
+LATEST_TIME = 1e11  # seconds since 1970: the year 5138; a later time is not a time
+
+
+def sane_time(v) -> float | None:
+    """A header's recorded time when it is one (finite, from 1970 on), else None: the
+    file is untrusted and a NaN, 1e999 or a 400-digit integer must not sort or crash."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    if isinstance(v, int) and not 0 <= v <= LATEST_TIME:  # before float(): 10**400 overflows it
+        return None
+    v = float(v)
+    return v if 0.0 <= v <= LATEST_TIME else None  # NaN fails both comparisons
+
+
+def newest_by_header(folder: str, kind: str, time_key: str) -> str | None:
+    """The newest ``*.jsonl`` in ``folder`` whose first line is a header of type
+    ``kind`` (transcripts and traces share the sessions folder: known by what they
+    are, not by their names), newest by the header's ``time_key`` when sane, else by
+    the file's mtime."""
+    import json
+
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return None
+    best: tuple[float, str] | None = None
+    for name in names:
+        path = os.path.join(folder, name)
+        if not name.endswith(".jsonl") or not os.path.isfile(path):
+            continue
+        try:
+            with open(path, "rb") as fh:
+                head = json.loads(fh.readline(1 << 20).decode("utf-8", errors="replace"))
+            if not isinstance(head, dict) or head.get("type") != kind:
+                continue
+            key = sane_time(head.get(time_key))
+            key = os.path.getmtime(path) if key is None else key
+        except (OSError, ValueError, RecursionError):
+            continue
+        if best is None or key > best[0]:
+            best = (key, path)
+    return best[1] if best else None

@@ -82,33 +82,10 @@ class ReplayEngine:
 
 def latest_trace(sessions_dir: str) -> str | None:
     """The newest trace in the sessions folder, known by its header (``kvtop-trace``),
-    not by its name: transcripts live there too. Newest by its recorded ``created``
-    time (a sane one), else by the file's mtime."""
-    import json
-    import os
+    newest by its recorded ``created`` time (a sane one), else by the file's mtime."""
+    from runner.records.paths import newest_by_header
 
-    try:
-        names = os.listdir(sessions_dir)
-    except OSError:
-        return None
-    best: tuple[float, str] | None = None
-    for name in names:
-        path = os.path.join(sessions_dir, name)
-        if not name.endswith(".jsonl") or not os.path.isfile(path):
-            continue
-        try:
-            with open(path, "rb") as fh:
-                head = json.loads(fh.readline(1 << 20).decode("utf-8", errors="replace"))
-            if not isinstance(head, dict) or head.get("type") != "kvtop-trace":
-                continue
-            created = head.get("created")
-            sane = isinstance(created, (int, float)) and not isinstance(created, bool) and 0 <= created <= 1e11
-            key = float(created) if sane else os.path.getmtime(path)
-        except (OSError, ValueError, OverflowError):
-            continue
-        if best is None or key > best[0]:
-            best = (key, path)
-    return best[1] if best else None
+    return newest_by_header(sessions_dir, "kvtop-trace", "created")
 
 
 def count_turns(path: str, limit: int = 64 * 2**20) -> int:

@@ -50,55 +50,12 @@ class Transcript:
 ROLES = ("user", "assistant")
 
 
-def _first_record(path: str) -> dict | None:
-    """The header line of a JSONL file, or None when it is not a kvtop transcript."""
-    try:
-        with open(path, "rb") as fh:
-            line = fh.readline(64 * 1024)
-        obj = json.loads(line.decode("utf-8", errors="replace"))
-    except (OSError, ValueError):
-        return None
-    return obj if isinstance(obj, dict) and obj.get("type") == "session" else None
-
-
-LATEST_TIME = 1e11  # seconds since 1970: the year 5138; a later "started" is not a time
-
-
-def _start_time(v) -> float | None:
-    """The header's ``started`` when it is a time (finite, from 1970 on), else None: the
-    file is untrusted and a NaN, 1e999 or a 400-digit integer must not sort or crash."""
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return None
-    if isinstance(v, int) and not 0 <= v <= LATEST_TIME:  # before float(): 10**400 overflows it
-        return None
-    v = float(v)
-    return v if 0.0 <= v <= LATEST_TIME else None  # NaN fails both comparisons
-
-
 def latest_session(sessions_dir: str) -> str | None:
     """The newest transcript in the folder, known by its header (``"type": "session"``),
     not by its name: traces and other JSONL files live there too."""
-    try:
-        names = os.listdir(sessions_dir)
-    except OSError:
-        return None
-    best: tuple[float, str] | None = None
-    for name in names:
-        path = os.path.join(sessions_dir, name)
-        if not name.endswith(".jsonl") or not os.path.isfile(path):
-            continue
-        head = _first_record(path)
-        if head is None:
-            continue
-        key = _start_time(head.get("started"))
-        if key is None:
-            try:
-                key = os.path.getmtime(path)
-            except OSError:
-                continue
-        if best is None or key > best[0]:
-            best = (key, path)
-    return best[1] if best else None
+    from runner.records.paths import newest_by_header
+
+    return newest_by_header(sessions_dir, "session", "started")
 
 
 def read_messages(path: str) -> list[dict]:

@@ -43,7 +43,7 @@ async def test_a_real_turn_fills_every_pane_with_the_engines_figures(settings, t
         text = screen_text(app)
         assert f"{m.prompt_tokens}/{m.prompt_tokens} tok" in text
         assert f"{kv.cells:,}/2,048 cells" in text
-        assert "Estimate vs actual" in text and "predicted" in text
+        assert "Estimate vs actual" in text and "roofline" in text and "forecast" in text
         # a second turn reuses the cached prefix and the pane shows it
         await send(pilot, "And one about the sun.")
         await wait_until(pilot, lambda: len(app.turns) == 2 and not app.turn_running, what="turn 2")

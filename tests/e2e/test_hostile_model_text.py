@@ -43,7 +43,9 @@ async def test_markup_in_gguf_metadata_is_shown_literally(tmp_path, smollm_path)
     async with app.run_test(size=(200, 40)) as pilot:
         await wait_until(pilot, lambda: app.loaded is not None, what="load")
         bar = app.query_one(StatusBar)
-        assert "[@click=app.quit]quit[/]" in bar.model_label and "\x1b" not in bar.model_label
+        # the file's name, then the metadata name (it says what the file name does not), as text
+        assert bar.model_label == "evil-name.gguf" and "[@click=app.quit]quit[/]" in bar.meta_name
+        assert "\x1b" not in bar.meta_name
         await pilot.click(StatusBar, offset=(30, 0))  # clicking the "link" does nothing
         await pilot.pause()
         assert app.is_running

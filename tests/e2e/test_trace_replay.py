@@ -76,8 +76,12 @@ def test_trace_holds_every_event(live_run):
     tokens = [obj for kind, obj in trace.records if kind == "event" and type(obj).__name__ == "TokenEvent"]
     assert len([t for t in tokens if t.token_id >= 0]) == sum(t.metrics.decode_tokens for t in turns)
     assert [text for text, _ in trace.turns()] == [BEFORE_NEW_CHAT] + QUESTIONS
-    order = [kind if kind != "user" else obj for kind, obj in trace.records if kind != "event"]
+    order = [kind if kind != "user" else obj for kind, obj in trace.records if kind not in ("event", "forecast")]
     assert order == [BEFORE_NEW_CHAT, "new_chat"] + QUESTIONS
+    # each turn's forecast, recorded after its TurnStarted, for the prompt it started with
+    started = [obj for kind, obj in trace.records if kind == "event" and type(obj).__name__ == "TurnStarted"]
+    forecasts = [obj for kind, obj in trace.records if kind == "forecast"]
+    assert [f.prompt_tokens for f in forecasts] == [s.prompt_tokens for s in started]
 
 
 async def test_replay_shows_the_final_chat_of_the_live_run(live_run, tmp_path):
