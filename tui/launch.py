@@ -36,7 +36,7 @@ def version_text() -> str:
         except metadata.PackageNotFoundError:
             return "not installed"
 
-    lines = [f"kvtop {dist('kvtop')}", f"llama-cpp-python {dist('llama-cpp-python')} (the llama.cpp it vendors)"]
+    lines = [f"kvtop {dist('kvtop-llm')}", f"llama-cpp-python {dist('llama-cpp-python')} (the llama.cpp it vendors)"]
     try:
         import llama_cpp
 

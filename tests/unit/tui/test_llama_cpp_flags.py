@@ -35,7 +35,10 @@ def test_misread_flags_give_a_usage_error_that_names_them(argv, needle):
 
 def test_version_names_kvtop_llama_cpp_python_and_the_backends():
     text = version_text()
-    assert text.startswith("kvtop ") and "llama-cpp-python 0.3.36" in text
+    from importlib.metadata import version
+
+    # the distribution is kvtop-llm ("kvtop" on PyPI is another tool): its version, not "not installed"
+    assert text.startswith(f"kvtop {version('kvtop-llm')}\n") and "llama-cpp-python 0.3.36" in text
     assert "llama.cpp backends: CPU" in text and "GPU offload: " in text
     r = subprocess.run([sys.executable, "-m", "tui", "-V"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and r.stdout.strip() == text
