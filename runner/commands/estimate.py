@@ -11,6 +11,7 @@ import json
 from runner.cli_types import non_negative_int, positive_float, positive_int
 from runner.commands.common import EXIT_OK, fail, json_safe
 from runner.commands.estimate_devices import add_offload_flags, device_lines, device_report, offload_settings
+from runner.commands.estimate_forecast import add_forecast_flags, forecast_block, forecast_line
 from runner.model.facts import ModelFacts
 from runner.physics.kv_bytes import kv_layout
 from runner.physics.memory_check import memory_check
@@ -141,6 +142,7 @@ def format_report(r: dict) -> str:
         (f"prefill {r['prompt_tokens']} tok", f"{fmt_num(r['prefill_s'], ',.3f', ' s')} "
                                               f"({fmt_num(r['prefill_tok_s'], ',.0f', ' tok/s')})"),
         (f"response +{r['output_tokens']} tok", fmt_num(r["response_s"], ",.2f", " s")),
+        *([line] if (line := forecast_line(r)) else []),
         (f"conversations of {r['conversation_tokens']:,}", fmt_num(r["conversations_that_fit"], ",d")
             + " fit beside the weights"),
         ("compute buffer", fmt_bytes(r["compute_bytes"]) + (
@@ -189,6 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_offload_flags(p)
     p.add_argument("--reprobe", action="store_true", help="re-run the CPU probe instead of using the cached one")
     p.add_argument("--json", action="store_true")
+    add_forecast_flags(p)
     return p
 
 
@@ -217,12 +220,17 @@ def estimate_main(argv: list[str]) -> int:
                              "--bandwidth-gbs and --tflops", None, None,
                              gpu_bandwidth_gbs=a.gpu_bandwidth_gbs, gpu_tflops=a.gpu_tflops)
     else:
+        from runner.records.paths import default_paths
+
         hw = hardware_profile(a.n_gpu_layers, a.bandwidth_gbs, a.tflops, refresh=a.reprobe,
+                              cache_dir=default_paths().cache_dir,
                               gpu_bandwidth_gbs=a.gpu_bandwidth_gbs, gpu_tflops=a.gpu_tflops)
     r = estimate_report(facts, hw, a.ctx, a.cache_type_k, a.cache_type_v, a.swa_full, a.ubatch_size,
                         a.prompt_tokens, a.output_tokens, a.n_gpu_layers, offload=offload_settings(a))
     if server is not None:
         r["server"] = server_block(server, facts, hw, a)
+    layout = kv_layout(facts, a.ctx, a.cache_type_k, a.cache_type_v, a.swa_full, a.ubatch_size)
+    r["forecast"] = forecast_block(facts, layout, hw, a, server["url"] if server else None)
     if a.json:
         print(json.dumps(json_safe(r), indent=2, allow_nan=False))
     else:

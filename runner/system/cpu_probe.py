@@ -137,8 +137,11 @@ def cpu_profile(cache_dir: str | None = None, refresh: bool = False) -> CPUProbe
         try:
             with open(path) as fh:
                 cached = CPUProbe(**json.load(fh))
-            # a probe taken on a busy machine is kept only while the machine is still busy
-            if not cached.disturbed or (machine_busy(0.3) or 0.0) >= QUIET_PROBE:
+            # a probe taken on a busy machine (or by a kvtop that did not record how busy)
+            # is kept only while the machine is still busy
+            if cached.busy is not None and not cached.disturbed:
+                return cached
+            if (machine_busy(0.3) or 0.0) >= QUIET_PROBE:
                 return cached
         except (OSError, ValueError, TypeError):
             pass

@@ -76,3 +76,25 @@ def test_a_bench_run_calibrates_the_forecast_the_app_shows(smollm_path, tmp_path
     cal = calibration_for(Settings(smollm_path, n_threads=2), str(tmp_path / "cache"))
     assert cal.turns == 3 and len(cal.samples.prefill) == 3 and len(cal.samples.decode) == 3
     assert [(n, d) for n, d, _ in cal.samples.prefill] == [(256, 0)] * 3
+
+
+def test_kvtop_estimate_shows_the_forecast_the_bench_calibrated(smollm_path, tmp_path):
+    """Before any run: the roofline, said to be one; after a bench with the same settings:
+    calibrated, in --json (forecast.basis, n_samples) and in the human output."""
+    env = {**os.environ, "KVTOP_HOME": str(tmp_path)}
+    args = [sys.executable, "-m", "tui", "estimate", smollm_path, "-t", "2", "--bandwidth-gbs", "30", "--tflops", "0.25"]
+    before = json.loads(subprocess.run(args + ["--json"], capture_output=True, text=True, timeout=120, env=env).stdout)
+    assert before["forecast"]["basis"] == "roofline" and before["forecast"]["n_samples"] == 0
+    assert before["forecast"]["ttft_s"] > 0 and before["forecast"]["decode_tok_s"] > 0
+    r = subprocess.run([sys.executable, "-m", "tui", "bench", smollm_path, "-r", "2", "-p", "512", "-n", "16", "-t", "2"],
+                       capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 0, r.stderr
+    after = json.loads(subprocess.run(args + ["--json"], capture_output=True, text=True, timeout=120, env=env).stdout)
+    fc = after["forecast"]
+    assert fc["basis"] == "calibrated" and fc["n_samples"] == 2
+    measured = json.loads(subprocess.run([sys.executable, "-m", "tui", "bench", smollm_path, "-r", "1", "-p", "512",
+                                          "-n", "16", "-t", "2", "--json"], capture_output=True, text=True,
+                                         timeout=300, env=env).stdout)
+    assert 0.5 < fc["prefill_tok_s"] / measured["pp_tok_s"] < 2  # this machine's rate, not the 0.25 TFLOPS roof
+    human = subprocess.run(args, capture_output=True, text=True, timeout=120, env=env).stdout
+    assert "forecast" in human and "(calibrated on 3 turns)" in human  # the measuring bench ran one more

@@ -41,11 +41,19 @@ def test_a_disturbed_probe_is_kept_while_the_machine_is_still_busy(tmp_path, mon
     assert cpu_profile(str(tmp_path)).bandwidth_gbs == 19.6 and calls == []
 
 
-def test_a_quiet_probe_and_an_old_one_without_load_are_kept(tmp_path, monkeypatch):
-    for cached in (_probe(30.0, busy=0.02), _probe(30.0, busy=None)):
-        _cache(tmp_path, cached)
-        calls = _fake(monkeypatch, busy_now=0.0, fresh=_probe(99.0, busy=0.0))
-        assert cpu_profile(str(tmp_path)) == cached and calls == []
+def test_a_quiet_probe_is_kept(tmp_path, monkeypatch):
+    cached = _probe(30.0, busy=0.02)
+    _cache(tmp_path, cached)
+    calls = _fake(monkeypatch, busy_now=0.0, fresh=_probe(99.0, busy=0.0))
+    assert cpu_profile(str(tmp_path)) == cached and calls == []
+
+
+def test_an_old_probe_that_did_not_record_the_load_is_taken_again_once_quiet(tmp_path, monkeypatch):
+    _cache(tmp_path, _probe(16.8, busy=None))  # e.g. 0.05 TFLOPS measured while tests ran
+    calls = _fake(monkeypatch, busy_now=0.7, fresh=_probe(34.0, busy=0.03))
+    assert cpu_profile(str(tmp_path)).bandwidth_gbs == 16.8 and calls == []  # still busy: kept
+    calls = _fake(monkeypatch, busy_now=0.02, fresh=_probe(34.0, busy=0.03))
+    assert cpu_profile(str(tmp_path)).bandwidth_gbs == 34.0 and calls == [1]
 
 
 def test_the_hardware_line_says_when_and_how_busy():
