@@ -29,14 +29,16 @@ def forecast_line(fc: Forecast, n_ctx: int, width: int) -> str:
     """What the prompt's lower border says, as much as ``width`` allows (what the
     forecast rests on goes on the upper border: ``forecast_basis_line``)."""
     fits = fc.prompt_tokens + fc.reply_tokens <= n_ctx if n_ctx else True
-    new = "" if fc.cached_tokens is None else f", {fmt_int(fc.new_tokens)} new"
-    head = f"{fmt_int(fc.prompt_tokens)} tokens{new}"
+    n, new = fmt_int(fc.prompt_tokens), None if fc.cached_tokens is None else fmt_int(fc.new_tokens)
+    long_head = f"{n} tokens" + ("" if new is None else f", {new} new after the cached prefix")
+    head = f"{n} tok" + ("" if new is None else f", {new} new")
     if not fits:
-        return f"{head}: does not fit: {fmt_int(fc.prompt_tokens)} + {fmt_int(fc.reply_tokens)} > {fmt_int(n_ctx)}"
+        text = f"{long_head}: does not fit: {n} + {fmt_int(fc.reply_tokens)} > {fmt_int(n_ctx)}"
+        return text if len(text) <= width else f"{head}: does not fit in {fmt_int(n_ctx)}"
     ttft = f"TTFT ≈ {fmt_seconds(fc.ttft_s)}"
     reply = f"reply of {fmt_int(fc.reply_tokens)} ≈ {fmt_seconds(fc.reply_s)}"
-    for text in (f"{head} after the cached prefix → {ttft}, {reply}; fits", f"{head} → {ttft}, {reply}; fits",
-                 f"{head} → {ttft}, {reply}", f"{head} → {ttft}", ttft):
+    for text in (f"{long_head} → {ttft}, {reply}; fits", f"{head} → {ttft}, {reply}; fits",
+                 f"{head} → {ttft}, reply ≈ {fmt_seconds(fc.reply_s)}", f"{head} → {ttft}", ttft):
         if len(text) <= width:
             return text
     return ""

@@ -104,7 +104,9 @@ class EngineRouting:
         self.query_one(ChatLog).remove_children()
         self.query_one(StreamTail).show("")
         self.query_one(PrefillPane).clear()
-        self.query_one(KVPane).set_cells(0)
+        self.query_one(KVPane).clear()
+        self.query_one(DecodePane).clear()
+        self.query_one(EstimatePane).drop_live()
         self.call_after_refresh(_release_removed_widget_caches)
 
     # ------------------------------------------------------------ loading
@@ -172,8 +174,11 @@ class EngineRouting:
         self.forecast_turn(m.started)
         self.turn_cpu_begin()
 
+    live_first_token: tuple[float | None, int] = (None, 0)  # the running turn's TTFT and tokens so far
+
     def _turn_over(self) -> None:
         """A turn ended, finished or lost: what waited for it runs now."""
+        self.live_first_token = (None, 0)
         self.collector.turn_ended()
         self.query_one(PrefillPane).stop_ticking()  # a lost turn's prefill stops too
         self.query_one(MemoryPane).redraw_if_stale()
@@ -201,7 +206,10 @@ class EngineRouting:
         active = self.session.active
         if m.first_t is not None and active is not None and not self.session.replaying:
             ttft = m.first_t - active.t_submit  # submit -> first token, one clock for every process
-            self.measure_live("ttft", ttft if 0 <= ttft < 86400 else None)
+            ttft = ttft if 0 <= ttft < 86400 else None
+            self.measure_live("ttft", ttft)
+            started = active.started.prompt_tokens if active.started else m.pos
+            self.live_first_token = (ttft, max(m.pos - started + 1, 1))
         self.query_one(MemoryPane).redraw_if_stale()
         self.query_one(KVPane).set_cells(m.pos + 1, m.tok_s)
 

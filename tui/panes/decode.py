@@ -79,6 +79,12 @@ class DecodePane(Vertical):
             self._last_chart = now
             self._draw_chart()
 
+    def clear(self) -> None:
+        """A new chat: no turn yet (the cancelled turn's rate, depth and chart go)."""
+        self.state, self.rate, self.pos, self.series, self.stalls = "idle", None, 0, (), ()
+        self._show()
+        self._draw_chart()
+
     def on_resize(self) -> None:
         if self.series:  # the points per column depend on the chart's width
             self._draw_chart()

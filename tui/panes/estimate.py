@@ -75,6 +75,13 @@ class EstimatePane(PaneWidget):
         self.live = dict.fromkeys(TIMED)
         self.refresh(layout=True)
 
+    def drop_live(self) -> None:
+        """A new chat cut the running turn: its live figures and forecast go (the last
+        finished turn's rows stay: they are still what was measured)."""
+        if self.live is not None:
+            self.live = self.live_roofline = self.forecast = None
+            self.refresh(layout=True)
+
     def set_live(self, key: str, value: float | None) -> None:
         if self.live is not None and value is not None and self.live.get(key) != value:
             self.live[key] = value

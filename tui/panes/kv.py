@@ -31,6 +31,11 @@ class KVPane(PaneWidget):
         self.allocated_llama = allocated_bytes
         self.refresh(layout=True)
 
+    def clear(self) -> None:
+        """A new chat: an empty cache and no decode rate to project its filling from."""
+        self.rate = None
+        self.set_cells(0)
+
     def set_cells(self, cells: int, rate: float | None = None) -> None:
         before = self.wrapped_height()
         self.cells = cells

@@ -43,7 +43,7 @@ async def test_a_draft_is_forecast_from_the_roofline_then_from_the_calibration(t
         # the scripted tokenizer: 4 tokens of template + 4 words
         await wait_until(pilot, lambda: "TTFT ≈" in _border(app), timeout=5, what="the forecast in the border")
         # the chat column is 76 wide here: the border says what fits, most important first
-        assert _border(app).startswith("8 tokens, 8 new → TTFT ≈")  # the long form needs more than 72 columns
+        assert _border(app).startswith("8 tok, 8 new → TTFT ≈")  # the long form needs more than 72 columns
         assert "reply of 256 ≈" in _border(app) and _border(app).endswith("; fits")
         assert _basis(app) == "forecast: roofline (not calibrated yet)"
 
@@ -61,7 +61,7 @@ async def test_a_draft_is_forecast_from_the_roofline_then_from_the_calibration(t
         await _type(pilot, "And the moon?")
         await wait_until(pilot, lambda: _basis(app) == "forecast: calibrated on 1 turn", timeout=5,
                          what="calibrated forecast")
-        assert _border(app).startswith("41 tokens, 7 new")  # 8 + 26 of the first exchange are cached
+        assert _border(app).startswith("41 tok, 7 new")  # 8 + 26 of the first exchange are cached
 
 
 async def test_the_calibration_is_there_on_the_next_run(tmp_path, smollm_shaped):
@@ -87,7 +87,7 @@ async def test_a_draft_that_does_not_fit_says_so_before_enter(tmp_path, smollm_s
         await wait_until(pilot, lambda: app.loaded is not None and app.calibration is not None, what="load")
         await _type(pilot, "word " * 4000)
         await wait_until(pilot, lambda: "does not fit" in _border(app), timeout=5, what="the refusal forecast")
-        assert _border(app).startswith("4,004 tokens") and "4,004 + 256 > 4,096" in _border(app)
+        assert _border(app).startswith("4,004 tok") and "does not fit" in _border(app)
 
 
 async def test_a_file_draft_is_forecast_and_a_fifo_is_named(tmp_path, smollm_shaped):
@@ -99,7 +99,7 @@ async def test_a_file_draft_is_forecast_and_a_fifo_is_named(tmp_path, smollm_sha
     async with app.run_test(size=(200, 50)) as pilot:
         await wait_until(pilot, lambda: app.loaded is not None and app.calibration is not None, what="load")
         await _type(pilot, f"/file {text}")
-        await wait_until(pilot, lambda: _border(app).startswith("10 tokens"), timeout=5, what="the file's forecast")
+        await wait_until(pilot, lambda: _border(app).startswith("10 tok"), timeout=5, what="the file's forecast")
         app.query_one("#prompt").value = ""
         await _type(pilot, f"/file {fifo}")
         await wait_until(pilot, lambda: "FIFO" in _border(app) or "fifo" in _border(app).lower(), timeout=5,
@@ -113,10 +113,13 @@ def test_the_border_line_keeps_what_matters_most_as_it_narrows():
     fc = Forecast(412, 375, 256, 0.42, 0.3, 123.0, 90.0, 3.1, "calibrated", 7)
     assert forecast_line(fc, 4096, 200) == ("412 tokens, 37 new after the cached prefix → TTFT ≈ 420 ms, "
                                             "reply of 256 ≈ 3.10 s; fits")
-    assert forecast_line(fc, 4096, 50) == "412 tokens, 37 new → TTFT ≈ 420 ms"
+    assert forecast_line(fc, 4096, 60) == "412 tok, 37 new → TTFT ≈ 420 ms, reply of 256 ≈ 3.10 s; fits"
+    assert forecast_line(fc, 4096, 50) == "412 tok, 37 new → TTFT ≈ 420 ms, reply ≈ 3.10 s"
+    assert forecast_line(fc, 4096, 32) == "412 tok, 37 new → TTFT ≈ 420 ms"
     assert forecast_line(fc, 4096, 16) == "TTFT ≈ 420 ms"
     assert forecast_basis_line(fc, 80) == "forecast: calibrated on 7 turns" and forecast_basis_line(fc, 12) == "calibrated"
-    assert forecast_line(fc, 600, 200) == "412 tokens, 37 new: does not fit: 412 + 256 > 600"
+    assert forecast_line(fc, 600, 200) == "412 tokens, 37 new after the cached prefix: does not fit: 412 + 256 > 600"
+    assert forecast_line(fc, 600, 40) == "412 tok, 37 new: does not fit in 600"
 
 
 async def test_the_estimate_fills_its_measured_column_while_the_turn_runs(tmp_path, smollm_shaped):

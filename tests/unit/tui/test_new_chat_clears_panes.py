@@ -6,6 +6,8 @@ from helpers import make_app, screen_text, send, wait_until
 from runner.settings import Settings
 from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
 from tui.panes.chat import StreamTail
+from tui.panes.decode import DecodePane
+from tui.panes.estimate import EstimatePane
 from tui.panes.kv import KVPane
 from tui.panes.prefill import PrefillPane
 
@@ -37,6 +39,12 @@ async def test_ctrl_l_mid_reply_clears_the_turns_panes_and_they_stay_clear(tmp_p
         assert tail.text == "" and "word" not in text  # neither the tail nor the chat keep the dead reply
         assert prefill.total == 0 and prefill.done == 0 and "700/700" not in text
         assert kv.cells == 0 and app.session.messages == []
+        # the decode pane, the KV pane's "full in" projection and the estimate's live
+        # column said the dead reply's rate (seen by a new user)
+        decode, estimate = app.query_one(DecodePane), app.query_one(EstimatePane)
+        assert decode.state == "idle" and decode.rate is None and "tok/s live" not in text
+        assert kv.rate is None and "20.0 tok/s" not in text
+        assert estimate.live is None and estimate.forecast is None
 
         await send(pilot, "Again.")
         await wait_until(pilot, lambda: "Fresh start." in screen_text(app) and not app.turn_running, timeout=10,

@@ -98,3 +98,23 @@ async def test_f2_during_a_turn_shows_that_turn_in_progress(tmp_path, smollm_sha
         title = _title(app)
         assert "Turn 2 of 2" in title and "in progress" not in title and "Time to first token" in title
         assert "ubatch 3 (512 tok)" in _table(app)
+
+
+async def test_f2_during_decode_says_when_the_first_token_came_and_counts_on(tmp_path, smollm_shaped):
+    """A new user saw "prefill done, decoding … the time to first token comes when the
+    first character does" for 5 s while the reply streamed: it must move."""
+    loaded = smollm_loaded(smollm_shaped)
+    slow = scripted_turn(1, 1000.0, 300, 0, [" w"] * 200, pp_tok_s=3000, tg_tok_s=40)  # 5 s of decode
+    app = make_app(Settings(smollm_shaped, n_ctx=4096, n_threads=2),
+                   lambda s: ScriptedEngine(s, loaded, [slow], speed=1.0, real_clock=True), tmp_path,
+                   live_system=False, write_transcript=False, record_trace=False, refresh=0.25)
+    async with app.run_test(size=(140, 45)) as pilot:
+        await wait_until(pilot, lambda: app.loaded is not None, what="load")
+        await _send(pilot, "a long one")
+        await wait_until(pilot, lambda: app.live_first_token[0] is not None, timeout=10, what="first token")
+        await pilot.press("f2")
+        await wait_until(pilot, lambda: "first token after" in _title(app), timeout=5, what="the live first token")
+        first = _title(app)
+        assert "in progress" in first and "tok so far" in first
+        await wait_until(pilot, lambda: _title(app) != first, timeout=5, what="the count moving")
+        assert app.turn_running and "first token after" in _title(app)
