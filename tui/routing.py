@@ -152,6 +152,15 @@ class EngineRouting:
             self.layout_kv = kv_layout(self.facts, L.n_ctx, s.cache_type_k, s.cache_type_v, s.swa_full, L.n_ubatch)
             self.query_one(KVPane).set_layout(self.layout_kv, L.n_ctx, L.buffers.kv_mib * 2**20)
             self.query_one(DecodePane).set_ceilings(self._ceilings)  # at the loaded n_ctx
+        elif self.facts is not None:
+            from runner.physics.kv_bytes import kv_layout
+
+            # a server: this chat's slot holds L.n_ctx tokens; every slot's KV is allocated
+            s, slots = self.settings, max(L.total_slots or 1, 1)
+            self.layout_kv = kv_layout(self.facts, L.n_ctx * slots, s.cache_type_k, s.cache_type_v, s.swa_full,
+                                       s.n_ubatch)
+            self.query_one(KVPane).set_layout(self.layout_kv, L.n_ctx, None, slots)
+            self.query_one(DecodePane).set_ceilings(self._ceilings)
         if self.current_reply is not None and self.session.turn_running:
             self.current_reply.set_footer("")
         self.session.on_loaded(L, self._warn)

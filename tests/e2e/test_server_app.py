@@ -13,6 +13,8 @@ from llama_server import llama_server
 
 from runner.server.engine import ServerEngine
 from runner.settings import Settings
+from tui.panes.estimate import EstimatePane
+from tui.panes.kv import KVPane
 from tui.panes.prefill import PrefillPane
 
 LONG = "The tide comes in and the tide goes out, and the gulls count the waves. " * 120
@@ -41,6 +43,11 @@ async def test_a_turn_through_the_server_fills_every_pane(served, smollm_path, t
         assert "prefill (server-measured)" not in text  # the waterfall is F2's
         assert re.search(r"gen [\d.,]+ tok/s", text)  # the server's own counters as rates
         assert "batched ceiling" in text and "tok/s" in text
+        # the KV allocated is every slot's (2 of 4,096 tokens), the fill is this chat's slot
+        assert app.layout_kv.n_ctx == 2 * 4096
+        kv_text = app.query_one(KVPane).render().plain  # the pane scrolls in this layout
+        assert "of 180.00 MiB allocated (2 slots)" in kv_text and "/4,096 cells" in kv_text
+        assert app.query_one(EstimatePane).rows.kv.predicted == app.layout_kv.bytes_allocated
         await pilot.press("f2")
         await wait_until(pilot, lambda: "network + server queue" in screen_text(app), timeout=5, what="waterfall")
 

@@ -251,8 +251,11 @@ def test_kvtop_estimate_for_a_server_counts_every_slot(served, smollm_path):
     assert out.returncode == 0, out.stderr
     r = json.loads(out.stdout)
     s = r["server"]
-    assert s["total_slots"] == 2 and s["n_ctx_per_slot"] == 4096 and r["n_ctx"] == 4096
-    assert s["kv_bytes_all_slots"] == 2 * r["kv_bytes"]
+    # n_ctx, the KV and the memory check are the whole server's (every slot is allocated),
+    # the batched ceiling each slot's (a new user saw "KV 0.18" beside "KV, all slots 720")
+    assert s["total_slots"] == 2 and s["n_ctx_per_slot"] == 4096 and r["n_ctx"] == 2 * 4096
+    assert s["kv_bytes_all_slots"] == r["kv_bytes"]
+    assert f"KV {r['kv_bytes'] / 2**30:.2f}" in r["memory_message"]
     # two slots decoding at depth 1,024 share one read of the weights: 2 x bw / (weights + 2 x KV)
     kv_1024 = 1024 * r["kv_bytes_per_token"]
     want = 2 * 30e9 / (r["weights_bytes_active"] + 2 * kv_1024)

@@ -23,12 +23,16 @@ class KVPane(PaneWidget):
         self.allocated_llama: float | None = None  # bytes, from llama.cpp's log
         self.cells = 0
         self.n_ctx = 0
+        self.slots = 1  # a server's slots: the allocated KV is every slot's
         self.rate: float | None = None
 
-    def set_layout(self, layout, n_ctx: int, allocated_bytes: float | None) -> None:
+    def set_layout(self, layout, n_ctx: int, allocated_bytes: float | None, slots: int = 1) -> None:
+        """``n_ctx``: the chat's own context (a server slot's); ``layout``: everything
+        allocated (every slot of a server: ``slots``)."""
         self.layout_ = layout
         self.n_ctx = n_ctx
         self.allocated_llama = allocated_bytes
+        self.slots = slots
         self.refresh(layout=True)
 
     def clear(self) -> None:
@@ -61,7 +65,7 @@ class KVPane(PaneWidget):
             lines.append(Content.assemble(
                 ("used ", "$text-muted"), fmt_bytes(used), (" of ", "$text-muted"),
                 fmt_bytes(self.allocated_llama if self.allocated_llama is not None else lay.bytes_allocated),
-                (" allocated", "$text-muted")))
+                (" allocated" + (f" ({self.slots} slots)" if self.slots > 1 else ""), "$text-muted")))
             for k in lay.kinds:
                 used_k = k.bytes_used(self.cells)
                 what = "state" if k.kind == "recurrent" else fmt_int(k.cells)
