@@ -196,8 +196,13 @@ def test_bench_usage_and_runtime_errors(tmp_path):
     r = subprocess.run([sys.executable, "-m", "tui", "bench", str(bad)], capture_output=True, text=True)
     assert r.returncode == 1 and "truncated" in r.stderr and str(bad) in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
-    r = subprocess.run([sys.executable, "-m", "tui", "bench"], capture_output=True, text=True)
-    assert r.returncode == 2
+    r = subprocess.run([sys.executable, "-m", "tui", "bench", str(bad), "--server", "http://127.0.0.1:9"],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "one of them" in r.stderr  # a MODEL and a server: a usage error
+    # no MODEL: the demo model, as kvtop itself (a new user looked for its path)
+    r = subprocess.run([sys.executable, "-m", "tui", "bench", "-p", "16", "-n", "4", "-r", "1"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.startswith("model: Smollm2 135M") and "tg4@d16" in r.stdout, r.stderr
 
 
 def test_n_ctx_is_padded_so_no_prompt_lands_in_llama_cpps_padding(smollm_path):
