@@ -75,18 +75,29 @@ def fit_split(samples: list[tuple[float, float, float]], whole: Fit) -> SplitFit
     """Fit the two efficiencies to [(matrix_s, attention_s, measured_s)] once the samples
     tell them apart: at least two depths (the attention share differs by a third or
     more). Samples more than 50% off the one-efficiency fit ``whole`` (a busy moment) are
-    left out first. None when they cannot be told apart or the fit is not physical."""
+    left out first. With three or more samples the fixed cost per micro-batch is fitted
+    too (short follow-up prompts are mostly that cost), else it is ``whole``'s. None when
+    they cannot be told apart or the fit is not physical."""
     pts = [(m, a, y) for m, a, y in samples if _ok(m) and a >= 0 and _ok(y)]
     pts = [(m, a, y) for m, a, y in pts if 0.5 <= y / whole.seconds(m + a) <= 1.5]
     shares = [a / (m + a) for m, a, _ in pts]
     if len(pts) < 2 or max(shares) - min(shares) < max(shares) / 3:
         return None
-    # least squares for (k_m, k_a) with c = 0: two equations, two unknowns
-    smm = sum(m * m for m, _, _ in pts)
-    saa = sum(a * a for _, a, _ in pts)
-    sma = sum(m * a for m, a, _ in pts)
-    smy = sum(m * y for m, _, y in pts)
-    say = sum(a * y for _, a, y in pts)
+    if len(pts) >= 3:  # the fixed cost too, where the samples' sizes tell it apart
+        import numpy as np
+
+        (k_m, k_a, c), *_ = np.linalg.lstsq(np.array([[m, a, 1.0] for m, a, _ in pts]),
+                                             np.array([y for _, _, y in pts]), rcond=None)
+        if k_m > 0 and k_a > 0 and c >= 0:
+            return SplitFit(float(k_m), float(k_a), float(c), len(pts))
+    c = whole.c
+    rest = [(m, a, y - c) for m, a, y in pts]
+    # least squares for (k_m, k_a) on what the fixed cost leaves: two equations, two unknowns
+    smm = sum(m * m for m, _, _ in rest)
+    saa = sum(a * a for _, a, _ in rest)
+    sma = sum(m * a for m, a, _ in rest)
+    smy = sum(m * y for m, _, y in rest)
+    say = sum(a * y for _, a, y in rest)
     det = smm * saa - sma * sma
     if det <= 1e-30 * smm * saa:
         return None
@@ -94,4 +105,4 @@ def fit_split(samples: list[tuple[float, float, float]], whole: Fit) -> SplitFit
     k_a = (say * smm - smy * sma) / det
     if k_m <= 0 or k_a <= 0:
         return None
-    return SplitFit(k_m, k_a, 0.0, len(pts))
+    return SplitFit(k_m, k_a, c, len(pts))

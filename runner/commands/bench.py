@@ -191,8 +191,9 @@ def format_table(r: dict, loaded, threads_why: str) -> str:
     pp_name, tg_name = row_labels(r["n_prompt"], r["n_gen"])
     setup = (f"server: {loaded.server} ({loaded.build_info}), {loaded.total_slots} slots; threads and "
              f"batch are the server's own" if loaded.server else
-             f"threads: {loaded.n_threads} ({threads_why}), batch {loaded.n_threads_batch}, "
-             f"n_ubatch {loaded.n_ubatch}, flash_attn {loaded.flash_attn}, ngl {loaded.n_gpu_layers}")
+             f"threads: {loaded.n_threads} ({threads_why}), batch threads {loaded.n_threads_batch}, "
+             f"n_batch {loaded.n_batch}, n_ubatch {loaded.n_ubatch}, flash_attn {loaded.flash_attn}, "
+             f"ngl {loaded.n_gpu_layers}")
     out = [
         f"model: {loaded.name} ({loaded.description}), {loaded.n_params / 1e6:.1f} M params",
         setup,

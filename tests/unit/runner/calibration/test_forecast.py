@@ -114,3 +114,19 @@ def test_one_turn_on_a_busy_machine_does_not_move_the_fit():
     pts = [(x, 2 * x + 0.05) for x in (0.1, 0.2, 0.4, 0.8, 1.6)] + [(0.4, 9.0)]  # one turn 10x slow
     f = fit_scale(pts)
     assert f.k == pytest.approx(2.0, rel=0.02) and f.c == pytest.approx(0.05, abs=0.01)
+
+
+def test_short_follow_ups_keep_the_fixed_cost_once_attention_is_fitted_apart():
+    """A new user's short follow-ups (18-25 new tokens after a cached prefix) came out
+    30-40% short: the two-efficiency fit had dropped the per-micro-batch fixed cost."""
+    from runner.calibration.fit import fit_split
+
+    def machine(m, a):  # matrices at 1.5x their roofline, attention at 6x, 30 ms per micro-batch
+        return 1.5 * m + 6 * a + 0.030
+
+    samples = [(m, a, machine(m, a)) for m, a in ((0.02, 0.001), (0.05, 0.01), (0.2, 0.02), (0.4, 0.2), (0.1, 0.08))]
+    whole = fit_scale([(m + a, y) for m, a, y in samples])
+    split = fit_split(samples, whole)
+    assert split is not None and split.c > 0.02
+    short = (0.004, 0.003)  # an 18-token follow-up at depth 300
+    assert split.seconds(*short) / machine(*short) == pytest.approx(1.0, abs=0.25)

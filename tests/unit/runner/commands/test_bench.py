@@ -73,6 +73,8 @@ def test_a_bench_run_calibrates_the_forecast_the_app_shows(smollm_path, tmp_path
     r = subprocess.run([sys.executable, "-m", "tui", "bench", smollm_path, "-r", "3", "-p", "256", "-n", "16", "-t", "2"],
                        capture_output=True, text=True, timeout=300, env=env)
     assert r.returncode == 0, r.stderr
+    # the batch threads are not the batch size (a new user read "batch 2" as -b 2)
+    assert "threads: 2 (set by -t), batch threads 2, n_batch 512, n_ubatch 512" in r.stdout
     cal = calibration_for(Settings(smollm_path, n_threads=2), str(tmp_path / "cache"))
     assert cal.turns == 3 and len(cal.samples.prefill) == 3 and len(cal.samples.decode) == 3
     assert [(n, d) for n, d, _ in cal.samples.prefill] == [(256, 0)] * 3
