@@ -242,11 +242,12 @@ class EngineRouting:
         if self.current_reply is not None:
             self.current_reply.finish(text, turn_footer(r))
         self.current_reply = None
-        self.session.on_turn_done(r, text, lambda t: self.notify(t, severity="error", markup=False))
+        others_cpu = self.turn_others_share()
+        self.session.on_turn_done(r, text, lambda t: self.notify(t, severity="error", markup=False), others_cpu)
         self.query_one(PrefillPane).finish(mt, r.stop_reason)
         self.query_one(DecodePane).finish(mt, m.series, m.stalls)
         self.query_one(KVPane).set_cells(mt.kv_cells_used, mt.decode_tok_s)
-        self.update_estimate(mt, self.turn_others_share())
+        self.update_estimate(mt, others_cpu)
         self.calibrate(mt)  # after this turn's forecast was compared, never before
         self.check_ceilings(mt)
         prompt_cache_outcome(self, mt)

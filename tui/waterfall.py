@@ -212,7 +212,7 @@ class WaterfallScreen(ModalScreen[None]):
                      markup=False, id="waterfall-title")
         yield WaterfallBar(m.timeline, m.ttft_s or 0, id="waterfall-bar")
         yield Static(waterfall_table(m, self.prefill_s), markup=False, id="waterfall-table")
-        verdict = ttft_verdict(m, turn.get("first_diff_index"), turn.get("diff_context"))
+        verdict = ttft_verdict(m, turn.get("first_diff_index"), turn.get("diff_context"), turn.get("others_cpu"))
         yield Static(Content.styled(verdict, "italic"), markup=False, id="waterfall-verdict")
 
     def _live(self, heading: str) -> ComposeResult:

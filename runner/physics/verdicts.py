@@ -212,11 +212,21 @@ def _verdict(rows: EstimateRows, ratios: dict, gaps: dict) -> str:
 
 
 # ------------------------------------------------------------------- TTFT verdict
-def ttft_verdict(metrics, first_diff_index: int | None = None, diff_context=None) -> str:
-    """One sentence naming the biggest cause of this turn's time to first token."""
+def ttft_verdict(metrics, first_diff_index: int | None = None, diff_context=None,
+                 others_cpu: float | None = None) -> str:
+    """One sentence naming the biggest cause of this turn's time to first token; other
+    processes holding the CPU come first, as in the Estimate pane's verdict."""
     ttft = metrics.ttft_s
     if not ttft or not metrics.timeline:
         return "no first token was produced in this turn"
+    line = _ttft_cause(metrics, first_diff_index, diff_context)
+    if others_cpu is not None and others_cpu >= BUSY_SHARE:
+        return f"other processes used {others_cpu:.0%} of the CPU during this turn; {line}"
+    return line
+
+
+def _ttft_cause(metrics, first_diff_index, diff_context) -> str:
+    ttft = metrics.ttft_s
     _s = fmt_seconds
     prefill = sum(dt for _, dt in metrics.ubatches)
     segs = {label: dt for label, _start, dt in metrics.timeline}

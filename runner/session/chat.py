@@ -203,12 +203,13 @@ class ChatSession:
             self.active.turn_id = e.turn_id
             self.active.started = e
 
-    def on_turn_done(self, e: ev.TurnDone, text: str, notice: Callable[[str], None]) -> TurnRecord:
+    def on_turn_done(self, e: ev.TurnDone, text: str, notice: Callable[[str], None],
+                     others_cpu: float | None = None) -> TurnRecord:
         a = self.active
         started = a.started if a else None
         rec = TurnRecord(a.user if a else "", e.stop_reason, e.metrics,
                          started.first_diff_index if started else None,
-                         started.diff_context if started else None)
+                         started.diff_context if started else None, others_cpu)
         self.active = None
         self.turns.append(rec)
         self.messages.append(ChatMessage("assistant", text))

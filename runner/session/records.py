@@ -16,11 +16,13 @@ class TurnRecord:
     metrics: ev.TurnMetrics
     first_diff_index: int | None = None  # where the prompt left the cached tokens
     diff_context: tuple[str, str] | None = None
+    others_cpu: float | None = None  # other processes' share of the CPU during the turn (0..1)
 
     def to_dict(self) -> dict:
         """The plain form the debug bundle and the CSV export write."""
         return {"user": self.user, "stop_reason": self.stop_reason, "metrics": self.metrics.to_dict(),
-                "first_diff_index": self.first_diff_index, "diff_context": self.diff_context}
+                "first_diff_index": self.first_diff_index, "diff_context": self.diff_context,
+                "others_cpu": self.others_cpu}
 
 
 @dataclass

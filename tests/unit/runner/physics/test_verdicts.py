@@ -215,6 +215,17 @@ def test_ttft_verdict_compute_bound():
     assert ttft_verdict(m) == "compute-bound: 6.25 s of 6.60 s is prefill of 2,000 tokens at 320 tok/s (0 reused from the cache)"
 
 
+def test_ttft_verdict_names_other_processes_first_when_they_took_the_cpu():
+    """A new user's F2 said "compute-bound … at 57 tok/s" on a turn where the Estimate
+    verdict said other processes had taken 41% of the CPU."""
+    m = metrics(6.6, [("wait for engine", 0, 0.1), ("ubatch 1", 0.1, 6.25)], [(2000, 6.25)], prompt=2000,
+                prefill_tokens=2000)
+    assert ttft_verdict(m, others_cpu=0.41) == (
+        "other processes used 41% of the CPU during this turn; compute-bound: 6.25 s of 6.60 s is prefill of "
+        "2,000 tokens at 320 tok/s (0 reused from the cache)")
+    assert ttft_verdict(m, others_cpu=0.1) == ttft_verdict(m)  # a little other work is not named
+
+
 def test_ttft_verdict_queued():
     m = metrics(0.62, [("wait for engine", 0, 0.481), ("ubatch 1", 0.481, 0.04)], [(16, 0.04)])
     assert ttft_verdict(m) == "queued: 481 ms of 620 ms waiting for the engine (model load or a previous turn)"
