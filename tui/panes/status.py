@@ -91,6 +91,32 @@ class StatusBar(PaneWidget):
             parts += ["  loading ", bar(w, [(self.load_fraction, "$kvtop-measured")]),
                       f" {self.load_fraction * 100:3.0f}%"]
         else:
-            for k, v in self.fields:
+            meta, fields = self.fitted(self.size.width or 10**6)
+            if self.meta_name and not meta:
+                parts.pop()  # the metadata name goes before the settings do
+            for k, v in fields:
                 parts += ["  ", (k, "$text-muted"), " ", v]
         return Content.assemble(*parts)
+
+    def fitted(self, width: int) -> tuple[bool, list[tuple[str, str]]]:
+        """(keep the metadata name, the fields that fit ``width``): what goes first is
+        what a bug report needs least (the redraw pace, the architecture, the threads'
+        reason, flash attention, KV types, ngl, then the metadata name, shown only where
+        the file name says nothing); the quant, n_ctx and threads stay."""
+        base = len(" kvtop  ") + len(self.model_label)
+        meta = bool(self.meta_name)
+        fields = list(self.fields)
+
+        def total() -> int:
+            return base + (len(self.meta_name) + 3 if meta else 0) + sum(3 + len(k) + len(v) for k, v in fields)
+
+        for step in ("refresh", "arch", "threads-why", "fa", "kv", "ngl", "meta"):
+            if total() <= width:
+                break
+            if step == "meta":
+                meta = False
+            elif step == "threads-why":
+                fields = [(k, v.split(" (", 1)[0] if k == "threads" else v) for k, v in fields]
+            else:
+                fields = [f for f in fields if f[0] != step]
+        return meta, fields
