@@ -159,8 +159,9 @@ def _write_export(app, redact: bool) -> None:
     app.last_saved = path
     app.last_csv = csv_path
     if redact:
-        app.notify(f"debug bundle {path}: redacted, safe to post (no conversation text, no home paths); "
-                   "Ctrl+E, t for one with the text", markup=False, timeout=8)
+        said = (f"debug bundle {path}: redacted, safe to post (no conversation text, no home paths); "
+                "Ctrl+E, t for one with the text")
+        app.notify(said, markup=False, timeout=8)
     else:
-        app.notify(f"debug bundle {path}: WITH the conversation text and paths; share it only with people "
-                   "you trust", severity="warning", markup=False, timeout=8)
+        said = f"debug bundle {path}: WITH the conversation text and paths; share it only with people you trust"
+        app.notify(said, severity="warning", markup=False, timeout=8)

@@ -27,6 +27,20 @@ def _basis(app) -> str:
     return str(app.query_one("#prompt").border_title or "")
 
 
+async def _loaded(pilot) -> None:
+    app = pilot.app
+    await wait_until(pilot, lambda: app.loaded is not None and app.calibration is not None, what="load")
+
+
+async def _one_turn(pilot, text: str) -> None:
+    """Load, type ``text`` as a user would, send it, wait for the turn's end."""
+    app = pilot.app
+    await _loaded(pilot)
+    await _type(pilot, text)
+    await pilot.press("enter")
+    await wait_until(pilot, lambda: app.turns and not app.turn_running, what="turn")
+
+
 async def _type(pilot, text: str) -> None:
     app = pilot.app
     app.query_one("#prompt").focus()
@@ -38,7 +52,7 @@ async def test_a_draft_is_forecast_from_the_roofline_then_from_the_calibration(t
     slow = scripted_turn(1, 1000.0, 1200, 0, ["Tides", " rise", "."] + [" x"] * 20, pp_tok_s=1200, tg_tok_s=60)
     app = _app(tmp_path, smollm_shaped, [slow], speed=1.0)
     async with app.run_test(size=(200, 50)) as pilot:
-        await wait_until(pilot, lambda: app.loaded is not None and app.calibration is not None, what="load")
+        await _loaded(pilot)
         await _type(pilot, "Tell me about tides")
         # the scripted tokenizer: 4 tokens of template + 4 words
         await wait_until(pilot, lambda: "TTFT ≈" in _border(app), timeout=5, what="the forecast in the border")
@@ -68,13 +82,10 @@ async def test_the_calibration_is_there_on_the_next_run(tmp_path, smollm_shaped)
     turn = scripted_turn(1, 1000.0, 600, 0, ["Hi"] * 10, pp_tok_s=900, tg_tok_s=80)
     first = _app(tmp_path, smollm_shaped, [turn])
     async with first.run_test(size=(160, 50)) as pilot:
-        await wait_until(pilot, lambda: first.loaded is not None and first.calibration is not None, what="load")
-        await _type(pilot, "hello")
-        await pilot.press("enter")
-        await wait_until(pilot, lambda: first.turns and not first.turn_running, what="turn")
+        await _one_turn(pilot, "hello")
     again = _app(tmp_path, smollm_shaped, [])
     async with again.run_test(size=(160, 50)) as pilot:
-        await wait_until(pilot, lambda: again.calibration is not None, what="load")
+        await _loaded(pilot)
         assert again.calibration.turns == 1
         fc = again.forecast(600, 0, 10)
         # the scripted machine prefilled 600 tokens at 900 tok/s: the forecast says so
@@ -84,7 +95,7 @@ async def test_the_calibration_is_there_on_the_next_run(tmp_path, smollm_shaped)
 async def test_a_draft_that_does_not_fit_says_so_before_enter(tmp_path, smollm_shaped):
     app = _app(tmp_path, smollm_shaped, [])
     async with app.run_test(size=(200, 50)) as pilot:
-        await wait_until(pilot, lambda: app.loaded is not None and app.calibration is not None, what="load")
+        await _loaded(pilot)
         await _type(pilot, "word " * 4000)
         await wait_until(pilot, lambda: "does not fit" in _border(app), timeout=5, what="the refusal forecast")
         assert _border(app).startswith("4,004 tok") and "does not fit" in _border(app)
@@ -97,7 +108,7 @@ async def test_a_file_draft_is_forecast_and_a_fifo_is_named(tmp_path, smollm_sha
     os.mkfifo(fifo)
     app = _app(tmp_path, smollm_shaped, [])
     async with app.run_test(size=(200, 50)) as pilot:
-        await wait_until(pilot, lambda: app.loaded is not None and app.calibration is not None, what="load")
+        await _loaded(pilot)
         await _type(pilot, f"/file {text}")
         await wait_until(pilot, lambda: _border(app).startswith("10 tok"), timeout=5, what="the file's forecast")
         app.query_one("#prompt").value = ""
@@ -126,7 +137,7 @@ async def test_the_estimate_fills_its_measured_column_while_the_turn_runs(tmp_pa
     slow = scripted_turn(1, 1000.0, 1024, 0, [" w"] * 120, pp_tok_s=1024, tg_tok_s=40)  # 3 s of decode
     app = _app(tmp_path, smollm_shaped, [slow], speed=1.0)
     async with app.run_test(size=(160, 50)) as pilot:
-        await wait_until(pilot, lambda: app.loaded is not None and app.calibration is not None, what="load")
+        await _loaded(pilot)
         await _type(pilot, "go")
         await pilot.press("enter")
         pane = app.query_one(EstimatePane)
@@ -148,10 +159,7 @@ async def test_the_turns_forecast_is_in_the_trace_and_a_replay_shows_it(tmp_path
     turn = scripted_turn(1, 1000.0, 700, 0, ["Hi"] * 8, pp_tok_s=900, tg_tok_s=80)
     app = _app(tmp_path, smollm_shaped, [turn])
     async with app.run_test(size=(160, 50)) as pilot:
-        await wait_until(pilot, lambda: app.loaded is not None and app.calibration is not None, what="load")
-        await _type(pilot, "hello")
-        await pilot.press("enter")
-        await wait_until(pilot, lambda: app.turns and not app.turn_running, what="turn")
+        await _one_turn(pilot, "hello")
         shown = app.query_one(Pane).forecast
     (path,) = glob.glob(os.path.join(tmp_path, "data", "sessions", "trace-*.jsonl"))
     trace = read_trace(path)
