@@ -69,6 +69,27 @@ class TurnStarted:
 
 
 @dataclass(frozen=True)
+class ContextShifted:
+    """The chat no longer fit the context (``--context-shift``): this turn's prompt leaves
+    out the oldest turns. Emitted before the turn's ``TurnStarted``; the chat keeps every
+    message, only this prompt leaves them out."""
+
+    turn_id: int
+    dropped_turns: tuple[int, ...]  # 1-based numbers of the chat's turns left out
+    dropped_tokens: int  # the whole chat's prompt minus this one
+    kept_tokens: int  # leading tokens this prompt shares with the whole chat's (system prompt, --keep)
+    prompt_tokens: int  # this prompt, after the shift
+    reused_tokens: int  # of which the KV cache held
+    prefix_broken_at: int | None  # the first cached token this prompt does not reuse (None: all reused)
+    n_ctx: int
+    t: float
+
+    @property
+    def recomputed_tokens(self) -> int:
+        return self.prompt_tokens - self.reused_tokens
+
+
+@dataclass(frozen=True)
 class PrefillProgress:
     turn_id: int
     done: int  # prompt tokens whose KV is ready, reused ones included
@@ -180,6 +201,7 @@ class PromptMeasured:
     prompt_tokens: int
     cached_tokens: int | None
     n_ctx: int
+    dropped_turns: int = 0  # oldest turns the context shift would leave out of this prompt
 
 
 @dataclass(frozen=True)

@@ -67,6 +67,8 @@ class Settings:
     system_prompt: str = ""
     prompt_cache: str = ""
     chat_template: str = ""  # --chat-template NAME|FILE: "" = the GGUF's, else the model family's format
+    context_shift: bool = True  # a full context drops the chat's oldest turns (False: the turn is refused)
+    keep: int = -1  # --keep N: turns that begin in the first N tokens stay too (-1, 0: the system prompt only)
     threads_why: str = ""
 
     def resolved(self) -> "Settings":
@@ -124,6 +126,14 @@ def add_engine_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--chat-template", dest="chat_template", type=chat_template_arg, default="", metavar="NAME|FILE",
                    help="a llama.cpp chat format (gemma, llama3, chatml, phi3, ...) or a Jinja template file, "
                         "instead of the GGUF's template (or, without one, the format picked from the model)")
+    g.add_argument("--context-shift", dest="context_shift", action="store_true", default=None,
+                   help="when the chat no longer fits the context, leave its oldest whole turns out of the "
+                        "prompt, keeping the system prompt (kvtop's default; llama.cpp's is off)")
+    g.add_argument("--no-context-shift", dest="context_shift", action="store_false", default=None,
+                   help="when the chat no longer fits the context, refuse the turn instead")
+    g.add_argument("--keep", dest="keep", type=int_in(-1, INT32_MAX), default=None, metavar="N",
+                   help="tokens at the start of the chat a context shift keeps, in whole turns "
+                        "(default -1: the system prompt only)")
 
 
 def chat_template_arg(value: str) -> str:
@@ -132,7 +142,13 @@ def chat_template_arg(value: str) -> str:
     return check_override(value)
 
 
+UNSET_MEANS_DEFAULT = ("context_shift", "keep")  # None: not on the command line (``--server`` refuses them)
+
+
 def settings_from_args(model: str, ns: argparse.Namespace) -> Settings:
     fields = Settings.__dataclass_fields__
     kwargs = {k: getattr(ns, k) for k in fields if k != "model" and hasattr(ns, k)}
+    for k in UNSET_MEANS_DEFAULT:
+        if kwargs.get(k, 0) is None:
+            del kwargs[k]
     return Settings(model=model, **kwargs)

@@ -45,6 +45,8 @@ class TurnBridge:
             # stalls its first tokens (measured: 10 tokens at a fifth of the speed).
             self._last_post = self.clock()
             self.post(msg.TurnBegan(e))
+        elif isinstance(e, ev.ContextShifted):
+            self.post(msg.ContextShiftNote(e))
         elif isinstance(e, ev.PrefillProgress):
             now = self.clock()
             if e.done >= e.total or now - self._last_prefill_post >= self.prefill_interval:

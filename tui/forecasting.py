@@ -187,8 +187,19 @@ class Forecasting:
             return
         fc = self.forecast(e.prompt_tokens, e.cached_tokens, self.reply_tokens())
         width = max(inp.size.width - 4, 10)
-        inp.border_subtitle = forecast_line(fc, e.n_ctx, width) if fc else ""
-        inp.border_title = forecast_basis_line(fc, width) if fc else ""
+        line = forecast_line(fc, e.n_ctx, width) if fc else ""
+        basis = forecast_basis_line(fc, width) if fc else ""
+        n = getattr(e, "dropped_turns", 0)
+        if n and fc:  # the context shift would leave the oldest turns out: said below, else above
+            without = f" without the {n} oldest turn{'' if n == 1 else 's'}"
+            short = forecast_line(fc, e.n_ctx, width - len(without))
+            if short.endswith("; fits"):
+                line = short + without
+            else:
+                note = f"context full: {n} oldest turn{'' if n == 1 else 's'} left out"
+                basis = f"{basis}; {note}" if len(basis) + len(note) + 2 <= width else note
+        inp.border_subtitle = line
+        inp.border_title = basis
 
     def clear_forecast(self) -> None:
         """The draft was sent (or the chat cleared): its forecast no longer applies."""

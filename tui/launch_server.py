@@ -34,6 +34,12 @@ def server_main(p: argparse.ArgumentParser, a: argparse.Namespace, argv: list[st
     from runner.server.props import read_server_info
     from runner.settings import settings_from_args
 
+    if a.context_shift is not None or a.keep is not None:
+        # kvtop sends the server the whole chat; what happens when it does not fit is the
+        # server's own setting, which kvtop can neither read nor change
+        p.error("--context-shift, --no-context-shift and --keep are llama-server's to decide with --server: "
+                "start llama-server with them (kvtop sends the whole chat; a prompt over the server's context "
+                "is refused by the server, and the chat pane shows its reason)")
     urls = list(a.server or [])
     try:
         if a.server_file:

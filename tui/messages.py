@@ -54,6 +54,14 @@ class TurnBegan(Message):
         self.started = started
 
 
+class ContextShiftNote(Message):
+    """The engine left the chat's oldest turns out of this turn's prompt."""
+
+    def __init__(self, shift: ev.ContextShifted) -> None:
+        super().__init__()
+        self.shift = shift
+
+
 class PrefillUpdate(Message):
     def __init__(self, progress: ev.PrefillProgress) -> None:
         super().__init__()

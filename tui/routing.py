@@ -171,6 +171,15 @@ class EngineRouting:
         self.notify(text, severity="warning", markup=False)
 
     # ------------------------------------------------------------ a turn
+    def on_context_shift_note(self, m: msg.ContextShiftNote) -> None:
+        """The context was full: the dim line goes above the reply it concerns."""
+        from runner.engine.context_shift import shift_line
+
+        if not self.session.is_current(m.shift.turn_id):
+            return
+        self.session.on_context_shifted(m.shift)
+        self.query_one(ChatLog).note(shift_line(m.shift), before=self.current_reply)
+
     def on_turn_began(self, m: msg.TurnBegan) -> None:
         if not self.session.is_current(m.started.turn_id):
             return
@@ -178,7 +187,8 @@ class EngineRouting:
         self.collector.turn_started()
         self._last_chat_update = self.options.clock()  # the stream tail shows the reply first
         self.query_one(DecodePane).begin(self._last_chat_update)
-        self.query_one(PrefillPane).begin(m.started)
+        active = self.session.active
+        self.query_one(PrefillPane).begin(m.started, active.shift if active is not None else None)
         self.query_one(KVPane).set_cells(m.started.reused_tokens)
         self.forecast_turn(m.started)
         self.turn_cpu_begin()
@@ -252,7 +262,9 @@ class EngineRouting:
         self.check_ceilings(mt)
         prompt_cache_outcome(self, mt)
         if r.stop_reason == "context_full":
-            self.notify("Context full: Ctrl+L starts a new chat.", severity="warning", markup=False)
+            self.notify("Context full: the reply stopped; the next turn leaves the oldest turns out "
+                        "(--context-shift)." if self.settings.context_shift and not self.options.servers else
+                        "Context full: Ctrl+L starts a new chat.", severity="warning", markup=False)
 
     def on_turn_lost(self, m: msg.TurnLost) -> None:
         if self.current_reply is not None:

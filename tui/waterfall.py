@@ -52,6 +52,7 @@ class LiveTurn:
     reports: tuple[tuple[int, float], ...] = ()
     first_token_s: float | None = None  # submit -> first token, once it came
     decoded: int = 0  # tokens so far
+    shift: object | None = None  # ContextShifted: the context was full, the oldest turns left out
 
     def segments(self) -> tuple[tuple[str, float, float], ...]:
         s = self.started
@@ -88,7 +89,7 @@ def live_turn(app) -> LiveTurn | None:
         return None
     reports = tuple(app.query_one(PrefillPane).reports) if a.started is not None else ()
     first, decoded = getattr(app, "live_first_token", (None, 0))
-    return LiveTurn(a.user, a.started, reports, first if a.started is not None else None, decoded)
+    return LiveTurn(a.user, a.started, reports, first if a.started is not None else None, decoded, a.shift)
 
 
 class WaterfallBar(Widget):
@@ -145,6 +146,25 @@ def _metrics(turn: dict):
 
     return TurnMetrics(**{k: (tuple(tuple(x) for x in v) if k in ("ubatches", "timeline") else v)
                           for k, v in turn["metrics"].items()})
+
+
+def _shift(turn: dict):
+    """A finished turn's ContextShifted, from its ``to_dict()`` form (None: no shift)."""
+    from runner.events import ContextShifted
+
+    d = turn.get("context_shift")
+    if not isinstance(d, dict):
+        return None
+    return ContextShifted(**{**d, "dropped_turns": tuple(d.get("dropped_turns") or ())})
+
+
+def shift_static(shift) -> Static:
+    """The line that says the turn's prefix broke because the context was full, and why."""
+    from runner.engine.context_shift import shift_line
+
+    why = (" (the chat no longer fit the context; kvtop left its oldest turns out of the prompt, "
+           "--no-context-shift refuses instead)")
+    return Static(Content.styled(shift_line(shift) + why, "$kvtop-warn"), markup=False, id="waterfall-shift")
 
 
 def _asked(user: str) -> str:
@@ -210,9 +230,13 @@ class WaterfallScreen(ModalScreen[None]):
         yield Static(Content.assemble((f"{heading}{_asked(turn.get('user', ''))}\n", "bold"),
                                       (f"Time to first token: {fmt_seconds(m.ttft_s)}", "bold")),
                      markup=False, id="waterfall-title")
+        shift = _shift(turn)
+        if shift is not None:
+            yield shift_static(shift)
         yield WaterfallBar(m.timeline, m.ttft_s or 0, id="waterfall-bar")
         yield Static(waterfall_table(m, self.prefill_s), markup=False, id="waterfall-table")
-        verdict = ttft_verdict(m, turn.get("first_diff_index"), turn.get("diff_context"), turn.get("others_cpu"))
+        verdict = ttft_verdict(m, turn.get("first_diff_index"), turn.get("diff_context"), turn.get("others_cpu"),
+                               shift)
         yield Static(Content.styled(verdict, "italic"), markup=False, id="waterfall-verdict")
 
     def _live(self, heading: str) -> ComposeResult:
@@ -222,6 +246,8 @@ class WaterfallScreen(ModalScreen[None]):
         yield Static(Content.assemble((f"{heading}{_asked(live.user)}\n", "bold"),
                                       (f"in progress: {live.state()}", "bold $kvtop-warn")),
                      markup=False, id="waterfall-title")
+        if live.shift is not None:
+            yield shift_static(live.shift)
         yield WaterfallBar(segs, so_far, id="waterfall-bar")
         yield Static(segments_table(segs, {}, so_far, "   so far"), markup=False, id="waterfall-table")
         note = ("The segments after prefill (first token, first character on screen) and the verdict come "

@@ -29,6 +29,7 @@ import llama_cpp
 
 from runner import events as ev
 from runner.engine.chat_template import render_chat
+from runner.engine.context_shift import Fitted, fit_turns, reply_room, turn_ranges
 from runner.engine.decode import Decode, Sampling
 from runner.engine.handles import Context, Model
 from runner.engine.llama_log import CAPTURE, parse_buffers
@@ -196,11 +197,12 @@ class Engine:
     def tokenize(self, text: str, add_special: bool = True) -> list[int]:
         return self._model.vocab.tokenize(text, add_special)
 
-    def render(self, messages: list[dict]):
+    def render(self, messages: list[dict], add_generation_prompt: bool = True):
         msgs = list(messages)
         if self.settings.system_prompt and not any(m.get("role") == "system" for m in msgs):
             msgs = [{"role": "system", "content": self.settings.system_prompt}] + msgs
-        return render_chat(self._template, msgs, self._bos_text, self._eos_text, override=self.settings.chat_template,
+        return render_chat(self._template, msgs, self._bos_text, self._eos_text, add_generation_prompt,
+                           override=self.settings.chat_template,
                            architecture=self._model.meta("general.architecture"), tokenize=self.tokenize)
 
     def _detok(self, toks: list[int]) -> str:
@@ -222,39 +224,69 @@ class Engine:
         rendered = self.render(messages)
         t1 = time.monotonic()
         tokens = self._prompt_tokens(rendered.text)
-        tokenize_s = time.monotonic() - t1
-        prompt = PromptInfo(rendered.template_name, rendered.fallback_reason, rendered.seconds, tokenize_s,
-                            (("template", t_start, t1), ("tokenize", t1, t1 + tokenize_s)))
-        return self.generate(tokens, turn_id=turn_id, t_submit=t_submit, t_start=t_start,
-                             n_predict=n_predict, ignore_eog=self.settings.ignore_eos, prompt=prompt)
+        t2 = time.monotonic()
+        n_predict = self.settings.n_predict if n_predict is None else n_predict
+        fitted = self._fit(messages, tokens, n_predict)
+        marks = [("template", t_start, t1), ("tokenize", t1, t2)]
+        if fitted.dropped_turns:  # the renders and tokenizations that found what fits
+            n = len(fitted.dropped_turns)
+            marks.append((f"context shift (dropped turn{'' if n == 1 else 's'} {turn_ranges(fitted.dropped_turns)})",
+                          t2, time.monotonic()))
+        prompt = PromptInfo(rendered.template_name, rendered.fallback_reason, rendered.seconds, t2 - t1, tuple(marks))
+        return self.generate(fitted.tokens, turn_id=turn_id, t_submit=t_submit, t_start=t_start,
+                             n_predict=n_predict, ignore_eog=self.settings.ignore_eos, prompt=prompt, fitted=fitted)
 
     def _prompt_tokens(self, text: str) -> list[int]:
         """The rendered chat as tokens (BOS added only when the template did not write it)."""
         return self.tokenize(text, add_special=not (self._bos_text and text.startswith(self._bos_text)))
 
+    def _chat_tokens(self, messages: list[dict]) -> list[int]:
+        return self._prompt_tokens(self.render(messages).text)
+
+    def _turn_start(self, messages: list[dict]) -> int:
+        """Where a turn after ``messages`` would begin, in tokens (``--keep N``)."""
+        return len(self._prompt_tokens(self.render(messages, add_generation_prompt=False).text))
+
+    def _fit(self, messages: list[dict], tokens: list[int], n_predict: int) -> Fitted:
+        """``--context-shift``: the oldest turns left out until the prompt and room for the
+        reply fit (``runner.engine.context_shift``); ``--no-context-shift``: all of it."""
+        s = self.settings
+        if not s.context_shift:
+            return Fitted(messages, tokens, (), len(tokens))
+        return fit_turns(messages, tokens, self._chat_tokens, self.n_ctx, reply_room(self.n_ctx, n_predict),
+                         s.keep, self._turn_start)
+
     def measure(self, messages: list[dict]) -> tuple[int, int]:
-        """(prompt tokens, of which cached) were ``messages`` the next turn: rendered and
-        tokenized exactly as ``chat`` would, matched against the KV cache. The last
-        token is always computed (its logits start the reply), so at most n - 1 are cached."""
-        tokens = self._prompt_tokens(self.render(messages).text)
-        return len(tokens), min(common_prefix(self._kv.tokens, tokens), max(len(tokens) - 1, 0))
+        """(prompt tokens, of which cached) were ``messages`` the next turn: rendered,
+        tokenized and shifted exactly as ``chat`` would, matched against the KV cache. The
+        last token is always computed (its logits start the reply), so at most n - 1 are cached."""
+        m = self.measure_prompt(0, messages)
+        return m.prompt_tokens, m.cached_tokens
+
+    def measure_prompt(self, request_id: int, messages: list[dict]) -> ev.PromptMeasured:
+        """``MeasurePrompt``'s answer: ``measure`` and how many turns the shift would drop."""
+        fitted = self._fit(messages, self._chat_tokens(messages), self.settings.n_predict)
+        tokens = fitted.tokens
+        cached = min(common_prefix(self._kv.tokens, tokens), max(len(tokens) - 1, 0))
+        return ev.PromptMeasured(request_id, len(tokens), cached, self.n_ctx, len(fitted.dropped_turns))
 
     def generate(self, tokens: list[int], turn_id: int = 0, t_submit: float | None = None,
                  t_start: float | None = None, n_predict: int | None = None,
-                 ignore_eog: bool = False, prompt: PromptInfo = TOKENS) -> ev.TurnDone | ev.TurnRefused:
-        """One turn on prompt ``tokens``: TurnStarted, PrefillProgress per ubatch,
-        TokenEvent per token, then TurnDone (or only TurnRefused). ``prompt`` says
-        how the tokens were made (``chat`` fills it in)."""
+                 ignore_eog: bool = False, prompt: PromptInfo = TOKENS,
+                 fitted: Fitted | None = None) -> ev.TurnDone | ev.TurnRefused:
+        """One turn on prompt ``tokens``: ContextShifted when ``fitted`` dropped turns,
+        TurnStarted, PrefillProgress per ubatch, TokenEvent per token, then TurnDone (or
+        only TurnRefused). ``prompt`` says how the tokens were made (``chat`` fills it in)."""
         s = self.settings
         now = time.monotonic()
         t_submit = now if t_submit is None else t_submit
         t_start = now if t_start is None else t_start
         n_predict = s.n_predict if n_predict is None else n_predict
-        refused = self._refusal(turn_id, len(tokens))
+        refused = self._refusal(turn_id, len(tokens), fitted)
         if refused is not None:
             self.emit(refused)
             return refused
-        reused, t_lookup = self._lookup(tokens, turn_id, prompt)
+        reused, t_lookup = self._lookup(tokens, turn_id, prompt, fitted)
         clock = TurnClock(t_submit, t_start, t_lookup)
         ctx, emit = self._ctx.ptr, self.emit
         llama_cpp.llama_perf_context_reset(ctx)
@@ -273,20 +305,25 @@ class Engine:
         self.emit(done_ev)
         return done_ev
 
-    def _refusal(self, turn_id: int, n_prompt: int) -> ev.TurnRefused | None:
+    def _refusal(self, turn_id: int, n_prompt: int, fitted: Fitted | None = None) -> ev.TurnRefused | None:
         if n_prompt == 0:
             return ev.TurnRefused(turn_id, "empty prompt", 0, self.n_ctx)
         if n_prompt >= self.n_ctx:
+            dropped = fitted.dropped_turns if fitted is not None else ()
+            even = (f" even with turn{'' if len(dropped) == 1 else 's'} {turn_ranges(dropped)} dropped,"
+                    if dropped else "")
             return ev.TurnRefused(
                 turn_id,
-                f"prompt is {fmt_int(n_prompt)} tokens but the context holds {fmt_int(self.n_ctx)}: "
+                f"prompt is {fmt_int(n_prompt)} tokens{even} but the context holds {fmt_int(self.n_ctx)}: "
                 f"start a new chat or raise -c",
                 n_prompt, self.n_ctx)
         return None
 
-    def _lookup(self, tokens: list[int], turn_id: int, prompt: PromptInfo) -> tuple[int, float]:
+    def _lookup(self, tokens: list[int], turn_id: int, prompt: PromptInfo,
+                fitted: Fitted | None = None) -> tuple[int, float]:
         """Restore the prompt cache file if due, keep the cached prefix the prompt
-        starts with, and emit TurnStarted. Returns (tokens reused, when it ended)."""
+        starts with, and emit ContextShifted (when turns were dropped) and TurnStarted.
+        Returns (tokens reused, when it ended)."""
         kv = self._kv
         if self._prompt_file.wants_restore(kv):
             self._prompt_file.restore(self._ctx.ptr, kv, self.n_ctx, self.emit)
@@ -299,6 +336,9 @@ class Engine:
         kv.keep(common)
         reused = len(kv.tokens)
         t_lookup = time.monotonic()
+        if fitted is not None and fitted.dropped_turns:
+            self.emit(ev.ContextShifted(turn_id, fitted.dropped_turns, fitted.full_tokens - len(tokens),
+                                        fitted.kept_tokens, len(tokens), reused, first_diff, self.n_ctx, t_lookup))
         self.emit(ev.TurnStarted(turn_id, len(tokens), reused, self.n_ctx, prompt.template_name,
                                  prompt.template_fallback, prompt.template_s, prompt.tokenize_s,
                                  first_diff, t_lookup, diff_context))

@@ -213,16 +213,32 @@ def _verdict(rows: EstimateRows, ratios: dict, gaps: dict) -> str:
 
 # ------------------------------------------------------------------- TTFT verdict
 def ttft_verdict(metrics, first_diff_index: int | None = None, diff_context=None,
-                 others_cpu: float | None = None) -> str:
+                 others_cpu: float | None = None, shift=None) -> str:
     """One sentence naming the biggest cause of this turn's time to first token; other
-    processes holding the CPU come first, as in the Estimate pane's verdict."""
+    processes holding the CPU come first, as in the Estimate pane's verdict. ``shift``:
+    the turn's ``ContextShifted`` (a full context dropped its oldest turns)."""
     ttft = metrics.ttft_s
     if not ttft or not metrics.timeline:
         return "no first token was produced in this turn"
-    line = _ttft_cause(metrics, first_diff_index, diff_context)
+    line = _shift_cause(metrics, shift) or _ttft_cause(metrics, first_diff_index, diff_context)
     if others_cpu is not None and others_cpu >= BUSY_SHARE:
         return f"other processes used {others_cpu:.0%} of the CPU during this turn; {line}"
     return line
+
+
+def _shift_cause(metrics, shift) -> str | None:
+    """A prefill that a context shift made long: the dropped turns broke the cached prefix."""
+    prefill = sum(dt for _, dt in metrics.ubatches)
+    if shift is None or shift.prefix_broken_at is None or prefill < 0.5 * metrics.ttft_s:
+        return None
+    from runner.engine.context_shift import turn_ranges
+
+    n = len(shift.dropped_turns)
+    rate = metrics.prefill_tokens / prefill if prefill else 0
+    return (f"context full: turn{'' if n == 1 else 's'} {turn_ranges(shift.dropped_turns)} "
+            f"{'was' if n == 1 else 'were'} dropped, so the cached prefix broke at token "
+            f"{shift.prefix_broken_at:,} and {metrics.prefill_tokens:,} of {metrics.prompt_tokens:,} prompt tokens "
+            f"were recomputed: {fmt_seconds(prefill)} of {fmt_seconds(metrics.ttft_s)} at {rate:,.0f} tok/s")
 
 
 def _ttft_cause(metrics, first_diff_index, diff_context) -> str:

@@ -102,8 +102,7 @@ def run_command(engine, cmd, emit, cancel: CancelState) -> None:
     elif isinstance(cmd, Tokenize):
         emit(ev.Tokenized(cmd.request_id, tuple(engine.tokenize(cmd.text, add_special=cmd.add_special))))
     elif isinstance(cmd, MeasurePrompt):
-        n, cached = engine.measure([m.as_dict() for m in cmd.messages])
-        emit(ev.PromptMeasured(cmd.request_id, n, cached, engine.n_ctx))
+        emit(engine.measure_prompt(cmd.request_id, [m.as_dict() for m in cmd.messages]))
 
 
 def child_main(cmd_fd: int, ev_fd: int) -> int:

@@ -37,7 +37,7 @@ TRACE_VERSION = 1
 EVENT_TYPES = {cls.__name__: cls for cls in (
     ev.LoadProgress, ev.Loaded, ev.LoadFailed, ev.TurnStarted, ev.PrefillProgress, ev.TokenEvent,
     ev.TurnDone, ev.TurnRefused, ev.CacheCleared, ev.EngineError, ev.EngineDied, ev.PromptCache,
-    ev.EngineWarning)}
+    ev.EngineWarning, ev.ContextShifted)}
 
 
 class TraceError(ValueError):

@@ -27,7 +27,7 @@ COUNTS = frozenset((
     "total", "reused", "ubatch_tokens", "pos", "index", "turn_id", "cells", "layers", "n_layers",
     "n_embd", "n_vocab", "n_head", "n_head_kv", "head_dim_k", "head_dim_v", "sliding_window",
     "kv_lora_rank", "rope_dim", "n_experts", "n_experts_used", "first_diff_index", "n_eval",
-    "n_p_eval"))
+    "n_p_eval", "dropped_turns", "dropped_tokens", "kept_tokens", "prefix_broken_at"))
 NAMED = {"t": CLOCK, "created": CLOCK, "started": CLOCK, "measured_at": CLOCK, "time": CLOCK,
          "fraction": (0.0, 1.0), "exitcode": (-255, 255), "token_id": (-(2**31), 2**31),
          "pid": (0, 2**31), "utilization": (0, 100), "seed": (-(2**63), 2**64)}

@@ -198,6 +198,12 @@ class ChatSession:
             chat, self.queued = self.queued, None
             self.engine.submit(chat)
 
+    def on_context_shifted(self, e: ev.ContextShifted) -> None:
+        """The engine left the chat's oldest turns out of this turn's prompt (the chat
+        keeps them: the next turn decides again from all of it)."""
+        if self.active is not None:
+            self.active.shift = e
+
     def on_turn_started(self, e: ev.TurnStarted) -> None:
         if self.active is not None:
             self.active.turn_id = e.turn_id
@@ -209,7 +215,7 @@ class ChatSession:
         started = a.started if a else None
         rec = TurnRecord(a.user if a else "", e.stop_reason, e.metrics,
                          started.first_diff_index if started else None,
-                         started.diff_context if started else None, others_cpu)
+                         started.diff_context if started else None, others_cpu, a.shift if a else None)
         self.active = None
         self.turns.append(rec)
         self.messages.append(ChatMessage("assistant", text))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from runner import events as ev
 
@@ -17,12 +17,14 @@ class TurnRecord:
     first_diff_index: int | None = None  # where the prompt left the cached tokens
     diff_context: tuple[str, str] | None = None
     others_cpu: float | None = None  # other processes' share of the CPU during the turn (0..1)
+    context_shift: ev.ContextShifted | None = None  # the oldest turns this prompt left out
 
     def to_dict(self) -> dict:
         """The plain form the debug bundle and the CSV export write."""
         return {"user": self.user, "stop_reason": self.stop_reason, "metrics": self.metrics.to_dict(),
                 "first_diff_index": self.first_diff_index, "diff_context": self.diff_context,
-                "others_cpu": self.others_cpu}
+                "others_cpu": self.others_cpu,
+                "context_shift": asdict(self.context_shift) if self.context_shift else None}
 
 
 @dataclass
@@ -34,3 +36,4 @@ class ActiveTurn:
     t_submit: float
     started: ev.TurnStarted | None = None
     cancel_requested_at: float | None = None
+    shift: ev.ContextShifted | None = None  # the context shift before its prefill, if any

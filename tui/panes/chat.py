@@ -54,6 +54,9 @@ class ChatMessage(PaneStatic):
         self._show()
 
     def _show(self) -> None:
+        if self.role == "note":  # what kvtop did to the chat (a context shift): a dim line, no speaker
+            self.update(Content.styled(clean_text(self.text), "$text-muted"))
+            return
         label = {"user": "you", "assistant": "model", "system": "kvtop"}.get(self.role, self.role)
         if self.markdown and self.role == "assistant" and not self.streaming and self.text:
             self.update(self._markdown_view(label))
@@ -120,6 +123,15 @@ class ChatLog(VerticalScroll):
     def add(self, role: str, text: str = "", streaming: bool = False) -> ChatMessage:
         m = ChatMessage(role, text, markdown=self.markdown, streaming=streaming)
         self.mount(m)
+        return m
+
+    def note(self, text: str, before: ChatMessage | None = None) -> ChatMessage:
+        """A dim line from kvtop itself, before ``before`` (the reply it concerns) when given."""
+        m = ChatMessage("note", text)
+        if before is not None and before.parent is self:
+            self.mount(m, before=before)
+        else:
+            self.mount(m)
         return m
 
     def set_markdown(self, on: bool) -> None:

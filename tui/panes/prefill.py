@@ -34,6 +34,7 @@ class PrefillPane(PaneWidget):
         self.note = "no turn yet"
         self.template_note: str | None = None
         self.diverged: int | None = None
+        self.shift = None  # the turn's ContextShifted: its oldest turns left out of the prompt
         self.cache_note: str = ""
         self.reports: list[tuple[int, float]] = []  # (done, elapsed) of this turn's reports, for F2
 
@@ -51,12 +52,14 @@ class PrefillPane(PaneWidget):
         self.note = "no turn yet"
         self.template_note = None
         self.diverged = None
+        self.shift = None
         self.stop_ticking()
         self.refresh(layout=True)
 
-    def begin(self, started) -> None:
-        """A turn starts: re-laid out only if the pane's height changes (a re-layout
-        reflows the whole screen, and this lands as decode starts)."""
+    def begin(self, started, shift=None) -> None:
+        """A turn starts (``shift``: its ContextShifted, if the context was full): re-laid
+        out only if the pane's height changes (a re-layout reflows the whole screen, and
+        this lands as decode starts)."""
         before = self.wrapped_height()
         self.total = started.prompt_tokens
         self.reused = started.reused_tokens
@@ -69,6 +72,7 @@ class PrefillPane(PaneWidget):
         # the last prompt token is always computed again, for its logits: not a divergence
         d = started.first_diff_index
         self.diverged = d if d is not None and d < started.prompt_tokens - 1 else None
+        self.shift = shift
         self._ubatch = 0
         self.reports = []
         self._run_clock(0.0)
@@ -123,6 +127,22 @@ class PrefillPane(PaneWidget):
         self.note = reason
         self.refresh(layout=True)
 
+    def _shift_line(self) -> Content:
+        """Reused against recomputed after a context shift: what dropping turns cost."""
+        from runner.engine.context_shift import turn_ranges
+
+        e = self.shift
+        n = len(e.dropped_turns)
+        parts = [(f"context full: dropped turn{'' if n == 1 else 's'} {turn_ranges(e.dropped_turns)}", "$kvtop-warn")]
+        if e.prefix_broken_at is None:
+            parts.append(("; cached prefix held", "$text-muted"))
+        else:
+            parts += [("; prefix broke at ", "$text-muted"), (fmt_int(e.prefix_broken_at), "$kvtop-warn"),
+                      (": ", "$text-muted"), (fmt_int(e.reused_tokens), "$kvtop-reused"),
+                      (" reused, ", "$text-muted"), (fmt_int(e.recomputed_tokens), "$kvtop-measured"),
+                      (" recomputed (F2)", "$text-muted")]
+        return Content.assemble(*parts)
+
     def eta(self) -> float | None:
         """Seconds left of the prefill at the rate measured so far (None: no rate yet),
         counting down between reports, but never below what the micro-batch in flight
@@ -152,7 +172,9 @@ class PrefillPane(PaneWidget):
             (self.note, "$text-muted"),
         )
         lines = [b, line1, line2]
-        if self.diverged is not None:
+        if self.shift is not None:
+            lines.append(self._shift_line())
+        elif self.diverged is not None:
             lines.append(Content.assemble(("cache diverged at token ", "$text-muted"), (fmt_int(self.diverged), "$kvtop-warn"),
                                           (" (F2: waterfall)", "$text-muted")))
         if self.cache_note:
