@@ -14,7 +14,7 @@ from typing import Callable, Iterable
 
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Input
 
@@ -39,6 +39,7 @@ from .panes.memory import MemoryPane
 from .panes.prefill import PrefillPane
 from .panes.status import StatusBar
 from .cpu_watch import CeilingCheck, CPUWatch
+from .dashboard import WIDE_COLUMNS, DashboardLayout, MetricsScroll, PagerBar
 from .forecasting import Forecasting
 from .lifecycle import EngineLifecycle
 from .routing import EngineRouting
@@ -46,12 +47,11 @@ from .server_routing import ServerRouting
 from .screens import HelpScreen
 from .workers import EngineWorkers, ServerPolling
 
-WIDE_COLUMNS = 140
 _SVG_BAD_XML = dict.fromkeys(i for i in range(32) if i not in (9, 10, 13))
 
 
 class KvtopApp(EngineWorkers, ServerPolling, ServerRouting, EngineLifecycle, Forecasting, CPUWatch, CeilingCheck,
-               EngineRouting, App[int]):
+               EngineRouting, DashboardLayout, App[int]):
     CSS_PATH = "app.tcss"
     # app.tcss paints every Screen opaque, which would hide the dashboard behind a dialog
     # (on screen and in Ctrl+S); a dialog's screen lets it show through, dimmed. Inline
@@ -68,6 +68,7 @@ class KvtopApp(EngineWorkers, ServerPolling, ServerRouting, EngineLifecycle, For
         Binding("f2", "waterfall", "TTFT waterfall"),
         Binding("f3", "toggle_markdown", "Markdown"),
         Binding("f4", "next_server", "Next server", show=False),
+        Binding("f6", "next_page", "Next page of panes", show=False),
         Binding("ctrl+r", "restart_engine", "Restart engine", show=False, priority=True),
         Binding("ctrl+o", "attach_file", "Attach file", show=False, priority=True),
         Binding("ctrl+q", "quit", "Quit", priority=True),
@@ -134,19 +135,21 @@ class KvtopApp(EngineWorkers, ServerPolling, ServerRouting, EngineLifecycle, For
                 prompt.cursor_blink = False
                 prompt.select_on_focus = False  # Ctrl+O's "/file " must not be replaced by the next key
                 yield prompt
-            with VerticalScroll(id="metrics"):
-                yield PrefillPane(prefill_interval(self.refresh_s), self.options.clock, id="prefill", classes="pane")
-                yield KVPane(id="kv", classes="pane")
-                if self.options.servers:  # what the server does for everyone, right under the turn's panes
-                    from .panes.fleet import FleetPane
-                    from .panes.server import ServerPane
+            with Vertical(id="metrics-column"):
+                yield PagerBar(id="pager")
+                with MetricsScroll(id="metrics"):
+                    yield PrefillPane(prefill_interval(self.refresh_s), self.options.clock, id="prefill", classes="pane")
+                    yield KVPane(id="kv", classes="pane")
+                    if self.options.servers:  # what the server does for everyone, right under the turn's panes
+                        from .panes.fleet import FleetPane
+                        from .panes.server import ServerPane
 
-                    yield ServerPane(self.options.servers[0], id="server", classes="pane")
-                    if len(self.options.servers) > 1:
-                        yield FleetPane(self.options.servers, id="fleet", classes="pane")
-                yield DecodePane(chart_interval(self.refresh_s), id="decode", classes="pane")
-                yield EstimatePane(id="estimate", classes="pane")
-                yield MemoryPane(id="memory", classes="pane")
+                        yield ServerPane(self.options.servers[0], id="server", classes="pane")
+                        if len(self.options.servers) > 1:
+                            yield FleetPane(self.options.servers, id="fleet", classes="pane")
+                    yield DecodePane(chart_interval(self.refresh_s), id="decode", classes="pane")
+                    yield EstimatePane(id="estimate", classes="pane")
+                    yield MemoryPane(id="memory", classes="pane")
         yield KeyBar(several_servers=len(self.options.servers) > 1, id="keys")
 
     def on_mount(self) -> None:
@@ -155,6 +158,8 @@ class KvtopApp(EngineWorkers, ServerPolling, ServerRouting, EngineLifecycle, For
         self.theme = self.prefs.theme if self.prefs.theme in names else DEFAULT_THEME
         self.theme_changed_signal.subscribe(self, self._remember_theme)
         self.set_class(self.size.width >= WIDE_COLUMNS, "-wide")
+        self.call_after_refresh(self.fit_dashboard)
+        self.set_interval(self.refresh_s, self.fit_dashboard)  # panes grow and shrink with their lines
         chat = self.query_one(ChatLog)
         chat.markdown = self.prefs.markdown
         for m in self.session.messages:
@@ -211,8 +216,7 @@ class KvtopApp(EngineWorkers, ServerPolling, ServerRouting, EngineLifecycle, For
 
     def on_resize(self, event) -> None:
         self.set_class(event.size.width >= WIDE_COLUMNS, "-wide")
-        if self.options.servers:
-            self.call_after_refresh(self.fit_server_rows)
+        self.call_after_refresh(self.fit_dashboard)
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         """The command palette: every kvtop action once, by the words a user types (tui/palette.py)."""
@@ -243,14 +247,17 @@ class KvtopApp(EngineWorkers, ServerPolling, ServerRouting, EngineLifecycle, For
         self.notify("Markdown on: links are shown as text (url) and never opened" if self.prefs.markdown
                     else "Markdown off: replies are plain text", markup=False, timeout=3)
 
-    def action_waterfall(self) -> None:
+    def action_waterfall(self, turn: int | None = None) -> None:
+        """F2: the TTFT waterfall of the newest turn (or of ``turn``: a click on a reply)."""
         from .waterfall import WaterfallScreen, live_turn
 
         def source():  # every turn of the session, and the one in flight
             return list(self.turns), live_turn(self)
 
-        self.push_screen(WaterfallScreen(source, self.facts, self.roofline_prefill_s(),
-                                         prefill_interval(self.refresh_s)))
+        screen = WaterfallScreen(source, self.facts, self.roofline_prefill_s(), prefill_interval(self.refresh_s))
+        if turn is not None and 0 <= turn < len(screen.turns):
+            screen.pos = turn
+        self.push_screen(screen)
 
     def screenshot_svg(self) -> str:
         return self.export_screenshot(title="kvtop").translate(_SVG_BAD_XML)

@@ -31,3 +31,23 @@ def bar(width: int, parts: list[tuple[float, str]], empty_style: str = "$kvtop-b
     if width - used > 0:
         cells.append(("░" * (width - used), empty_style))
     return Content.assemble(*cells)
+
+
+def pack(items: list, width: int, gap: str = "  ") -> list[Content]:
+    """Items (Content or str) on as few lines as fit ``width`` cells, a line broken only
+    between items: word-wrapping split "16.4 tok/s" into "16.4" and "tok/s" in a narrow
+    pane. With no width yet (-1, 0) everything is one line."""
+    lines: list[Content] = []
+    line: Content | None = None
+    for item in items:
+        item = item if isinstance(item, Content) else Content(item)
+        if line is None:
+            line = item
+        elif width > 0 and line.cell_length + len(gap) + item.cell_length > width:
+            lines.append(line)
+            line = item
+        else:
+            line = Content.assemble(line, gap, item)
+    if line is not None:
+        lines.append(line)
+    return lines

@@ -36,6 +36,7 @@ COMMANDS = (
      "(Ctrl+T)", "change_theme"),
     ("Markdown on/off for model replies", "Links shown as text (url), never opened; remembered (F3)",
      "toggle_markdown"),
+    ("Next page of panes", "When the panes do not all fit the terminal: show the next page (F6)", "next_page"),
     ("Help: every key and pane", "Keys, panes and the refresh pace (F1)", "help"),
     ("Quit kvtop", "The engine process is stopped (Ctrl+Q)", "quit"),
 )

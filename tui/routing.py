@@ -249,11 +249,13 @@ class EngineRouting:
         text = clean_text(r.text)
         self.query_one(StreamTail).show("")
         self._last_chat_update = -1e9
-        if self.current_reply is not None:
-            self.current_reply.finish(text, turn_footer(r))
-        self.current_reply = None
+        reply, self.current_reply = self.current_reply, None
+        if reply is not None:
+            reply.finish(text, turn_footer(r))
         others_cpu = self.turn_others_share()
         self.session.on_turn_done(r, text, lambda t: self.notify(t, severity="error", markup=False), others_cpu)
+        if reply is not None:
+            reply.turn_index = len(self.turns) - 1  # a click on the reply opens its waterfall
         self.query_one(PrefillPane).finish(mt, r.stop_reason)
         self.query_one(DecodePane).finish(mt, m.series, m.stalls)
         self.query_one(KVPane).set_cells(mt.kv_cells_used, mt.decode_tok_s)

@@ -26,7 +26,9 @@ KEYS = [
     ("F3", "Markdown on/off for model replies (links shown as text (url), never opened)"),
     ("Ctrl+O", "attach a file: starts '/file ' in the input; type the path, Enter sends its text"),
     ("F4", "kvtop --server with several servers: chat with the next one"),
-    ("Tab", "move the cursor between the prompt, the chat and the panes (Shift+Tab back)"),
+    ("F6", "next page of panes when they do not all fit (or click a page's name above them)"),
+    ("Tab", "move the cursor between the prompt, the chat and the panes (Shift+Tab back; or click a pane; "
+            "a click on a reply opens its waterfall)"),
     ("↑ ↓ PgUp PgDn Home End", "scroll the chat or the panes when the cursor is there; the mouse wheel "
                                "scrolls what it is over"),
     ("q  ?", "quit, this help: only with the cursor outside the prompt and the prompt empty (after Tab "

@@ -23,27 +23,7 @@ class ServerRouting:
 
         ceiling, fit, avg = self.server_physics(s)
         self.query_one(ServerPane).set_snapshot(s, ceiling, fit, avg)
-        self.fit_server_rows()
-
-    def fit_server_rows(self) -> None:
-        """Wide layout in server mode: prefill and KV, then the server (and fleet) panes
-        as tall as their lines, then the decode chart with what is left, then estimate and
-        memory. Grid rows are set from the content, so nothing is cut or padded."""
-        if not self.has_class("-wide"):
-            return
-        from .panes.fleet import FleetPane
-        from .panes.server import ServerPane
-
-        metrics = self.query_one("#metrics")
-        rows = [7, self.query_one(ServerPane).wrapped_height() + 2]
-        if len(self.options.servers) > 1:
-            rows.append(self.query_one(FleetPane).wrapped_height() + 2)
-        tail = 16  # estimate and memory
-        decode = max(12, metrics.size.height - sum(rows) - tail)
-        spec = " ".join(str(r) for r in rows + [decode, tail])
-        if spec != getattr(self, "_server_rows", None):
-            self._server_rows = spec
-            metrics.styles.grid_rows = spec
+        self.fit_dashboard()  # the server pane's lines come and go
 
     def server_physics(self, s):
         """(batched ceiling of the slots decoding now, more conversations that fit, their length)."""

@@ -24,9 +24,22 @@ from textual_plotext import PlotextPlot
 class PaneWidget(Widget):
     auto_links = Reactive(False)
 
+    def refresh(self, *regions, layout: bool = False, **kw):
+        """A re-layout (the pane's height may have changed) also re-plans the dashboard's
+        rows and pages (tui/dashboard.py), once after the screen has redrawn."""
+        if layout and self.is_mounted:
+            refit = getattr(self.app, "request_fit", None)
+            if refit is not None:
+                refit()
+        return super().refresh(*regions, layout=layout, **kw)
+
     def wrapped_height(self) -> int:
         """Lines the pane's content takes at its width (-1 before it has one)."""
-        width = self.content_region.width
+        return self.height_at(self.content_region.width)
+
+    def height_at(self, width: int) -> int:
+        """Lines the content would take at ``width`` cells (-1 for no width): the
+        dashboard plans a hidden pane's height at the width it would have."""
         if width <= 0:
             return -1
         content = self.render()

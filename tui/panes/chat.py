@@ -32,8 +32,15 @@ class ChatMessage(PaneStatic):
         self.footer: str = ""
         self.markdown = markdown
         self.streaming = streaming
+        self.turn_index: int | None = None  # the finished turn this reply is (session.turns)
         self.add_class(f"-{role}")
         self._show()
+
+    def on_click(self, event) -> None:
+        """A click on a finished reply opens its TTFT waterfall (F2 at that turn)."""
+        if self.turn_index is not None:
+            event.stop()
+            self.app.action_waterfall(self.turn_index)
 
     def set_markdown(self, on: bool) -> None:
         if on != self.markdown:

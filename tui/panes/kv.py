@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.content import Content
 
-from ..format import bar, fmt_bytes, fmt_int, fmt_rate, fmt_seconds
+from ..format import bar, fmt_bytes, fmt_int, fmt_rate, fmt_seconds, pack
 from .base import PaneWidget
 
 KIND_STYLE = {
@@ -50,7 +50,8 @@ class KVPane(PaneWidget):
         self.refresh(layout=self.wrapped_height() != before)
 
     def render(self) -> Content:
-        w = max(0, self.size.width - 2)
+        width = self.size.width
+        w = max(0, width - 2)
         n_ctx = max(self.n_ctx, 1)
         lay = self.layout_
         lines = [
@@ -69,13 +70,13 @@ class KVPane(PaneWidget):
             for k in lay.kinds:
                 used_k = k.bytes_used(self.cells)
                 what = "state" if k.kind == "recurrent" else fmt_int(k.cells)
-                lines.append(Content.assemble(
-                    ("■ ", KIND_STYLE.get(k.kind, "")), (f"{k.kind:<8}", KIND_STYLE.get(k.kind, "")),
-                    f" {fmt_int(k.n_layers)}L×{what}  {fmt_bytes(used_k)}/{fmt_bytes(k.bytes_allocated)}"))
+                lines += pack([Content.assemble(("■ ", KIND_STYLE.get(k.kind, "")), (f"{k.kind:<8}", KIND_STYLE.get(k.kind, ""))),
+                               f"{fmt_int(k.n_layers)}L×{what}", f"{fmt_bytes(used_k)}/{fmt_bytes(k.bytes_allocated)}"],
+                              width, gap=" ")
         left = self.n_ctx - self.cells
         if self.rate and left > 0:
-            lines.append(Content.assemble(("full in ", "$text-muted"),
-                                          f"{fmt_int(left)} tok ≈ {fmt_seconds(left / self.rate)} at {fmt_rate(self.rate)}"))
+            lines += pack([Content.assemble(("full in ", "$text-muted"), f"{fmt_int(left)} tok"),
+                           f"≈ {fmt_seconds(left / self.rate)}", f"at {fmt_rate(self.rate)}"], width, gap=" ")
         elif left <= 0 and self.n_ctx:
             lines.append(Content.styled("context full: Ctrl+L starts a new chat", "bold $kvtop-critical"))
         elif self.n_ctx:

@@ -14,7 +14,7 @@ from runner.sanitize import clean_line
 from runner.system.memory import MemorySample
 from runner.units import MIB
 
-from ..format import NA, bar, fmt_bytes
+from ..format import NA, bar, fmt_bytes, pack
 from runner.physics.verdicts import BUSY_SHARE
 
 from .base import PaneWidget
@@ -104,12 +104,13 @@ class MemoryPane(PaneWidget):
             for g in s.gpus:
                 used = fmt_bytes(g.memory_used)
                 util = f"{g.utilization}%" if g.utilization is not None else NA
-                lines.append(Content.assemble((f"GPU{g.index} ", "bold"), clean_line(g.name, 28), "  ", used, " / ",
-                                              fmt_bytes(g.memory_total), ("  engine ", "$text-muted"),
-                                              fmt_bytes(g.process_memory), ("  util ", "$text-muted"), util))
+                lines += pack([Content.assemble((f"GPU{g.index} ", "bold"), clean_line(g.name, 28)),
+                               f"{used} / {fmt_bytes(g.memory_total)}",
+                               Content.assemble(("engine ", "$text-muted"), fmt_bytes(g.process_memory)),
+                               Content.assemble(("util ", "$text-muted"), util)], self.size.width)
         b = self.buffers
         if b is not None:
-            lines.append(Content.assemble(("llama.cpp ", "$text-muted"), "weights ", fmt_bytes(b.weights_mib * MIB),
-                                          "  KV ", fmt_bytes(b.kv_mib * MIB)))
-            lines.append(Content.assemble(("          ", ""), "compute ", fmt_bytes(b.compute_total_mib * MIB)))
+            lines += pack([Content.assemble(("llama.cpp ", "$text-muted"), "weights ", fmt_bytes(b.weights_mib * MIB)),
+                           f"KV {fmt_bytes(b.kv_mib * MIB)}", f"compute {fmt_bytes(b.compute_total_mib * MIB)}"],
+                          self.size.width)
         return Content("\n").join(lines)

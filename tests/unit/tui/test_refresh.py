@@ -88,6 +88,8 @@ async def test_the_chosen_refresh_is_shown_and_paces_the_chart(tmp_path, smollm_
         assert app.query_one(DecodePane).chart_interval == 2.0
         await pilot.press("f1")
         await wait_until(pilot, lambda: isinstance(app.screen, HelpScreen), what="help")
+        app.screen.query_one("#help-box").scroll_end(animate=False)  # the pace is its last line
+        await pilot.pause()
         assert "every 0.5 s while a turn runs (set by --refresh)" in screen_text(app)
 
 
@@ -155,6 +157,7 @@ async def test_the_chart_draws_half_an_interval_into_a_turn_then_every_interval(
                    lambda s: ScriptedEngine(s, smollm_loaded(smollm_shaped), []),
                    root=tmp_path, live_system=False, write_transcript=False, refresh=1.0)
     async with app.run_test(size=(160, 50)) as pilot:
+        await pilot.pause()  # the dashboard sizes the chart first (tui/dashboard.py), redrawing it
         pane = app.query_one(DecodePane)
         drawn = []
         pane._draw_chart = lambda: drawn.append(pane.pos)

@@ -1,4 +1,5 @@
-"""SVG snapshots of the dashboard: 80x24 and 160x50, dark and light themes.
+"""SVG snapshots of the dashboard: 80x24 and 160x50 in dark and light themes, and each
+page at 80x24, 100x30 and 120x40 (tui/dashboard.py splits the panes into pages there).
 
 Deterministic: a scripted engine replays fixed events with fixed timestamps, the
 clock is fixed, hardware and memory figures are fixed, nothing samples the system.
@@ -49,3 +50,30 @@ async def chat_turn(pilot):
 @pytest.mark.parametrize("theme", ["kvtop-dark", "kvtop-light"])
 def test_dashboard_snapshot(snap_compare, tmp_path, smollm_shaped, size, theme):
     assert snap_compare(build(theme, tmp_path, smollm_shaped), terminal_size=size, run_before=chat_turn)
+
+
+async def settled(pilot):
+    """The dashboard re-plans after a pane's lines change (tui/dashboard.py): wait for it."""
+    app = pilot.app
+    for _ in range(3):
+        await wait_until(pilot, lambda: not app._fit_pending, what="the dashboard's plan")
+        app.fit_dashboard()
+        await pilot.pause()
+
+
+async def chat_turn_then_pages(pilot, pages: int):
+    await chat_turn(pilot)
+    await settled(pilot)
+    for _ in range(pages):
+        await pilot.press("f6")
+        await settled(pilot)
+
+
+@pytest.mark.parametrize("size,page", [((80, 24), 1), ((80, 24), 2), ((80, 24), 3), ((100, 30), 1),
+                                       ((120, 40), 0), ((120, 40), 1)])
+def test_each_page_snapshot(snap_compare, tmp_path, smollm_shaped, size, page):
+    """The pages a smaller terminal gets: every pane on one of them, none cut."""
+    async def before(pilot):
+        await chat_turn_then_pages(pilot, page)
+
+    assert snap_compare(build("kvtop-dark", tmp_path, smollm_shaped), terminal_size=size, run_before=before)

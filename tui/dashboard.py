@@ -1,0 +1,265 @@
+"""Which panes the dashboard shows at this terminal size, and how tall each is.
+
+Every pane is as tall as its lines, and the decode chart takes the rows left over.
+When the panes do not all fit (below ~50 rows in one column, ~40 in two), they are
+split into pages, in their order, each page filled as far as it goes; a one-line
+pager above the panes names the pages (F6 or a click turns them). Nothing is cut
+and nothing needs scrolling: at 80x24 the pages are "Prefill KV", "Decode",
+"Estimate" and "Memory"; at 120x40 "Prefill KV Decode Estimate" and "Memory".
+
+From WIDE_COLUMNS on, the panes sit two to a row (prefill beside KV, estimate beside
+memory; server, fleet and decode span both columns) and the grid's rows are set
+from the taller pane of each row, so no row is padded and none is cut.
+
+The planning (``plan_pages``, ``row_heights``) is pure; ``DashboardLayout`` measures
+the panes and applies the plan.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.cells import cell_len
+from textual import events
+from textual.containers import VerticalScroll
+from textual.content import Content
+
+from .panes.base import PaneWidget
+
+WIDE_COLUMNS = 140
+DECODE_CHART_MIN = 6  # rows of chart below which the decode pane is not worth showing
+TITLES = {"prefill": "Prefill", "kv": "KV", "server": "Server", "fleet": "Fleet", "decode": "Decode",
+          "estimate": "Estimate", "memory": "Memory"}
+NARROW_UNITS = (("prefill",), ("kv",), ("server",), ("fleet",), ("decode",), ("estimate",), ("memory",))
+WIDE_UNITS = (("prefill", "kv"), ("server",), ("fleet",), ("decode",), ("estimate", "memory"))
+SHORT = {"prefill": "PP", "kv": "KV", "server": "Srv", "fleet": "Fleet", "decode": "TG", "estimate": "Est",
+         "memory": "Mem"}  # the pager's labels when the full names do not fit
+FLEXIBLE = "decode"  # the pane that takes the rows left over
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One row of the dashboard: its panes (two side by side in the wide grid) and the
+    rows it needs (for the decode pane: the least it can do with)."""
+
+    panes: tuple[str, ...]
+    height: int
+
+    @property
+    def flexible(self) -> bool:
+        return FLEXIBLE in self.panes
+
+
+def plan_pages(units: list[Unit], rows: int) -> list[list[Unit]]:
+    """The units split into pages of at most ``rows`` rows, in order, each page filled
+    as far as it goes; one page when everything fits. A page that needs one is given a
+    pager row, so pages are planned for ``rows - 1``. A unit taller than a page gets
+    a page of its own (it scrolls)."""
+    if sum(u.height for u in units) <= rows:
+        return [list(units)] if units else []
+    room = max(1, rows - 1)
+    pages: list[list[Unit]] = [[]]
+    used = 0
+    for u in units:
+        if pages[-1] and used + u.height > room:
+            pages.append([])
+            used = 0
+        pages[-1].append(u)
+        used += u.height
+    return pages
+
+
+def row_heights(page: list[Unit], rows: int) -> list[int]:
+    """Each unit's rows on its page: its own height, and the flexible one (decode) all
+    that the others leave."""
+    fixed = sum(u.height for u in page if not u.flexible)
+    return [max(u.height, rows - fixed) if u.flexible else u.height for u in page]
+
+
+def page_label(page: list[Unit], names: dict[str, str] = TITLES) -> str:
+    return " ".join(names[p] for u in page for p in u.panes)
+
+
+def pager_labels(pages: list[list[Unit]], width: int) -> list[str]:
+    """The pages' names, shortened ("PP KV", "TG", "Est") when the full ones would not
+    fit on the pager's line."""
+    full = [page_label(p) for p in pages]
+    if 3 + sum(cell_len(f" {i + 1} {label} ") for i, label in enumerate(full)) <= width:
+        return full
+    return [page_label(p, SHORT) for p in pages]
+
+
+class PagerBar(PaneWidget):
+    """One line above the panes when they take more than one page: ``F6 page: [1 Prefill
+    KV] 2 Decode 3 Estimate``; a click on a page's name shows it."""
+
+    def __init__(self, **kw) -> None:
+        super().__init__(**kw)
+        self.labels: list[str] = []
+        self.current = 0
+        self._spans: list[tuple[int, int, int]] = []
+
+    def show(self, labels: list[str], current: int) -> None:
+        if (labels, current) != (self.labels, self.current):
+            self.labels, self.current = labels, current
+            self.refresh()
+
+    def render(self) -> Content:
+        parts: list = [("F6", "bold $accent"), " "]
+        x = 3
+        spans = []
+        for i, label in enumerate(self.labels):
+            text = f" {i + 1} {label} "
+            spans.append((x, x + cell_len(text), i))
+            parts.append((text, "reverse bold $primary" if i == self.current else "$text-muted"))
+            x += cell_len(text)
+        self._spans = spans
+        return Content.assemble(*parts)
+
+    def on_click(self, event: events.Click) -> None:
+        for start, end, index in self._spans:
+            if start <= event.x < end:
+                self.app.show_page(index)
+                return
+
+
+class MetricsScroll(VerticalScroll):
+    """The panes' container. A click on a pane focuses it (its border lights up) and
+    scrolls all of it into view; with a pane focused, the arrows, PageUp/PageDown,
+    Home and End scroll the panes (this container's bindings), and typing goes back to
+    the prompt (tui/panes/chat.py TypedKeys)."""
+
+    def on_click(self, event: events.Click) -> None:
+        node = event.widget
+        while node is not None and node.parent is not self:
+            node = node.parent
+        if node is not None and node.id in TITLES:
+            node.focus()
+            node.scroll_visible(animate=False)
+
+
+class DashboardLayout:
+    """Mixed into the app: measure the panes, plan the pages, apply the plan."""
+
+    page = 0  # the page shown when there are several
+    _plan_key = None
+    _fit_pending = False
+
+    def request_fit(self) -> None:
+        """A pane's lines changed: plan again once the screen has laid it out."""
+        if not self._fit_pending:
+            self._fit_pending = True
+            self.call_after_refresh(self._fit_requested)
+
+    def _fit_requested(self) -> None:
+        self._fit_pending = False
+        self.fit_dashboard()
+
+    def dashboard_panes(self) -> dict[str, object]:
+        found = {}
+        for name in TITLES:
+            hits = self.query(f"#{name}")
+            if hits:
+                found[name] = hits.first()
+        return found
+
+    def _pane_height(self, name: str, pane, width: int) -> int:
+        """Rows the pane needs at a content ``width``, borders included."""
+        if name == FLEXIBLE:
+            from .panes.decode import DecodeSummary
+            from .panes.decode_chart import ChartLegend
+
+            summaries, legends = pane.query(DecodeSummary), pane.query(ChartLegend)
+            summary = max(3, summaries.first().height_at(width) if summaries else 3)
+            legend = max(1, legends.first().height_at(width) if legends else 1)
+            return summary + legend + DECODE_CHART_MIN + 2
+        lines = pane.height_at(width) if isinstance(pane, PaneWidget) else -1
+        return max(1, lines) + 2
+
+    def dashboard_units(self, width: int, wide: bool, planning_here: bool = True) -> list[Unit]:
+        """The dashboard's rows at a metrics column ``width``: a pane on screen is measured
+        at its own width (``planning_here``), a hidden one at the width it would get."""
+        panes = self.dashboard_panes()
+        units = []
+        for names in WIDE_UNITS if wide else NARROW_UNITS:
+            names = tuple(n for n in names if n in panes)
+            if not names:
+                continue
+            cell = width // len(names) if wide else width
+            heights = []
+            for n in names:
+                shown = panes[n].content_region.width if planning_here else 0
+                content = shown if shown > 0 else max(1, cell - 4)  # border and padding
+                heights.append(self._pane_height(n, panes[n], content))
+            units.append(Unit(names, max(heights)))
+        return units
+
+    def fit_dashboard(self, width: int | None = None, height: int | None = None) -> None:
+        """Plan the pages for the terminal's size (or the one given: a screenshot of the
+        whole dashboard) and apply the plan: which panes show, each unit's rows."""
+        width = self.size.width if width is None else width
+        height = self.size.height if height is None else height
+        wide = width >= WIDE_COLUMNS
+        here = width == self.size.width and wide == self.has_class("-wide")  # the panes' widths are current
+        self.set_class(wide, "-wide")
+        column = self.query_one("#metrics-column")
+        metrics_width = column.size.width or int(width * (0.62 if wide else 0.55))
+        if width != self.size.width:  # planning for another size: the column scales with it
+            metrics_width = int(width * (0.62 if wide else 0.55))
+        rows = max(4, height - 2)  # the status and key bars
+        units = self.dashboard_units(metrics_width, wide, here)
+        pages = plan_pages(units, rows)
+        self.page = min(self.page, max(0, len(pages) - 1))
+        key = (wide, rows, metrics_width, tuple(tuple(u for u in p) for p in pages), self.page)
+        if key == self._plan_key:
+            return
+        self._plan_key = key
+        self.apply_page(pages, rows, wide)
+        if not here and width == self.size.width:  # the layout just changed: measure it again
+            self.call_after_refresh(self.fit_dashboard)
+
+    def apply_page(self, pages: list[list[Unit]], rows: int, wide: bool) -> None:
+        panes = self.dashboard_panes()
+        several = len(pages) > 1
+        pager = self.query_one(PagerBar)
+        pager.display = several
+        pager.show(pager_labels(pages, self.query_one("#metrics-column").size.width), self.page)
+        page = pages[self.page] if pages else []
+        shown = {n for u in page for n in u.panes}
+        for name, pane in panes.items():
+            pane.display = name in shown
+            pane.can_focus = True  # a click or Tab focuses a pane; its container scrolls it
+        heights = row_heights(page, rows - (1 if several else 0))
+        metrics = self.query_one("#metrics")
+        if wide:
+            metrics.styles.grid_rows = " ".join(str(h) for h in heights) or "1fr"
+        flex = next((h for u, h in zip(page, heights) if u.flexible), None)
+        for name, pane in panes.items():
+            if wide:
+                pane.styles.height = "100%"
+            elif name == FLEXIBLE:
+                pane.styles.height = flex or 0
+            else:
+                pane.styles.height = "auto"
+
+    def show_page(self, index: int) -> None:
+        self.page = index
+        self._plan_key = None
+        self.fit_dashboard()
+
+    def action_next_page(self) -> None:
+        """F6: the next page of panes (when they take more than one)."""
+        pager = self.query_one(PagerBar)
+        count = max(1, len(pager.labels))
+        if count == 1:
+            self.notify("every pane fits on the screen: there is one page", markup=False, timeout=3)
+            return
+        self.show_page((self.page + 1) % count)
+
+    def show_pane(self, name: str) -> None:
+        """Turn to the page that holds a pane (a key that needs it, a click on it)."""
+        for i, label in enumerate(self.query_one(PagerBar).labels):
+            if {TITLES.get(name), SHORT.get(name)} & set(label.split(" ")):
+                if i != self.page:
+                    self.show_page(i)
+                return
