@@ -93,6 +93,7 @@ class KvtopApp(EngineWorkers, ServerPolling, ServerRouting, EngineLifecycle, For
         self.server_snapshots: dict[int, object] = {}  # kvtop --server: the last poll of each server
         self.server_index = 0  # which server the chat and the panes follow
         self.last_saved: str | None = None
+        self.last_saved_whole: str | None = None  # Ctrl+S's whole-dashboard SVG (tui/full_shot.py)
         self._stopping = False
         self.typed_keys = TypedKeys(self)  # raw keystrokes for the prompt, inserted in one edit
 
@@ -260,7 +261,12 @@ class KvtopApp(EngineWorkers, ServerPolling, ServerRouting, EngineLifecycle, For
         self.push_screen(screen)
 
     def screenshot_svg(self) -> str:
-        return self.export_screenshot(title="kvtop").translate(_SVG_BAD_XML)
+        return self.clean_svg(self.export_screenshot(title="kvtop"))
+
+    @staticmethod
+    def clean_svg(svg: str) -> str:
+        """Control characters are not XML: a model's output must not break the SVG."""
+        return svg.translate(_SVG_BAD_XML)
 
     def action_screenshot(self, hide_chat: bool = False) -> None:
         """Save what the user sees, dialogs and all (``hide_chat``: the chat pane blanked),

@@ -100,26 +100,46 @@ def take_screenshot(app, hide_chat: bool = False) -> None:
     app.call_after_refresh(_save_screenshot, app, hide_chat)
 
 
-def _shot(app, hide_chat: bool) -> str:
+def _shot(app, hide_chat: bool) -> tuple[str, str | None]:
+    """The visible screen's SVG, and the whole dashboard's at a readable size when the
+    screen leaves panes out or is small (tui/full_shot.py; None when it shows it all,
+    or a dialog is open)."""
+    from .full_shot import needs_whole_dashboard, whole_dashboard_svg
+
     try:
         svg = app.screenshot_svg()
+        whole = None
+        if len(app.screen_stack) == 1 and needs_whole_dashboard(app):
+            whole = app.clean_svg(whole_dashboard_svg(app))
     finally:
         if hide_chat:
             conceal_chat(app, False)
-    return Redactor().home(svg) if hide_chat else svg
+    if hide_chat:
+        return Redactor().home(svg), (Redactor().home(whole) if whole else None)
+    return svg, whole
 
 
 def _save_screenshot(app, hide_chat: bool) -> None:
-    svg = _shot(app, hide_chat)
+    svg, whole = _shot(app, hide_chat)
+    stem = time.strftime("kvtop-%Y%m%d-%H%M%S")
     try:
-        path, fh = unique_file(app.paths.screenshots_dir, time.strftime("kvtop-%Y%m%d-%H%M%S"), "svg")
+        path, fh = unique_file(app.paths.screenshots_dir, stem, "svg")
         with fh:
             fh.write(svg)
+        whole_path = None
+        if whole is not None:
+            whole_path, fh = unique_file(app.paths.screenshots_dir, stem + "-dashboard", "svg")
+            with fh:
+                fh.write(whole)
     except OSError as exc:
         app.notify(f"screenshot failed: {clean_line(str(exc))}", severity="error", markup=False)
         return
     app.last_saved = path
-    app.notify(f"saved {path}" + (" (the chat left out)" if hide_chat else ""), markup=False, timeout=6)
+    app.last_saved_whole = whole_path
+    note = f"saved {path}" + (" (the chat left out)" if hide_chat else "")
+    if whole_path:
+        note += f"\nand every pane at 160 columns: {whole_path}"
+    app.notify(note, markup=False, timeout=8)
 
 
 # ------------------------------------------------------------------ the bundle
@@ -143,7 +163,8 @@ def _write_export(app, redact: bool) -> None:
 
     from .export import write_turns_csv
 
-    svg = _shot(app, redact)
+    svg, whole = _shot(app, redact)
+    svg = whole or svg  # the bundle's screenshot shows every pane (tui/full_shot.py)
     stem = time.strftime("kvtop-debug-%Y%m%d-%H%M%S")
     try:
         bundle = app.debug_bundle(redact=redact, screenshot_svg=svg)

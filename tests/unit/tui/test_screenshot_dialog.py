@@ -7,9 +7,9 @@ import re
 from helpers import scripted_app, screen_text, wait_until
 
 
-def _saved_text(app) -> str:
+def _saved_text(app, path: str | None = None) -> str:
     """The saved SVG's text, as plain lines (the words a viewer would read)."""
-    with open(app.last_saved, encoding="utf-8") as fh:
+    with open(path or app.last_saved, encoding="utf-8") as fh:
         svg = fh.read()
     rows: dict[float, list[tuple[float, str]]] = {}
     for x, y, text in re.findall(r'<text[^>]*?x="([\d.]+)"[^>]*?y="([\d.]+)"[^>]*>(.*?)</text>', svg):
@@ -45,3 +45,39 @@ async def test_screenshot_never_shows_the_previous_saved_notice(tmp_path, smollm
         text = _saved_text(app)
         assert "─ Prefill ─" in text
         assert "saved" not in text and "kvtop-" not in text
+
+
+async def test_at_80x24_ctrl_s_also_saves_every_pane_at_160_columns(tmp_path, smollm_shaped):
+    """The screen shows one page of panes; the second SVG has all of them, readable, and
+    the screen is left as it was (same page, same size)."""
+    from helpers import one_turn
+
+    app = scripted_app(tmp_path, smollm_shaped, ["The", " moon", "."])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await one_turn(pilot, "hi")
+        await pilot.pause(0.2)
+        before = screen_text(app)
+        assert "─ Memory ─" not in before and "─ Prefill ─" in before  # page 1 of several
+        await pilot.press("ctrl+s")
+        await wait_until(pilot, lambda: app.last_saved_whole is not None, what="the whole dashboard")
+        whole = _saved_text(app, app.last_saved_whole)
+        for title in ("Prefill", "KV cache", "Decode", "Estimate vs actual", "Memory"):
+            assert f"─ {title} ─" in whole, title
+        lines = whole.split("\n")
+        assert max(len(line) for line in lines) >= 150 and len(lines) >= 48
+        assert "TTFT" in whole and "roofline" in whole and "engine RSS" not in _saved_text(app)
+        assert "hardware:" in whole  # the estimate's last line: nothing cut
+        await pilot.pause(0.2)
+        after = screen_text(app)  # the screen is back as it was: same page, same panes, same sizes
+        right = lambda text: [line[-44:] for line in text.split("\n")]  # the panes' column
+        assert right(after) == right(before)
+        assert app.size == (80, 24) and "model: The moon." in after
+
+
+async def test_a_terminal_that_shows_every_pane_saves_one_svg(tmp_path, smollm_shaped):
+    app = scripted_app(tmp_path, smollm_shaped, ["Hi", "."])
+    async with app.run_test(size=(170, 50), notifications=True) as pilot:
+        await wait_until(pilot, lambda: app.loaded is not None, what="load")
+        await pilot.press("ctrl+s")
+        await wait_until(pilot, lambda: app.last_saved is not None, what="screenshot")
+        assert app.last_saved_whole is None

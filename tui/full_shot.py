@@ -1,0 +1,86 @@
+"""The whole dashboard as an SVG at a readable size, whatever the terminal's size.
+
+A screenshot is what a user attaches to a bug report about a slow first token, and
+at 80x24 the panes are split into pages (tui/dashboard.py): the visible screen shows
+one of them. Ctrl+S therefore also saves the dashboard laid out for SHOT_COLUMNS
+columns and as many rows as its panes need (at least SHOT_ROWS), every pane on it.
+
+How: inside ``batch_update`` (nothing reaches the terminal) the screen is laid out
+again at that size, the chart redrawn for it, the compositor's full frame exported
+as Textual's own screenshot does, and the layout put back. The panes render from the
+same state as on screen, so the figures are the same ones; only the sizes differ.
+"""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+from textual.geometry import Size
+
+SHOT_COLUMNS = 160
+SHOT_ROWS = 48
+
+
+def whole_dashboard_size(app) -> Size:
+    """160 columns, and the rows that put every pane on one page (at least 48)."""
+    from .dashboard import WIDE_COLUMNS
+
+    units = app.dashboard_units(int(SHOT_COLUMNS * 0.62), SHOT_COLUMNS >= WIDE_COLUMNS, planning_here=False)
+    rows = sum(u.height for u in units) + 2  # the status and key bars
+    return Size(SHOT_COLUMNS, max(SHOT_ROWS, rows))
+
+
+def needs_whole_dashboard(app) -> bool:
+    """The visible screen leaves something out: panes on other pages, or a terminal
+    narrower or shorter than the readable size."""
+    pager = app.query_one("#pager")
+    return pager.display or app.size.width < SHOT_COLUMNS or app.size.height < SHOT_ROWS
+
+
+def _forget_sizes(app) -> None:
+    """What a widget drew (a bar as wide as its pane), the heights measured from it and
+    each container's arrangement belong to the old size (Textual clears them on its
+    next idle, too late for a layout done now): drop them."""
+    for widget in app.screen.walk_children(with_self=True):
+        widget.refresh(layout=True)
+        widget._clear_arrangement_cache()
+
+
+def _relayout(app, size: Size) -> None:
+    from .panes.decode import DecodePane
+
+    app.fit_dashboard(size.width, size.height)
+    _forget_sizes(app)
+    app.screen._refresh_layout(size)
+    for pane in app.query(DecodePane):  # the chart is planned for its width when drawn
+        pane._draw_chart()
+    _forget_sizes(app)  # the panes drawn at their new widths: their heights again
+    app.screen._refresh_layout(size)
+
+
+def whole_dashboard_svg(app, title: str = "kvtop") -> str:
+    """The SVG of every pane at a readable size; the screen is left as it was."""
+    real = app.size
+    page = app.page
+    size = whole_dashboard_size(app)
+    with app.batch_update():
+        try:
+            _relayout(app, size)
+            console = Console(width=size.width, height=size.height, file=io.StringIO(), force_terminal=True,
+                              color_system="truecolor", record=True, legacy_windows=False, safe_box=False)
+            console.print(app.screen._compositor.render_update(full=True, screen_stack=app._background_screens))
+            svg = console.export_svg(title=title)
+        finally:
+            app.page = page
+            app._plan_key = None
+            _relayout(app, real)
+    app.call_after_refresh(_settle, app)
+    return svg
+
+
+def _settle(app) -> None:
+    """Once the messages posted during the shot are handled: lay the screen out afresh."""
+    _forget_sizes(app)
+    app.screen._refresh_layout()
+    app.screen.refresh(layout=True)
