@@ -72,10 +72,12 @@ def ui_turn(model: str, n: int, threads: int, home: str) -> dict:
 
 
 def bench_turn(model: str, n: int, threads: int, prompt_tokens: int) -> dict:
-    cmd = [sys.executable, "-m", "tui", "bench", model, "-p", str(prompt_tokens), "-n", str(n), "-r", "1",
+    """``kvtop bench``'s tgN @ dP: N decodes after a context of the UI turn's prompt length."""
+    cmd = [sys.executable, "-m", "tui", "bench", model, "-p", "0", "-n", str(n), "-d", str(prompt_tokens), "-r", "1",
            "-c", "2048", "--json"] + (["-t", str(threads)] if threads else [])
     out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, check=True)
-    return json.loads(out.stdout)
+    (row,) = json.loads(out.stdout)
+    return row
 
 
 def main() -> int:
@@ -94,7 +96,7 @@ def main() -> int:
         m = ui_turn(a.model, a.n, a.t, home)
         ui.append(m["decode_tok_s"])
         b = bench_turn(a.model, a.n, a.t, m["prompt_tokens"])
-        hb.append(b["tg_tok_s"])
+        hb.append(b["avg_ts"])
         shutil.rmtree(home, ignore_errors=True)
         print(f"round {i + 1}: UI {ui[-1]:.1f} tok/s ({m['decode_tokens']} tokens after a {m['prompt_tokens']}-token "
               f"prompt), bench {hb[-1]:.1f} tok/s")

