@@ -30,12 +30,28 @@ class CPUProbe:
     machine: str
     busy: float | None = None  # the machine's CPU use just before the probe (0..1); None: not measured
     loadavg: float | None = None  # the 1-minute load average then
+    # The compute peak's parts: numpy's f32 matmul, and llama.cpp's own CPU mul_mat per
+    # weight type (runner.system.ggml_matmul); ``tflops`` is the fastest of them, since
+    # a quantised model's prefill runs the integer kernels, faster per FLOP than f32.
+    # None in probes cached before these existed.
+    f32_tflops: float | None = None
+    kernel_tflops: dict[str, float] | None = None
+
+    @property
+    def compute_peak(self) -> str:
+        """What the compute ceiling assumes: the matmul its FLOPS were measured with."""
+        if self.kernel_tflops:
+            name, tf = max(self.kernel_tflops.items(), key=lambda kv: kv[1])
+            if tf >= (self.f32_tflops or 0.0) and tf >= self.tflops * 0.999:
+                return f"llama.cpp {name} matmul"
+        return "numpy f32 matmul"
 
     def describe(self) -> str:
-        """When and under what load the figures were measured (the hardware line)."""
+        """When and under what load the figures were measured, and the matmul the compute
+        ceiling assumes (the hardware line)."""
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(self.measured_at))
         load = f", CPU {self.busy:.0%} busy before it" if self.busy is not None else ""
-        return f"CPU probe ({self.threads} threads, {when}{load})"
+        return f"CPU probe ({self.threads} threads, {when}, FLOPS of {self.compute_peak}{load})"
 
     @property
     def disturbed(self) -> bool:
@@ -116,14 +132,24 @@ def machine_busy(seconds: float = 0.5) -> float | None:
         return None
 
 
+def compute_peak_tflops(f32_tflops: float, kernel_tflops: dict[str, float] | None) -> float:
+    """The compute ceiling: the fastest matmul measured, numpy's f32 or one of llama.cpp's
+    quantised kernels (a ceiling that a measured rate beats is not a ceiling)."""
+    return max([f32_tflops, *(kernel_tflops or {}).values()])
+
+
 def probe_cpu(threads: int | None = None) -> CPUProbe:
+    from runner.system.ggml_matmul import probe_kernels
+
     threads = threads or os.cpu_count() or 1
     busy = machine_busy()
     t = time.perf_counter()
     bw = _probe_bandwidth(threads)
     fl = _probe_flops()
+    kernels = probe_kernels(threads)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
-    return CPUProbe(bw, fl, threads, time.perf_counter() - t, time.time(), machine_key(), busy, load)
+    return CPUProbe(bw, compute_peak_tflops(fl, kernels), threads, time.perf_counter() - t, time.time(),
+                    machine_key(), busy, load, fl, kernels)
 
 
 def cpu_profile(cache_dir: str | None = None, refresh: bool = False) -> CPUProbe:
@@ -137,9 +163,10 @@ def cpu_profile(cache_dir: str | None = None, refresh: bool = False) -> CPUProbe
         try:
             with open(path) as fh:
                 cached = CPUProbe(**json.load(fh))
-            # a probe taken on a busy machine (or by a kvtop that did not record how busy)
-            # is kept only while the machine is still busy
-            if cached.busy is not None and not cached.disturbed:
+            # a probe taken on a busy machine (or by a kvtop that did not record how busy,
+            # or that measured FLOPS with numpy's f32 matmul alone, below llama.cpp's
+            # quantised kernels) is kept only while the machine is still busy
+            if cached.busy is not None and not cached.disturbed and cached.kernel_tflops is not None:
                 return cached
             if (machine_busy(0.3) or 0.0) >= QUIET_PROBE:
                 return cached

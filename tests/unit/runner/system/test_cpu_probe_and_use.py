@@ -9,8 +9,9 @@ from runner.system.cpu_probe import CPUProbe, cpu_profile
 from runner.system.cpu_use import CPUReading, cpu_use
 
 
-def _probe(bw: float, busy: float | None) -> CPUProbe:
-    return CPUProbe(bw, 0.2, 2, 0.5, 1_700_000_000.0, cpu_probe.machine_key(), busy, 1.0)
+def _probe(bw: float, busy: float | None, kernels: dict | None = None) -> CPUProbe:
+    kernels = {"q4_K": 0.2} if kernels is None else kernels
+    return CPUProbe(bw, 0.2, 2, 0.5, 1_700_000_000.0, cpu_probe.machine_key(), busy, 1.0, 0.1, kernels or None)
 
 
 def _fake(monkeypatch, busy_now: float, fresh: CPUProbe) -> list:
@@ -54,6 +55,30 @@ def test_an_old_probe_that_did_not_record_the_load_is_taken_again_once_quiet(tmp
     assert cpu_profile(str(tmp_path)).bandwidth_gbs == 16.8 and calls == []  # still busy: kept
     calls = _fake(monkeypatch, busy_now=0.02, fresh=_probe(34.0, busy=0.03))
     assert cpu_profile(str(tmp_path)).bandwidth_gbs == 34.0 and calls == [1]
+
+
+def test_a_probe_without_llama_cpp_kernel_figures_is_taken_again_once_quiet(tmp_path, monkeypatch):
+    # numpy's f32 FLOPS alone were beaten by Gemma-3's Q4_K prefill
+    _cache(tmp_path, _probe(30.0, busy=0.02, kernels={}))
+    calls = _fake(monkeypatch, busy_now=0.02, fresh=_probe(34.0, busy=0.03))
+    assert cpu_profile(str(tmp_path)).kernel_tflops == {"q4_K": 0.2} and calls == [1]
+
+
+def test_the_compute_peak_is_the_fastest_matmul_measured():
+    assert cpu_probe.compute_peak_tflops(0.17, {"q4_1": 0.08, "q4_K": 0.43, "q6_K": 0.35}) == 0.43
+    assert cpu_probe.compute_peak_tflops(0.17, {"q4_1": 0.08}) == 0.17
+    assert cpu_probe.compute_peak_tflops(0.17, None) == 0.17
+    k = CPUProbe(30.0, 0.43, 2, 0.5, 1.7e9, "m", 0.0, 1.0, 0.17, {"q4_1": 0.08, "q4_K": 0.43})
+    f = CPUProbe(30.0, 0.17, 2, 0.5, 1.7e9, "m", 0.0, 1.0, 0.17, {"q4_1": 0.08})
+    assert k.compute_peak == "llama.cpp q4_K matmul" and "FLOPS of llama.cpp q4_K matmul" in k.describe()
+    assert f.compute_peak == "numpy f32 matmul" and "FLOPS of numpy f32 matmul" in f.describe()
+
+
+def test_llama_cpp_kernels_are_timed_through_ggml():
+    from runner.system.ggml_matmul import probe_kernels
+
+    got = probe_kernels(1, k=256, m=64, n=32, repeats=1)
+    assert {"q4_K", "q4_1", "q8_0", "f16"} <= set(got) and all(v > 0 for v in got.values())
 
 
 def test_the_hardware_line_says_when_and_how_busy():

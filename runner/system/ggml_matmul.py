@@ -1,0 +1,89 @@
+"""llama.cpp's own CPU matrix multiply, timed: the compute peak of its quantised kernels.
+
+numpy's f32 matmul is not the fastest thing llama.cpp's CPU backend runs: a quantised
+weight matrix is multiplied by activations quantised to 8 bits, with integer dot
+products (AVX2, AVX512-VNNI), and per FLOP that is faster than f32 (measured here, a
+2-core Zen 4 VM: numpy f32 0.17 TFLOPS, ggml q4_K x f32 at a batch of 512 0.43 TFLOPS).
+A compute ceiling from the f32 figure alone was beaten by Gemma-3's Q4_K prefill. So
+the probe also times ``ggml_mul_mat`` for each common weight type, through ctypes on
+the ggml libraries llama-cpp-python ships (the very kernels the engine runs), at a
+batch of 512 tokens, with every thread: the fastest of those is the compute peak.
+
+The data are zeros: the integer kernels' speed does not depend on the values.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import time
+
+# ggml_type enum values (ggml.h) of the weight types probed
+KERNEL_TYPES: dict[str, int] = {
+    "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8,
+    "q2_K": 10, "q3_K": 11, "q4_K": 12, "q5_K": 13, "q6_K": 14, "bf16": 30,
+}
+GGML_TYPE_F32 = 0
+
+
+class _InitParams(ctypes.Structure):
+    _fields_ = [("mem_size", ctypes.c_size_t), ("mem_buffer", ctypes.c_void_p), ("no_alloc", ctypes.c_bool)]
+
+
+def _libs():
+    from runner.engine.ggml_devices import _open
+
+    base, cpu = _open("ggml-base"), _open("ggml-cpu")
+    vp = ctypes.c_void_p
+    base.ggml_init.restype, base.ggml_init.argtypes = vp, [_InitParams]
+    base.ggml_new_tensor_2d.restype = vp
+    base.ggml_new_tensor_2d.argtypes = [vp, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    base.ggml_mul_mat.restype, base.ggml_mul_mat.argtypes = vp, [vp, vp, vp]
+    base.ggml_new_graph.restype, base.ggml_new_graph.argtypes = vp, [vp]
+    base.ggml_build_forward_expand.restype, base.ggml_build_forward_expand.argtypes = None, [vp, vp]
+    base.ggml_get_data.restype, base.ggml_get_data.argtypes = vp, [vp]
+    base.ggml_nbytes.restype, base.ggml_nbytes.argtypes = ctypes.c_size_t, [vp]
+    base.ggml_free.restype, base.ggml_free.argtypes = None, [vp]
+    cpu.ggml_graph_compute_with_ctx.restype = ctypes.c_int
+    cpu.ggml_graph_compute_with_ctx.argtypes = [vp, vp, ctypes.c_int]
+    return base, cpu
+
+
+def _time_one(base, cpu, ggml_type: int, threads: int, k: int, m: int, n: int, repeats: int) -> float | None:
+    ctx = base.ggml_init(_InitParams(96 * 1024 * 1024, None, False))
+    if not ctx:
+        return None
+    try:
+        a = base.ggml_new_tensor_2d(ctx, ggml_type, k, m)  # weights: m rows of k
+        b = base.ggml_new_tensor_2d(ctx, GGML_TYPE_F32, k, n)  # activations: n tokens
+        if not a or not b:
+            return None
+        for t in (a, b):
+            ctypes.memset(base.ggml_get_data(t), 0, base.ggml_nbytes(t))
+        graph = base.ggml_new_graph(ctx)
+        base.ggml_build_forward_expand(graph, base.ggml_mul_mat(ctx, a, b))
+        best = 0.0
+        for _ in range(repeats + 1):  # the first one warms the caches and the thread pool
+            t0 = time.perf_counter()
+            if cpu.ggml_graph_compute_with_ctx(ctx, graph, threads) != 0:
+                return None
+            dt = time.perf_counter() - t0
+            best = max(best, 2.0 * k * m * n / dt / 1e12)
+        return best
+    finally:
+        base.ggml_free(ctx)
+
+
+def probe_kernels(threads: int, k: int = 2048, m: int = 2048, n: int = 512,
+                  repeats: int = 3) -> dict[str, float]:
+    """TFLOPS of llama.cpp's CPU ``mul_mat`` per weight type ({} when ggml cannot be
+    loaded): a weight matrix of ``m`` x ``k`` times ``n`` tokens' f32 activations."""
+    try:
+        base, cpu = _libs()
+    except (OSError, AttributeError, ImportError):
+        return {}
+    out = {}
+    for name, ggml_type in KERNEL_TYPES.items():
+        tf = _time_one(base, cpu, ggml_type, threads, k, m, n, repeats)
+        if tf:
+            out[name] = round(tf, 4)
+    return out
