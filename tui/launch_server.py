@@ -78,9 +78,36 @@ def run_server_app(settings, urls, key, a, argv, local_model: bool, local: bool)
     elif not local:
         hardware = HardwareProfile(None, None, "unknown: the server is not on this machine "
                                    "(give --bandwidth-gbs and --tflops)", None, None)
+    # --ui-nice as for a local model: on the server's machine kvtop's redraws compete
+    # with llama-server's decode threads (the nice applies once the server's pid is known)
     opts = AppOptions(argv=[sys.argv[0]] + argv, servers=tuple(urls), api_key=key, hardware=hardware,
-                      model_readable=local_model, refresh=a.refresh, trace_path=a.trace,
+                      model_readable=local_model, refresh=a.refresh, trace_path=a.trace, ui_nice=a.ui_nice,
                       prompt_file=a.prompt_file, prompt_text=a.prompt, bundle_text=a.bundle_text)
     app = KvtopApp(settings, lambda s: ServerEngine(s, urls[0], key), default_paths(), opts)
-    rc = app.run()
-    return rc if isinstance(rc, int) else 0
+    return run_until_quit(app)
+
+
+def run_until_quit(app) -> int:
+    """As ``launch_main`` runs a local model: signals stop the app, the startup objects
+    leave the collector's way, and on a clean quit the session summary is printed with
+    the server's own figures (connect time, prompt and generation rates as llama.cpp
+    measured them, the transcript and trace)."""
+    import signal
+
+    from .collector import freeze_startup_objects
+    from .launch import print_summary, run_app
+
+    def on_signal(signum, frame):
+        app.shutdown_engine()
+        app.exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGHUP, on_signal)
+    freeze_startup_objects()
+    try:
+        rc = run_app(app)
+    finally:
+        app.shutdown_engine()
+    if rc == 0:
+        print_summary(app.session)
+    return rc

@@ -7,6 +7,9 @@ the prompt rate is the prefill pane's and the eval rate the decode pane's. As in
 llama.cpp, prompt eval counts the prompt tokens computed (tokens reused from the KV
 cache are said apart), and eval counts the gaps between sampled tokens ("runs"): each
 turn's first token is sampled at the end of its prefill.
+
+With ``kvtop --server`` the figures are the server's own (each turn's ``timings``, as
+llama.cpp measured them) and the first line is the time to connect, not to load.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ def _rate_line(label: str, seconds: float, n: int, unit: str) -> str:
 
 
 def summary_lines(load_s: float | None, turns: list, model: str, transcript: str | None,
-                  trace: str | None) -> list[str]:
+                  trace: str | None, load_label: str = "load time") -> list[str]:
     """The quit summary of a session whose finished turns are ``turns`` (TurnRecords)."""
     ms = [t.metrics for t in turns]
     prompt_n = sum(m.prefill_tokens for m in ms)
@@ -53,7 +56,7 @@ def summary_lines(load_s: float | None, turns: list, model: str, transcript: str
     total_s = (load_s or 0.0) + sum(turn_seconds(m) for m in ms)
     n = len(turns)
     lines = [f"kvtop: {n} turn{'' if n == 1 else 's'} with {model}"]
-    lines.append(f"{'load time':>16} = " + (f"{load_s * 1000:10.2f} ms" if load_s is not None else "  not loaded"))
+    lines.append(f"{load_label:>16} = " + (f"{load_s * 1000:10.2f} ms" if load_s is not None else "  not loaded"))
     lines.append(_rate_line("prompt eval time", prompt_s, prompt_n, "tokens"))
     lines.append(_rate_line("eval time", eval_s, runs, "runs  "))
     total = f"{'total time':>16} = {total_s * 1000:10.2f} ms / {prompt_n + generated:5d} tokens"
@@ -76,6 +79,9 @@ def session_summary(session) -> str | None:
     if loaded is None and not session.turns:
         return None
     model = clean_line(os.path.basename(loaded.path if loaded else session.settings.model))
+    server = loaded.server if loaded else None
+    if server:  # kvtop --server: the served model, the server, and the time to connect
+        model = f"{clean_line(loaded.name) or model} on {clean_line(server)}"
     trace = session.trace.path if session.trace is not None else None
     return "\n".join(summary_lines(loaded.load_s if loaded else None, list(session.turns), model,
-                                   session.transcript_path, trace))
+                                   session.transcript_path, trace, "connect time" if server else "load time"))

@@ -94,6 +94,19 @@ def test_kvtop_server_in_a_real_terminal(served, tmp_path):
         s = wait(lambda s: re.search(r"TTFT \d", s), "the answer")
         assert "you: Say hello" in s and "slot" in s
         subprocess.run(["tmux", "send-keys", "-t", name, "C-q"], check=True)
-        wait(lambda s: "KVTOP-EXIT=0" in s, "exit 0", timeout=15)
+        s = wait(lambda s: "KVTOP-EXIT=0" in s, "exit 0", timeout=15)
+        # the quit summary, as for a local model, with the server's own figures
+        assert "kvtop: 1 turn with SmolLM2" in s and f"on {url}" in s, s
+        assert re.search(r"connect time = +[\d.]+ ms", s), s
+        rate = r"\( *[\d.]+ ms per token, +[\d.]+ tokens per second\)"
+        prompt = re.search(r"prompt eval time = +[\d.]+ ms / +(\d+) tokens " + rate, s)
+        runs = re.search(r"eval time = +[\d.]+ ms / +(\d+) runs +" + rate, s)
+        total = re.search(r"total time = +[\d.]+ ms / +(\d+) tokens \((\d+) prompt, (\d+) generated", s)
+        assert prompt and runs and total, s
+        assert int(prompt.group(1)) > 0 and 0 < int(runs.group(1)) <= 15  # -n 16: at most 15 gaps
+        assert int(total.group(2)) == int(prompt.group(1)) and int(total.group(3)) == int(runs.group(1)) + 1
+        transcript = re.search(r"transcript: (\S+)", s).group(1)
+        assert os.path.isfile(transcript) and transcript.startswith(str(tmp_path)), s
+        assert re.search(r"trace: \S", s), s
     finally:
         subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
