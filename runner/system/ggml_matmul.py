@@ -17,6 +17,8 @@ from __future__ import annotations
 import ctypes
 import time
 
+from runner.units import MIB
+
 # ggml_type enum values (ggml.h) of the weight types probed
 KERNEL_TYPES: dict[str, int] = {
     "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8,
@@ -49,7 +51,7 @@ def _libs():
 
 
 def _time_one(base, cpu, ggml_type: int, threads: int, k: int, m: int, n: int, repeats: int) -> float | None:
-    ctx = base.ggml_init(_InitParams(96 * 1024 * 1024, None, False))
+    ctx = base.ggml_init(_InitParams(96 * MIB, None, False))
     if not ctx:
         return None
     try:
