@@ -22,8 +22,8 @@ class ServerRouting:
         from .panes.server import ServerPane
 
         ceiling, fit, avg = self.server_physics(s)
+        # a change in the pane's lines re-plans the dashboard (PaneWidget.refresh asks for it)
         self.query_one(ServerPane).set_snapshot(s, ceiling, fit, avg)
-        self.fit_dashboard()  # the server pane's lines come and go
 
     def server_physics(self, s):
         """(batched ceiling of the slots decoding now, more conversations that fit, their length)."""

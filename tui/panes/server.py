@@ -11,6 +11,9 @@ from runner.units import fmt_int, fmt_rate
 from .base import PaneWidget
 
 HEADER = f"{'slot':>4} {'state':<6} {'task':>6} {'prompt':>8} {'computed':>9} {'cached':>7} {'decoded':>8}  ctx used"
+# the table where its lines would wrap (120x40 gives the pane 62 columns): narrower
+# columns, and the context used as a share of the slot's n_ctx (the status bar says n_ctx)
+NARROW_HEADER = f"{'slot':>4} {'state':<5}{'task':>5}{'prompt':>7}{'computed':>9}{'cached':>7}{'decoded':>8}{'ctx':>5}"
 
 
 class ServerPane(PaneWidget):
@@ -23,11 +26,33 @@ class ServerPane(PaneWidget):
         self.more_fit: int | None = None
         self.average_length: float | None = None
         self.own_slot: int | None = None
+        self._drawn: tuple | None = None  # what the last redraw showed (text and styles)
+        self._planning_width: int | None = None  # the width height_at measures for
+
+    def height_at(self, width: int) -> int:
+        self._planning_width = width
+        try:
+            return super().height_at(width)
+        finally:
+            self._planning_width = None
+
+    def _table(self, slots) -> list[Content]:
+        """The slot table: its full form, or the narrow one where a full line would wrap."""
+        width = self._planning_width or self.content_region.width
+        lines = [Content.styled(HEADER, "$text-muted")] + [self._slot_line(sl) for sl in slots]
+        if 0 < width < max(line.cell_length for line in lines):
+            lines = [Content.styled(NARROW_HEADER, "$text-muted")] + [self._slot_line(sl, True) for sl in slots]
+        return lines
 
     def set_snapshot(self, snapshot, ceiling=None, more_fit: int | None = None,
                      average_length: float | None = None) -> None:
         before = self.wrapped_height()
         self.snapshot, self.ceiling, self.more_fit, self.average_length = snapshot, ceiling, more_fit, average_length
+        drawn = self.render()
+        key = (drawn.plain, tuple(drawn.spans))
+        if key == self._drawn:  # an idle server polled again: nothing to redraw
+            return
+        self._drawn = key
         self.refresh(layout=self.wrapped_height() != before)
 
     def render(self) -> Content:
@@ -44,8 +69,7 @@ class ServerPane(PaneWidget):
         if s.slots_note:
             lines.append(Content.styled(f"slots: {s.slots_note}", "$kvtop-warn"))
         else:
-            lines.append(Content.styled(HEADER, "$text-muted"))
-            lines += [self._slot_line(sl) for sl in s.slots[:64]]
+            lines += self._table(s.slots[:64])
             if len(s.slots) > 64:
                 lines.append(Content.styled(f"… {fmt_int(len(s.slots) - 64)} more slots", "$text-muted"))
         return Content("\n").join(lines)
@@ -90,11 +114,16 @@ class ServerPane(PaneWidget):
                       (f" conversations of {fmt_int(round(self.average_length))} tokens fit", "$text-muted")]
         return Content.assemble(*parts)
 
-    def _slot_line(self, sl) -> Content:
+    def _slot_line(self, sl, narrow: bool = False) -> Content:
         state = ("busy", "bold $kvtop-measured") if sl.is_processing else ("idle", "$text-muted")
         used = f"{fmt_int(sl.n_prompt_tokens)}/{fmt_int(sl.n_ctx)}" if sl.n_ctx else "-"
         mark = "*" if sl.id == self.own_slot else " "
         task = "-" if sl.id_task is None else str(sl.id_task)
+        if narrow:
+            share = f"{min(sl.n_prompt_tokens / sl.n_ctx, 9.99):.0%}" if sl.n_ctx else "-"
+            return Content.assemble(f"{mark}{sl.id:>3} ", (f"{state[0]:<5}", state[1]),
+                                    f"{task:>5}{fmt_int(sl.n_prompt_tokens):>7}{fmt_int(sl.n_processed):>9}"
+                                    f"{fmt_int(sl.n_cached):>7}{fmt_int(sl.n_decoded):>8}{share:>5}")
         return Content.assemble(f"{mark}{sl.id:>3} ", (f"{state[0]:<6}", state[1]),
                                 f" {task:>6} {fmt_int(sl.n_prompt_tokens):>8} {fmt_int(sl.n_processed):>9}"
                                 f" {fmt_int(sl.n_cached):>7} {fmt_int(sl.n_decoded):>8}  {used}")
