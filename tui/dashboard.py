@@ -144,6 +144,7 @@ class DashboardLayout:
     page = 0  # the page shown when there are several
     _plan_key = None
     _fit_pending = False
+    _panes: dict | None = None
 
     def request_fit(self) -> None:
         """A pane's lines changed: plan again once the screen has laid it out."""
@@ -156,11 +157,17 @@ class DashboardLayout:
         self.fit_dashboard()
 
     def dashboard_panes(self) -> dict[str, object]:
+        """The panes by name, found once: they are composed with the app and stay (a
+        query of the whole DOM per pane cost ~3 ms on every plan, once a second)."""
+        if self._panes is not None:
+            return self._panes
         found = {}
         for name in TITLES:
             hits = self.query(f"#{name}")
             if hits:
                 found[name] = hits.first()
+        if FLEXIBLE in found:  # composed: keep them
+            self._panes = found
         return found
 
     def _pane_height(self, name: str, pane, width: int) -> int:
