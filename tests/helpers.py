@@ -9,7 +9,7 @@ from runner.records.paths import Paths
 
 # A fixed hardware profile: tests must not depend on what the CPU probe measures today.
 FIXED_HW = HardwareProfile(bandwidth_gbs=30.0, tflops=0.25, source="test profile",
-                           memory_free=16 * 2**30, memory_total=24 * 2**30)
+                           memory_free=16 * 2**30, memory_total=24 * 2**30, cpu_name="Test CPU 9000")
 
 
 def test_paths(root) -> Paths:

@@ -30,6 +30,7 @@ from themes import APP_VARIABLE_DEFAULTS, DEFAULT_THEME, THEMES, register_all
 from .collector import TurnCollector
 from .config import load_preferences, save_preferences
 from .options import AppOptions
+from .panes.about import AboutBar
 from .panes.chat import ChatLog, StreamTail, TypedKeys
 from .panes.decode import DecodePane
 from .panes.estimate import EstimatePane
@@ -42,16 +43,18 @@ from .cpu_watch import CeilingCheck, CPUWatch
 from .dashboard import WIDE_COLUMNS, DashboardLayout, MetricsScroll, PagerBar
 from .forecasting import Forecasting
 from .lifecycle import EngineLifecycle
+from .machine_figures import MachineFigures
 from .routing import EngineRouting
 from .server_routing import ServerRouting
 from .screens import HelpScreen
 from .workers import EngineWorkers, ServerPolling
 
+ABOUT_REFRESH_S = 10.0
 _SVG_BAD_XML = dict.fromkeys(i for i in range(32) if i not in (9, 10, 13))
 
 
 class KvtopApp(EngineWorkers, ServerPolling, ServerRouting, EngineLifecycle, Forecasting, CPUWatch, CeilingCheck,
-               EngineRouting, DashboardLayout, App[int]):
+               EngineRouting, MachineFigures, DashboardLayout, App[int]):
     CSS_PATH = "app.tcss"
     # app.tcss paints every Screen opaque, which would hide the dashboard behind a dialog
     # (on screen and in Ctrl+S); a dialog's screen lets it show through, dimmed. Inline
@@ -126,6 +129,7 @@ class KvtopApp(EngineWorkers, ServerPolling, ServerRouting, EngineLifecycle, For
 
     def compose(self) -> ComposeResult:
         yield StatusBar(clean_line(os.path.basename(self.settings.model)), id="status")
+        yield AboutBar(self.settings, server=bool(self.options.servers), live=self.options.live_system, id="about")
         with Horizontal(id="body"):
             with Vertical(id="chat-column"):
                 yield ChatLog(id="chat")
@@ -160,7 +164,7 @@ class KvtopApp(EngineWorkers, ServerPolling, ServerRouting, EngineLifecycle, For
         self.theme_changed_signal.subscribe(self, self._remember_theme)
         self.set_class(self.size.width >= WIDE_COLUMNS, "-wide")
         self.call_after_refresh(self.fit_dashboard)
-        self.set_interval(self.refresh_s, self.fit_dashboard)  # panes grow and shrink with their lines
+        self.set_interval(ABOUT_REFRESH_S, self.query_one(AboutBar).refresh)  # its load and clock
         chat = self.query_one(ChatLog)
         chat.markdown = self.prefs.markdown
         for m in self.session.messages:

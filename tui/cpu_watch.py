@@ -87,7 +87,10 @@ class CeilingCheck:
     def on_hardware_reprobed(self, m: msg.HardwareReprobed) -> None:
         from .panes.decode import DecodePane
 
+        from .panes.about import AboutBar
+
         self.hw = m.hardware
+        self.query_one(AboutBar).set_hardware(m.hardware)
         self.query_one(DecodePane).set_ceilings(self._ceilings)
         self.setup_calibration()
         self.update_estimate()

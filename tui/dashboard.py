@@ -27,6 +27,7 @@ from textual.content import Content
 from .panes.base import PaneWidget
 
 WIDE_COLUMNS = 140
+ABOUT_MIN_ROWS = 30  # below this the versions/hardware line gives its row to the panes
 DECODE_CHART_MIN = 6  # rows of chart below which the decode pane is not worth showing
 TITLES = {"prefill": "Prefill", "kv": "KV", "server": "Server", "fleet": "Fleet", "decode": "Decode",
           "estimate": "Estimate", "memory": "Memory"}
@@ -208,12 +209,16 @@ class DashboardLayout:
         height = self.size.height if height is None else height
         wide = width >= WIDE_COLUMNS
         here = width == self.size.width and wide == self.has_class("-wide")  # the panes' widths are current
-        self.set_class(wide, "-wide")
+        if wide != self.has_class("-wide"):
+            self.set_class(wide, "-wide")
         column = self.query_one("#metrics-column")
         metrics_width = column.size.width or int(width * (0.62 if wide else 0.55))
         if width != self.size.width:  # planning for another size: the column scales with it
             metrics_width = int(width * (0.62 if wide else 0.55))
-        rows = max(4, height - 2)  # the status and key bars
+        about = self.query_one("#about")
+        if about.display != (height >= ABOUT_MIN_ROWS):  # set only on a change: each set re-lays out the screen
+            about.display = height >= ABOUT_MIN_ROWS
+        rows = max(4, height - 2 - (1 if about.display else 0))  # the status, about and key bars
         units = self.dashboard_units(metrics_width, wide, here)
         pages = plan_pages(units, rows)
         self.page = min(self.page, max(0, len(pages) - 1))
@@ -229,25 +234,28 @@ class DashboardLayout:
         panes = self.dashboard_panes()
         several = len(pages) > 1
         pager = self.query_one(PagerBar)
-        pager.display = several
+        self._apply(pager, "display", several)
         pager.show(pager_labels(pages, self.query_one("#metrics-column").size.width), self.page)
         page = pages[self.page] if pages else []
         shown = {n for u in page for n in u.panes}
-        for name, pane in panes.items():
-            pane.display = name in shown
-            pane.can_focus = True  # a click or Tab focuses a pane; its container scrolls it
         heights = row_heights(page, rows - (1 if several else 0))
-        metrics = self.query_one("#metrics")
         if wide:
-            metrics.styles.grid_rows = " ".join(str(h) for h in heights) or "1fr"
+            self._apply(self.query_one("#metrics").styles, "grid_rows", " ".join(str(h) for h in heights) or "1fr")
         flex = next((h for u, h in zip(page, heights) if u.flexible), None)
         for name, pane in panes.items():
-            if wide:
-                pane.styles.height = "100%"
-            elif name == FLEXIBLE:
-                pane.styles.height = flex or 0
-            else:
-                pane.styles.height = "auto"
+            pane.can_focus = True  # a click or Tab focuses a pane; its container scrolls it
+            self._apply(pane, "display", name in shown)
+            height = "100%" if wide else (flex or 0) if name == FLEXIBLE else "auto"
+            self._apply(pane.styles, "height", height)
+
+    def _apply(self, target, attr: str, value) -> None:
+        """Set a style only when it changes: each set re-lays out the screen, and a
+        re-layout every second left a chat reply at a stale height now and then."""
+        applied = self.__dict__.setdefault("_applied", {})
+        key = (id(target), attr)
+        if applied.get(key) != value:
+            applied[key] = value
+            setattr(target, attr, value)
 
     def show_page(self, index: int) -> None:
         self.page = index

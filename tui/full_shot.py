@@ -27,7 +27,7 @@ def whole_dashboard_size(app) -> Size:
     from .dashboard import WIDE_COLUMNS
 
     units = app.dashboard_units(int(SHOT_COLUMNS * 0.62), SHOT_COLUMNS >= WIDE_COLUMNS, planning_here=False)
-    rows = sum(u.height for u in units) + 2  # the status and key bars
+    rows = sum(u.height for u in units) + 3  # the status, about and key bars
     return Size(SHOT_COLUMNS, max(SHOT_ROWS, rows))
 
 
@@ -47,16 +47,25 @@ def _forget_sizes(app) -> None:
         widget._clear_arrangement_cache()
 
 
+def _reflow(screen, size: Size) -> None:
+    """Lay the screen out at ``size`` now, and tell each widget its new size, without the
+    Resize events Textual's own layout posts: handled after the shot, those would lay
+    the screen out at the shot's size again (and again, back and forth)."""
+    screen._compositor.reflow(screen, size)
+    for widget, (region, _order, _clip, virtual_size, container_size, _, _) in screen._compositor.layers:
+        widget._size_updated(region.size, virtual_size, container_size)
+
+
 def _relayout(app, size: Size) -> None:
     from .panes.decode import DecodePane
 
     app.fit_dashboard(size.width, size.height)
     _forget_sizes(app)
-    app.screen._refresh_layout(size)
+    _reflow(app.screen, size)
     for pane in app.query(DecodePane):  # the chart is planned for its width when drawn
         pane._draw_chart()
     _forget_sizes(app)  # the panes drawn at their new widths: their heights again
-    app.screen._refresh_layout(size)
+    _reflow(app.screen, size)
 
 
 def whole_dashboard_svg(app, title: str = "kvtop") -> str:

@@ -11,12 +11,12 @@ import time
 
 from textual.widgets import Input
 
-from runner.pacing import CHAT_INTERVAL_S, MEMORY_HOLD_S
+from runner.pacing import CHAT_INTERVAL_S
 from runner.sanitize import clean_line, clean_text
-from runner.system.memory import take_sample
 
 from . import messages as msg
 from .format import fmt_bytes, fmt_int, fmt_seconds
+from .panes.about import AboutBar
 from .panes.chat import ChatLog, StreamTail, turn_footer
 from .panes.decode import DecodePane
 from .panes.estimate import EstimatePane
@@ -112,6 +112,7 @@ class EngineRouting:
     # ------------------------------------------------------------ loading
     def on_model_inspected(self, m: msg.ModelInspected) -> None:
         self.facts, self.hw, self.layout_kv = m.facts, m.hardware, m.layout
+        self.query_one(AboutBar).set_hardware(m.hardware)
         if self.layout_kv is not None:
             self.query_one(KVPane).set_layout(self.layout_kv, self.layout_kv.n_ctx, None)
             self.query_one(DecodePane).set_ceilings(self._ceilings)
@@ -303,45 +304,6 @@ class EngineRouting:
         self.clear_chat()
         if self.options.banner:  # a replay must keep saying what it is
             self.query_one(ChatLog).add("system", self.options.banner)
-
-    # ------------------------------------------------------------ estimate, system
-    def _ceilings(self, depth: int) -> tuple[float | None, float | None]:
-        """The decode pane's lines: each device's share where the model is split."""
-        from runner.physics.machine import ceilings_here
-
-        if self.facts is None or self.layout_kv is None or self.hw is None:
-            return None, None
-        return ceilings_here(self.facts, self.layout_kv, self.hw, self.settings, depth)
-
-    def roofline_prefill_s(self):
-        """``(tokens, depth) -> seconds`` at this machine's roofline, or None unknown."""
-        from runner.physics.machine import prefill_seconds_here
-
-        if self.facts is None or self.layout_kv is None or self.hw is None:
-            return None
-        facts, layout, hw, settings = self.facts, self.layout_kv, self.hw, self.settings
-        return lambda n, depth: prefill_seconds_here(facts, layout, hw, settings, n, depth)
-
-    def update_estimate(self, mt=None, others_cpu: float | None = None) -> None:
-        from runner.physics.estimate_rows import estimate_rows
-
-        if self.facts is None or self.layout_kv is None or self.hw is None:
-            return
-        L = self.session.loaded
-        buffers = L.buffers if L is not None and L.server is None else None  # a server's are in its log
-        rows = estimate_rows(self.facts, self.layout_kv, self.hw, self.settings, buffers=buffers,
-                             peak_rss=self.query_one(MemoryPane).peak_engine_rss, turn=mt,
-                             turn_ran=bool(self.session.turns), others_cpu=others_cpu)
-        self.query_one(EstimatePane).set_rows(rows)
-
-    def sample_memory(self) -> None:
-        """Once a second. While a turn runs the sample waits for the turn's next update,
-        so the pane redraws in the same frame as the figures instead of in one more."""
-        pid = self.session.engine.pid
-        pane = self.query_one(MemoryPane)
-        wait = self.session.turn_running and time.monotonic() - pane.drawn_at < MEMORY_HOLD_S
-        pane.set_sample(take_sample(pid, os.getpid(), same_process=pid == os.getpid()), redraw=not wait)
-        self.cpu_tick()
 
 
 def prompt_cache_outcome(app, mt) -> None:

@@ -21,8 +21,8 @@ import time
 from dataclasses import replace
 
 from runner.cli_types import INT32_MAX, int_in, positive_int
-from runner.commands.bench_output import FA_NUMBER, FORMATS, Row, format_csv, format_json, format_jsonl, \
-    format_md, format_sql, md_fields
+from runner.commands.bench_output import FA_NUMBER, FORMATS, Row, build_of, format_csv, format_json, format_jsonl, \
+    format_md, format_sql, md_fields, model_type_of
 from runner.commands.bench_plan import BenchTest, Lists, Load, fa_list, int_list, kv_type_list, pg_pair, plan
 from runner.commands.common import EXIT_OK, fail
 from runner.units import mib_to_bytes
@@ -314,36 +314,6 @@ def record_calibration(settings, runs: list, server: str | None) -> None:
             cal.record(m)
     except OSError:
         pass
-
-
-def build_of(loaded) -> tuple[str, int]:
-    """llama-bench's build_commit and build_number: a server's from its build_info
-    ("b6123-1a2b3c4"); here, the llama-cpp-python that vendors llama.cpp."""
-    if loaded.server:
-        info = loaded.build_info or "?"
-        head, _, commit = info.partition("-")
-        if head[:1] == "b" and head[1:].isdigit() and commit:
-            return commit, int(head[1:])
-        return info, 0
-    import llama_cpp
-
-    return f"llama-cpp-python-{llama_cpp.__version__}", 0
-
-
-def model_type_of(loaded) -> str:
-    """llama-bench's model_type: ``llama_model_desc`` ("llama 256M Q4_1"), as the engine
-    reports it. A server does not publish it: the architecture and file type from the
-    GGUF header when its model file is readable here (the size label needs the model
-    loaded), else the architecture the server names."""
-    if not loaded.server:
-        return loaded.description
-    from runner.model.inspect import ModelFileError, load_facts
-
-    try:
-        f = load_facts(loaded.path)
-        return f"{f.architecture} {f.file_type}"
-    except (ModelFileError, OSError, ValueError):
-        return loaded.architecture
 
 
 def row_meta(loaded, load: Load) -> dict:

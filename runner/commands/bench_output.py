@@ -232,3 +232,33 @@ def format_md(rows: list[Row], labels: list[str], fields: list[str], build: str)
 
 
 FORMATS = ("md", "csv", "json", "jsonl", "sql")
+
+
+def build_of(loaded) -> tuple[str, int]:
+    """llama-bench's build_commit and build_number: a server's from its build_info
+    ("b6123-1a2b3c4"); here, the llama-cpp-python that vendors llama.cpp."""
+    if loaded.server:
+        info = loaded.build_info or "?"
+        head, _, commit = info.partition("-")
+        if head[:1] == "b" and head[1:].isdigit() and commit:
+            return commit, int(head[1:])
+        return info, 0
+    import llama_cpp
+
+    return f"llama-cpp-python-{llama_cpp.__version__}", 0
+
+
+def model_type_of(loaded) -> str:
+    """llama-bench's model_type: ``llama_model_desc`` ("llama 256M Q4_1"), as the engine
+    reports it. A server does not publish it: the architecture and file type from the
+    GGUF header when its model file is readable here (the size label needs the model
+    loaded), else the architecture the server names."""
+    if not loaded.server:
+        return loaded.description
+    from runner.model.inspect import ModelFileError, load_facts
+
+    try:
+        f = load_facts(loaded.path)
+        return f"{f.architecture} {f.file_type}"
+    except (ModelFileError, OSError, ValueError):
+        return loaded.architecture

@@ -47,6 +47,31 @@ def turn_dicts(session, redact: bool = True, redactor: Redactor | None = None) -
     return [r.turn(t) for t in turns]
 
 
+def system_facts() -> dict:
+    """What a bug report needs that the settings do not say: versions, the CPU's name,
+    the load and the time the bundle was made."""
+    import platform
+    import time
+    from importlib.metadata import PackageNotFoundError, version
+
+    from runner.system.cpu_name import cpu_name
+
+    def dist(name: str) -> str | None:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return None
+
+    try:
+        load = list(os.getloadavg())
+    except OSError:
+        load = None
+    return {"kvtop": dist("kvtop-llm"), "llama_cpp_python": dist("llama-cpp-python"), "textual": dist("textual"),
+            "python": platform.python_version(), "os": f"{platform.system()} {platform.release()}",
+            "cpu_name": cpu_name(), "cpu_count": os.cpu_count(), "loadavg": load,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+
+
 def debug_bundle(session, facts, hw, ui: dict, screenshot_svg: str, redact: bool = True,
                  redactor: Redactor | None = None) -> dict:
     """The bundle; ``redact`` (the default) leaves out the conversation and the user's
@@ -69,6 +94,7 @@ def debug_bundle(session, facts, hw, ui: dict, screenshot_svg: str, redact: bool
         "command_line": r.argv(session.argv, text=not redact),
         "settings": r.settings(s.to_dict()) if redact else s.to_dict(),
         "ui": ui,
+        "system": system_facts(),
         "engine": session.engine.kind,
         "loaded": asdict(session.loaded) if session.loaded else None,
         "hardware": hw.to_dict() if hw else None,

@@ -7,9 +7,10 @@ initialised lazily, once, and every call is wrapped.
 
 from __future__ import annotations
 
-import platform
 import threading
 from dataclasses import asdict, dataclass, field
+
+from runner.system.cpu_name import cpu_name
 
 from runner.system.cpu_probe import CPUProbe, cpu_profile, probe_cpu_in_subprocess  # noqa: F401 (re-exported)
 
@@ -151,7 +152,7 @@ class HardwareProfile:
     cpu: CPUProbe | None = None
     gpus: tuple[GPUInfo, ...] = ()
     gpu_note: str | None = None
-    cpu_name: str = field(default_factory=platform.processor)
+    cpu_name: str = field(default_factory=cpu_name)  # /proc/cpuinfo's model name (runner.system.cpu_name)
     # The CPU and system memory, whichever device the single figures describe (None in
     # profiles recorded before these existed: the single figures are the CPU's when no
     # GPU was found).

@@ -40,7 +40,8 @@ async def test_a_turn_through_the_server_fills_every_pane(served, smollm_path, t
         m = app.turns[-1].metrics
         assert pre.total == m.prompt_tokens > 1500 and pre.done == pre.total
         text = screen_text(app)
-        assert "prefill (server-measured)" not in text  # the waterfall is F2's
+        # the compact waterfall on the prefill pane: where the first token's time went
+        assert re.search(r"TTFT [\d.]+ m?s: ■ prefill \(server-measured\) \d+%", text)
         assert re.search(r"gen [\d.,]+ tok/s", text)  # the server's own counters as rates
         assert "batched ceiling" in text and "tok/s" in text
         # the KV allocated is every slot's (2 of 4,096 tokens), the fill is this chat's slot

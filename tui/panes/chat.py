@@ -24,6 +24,9 @@ from ..format import fmt_int, fmt_rate, fmt_seconds
 from .base import PaneWidget, PaneStatic
 
 
+FOLLOW_AFTER_S = 0.05
+
+
 class ChatMessage(PaneStatic):
     def __init__(self, role: str, text: str = "", markdown: bool = False, streaming: bool = False, **kw) -> None:
         super().__init__(markup=False, **kw)
@@ -51,6 +54,9 @@ class ChatMessage(PaneStatic):
         self.streaming = False
         self.text, self.footer = text, footer
         self._show()
+        log = self.parent
+        if isinstance(log, ChatLog):
+            log.set_timer(FOLLOW_AFTER_S, lambda: log.follow(self))
 
     def set_text(self, text: str) -> None:
         self.text = text
@@ -140,6 +146,14 @@ class ChatLog(VerticalScroll):
         else:
             self.mount(m)
         return m
+
+    def follow(self, reply: ChatMessage) -> None:
+        """Lay the reply out again a moment after its final text landed. Textual keeps one
+        pending layout request per screen (a newer one replaces an older), and a turn's
+        end re-lays out several panes in the same frame: the reply could keep its
+        streaming height, cut at the bottom of the anchored log, until the next layout."""
+        if reply.parent is self:
+            reply.refresh(layout=True)
 
     def set_markdown(self, on: bool) -> None:
         self.markdown = on

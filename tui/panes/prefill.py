@@ -10,8 +10,33 @@ from typing import Callable
 
 from textual.content import Content
 
-from ..format import bar, fmt_int, fmt_rate, fmt_seconds
+from ..format import bar, fmt_int, fmt_rate, fmt_seconds, pack
 from .base import PaneWidget
+
+
+def compact_waterfall(ttft: float, timeline, width: int) -> list[Content]:
+    """The last turn's TTFT in one or two lines, biggest segment first ("TTFT 1.86 s:
+    ■ prefill 99% ■ template 1%"), in F2's colours: a screenshot of the dashboard says
+    where the first token's time went without opening F2. The micro-batches count as
+    one "prefill"; segments under 1% are left out."""
+    from ..waterfall import segment_style
+
+    merged: dict[str, tuple[float, str]] = {}
+    ubatches = 0
+    for i, (label, _start, dt) in enumerate(timeline):
+        if label.startswith("ubatch"):
+            ubatches += 1
+            label = "prefill"
+        seconds, style = merged.get(label, (0.0, segment_style(label, i)))
+        merged[label] = (seconds + dt, style)
+    items: list = [Content.assemble(("TTFT ", "$text-muted"), (fmt_seconds(ttft), "bold"), ":")]
+    for label, (seconds, style) in sorted(merged.items(), key=lambda kv: -kv[1][0]):
+        share = seconds / ttft * 100
+        if share < 1:
+            continue
+        name = f"prefill ({ubatches} ubatch{'es' if ubatches != 1 else ''})" if label == "prefill" and ubatches else label
+        items.append(Content.assemble(("■ ", style), f"{name} ", (f"{share:.0f}%", "$text-muted")))
+    return pack(items, width, gap=" ")
 
 
 class PrefillPane(PaneWidget):
@@ -35,6 +60,7 @@ class PrefillPane(PaneWidget):
         self.template_note: str | None = None
         self.diverged: int | None = None
         self.shift = None  # the turn's ContextShifted: its oldest turns left out of the prompt
+        self.waterfall = None  # (TTFT, timeline) of the finished turn: its compact waterfall
         self.cache_note: str = ""
         self.reports: list[tuple[int, float]] = []  # (done, elapsed) of this turn's reports, for F2
 
@@ -53,6 +79,7 @@ class PrefillPane(PaneWidget):
         self.template_note = None
         self.diverged = None
         self.shift = None
+        self.waterfall = None
         self.stop_ticking()
         self.refresh(layout=True)
 
@@ -73,6 +100,7 @@ class PrefillPane(PaneWidget):
         d = started.first_diff_index
         self.diverged = d if d is not None and d < started.prompt_tokens - 1 else None
         self.shift = shift
+        self.waterfall = None
         self._ubatch = 0
         self.reports = []
         self._run_clock(0.0)
@@ -117,6 +145,7 @@ class PrefillPane(PaneWidget):
         self.total = metrics.prompt_tokens
         self.elapsed = metrics.prefill_s
         self.rate = metrics.prefill_tok_s
+        self.waterfall = (metrics.ttft_s, metrics.timeline) if metrics.ttft_s and metrics.timeline else None
         before = self.wrapped_height()
         self.note = "cancelled" if stop_reason == "cancelled" and self.done < self.total else "done"
         self.refresh(layout=self.wrapped_height() != before)
@@ -172,6 +201,8 @@ class PrefillPane(PaneWidget):
             (self.note, "$text-muted"),
         )
         lines = [b, line1, line2]
+        if self.waterfall is not None:
+            lines += compact_waterfall(*self.waterfall, self.size.width)
         if self.shift is not None:
             lines.append(self._shift_line())
         elif self.diverged is not None:

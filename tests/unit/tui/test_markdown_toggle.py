@@ -4,7 +4,7 @@ choice is remembered."""
 
 import json
 
-from helpers import one_turn, scripted_app, screen_text
+from helpers import wait_until, one_turn, scripted_app, screen_text
 from tui.panes.chat import ChatMessage
 
 PIECES = ["**Lighthouses**", " guide", " ships.", " See", " [the", " list](http://evil.example/x)",
@@ -64,8 +64,9 @@ async def test_f3_renders_markdown_without_links_and_is_remembered(tmp_path, smo
     app2 = scripted_app(tmp_path, smollm_shaped, PIECES)
     async with app2.run_test(size=(160, 50)) as pilot:
         await one_turn(pilot, "Tell me about lighthouses.")
-        await pilot.pause()
-        assert "the list (http://evil.example/x)" in transcript(app2)  # remembered
+        # remembered: the reply is drawn as Markdown (once the screen has laid it out)
+        await wait_until(pilot, lambda: "the list (http://evil.example/x)" in transcript(app2), timeout=10,
+                         what="the reply as Markdown")
         await pilot.press("f3")
         await pilot.pause()
         assert "**Lighthouses**" in transcript(app2)
