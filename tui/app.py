@@ -50,6 +50,7 @@ from .screens import HelpScreen
 from .workers import EngineWorkers, ServerPolling
 
 ABOUT_REFRESH_S = 10.0
+KVTOP_THEME_NAMES = frozenset(t.name for t in THEMES)
 _SVG_BAD_XML = dict.fromkeys(i for i in range(32) if i not in (9, 10, 13))
 
 
@@ -123,6 +124,17 @@ class KvtopApp(EngineWorkers, ServerPolling, ServerRouting, EngineLifecycle, For
     @property
     def loaded(self):
         return self.session.loaded
+
+    @property
+    def available_themes(self):
+        """kvtop's four themes only (the theme picker, Ctrl+T, lists these): each sets every
+        colour kvtop draws with, the chart's lines included; Textual's own themes set none
+        of kvtop's. Before kvtop's are registered, Textual's starting theme stays valid."""
+        themes = App.available_themes.fget(self)
+        mine = {name: t for name, t in themes.items() if name in KVTOP_THEME_NAMES}
+        if self.theme not in mine and self.theme in themes:
+            mine[self.theme] = themes[self.theme]
+        return mine
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return dict(APP_VARIABLE_DEFAULTS)
@@ -202,6 +214,7 @@ class KvtopApp(EngineWorkers, ServerPolling, ServerRouting, EngineLifecycle, For
         self.prefs.theme = theme.name
         self._save_preferences()
         self.query_one(ChatLog).restyle()
+        self.query_one(DecodePane).redraw_chart()  # plotext holds the old theme's colours
 
     def _save_preferences(self) -> None:
         try:

@@ -119,6 +119,10 @@ class DecodePane(Vertical):
         c = Color.parse(value)
         return (c.r, c.g, c.b)
 
+    def redraw_chart(self) -> None:
+        """A new theme: draw the chart in its colours."""
+        self._draw_chart()
+
     def _draw_chart(self) -> None:
         chart = self.query_one(PanePlot)
         plt = chart.plt
