@@ -59,8 +59,12 @@ def test_chat_in_a_real_terminal(session, tmp_path, size):
     assert any(p not in before for p in engine_pids())  # the engine runs in its own process
     tmux("send-keys", "-t", session, "C-s")
     wait_screen(session, lambda s: "saved" in s, what="the screenshot path")
-    shots = list((home / "data" / "screenshots").glob("*.svg"))
-    assert len(shots) == 1 and shots[0].read_text().lstrip().startswith("<svg")
+    shots = sorted((home / "data" / "screenshots").glob("*.svg"))
+    # what the terminal shows, and (smaller than 160x48: panes on pages) every pane at 160 columns
+    assert [p.name.endswith("-dashboard.svg") for p in shots] == [True, False]
+    assert all(p.read_text().lstrip().startswith("<svg") for p in shots)
+    whole = shots[0].read_text()
+    assert all(title in whole for title in ("Prefill", "Decode", "Estimate", "Memory"))
     tmux("send-keys", "-t", session, "C-q")
     wait_screen(session, lambda s: "KVTOP-EXIT=0" in s, timeout=20, what="a clean exit")
     time.sleep(0.5)
