@@ -145,8 +145,8 @@ class PrefillPane(PaneWidget):
         self.total = metrics.prompt_tokens
         self.elapsed = metrics.prefill_s
         self.rate = metrics.prefill_tok_s
-        self.waterfall = (metrics.ttft_s, metrics.timeline) if metrics.ttft_s and metrics.timeline else None
         before = self.wrapped_height()
+        self.waterfall = (metrics.ttft_s, metrics.timeline) if metrics.ttft_s and metrics.timeline else None
         self.note = "cancelled" if stop_reason == "cancelled" and self.done < self.total else "done"
         self.refresh(layout=self.wrapped_height() != before)
 
