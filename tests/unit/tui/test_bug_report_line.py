@@ -25,7 +25,11 @@ def test_the_cpu_name_comes_from_cpuinfo():
     assert name_from_cpuinfo("flags\t: fpu vme\n") == ""
 
 
-async def test_the_dashboard_shows_the_turns_waterfall_and_the_versions_line(tmp_path, smollm_shaped):
+import pytest
+
+
+@pytest.mark.parametrize("size", [(160, 48), (120, 40)])  # one page, and pages (a new user saw none there)
+async def test_the_dashboard_shows_the_turns_waterfall_and_the_versions_line(tmp_path, smollm_shaped, size):
     from importlib.metadata import version
 
     from dataclasses import replace
@@ -40,14 +44,15 @@ async def test_the_dashboard_shows_the_turns_waterfall_and_the_versions_line(tmp
     loaded = smollm_loaded(smollm_shaped)
     app = make_app(Settings(smollm_shaped, n_ctx=4096, n_threads=2), lambda s: ScriptedEngine(s, loaded, [turn]),
                    root=tmp_path, live_system=False, write_transcript=False)
-    async with app.run_test(size=(160, 48)) as pilot:
+    async with app.run_test(size=size) as pilot:
         await one_turn(pilot, "hi")
         await pilot.pause(0.2)
         text = screen_text(app)
         assert "TTFT 1.00 s: ■ prefill (2 ubatches) 90%" in text  # in the prefill pane
         about = next(line for line in text.split("\n")[:4] if "llama-cpp-python" in line)
         assert f"kvtop {version('kvtop-llm')}" in about and f"llama-cpp-python {version('llama-cpp-python')}" in about
-        assert "cpu " in about and "batch 512/512" in about and "temp 0.8" in about
+        assert "cpu Test CPU 9000" in about and "batch 512/512" in about
+        assert ("temp 0.8" in about) == (size[0] >= 160)  # the sampler goes first when narrow
     app = scripted_app(tmp_path / "small", smollm_shaped, ["Hi"])
     async with app.run_test(size=(80, 24)) as pilot:  # too few rows: the panes keep the row
         await pilot.pause(0.2)
