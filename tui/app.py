@@ -10,6 +10,7 @@ main thread.
 from __future__ import annotations
 
 import os
+import time
 from typing import Callable, Iterable
 
 from textual.app import App, ComposeResult, SystemCommand
@@ -50,6 +51,7 @@ from .screens import HelpScreen
 from .workers import EngineWorkers, ServerPolling
 
 ABOUT_REFRESH_S = 10.0
+QUIT_GRACE_S = 3.0  # Ctrl+Q waits this long for a cancelled turn's end
 KVTOP_THEME_NAMES = frozenset(t.name for t in THEMES)
 _SVG_BAD_XML = dict.fromkeys(i for i in range(32) if i not in (9, 10, 13))
 
@@ -99,6 +101,7 @@ class KvtopApp(EngineWorkers, ServerPolling, ServerRouting, EngineLifecycle, For
         self.last_saved: str | None = None
         self.last_saved_whole: str | None = None  # Ctrl+S's whole-dashboard SVG (tui/full_shot.py)
         self._stopping = False
+        self._quitting = False
         self.typed_keys = TypedKeys(self)  # raw keystrokes for the prompt, inserted in one edit
 
     def make_engine(self) -> EngineClient:
@@ -307,6 +310,26 @@ class KvtopApp(EngineWorkers, ServerPolling, ServerRouting, EngineLifecycle, For
         open_export(self)
 
     async def action_quit(self) -> None:
+        """Quit; a turn in flight is cancelled first and its end waited for (up to
+        QUIT_GRACE_S), so the transcript, the summary and --resume keep it: quitting a
+        second after Esc lost the cancelled turn (its end had not reached the session)."""
+        if self._quitting:
+            return
+        self._quitting = True
+        if not self.session.turn_running or self._stopping:
+            self._finish_quit()
+            return
+        self.session.cancel()
+        deadline = time.monotonic() + QUIT_GRACE_S
+
+        def check() -> None:
+            if not self.session.turn_running or time.monotonic() > deadline:
+                timer.stop()
+                self._finish_quit()
+
+        timer = self.set_interval(0.05, check)
+
+    def _finish_quit(self) -> None:
         self.shutdown_engine()
         self.exit(0)
 

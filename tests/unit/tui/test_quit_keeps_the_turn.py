@@ -1,0 +1,42 @@
+"""Ctrl+Q in the middle of a reply: the turn is cancelled and its end waited for, so it
+is in the session's turns, the transcript and the quit summary (a new user lost a turn
+quitting a second after Esc: the engine's end of the turn had not reached the session)."""
+
+import threading
+
+from helpers import make_app, send, wait_until
+from runner.settings import Settings
+from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
+
+
+class SlowCancel(ScriptedEngine):
+    """Takes 0.6 s to stop after a cancel, as a loaded machine's engine may."""
+
+    def cancel(self, upto: int) -> None:
+        threading.Timer(0.6, ScriptedEngine.cancel, (self, upto)).start()
+
+
+async def test_ctrl_q_mid_reply_keeps_the_cancelled_turn(tmp_path, smollm_shaped):
+    pieces = [f" w{i}" for i in range(400)]
+    turn = scripted_turn(1, 1000.0, 30, 0, pieces, tg_tok_s=40.0)  # 10 s of decode
+    loaded = smollm_loaded(smollm_shaped)
+    app = make_app(Settings(smollm_shaped, n_ctx=4096, n_threads=2),
+                   lambda s: SlowCancel(s, loaded, [turn], speed=1.0), root=tmp_path, live_system=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_until(pilot, lambda: app.loaded is not None, what="load")
+        await send(pilot, "Count for me.")
+        from tui.panes.decode import DecodePane
+
+        await wait_until(pilot, lambda: app.query_one(DecodePane).state == "decoding", what="decode under way")
+        await pilot.press("ctrl+q")
+        await wait_until(pilot, lambda: not app.is_running, timeout=10, what="the app to quit")
+    assert [t.stop_reason for t in app.session.turns] == ["cancelled"]
+    with open(_latest(app.paths.sessions_dir), encoding="utf-8") as fh:
+        assert "Count for me." in fh.read()  # the transcript has it: --resume will too
+
+
+def _latest(folder: str) -> str:
+    import os
+
+    files = sorted(os.path.join(folder, f) for f in os.listdir(folder) if f.endswith(".jsonl"))
+    return files[-1]
