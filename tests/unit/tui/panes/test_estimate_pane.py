@@ -65,3 +65,13 @@ async def test_a_narrow_pane_drops_the_roofline_column_first_and_never_wraps_a_r
             lines = drawn(pane).split("\n")
             assert lines[0].split() == columns
             assert all(len(line) <= pane.size.width for line in lines[:7]), (width, lines[:7])
+
+
+def test_a_ratio_of_100x_and_more_stays_apart_from_the_measured_value():
+    """A new user saw "4.27 s127.35x": a seven-character ratio filled its column."""
+    import dataclasses
+
+    pane = EstimatePane()
+    pane.set_rows(dataclasses.replace(ROWS, ttft=Row(0.0335, 4.27)))
+    ttft = drawn(pane).split("\n")[1]
+    assert ttft.split()[-3:] == ["4.27", "s", "127.46x"], ttft
