@@ -322,8 +322,9 @@ class KvtopApp(EngineWorkers, ServerPolling, ServerRouting, EngineLifecycle, For
         self.session.cancel()
         deadline = time.monotonic() + QUIT_GRACE_S
 
-        def check() -> None:
-            if not self.session.turn_running or time.monotonic() > deadline:
+        def check() -> None:  # an engine that misses the cancel deadline is not waited for
+            if (not self.session.turn_running or time.monotonic() > deadline
+                    or self.session.cancel_overdue(self.options.cancel_deadline_s)):
                 timer.stop()
                 self._finish_quit()
 

@@ -159,7 +159,7 @@ class DashboardLayout:
 
     def dashboard_panes(self) -> dict[str, object]:
         """The panes by name, found once: they are composed with the app and stay (a
-        query of the whole DOM per pane cost ~3 ms on every plan, once a second)."""
+        query of the whole DOM per pane cost ~3 ms on every plan)."""
         if self._panes is not None:
             return self._panes
         found = {}

@@ -189,6 +189,8 @@ async def test_ctrl_q_exits_in_seconds_with_a_stopped_engine(smollm_path, tmp_pa
         await pilot.pause(0.2)
         t0 = time.monotonic()
         await pilot.press("ctrl+q")
+        # Ctrl+Q waits for a cancelled turn's end, but not past the cancel deadline (1 s here)
+        await wait_until(pilot, lambda: not app.is_running, timeout=10, what="the app to quit")
     # close(timeout=1): Quit, then SIGTERM (held while stopped), then SIGKILL: about 2 s
     # (3 s per step before the redesign: 6 s)
     assert time.monotonic() - t0 < 4.0
