@@ -96,8 +96,18 @@ class Forecasting:
                 self.notify(f"calibration not saved: {clean_line(str(exc))}", severity="warning", markup=False)
 
     def reply_tokens(self) -> int:
+        """The reply a forecast assumes: ``-n``, else REPLY_TOKENS, but no more than the
+        room the engine keeps free for a reply (runner.engine.context_shift.reply_room: a
+        quarter of a small context), so "fits" means what the engine will do: with -c 256
+        a 50-token draft was said not to fit (50 + 256 > 256), then ran."""
+        from runner.engine.context_shift import reply_room
+
         n = self.settings.n_predict
-        return n if n and n > 0 else REPLY_TOKENS
+        if n and n > 0:
+            return n
+        loaded = self.session.loaded
+        n_ctx = loaded.n_ctx if loaded is not None and loaded.n_ctx else self.settings.n_ctx
+        return min(REPLY_TOKENS, reply_room(n_ctx, 0)) if n_ctx else REPLY_TOKENS
 
     # ------------------------------------------------------------ turn start
     def forecast_turn(self, started) -> None:

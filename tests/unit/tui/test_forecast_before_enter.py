@@ -183,3 +183,21 @@ async def test_the_turns_forecast_is_in_the_trace_and_a_replay_shows_it(tmp_path
         raise AssertionError("a negative forecast time was accepted")
     except TraceError as exc:
         assert "forecast ttft_s" in str(exc)
+
+
+async def test_with_a_small_context_the_border_counts_the_room_the_engine_keeps(tmp_path, smollm_shaped):
+    """-c 256: the engine keeps a quarter of the context for the reply (no -n), so a
+    ~50-token draft fits (a new user saw "does not fit in 256", then the turn ran)."""
+    import dataclasses
+
+    loaded = dataclasses.replace(smollm_loaded(smollm_shaped), n_ctx=256)
+    app = make_app(Settings(smollm_shaped, n_ctx=256, n_threads=2), lambda s: ScriptedEngine(s, loaded, []),
+                   tmp_path, live_system=False, write_transcript=False)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await _loaded(pilot)
+        await _type(pilot, "word " * 40)
+        await wait_until(pilot, lambda: "TTFT" in _border(app) or "fit" in _border(app), timeout=5, what="a forecast")
+        assert "does not fit" not in _border(app) and "reply of 64" in _border(app), _border(app)
+        app.query_one("#prompt").value = ""
+        await _type(pilot, "word " * 220)
+        await wait_until(pilot, lambda: "does not fit" in _border(app), timeout=5, what="the refusal forecast")
