@@ -38,7 +38,8 @@ class KVPane(PaneWidget):
     def clear(self) -> None:
         """A new chat: an empty cache and no decode rate to project its filling from."""
         self.rate = None
-        self.set_cells(0)
+        self.cells = 0
+        self.refresh(layout=True)  # its lines change (the "full in" projection): measured again
 
     def set_cells(self, cells: int, rate: float | None = None) -> None:
         before = self.wrapped_height()
@@ -80,5 +81,6 @@ class KVPane(PaneWidget):
         elif left <= 0 and self.n_ctx:
             lines.append(Content.styled("context full: Ctrl+L starts a new chat", "bold $kvtop-critical"))
         elif self.n_ctx:
-            lines.append(Content.assemble(("full in ", "$text-muted"), f"{fmt_int(left)} tok ≈ - (no decode rate yet)"))
+            lines += pack([Content.assemble(("full in ", "$text-muted"), f"{fmt_int(left)} tok ≈ -"),
+                           "(no decode rate yet)"], width, gap=" ")
         return Content("\n").join(lines)

@@ -97,3 +97,14 @@ async def test_a_click_on_a_finished_reply_opens_its_waterfall(tmp_path, smollm_
         await pilot.click(reply)
         await wait_until(pilot, lambda: isinstance(app.screen, WaterfallScreen), what="waterfall")
         assert app.screen.pos == 0 and "Turn 1 of 1" in screen_text(app)
+
+
+async def test_after_ctrl_l_the_kv_pane_is_laid_out_whole_at_80x24(tmp_path, smollm_shaped):
+    """Ctrl+L at 80x24 left the KV pane at its old height, its last line ("yet)") cut."""
+    app = scripted_app(tmp_path, smollm_shaped, ["Hello", "."])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await one_turn(pilot, "hi")
+        await pilot.press("ctrl+l")
+        await pilot.pause(0.2)
+        text = screen_text(app)
+        assert "(no decode rate yet)" in text and "0/4,096 cells" in text
