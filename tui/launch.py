@@ -121,7 +121,6 @@ def launch_main(argv: list[str]) -> int:
         resume, resume_note = resume_last(paths.sessions_dir)
 
     from .app import KvtopApp
-    from .collector import freeze_startup_objects
     from .options import AppOptions
 
     factory = InProcessEngine if a.in_process else EngineProcess
@@ -129,6 +128,15 @@ def launch_main(argv: list[str]) -> int:
         argv=[sys.argv[0]] + argv, resume_messages=resume, resume_note=resume_note,
         ui_nice=a.ui_nice, prompt_file=a.prompt_file, prompt_text=a.prompt, trace_path=a.trace, refresh=a.refresh,
         bundle_text=a.bundle_text))
+
+    return run_until_quit(app)
+
+
+def run_until_quit(app) -> int:
+    """Run the app as ``kvtop`` does (a local model or ``--server``): SIGTERM/SIGHUP stop
+    it and its engine, the startup objects leave the collector's way, and on a clean
+    quit the session's summary is printed; the exit status."""
+    from .collector import freeze_startup_objects
 
     def on_signal(signum, frame):
         app.shutdown_engine()

@@ -84,30 +84,6 @@ def run_server_app(settings, urls, key, a, argv, local_model: bool, local: bool)
                       model_readable=local_model, refresh=a.refresh, trace_path=a.trace, ui_nice=a.ui_nice,
                       prompt_file=a.prompt_file, prompt_text=a.prompt, bundle_text=a.bundle_text)
     app = KvtopApp(settings, lambda s: ServerEngine(s, urls[0], key), default_paths(), opts)
+    from .launch import run_until_quit  # signals, the summary with the server's own figures
+
     return run_until_quit(app)
-
-
-def run_until_quit(app) -> int:
-    """As ``launch_main`` runs a local model: signals stop the app, the startup objects
-    leave the collector's way, and on a clean quit the session summary is printed with
-    the server's own figures (connect time, prompt and generation rates as llama.cpp
-    measured them, the transcript and trace)."""
-    import signal
-
-    from .collector import freeze_startup_objects
-    from .launch import print_summary, run_app
-
-    def on_signal(signum, frame):
-        app.shutdown_engine()
-        app.exit(128 + signum)
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGHUP, on_signal)
-    freeze_startup_objects()
-    try:
-        rc = run_app(app)
-    finally:
-        app.shutdown_engine()
-    if rc == 0:
-        print_summary(app.session)
-    return rc
