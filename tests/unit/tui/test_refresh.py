@@ -157,7 +157,10 @@ async def test_the_chart_draws_half_an_interval_into_a_turn_then_every_interval(
                    lambda s: ScriptedEngine(s, smollm_loaded(smollm_shaped), []),
                    root=tmp_path, live_system=False, write_transcript=False, refresh=1.0)
     async with app.run_test(size=(160, 50)) as pilot:
-        await pilot.pause()  # the dashboard sizes the chart first (tui/dashboard.py), redrawing it
+        # the dashboard sizes the chart first (tui/dashboard.py), redrawing it: let it settle
+        for _ in range(3):
+            await wait_until(pilot, lambda: not app._fit_pending, what="the dashboard's plan")
+            await pilot.pause(0.1)
         pane = app.query_one(DecodePane)
         drawn = []
         pane._draw_chart = lambda: drawn.append(pane.pos)
