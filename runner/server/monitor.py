@@ -4,6 +4,12 @@ A poll never raises: an endpoint that is off (server started without ``--slots``
 ``--metrics``), a server that went away, or a malformed answer becomes a reason on the
 snapshot, and the panes say it. Counters become rates over the last interval.
 Other users' prompt and reply texts, which ``/slots`` includes, are never kept.
+
+llama-server adds a task's tokens to its ``/metrics`` counters only at a step's end
+(prompt tokens when the prompt is computed, generated tokens when the reply ends), so
+counters alone read "gen 0 tok/s" through a whole reply and then a burst. The rates
+here add what ``/slots`` shows in flight (``live_tokens``): a slot's tokens count as
+they are made, and leave the live sum when the counter takes them.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from dataclasses import dataclass
 from runner.sanitize import clean_line
 from runner.server.http import ServerClient, ServerError
 
+COUNTER = {"prompt": "prompt_tokens_total", "gen": "tokens_predicted_total"}
 METRIC_LINE = re.compile(r"^(llamacpp:[A-Za-z_]+)(?:\{[^}]*\})?\s+(\S+)")
 
 
@@ -99,6 +106,15 @@ def parse_slots(data) -> tuple[SlotState, ...]:
     return tuple(out)
 
 
+def live_tokens(slots: tuple[SlotState, ...]) -> tuple[int, int]:
+    """(prompt, generated) tokens that tasks in flight have made and the counters do not
+    have yet: the generated tokens of every processing slot, and the computed prompt
+    tokens of those still in prefill (none decoded yet: the prompt counter takes a task's
+    prompt when its first token is made)."""
+    prompt = sum(s.n_processed for s in slots if s.is_processing and s.n_decoded == 0)
+    return prompt, sum(s.n_decoded for s in slots if s.is_processing)
+
+
 def _note(exc: ServerError, flag: str) -> str:
     if exc.status in (404, 501):
         return f"off: start llama-server with {flag}"
@@ -135,12 +151,19 @@ class ServerMonitor:
             slots_note = _note(exc, "--slots")
         rates, metrics_note = None, None
         try:
-            rates = self._rates(now, parse_metrics(self.client.get_text("/metrics")))
+            rates = self._rates(now, parse_metrics(self.client.get_text("/metrics")), slots if not slots_note else None)
         except ServerError as exc:
             metrics_note = _note(exc, "--metrics")
         return ServerSnapshot(url, now, True, None, slots, slots_note, rates, metrics_note, self._model())
 
-    def _rates(self, now: float, m: dict[str, float]) -> ServerRates:
+    def _rates(self, now: float, m: dict[str, float], slots: tuple[SlotState, ...] | None) -> ServerRates:
+        """Rates over the last interval: the counters' growth plus the change of what the
+        slots show in flight (``live_tokens``; without ``/slots``, the counters alone)."""
+        m = dict(m)
+        if slots is not None:
+            live_prompt, live_gen = live_tokens(slots)
+            m["kvtop_prompt_est"] = m.get("prompt_tokens_total", 0.0) + live_prompt
+            m["kvtop_gen_est"] = m.get("tokens_predicted_total", 0.0) + live_gen
         last, self._last = self._last, (now, m)
         proc = m.get("requests_processing")
         deferred = m.get("requests_deferred")
@@ -154,8 +177,10 @@ class ServerMonitor:
                 return None
             return max(m[name] - last[1][name], 0.0) / dt
 
-        return ServerRates(dt, rate("prompt_tokens_total"), rate("tokens_predicted_total"), _opt(proc), _opt(deferred),
-                           *totals)
+        def counted(name: str) -> float | None:
+            return rate(f"kvtop_{name}_est") if f"kvtop_{name}_est" in last[1] else rate(COUNTER[name])
+
+        return ServerRates(dt, counted("prompt"), counted("gen"), _opt(proc), _opt(deferred), *totals)
 
 
 def _opt(v: float | None) -> int | None:

@@ -91,7 +91,7 @@ class ServerPane(PaneWidget):
         if r.interval_s <= 0:
             return Content.styled("metrics: rates after the next poll", "$text-muted")
         return Content.assemble(("prompt ", "$text-muted"), fmt_rate(r.prompt_tok_s), ("  gen ", "$text-muted"),
-                                fmt_rate(r.gen_tok_s), (f"  (server counters, last {r.interval_s:.1f} s)",
+                                fmt_rate(r.gen_tok_s), (f"  ({'counters + slots' if s.slots else 'counters'}, last {r.interval_s:.1f} s)",
                                                         "$text-muted"),
                                 ("  processing ", "$text-muted"), fmt_int(r.requests_processing),
                                 ("  since start ", "$text-muted"), f"{fmt_int(r.prompt_tokens_total)} prompt, "
