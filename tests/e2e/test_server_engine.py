@@ -129,16 +129,18 @@ def test_another_clients_request_shows_in_the_slots_and_a_queue_shows_as_deferre
         threads = [threading.Thread(target=other_client) for _ in range(2)]
         for t in threads:
             t.start()
-        seen_busy = seen_deferred = False
+        seen_busy = seen_deferred = seen_live_gen = False
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not (seen_busy and seen_deferred):
+        while time.monotonic() < deadline and not (seen_busy and seen_deferred and seen_live_gen):
             s = mon.poll()
             seen_busy |= s.busy == 1 and s.slots[0].n_prompt_tokens > 0
             seen_deferred |= bool(s.rates and s.rates.requests_deferred)
+            # the first reply is being made: the server's counter has none of it yet, the rate has
+            seen_live_gen |= bool(s.busy and s.rates and s.rates.gen_tok_s and s.rates.gen_tokens_total == 0)
             time.sleep(0.2)
         for t in threads:
             t.join()
-        assert seen_busy and seen_deferred
+        assert seen_busy and seen_deferred and seen_live_gen
         s = mon.poll()
         assert s.rates.interval_s > 0 and s.model == "SmolLM2-135M-Instruct.Q4_1.gguf"
 
