@@ -68,6 +68,8 @@ class TurnTranslator:
         self.timings: dict = {}
         self.t_first_visible: float | None = None
         self.finish: str | None = None
+        self.t_decode_anchor: float | None = None  # client time at the server's decode start
+        self.t_last_token = 0.0
 
     def _start(self, total: int, cache: int, now: float) -> None:
         if self.started is None:
@@ -93,8 +95,23 @@ class TurnTranslator:
             self.text.append(text)
             if self.t_first_visible is None:
                 self.t_first_visible = now
-            self.emit(ev.TokenEvent(self.turn_id, i, i, text, self.total + i, now))
+            self.emit(ev.TokenEvent(self.turn_id, i, i, text, self.total + i, self._token_time(now)))
         self.finish = chunk_finish(chunk) or self.finish
+
+    def _token_time(self, now: float) -> float:
+        """When the server made this token, on the client's clock: the server's own
+        decode time (``timings.predicted_ms``) from the first token's arrival on. Arrival
+        times alone read network and buffering as decode speed: tokens held up in a
+        proxy or a busy client arrive together, and a chart of tok/s per position then
+        shows a spike of thousands of tok/s that the server never made."""
+        ms = _num(self.timings, "predicted_ms", -1.0)
+        if ms < 0:
+            return now
+        if self.t_decode_anchor is None:
+            self.t_decode_anchor = now - ms / 1000
+        t = min(max(self.t_decode_anchor + ms / 1000, self.t_last_token), now)
+        self.t_last_token = t
+        return t
 
     def _progress(self, prog: dict, now: float) -> None:
         total, cache = int(_num(prog, "total")), int(_num(prog, "cache"))
