@@ -37,8 +37,11 @@ def forecast_line(fc: Forecast, n_ctx: int, width: int) -> str:
         return text if len(text) <= width else f"{head}: does not fit in {fmt_int(n_ctx)}"
     ttft = f"TTFT ≈ {fmt_seconds(fc.ttft_s)}"
     reply = f"reply of {fmt_int(fc.reply_tokens)} ≈ {fmt_seconds(fc.reply_s)}"
+    # "fits" is kept as long as anything is: the wide layout's input (~57 columns at 160)
+    # dropped it, and a user then could not tell whether the draft would be refused
     for text in (f"{long_head} → {ttft}, {reply}; fits", f"{head} → {ttft}, {reply}; fits",
-                 f"{head} → {ttft}, reply ≈ {fmt_seconds(fc.reply_s)}", f"{head} → {ttft}", ttft):
+                 f"{head} → {ttft}, reply ≈ {fmt_seconds(fc.reply_s)}; fits", f"{head} → {ttft}; fits",
+                 f"{ttft}; fits", ttft):
         if len(text) <= width:
             return text
     return ""

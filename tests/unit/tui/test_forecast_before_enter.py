@@ -125,8 +125,9 @@ def test_the_border_line_keeps_what_matters_most_as_it_narrows():
     assert forecast_line(fc, 4096, 200) == ("412 tokens, 37 new after the cached prefix → TTFT ≈ 420 ms, "
                                             "reply of 256 ≈ 3.10 s; fits")
     assert forecast_line(fc, 4096, 60) == "412 tok, 37 new → TTFT ≈ 420 ms, reply of 256 ≈ 3.10 s; fits"
-    assert forecast_line(fc, 4096, 50) == "412 tok, 37 new → TTFT ≈ 420 ms, reply ≈ 3.10 s"
-    assert forecast_line(fc, 4096, 32) == "412 tok, 37 new → TTFT ≈ 420 ms"
+    assert forecast_line(fc, 4096, 57) == "412 tok, 37 new → TTFT ≈ 420 ms, reply ≈ 3.10 s; fits"
+    assert forecast_line(fc, 4096, 50) == "412 tok, 37 new → TTFT ≈ 420 ms; fits"
+    assert forecast_line(fc, 4096, 32) == "TTFT ≈ 420 ms; fits"
     assert forecast_line(fc, 4096, 16) == "TTFT ≈ 420 ms"
     assert forecast_basis_line(fc, 80) == "forecast: calibrated on 7 turns" and forecast_basis_line(fc, 12) == "calibrated"
     assert forecast_line(fc, 600, 200) == "412 tokens, 37 new after the cached prefix: does not fit: 412 + 256 > 600"
@@ -201,3 +202,14 @@ async def test_with_a_small_context_the_border_counts_the_room_the_engine_keeps(
         app.query_one("#prompt").value = ""
         await _type(pilot, "word " * 220)
         await wait_until(pilot, lambda: "does not fit" in _border(app), timeout=5, what="the refusal forecast")
+
+
+async def test_the_border_says_the_draft_fits_at_160_columns(tmp_path, smollm_shaped):
+    """A new user at 160x48 (n_ctx 4096) never saw "fits": the wide layout's input is
+    ~57 columns and the line that fitted there had dropped it."""
+    app = _app(tmp_path, smollm_shaped, [])
+    async with app.run_test(size=(160, 48)) as pilot:
+        await _loaded(pilot)
+        await _type(pilot, "Tell me about tides")
+        await wait_until(pilot, lambda: "TTFT ≈" in _border(app), timeout=5, what="the forecast in the border")
+        assert _border(app).endswith("; fits") and "reply" in _border(app)
