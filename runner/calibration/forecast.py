@@ -28,6 +28,10 @@ class Basis:
     # the share of ``prefill_s(n, depth)`` that is attention (it grows with depth and runs
     # far below peak on a CPU); None: not split, one efficiency for all of it
     attention_share: Callable[[int, int], float] | None = None
+    # ``prefill_s`` with every FLOP at the peak, not at the pace of a micro-batch of n
+    # (decode's attention is priced on it, as before micro-batches had a pace); None:
+    # ``prefill_s`` itself
+    peak_prefill_s: Callable[[int, int], float | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -112,7 +116,8 @@ class Forecaster:
         """Seconds of one decode token's attention at ``depth`` at the roofline."""
         if self.basis.attention_share is None:
             return 0.0
-        return (self.basis.prefill_s(1, depth) or 0.0) * self.basis.attention_share(1, depth)
+        roof = (self.basis.peak_prefill_s or self.basis.prefill_s)(1, depth)
+        return (roof or 0.0) * self.basis.attention_share(1, depth)
 
     def token_seconds(self, depth: int) -> float | None:
         roof = self.basis.token_s(depth)

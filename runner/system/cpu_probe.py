@@ -10,6 +10,7 @@ once the machine is quiet (and whenever a turn beats it: tui/reprobe.py).
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import time
@@ -36,6 +37,17 @@ class CPUProbe:
     # None in probes cached before these existed.
     f32_tflops: float | None = None
     kernel_tflops: dict[str, float] | None = None
+    # The fastest kernel's TFLOPS at a batch of n tokens, keyed by n as a string ("1",
+    # "4", ... "512"): a small micro-batch reaches less of the peak (tflops_at). None in
+    # probes cached before it existed (every batch is then priced at the peak).
+    batch_tflops: dict[str, float] | None = None
+    version: int = 0  # PROBE_VERSION of the kvtop that took it (0: before versions)
+
+    def tflops_at(self, n: int) -> float:
+        """The compute peak for a micro-batch of ``n`` tokens: ``tflops`` scaled by how
+        the fastest kernel's FLOPS at ``n`` compare with its FLOPS at the largest batch
+        probed (interpolated on log n; at and above that batch, ``tflops`` itself)."""
+        return self.tflops * batch_factor(self.batch_tflops, n)
 
     @property
     def compute_peak(self) -> str:
@@ -91,6 +103,26 @@ def _probe_flops(n: int = 1024, repeats: int = 4) -> float:
     return best
 
 
+def batch_factor(batch_tflops: dict[str, float] | None, n: int) -> float:
+    """The fastest kernel's FLOPS at ``n`` tokens over those at the largest batch probed:
+    linear in log n between the batches probed, flat outside them; 1.0 without figures."""
+    pts = sorted((int(b), tf) for b, tf in (batch_tflops or {}).items() if tf and tf > 0)
+    if not pts:
+        return 1.0
+    top = pts[-1][1]
+    n = max(n, 1)
+    if n <= pts[0][0]:
+        return pts[0][1] / top
+    for (b0, t0), (b1, t1) in zip(pts, pts[1:]):
+        if n <= b1:
+            w = (math.log(n) - math.log(b0)) / (math.log(b1) - math.log(b0))
+            return (t0 + w * (t1 - t0)) / top
+    return 1.0
+
+
+# What a cached probe holds: 1 added the fastest kernel per batch size (batch_tflops).
+# A probe cached by an older kvtop is taken again once the machine is quiet.
+PROBE_VERSION = 1
 BUSY_PROBE = 0.25  # other work held this share of the CPU: the probe reads low
 QUIET_PROBE = 0.15  # below this the machine is quiet enough to probe again
 
@@ -139,7 +171,7 @@ def compute_peak_tflops(f32_tflops: float, kernel_tflops: dict[str, float] | Non
 
 
 def probe_cpu(threads: int | None = None) -> CPUProbe:
-    from runner.system.ggml_matmul import probe_kernels
+    from runner.system.ggml_matmul import probe_batch_curve, probe_kernels
 
     threads = threads or os.cpu_count() or 1
     busy = machine_busy()
@@ -147,9 +179,12 @@ def probe_cpu(threads: int | None = None) -> CPUProbe:
     bw = _probe_bandwidth(threads)
     fl = _probe_flops()
     kernels = probe_kernels(threads)
+    curve = probe_batch_curve(threads) if kernels else {}
+    if kernels:
+        curve["512"] = max(kernels.values())  # probe_kernels' batch
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     return CPUProbe(bw, compute_peak_tflops(fl, kernels), threads, time.perf_counter() - t, time.time(),
-                    machine_key(), busy, load, fl, kernels)
+                    machine_key(), busy, load, fl, kernels, curve or None, PROBE_VERSION)
 
 
 def cpu_profile(cache_dir: str | None = None, refresh: bool = False) -> CPUProbe:
@@ -163,10 +198,10 @@ def cpu_profile(cache_dir: str | None = None, refresh: bool = False) -> CPUProbe
         try:
             with open(path) as fh:
                 cached = CPUProbe(**json.load(fh))
-            # a probe taken on a busy machine (or by a kvtop that did not record how busy,
-            # or that measured FLOPS with numpy's f32 matmul alone, below llama.cpp's
-            # quantised kernels) is kept only while the machine is still busy
-            if cached.busy is not None and not cached.disturbed and cached.kernel_tflops is not None:
+            # a probe taken on a busy machine (or by an older kvtop: one that did not record
+            # how busy, measured FLOPS with numpy's f32 matmul alone, or at one batch size
+            # only) is kept only while the machine is still busy
+            if cached.busy is not None and not cached.disturbed and cached.version >= PROBE_VERSION:
                 return cached
             if (machine_busy(0.3) or 0.0) >= QUIET_PROBE:
                 return cached

@@ -9,6 +9,12 @@ the probe also times ``ggml_mul_mat`` for each common weight type, through ctype
 the ggml libraries llama-cpp-python ships (the very kernels the engine runs), at a
 batch of 512 tokens, with every thread: the fastest of those is the compute peak.
 
+A smaller batch reaches less of it (measured here: the fastest kernel 0.14 TFLOPS at
+1 token, 0.30 at 16, 0.32 at 64, 0.45 at 512; q4_K alone 0.20 at 16), so the probe also
+times every type at a few smaller batches and keeps the fastest at each
+(``probe_batch_curve``): a micro-batch of n tokens is priced at that (the roofline of a
+20-token follow-up is not the peak of a 512-token micro-batch).
+
 The data are zeros: the integer kernels' speed does not depend on the values.
 """
 
@@ -88,4 +94,21 @@ def probe_kernels(threads: int, k: int = 2048, m: int = 2048, n: int = 512,
         tf = _time_one(base, cpu, ggml_type, threads, k, m, n, repeats)
         if tf:
             out[name] = round(tf, 4)
+    return out
+
+
+# The batches timed below 512 (~1 s in all here): llama.cpp's kernels change pace
+# between them (a matrix-vector product at 1 token, the integer GEMM paths from ~16).
+CURVE_BATCHES = (1, 4, 16, 64, 128)
+
+
+def probe_batch_curve(threads: int, batches: tuple[int, ...] = CURVE_BATCHES, k: int = 2048,
+                      m: int = 2048, repeats: int = 3) -> dict[str, float]:
+    """The fastest kernel's TFLOPS at each of ``batches`` tokens, keyed by the batch
+    as a string (as JSON keeps it); {} when ggml cannot be loaded."""
+    out = {}
+    for n in batches:
+        tf = probe_kernels(threads, k, m, n, repeats)
+        if tf:
+            out[str(n)] = max(tf.values())
     return out

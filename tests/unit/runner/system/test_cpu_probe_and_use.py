@@ -9,9 +9,10 @@ from runner.system.cpu_probe import CPUProbe, cpu_profile
 from runner.system.cpu_use import CPUReading, cpu_use
 
 
-def _probe(bw: float, busy: float | None, kernels: dict | None = None) -> CPUProbe:
+def _probe(bw: float, busy: float | None, kernels: dict | None = None, version: int = cpu_probe.PROBE_VERSION) -> CPUProbe:
     kernels = {"q4_K": 0.2} if kernels is None else kernels
-    return CPUProbe(bw, 0.2, 2, 0.5, 1_700_000_000.0, cpu_probe.machine_key(), busy, 1.0, 0.1, kernels or None)
+    return CPUProbe(bw, 0.2, 2, 0.5, 1_700_000_000.0, cpu_probe.machine_key(), busy, 1.0, 0.1, kernels or None,
+                    {"16": 0.1, "512": 0.2} if kernels else None, version)
 
 
 def _fake(monkeypatch, busy_now: float, fresh: CPUProbe) -> list:
@@ -59,7 +60,7 @@ def test_an_old_probe_that_did_not_record_the_load_is_taken_again_once_quiet(tmp
 
 def test_a_probe_without_llama_cpp_kernel_figures_is_taken_again_once_quiet(tmp_path, monkeypatch):
     # numpy's f32 FLOPS alone were beaten by Gemma-3's Q4_K prefill
-    _cache(tmp_path, _probe(30.0, busy=0.02, kernels={}))
+    _cache(tmp_path, _probe(30.0, busy=0.02, kernels={}, version=0))
     calls = _fake(monkeypatch, busy_now=0.02, fresh=_probe(34.0, busy=0.03))
     assert cpu_profile(str(tmp_path)).kernel_tflops == {"q4_K": 0.2} and calls == [1]
 
@@ -100,3 +101,19 @@ def test_cpu_use_of_a_gone_engine_is_unknown_not_an_error():
     b = CPUReading(wall=2.0, system_busy=6.5, engine=None, ui=None)
     u = cpu_use(a, b)
     assert u.engine is None and u.ui is None and round(u.others, 3) == min(1.5, u.cores)
+
+
+def test_a_probe_taken_at_one_batch_size_only_is_taken_again_once_quiet(tmp_path, monkeypatch):
+    # kvtop before PROBE_VERSION 1 timed the kernels at 512 tokens only: every micro-batch at that pace
+    _cache(tmp_path, _probe(30.0, busy=0.02, version=0))
+    calls = _fake(monkeypatch, busy_now=0.6, fresh=_probe(34.0, busy=0.03))
+    assert cpu_profile(str(tmp_path)).batch_tflops == {"16": 0.1, "512": 0.2} and calls == []  # busy: kept
+    calls = _fake(monkeypatch, busy_now=0.02, fresh=_probe(34.0, busy=0.03))
+    assert cpu_profile(str(tmp_path)).version == cpu_probe.PROBE_VERSION and calls == [1]
+
+
+def test_the_fastest_kernel_is_timed_at_each_batch_size():
+    from runner.system.ggml_matmul import probe_batch_curve
+
+    got = probe_batch_curve(1, batches=(1, 16), k=256, m=64, repeats=1)
+    assert set(got) == {"1", "16"} and all(v > 0 for v in got.values())

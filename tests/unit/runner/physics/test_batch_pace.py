@@ -1,0 +1,107 @@
+"""A prefill micro-batch is priced at the FLOPS llama.cpp's kernels reach at its size.
+
+After one calibrating turn (two micro-batches of 512) a 20-token follow-up came out
+~40% short: the kernels reach far fewer FLOPS at a batch of 20 (q4_K 0.22 TFLOPS at 16
+against 0.43 at 512 on a 2-core Zen 4), and the fit had learnt its scale at 512 only.
+"""
+
+from dataclasses import replace
+
+import pytest
+
+from runner.calibration.basis import roofline_basis
+from runner.calibration.forecast import Forecaster
+from runner.calibration.store import Samples
+from runner.model.inspect import load_facts
+from runner.physics.kv_bytes import kv_layout
+from runner.physics.machine import ceilings_here, hardware_at_batch, predict_here, prefill_seconds_here
+from runner.settings import Settings
+from runner.system.cpu_probe import CPUProbe, batch_factor
+from runner.system.hardware import HardwareProfile
+
+# The fastest kernel's TFLOPS per batch, as measured here (2-core Zen 4 VM)
+CURVE = {"1": 0.14, "4": 0.21, "16": 0.30, "64": 0.32, "128": 0.42, "512": 0.45}
+
+
+def probe(curve=CURVE) -> CPUProbe:
+    return CPUProbe(30.0, 0.45, 2, 1.5, 1.7e9, "m", 0.01, 1.0, 0.17, {"q4_K": 0.45}, curve, 1)
+
+
+def hardware(curve=CURVE, cpu_tflops: float | None = None) -> HardwareProfile:
+    p = probe(curve)
+    tf = p.tflops if cpu_tflops is None else cpu_tflops
+    return HardwareProfile(30.0, tf, "CPU probe", 16 * 2**30, 24 * 2**30, cpu=p, cpu_bandwidth_gbs=30.0,
+                           cpu_tflops=tf, cpu_source="CPU probe")
+
+
+@pytest.fixture(scope="module")
+def model(smollm_path):
+    facts = load_facts(smollm_path)
+    return facts, kv_layout(facts, 4096), Settings("m.gguf", n_ctx=4096, n_threads=2)
+
+
+def test_the_pace_is_interpolated_on_log_n_and_flat_outside_the_batches_probed():
+    assert batch_factor(CURVE, 512) == 1.0 and batch_factor(CURVE, 2048) == 1.0
+    assert batch_factor(CURVE, 1) == batch_factor(CURVE, 0) == pytest.approx(0.14 / 0.45)
+    assert batch_factor(CURVE, 2) == pytest.approx(0.175 / 0.45)  # halfway between 1 and 4 on log n
+    assert batch_factor(CURVE, 32) == pytest.approx((0.30 + 0.5 * 0.02) / 0.45)
+    assert batch_factor(None, 20) == batch_factor({}, 20) == 1.0
+    assert probe().tflops_at(16) == pytest.approx(0.30) and probe(None).tflops_at(16) == 0.45
+
+
+def test_a_micro_batch_of_20_is_priced_slower_per_token_than_one_of_512(model):
+    facts, lay, s = model
+    hw, flat = hardware(), hardware(curve=None)
+    for n, depth in ((20, 1024), (20, 0), (1, 600)):
+        paced, peak = prefill_seconds_here(facts, lay, hw, s, n, depth), prefill_seconds_here(facts, lay, flat, s, n, depth)
+        assert paced / peak == pytest.approx(1 / batch_factor(CURVE, n)), (n, depth)
+        assert prefill_seconds_here(facts, lay, hw, s, n, depth, at_peak=True) == peak
+    # a micro-batch of 512 runs at the peak, as before
+    assert prefill_seconds_here(facts, lay, hw, s, 512, 0) == pytest.approx(prefill_seconds_here(facts, lay, flat, s, 512, 0))
+    per_token_20 = prefill_seconds_here(facts, lay, hw, s, 20, 0) / 20
+    per_token_512 = prefill_seconds_here(facts, lay, hw, s, 512, 0) / 512
+    assert per_token_20 > 1.3 * per_token_512  # 1.45x the FLOPS time, less attention per token
+
+
+def test_a_long_prompt_is_priced_micro_batch_by_micro_batch(model):
+    facts, lay, s = model
+    hw, flat = hardware(), hardware(curve=None)
+    # two full micro-batches: the peak, and the output projection counted once
+    whole = predict_here(facts, lay, hw, s, 1024, 64)
+    assert whole.prefill_s == pytest.approx(predict_here(facts, lay, flat, s, 1024, 64).prefill_s)
+    # 512 + 40: the last micro-batch at the pace of 40 tokens
+    paced, peak = predict_here(facts, lay, hw, s, 552, 64), predict_here(facts, lay, flat, s, 552, 64)
+    assert peak.prefill_s < paced.prefill_s < peak.prefill_s * 1.2
+    assert paced.ttft_s == paced.prefill_s and paced.prefill_tok_s == pytest.approx(552 / paced.prefill_s)
+    assert paced.response_s == pytest.approx(paced.prefill_s + 64 / paced.decode_tok_s)
+    # decode and its ceilings keep the peak
+    assert (paced.decode_ceiling_tok_s, paced.compute_ceiling_tok_s) == (peak.decode_ceiling_tok_s,
+                                                                         peak.compute_ceiling_tok_s)
+    assert ceilings_here(facts, lay, hw, s, 900) == ceilings_here(facts, lay, flat, s, 900)
+
+
+def test_figures_given_on_the_command_line_keep_their_pace():
+    given = hardware(cpu_tflops=1.0)
+    assert hardware_at_batch(given, 20) == given
+    assert hardware_at_batch(hardware(curve=None), 20) == hardware(curve=None)
+    gpu = replace(hardware(), tflops=989.0, source="GPU 0 (NVIDIA H200)")
+    got = hardware_at_batch(gpu, 16)
+    assert got.tflops == 989.0 and got.cpu_tflops == pytest.approx(0.30)
+
+
+def test_one_calibrating_turn_forecasts_a_20_token_follow_up(model):
+    """The machine runs at 2.5x the paced roofline plus nothing fixed; calibrated on one
+    1,024-token turn (512 at depth 0, 512 at depth 512), the forecast of 20 new tokens
+    after 1,024 cached is the machine's. Priced at the peak, it came out ~40% short."""
+    facts, lay, s = model
+    hw = hardware()
+
+    def machine(n, depth):
+        return 2.5 * prefill_seconds_here(facts, lay, hw, s, n, depth)
+
+    samples = Samples(prefill=[(512, 0, machine(512, 0)), (512, 512, machine(512, 512))], turns=1)
+    measured = machine(20, 1024)
+    paced = Forecaster(roofline_basis(facts, lay, hw, s), samples).forecast(1044, 1024, 32)
+    assert paced.prefill_s / measured == pytest.approx(1.0, abs=0.02)
+    at_peak = Forecaster(roofline_basis(facts, lay, hardware(curve=None), s), samples).forecast(1044, 1024, 32)
+    assert at_peak.prefill_s / measured < 0.75
