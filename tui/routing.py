@@ -107,6 +107,7 @@ class EngineRouting:
         self.query_one(KVPane).clear()
         self.query_one(DecodePane).clear()
         self.query_one(EstimatePane).drop_live()
+        self.update_estimate()  # the rows of a chat with no turn: the cleared one's are gone
         self.call_after_refresh(_release_removed_widget_caches)
 
     # ------------------------------------------------------------ loading

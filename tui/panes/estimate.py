@@ -76,9 +76,10 @@ class EstimatePane(PaneWidget):
         self.refresh(layout=True)
 
     def drop_live(self) -> None:
-        """A new chat cut the running turn: its live figures and forecast go (the last
-        finished turn's rows stay: they are still what was measured)."""
-        if self.live is not None:
+        """A new chat cut the running turn: its live figures and forecast go (the app
+        then sets the rows of a session with no turn: a new user read the cleared chat's
+        last TTFT and verdict as the new chat's)."""
+        if self.live is not None or self.forecast is not None:
             self.live = self.live_roofline = self.forecast = None
             self.refresh(layout=True)
 
@@ -136,7 +137,10 @@ class EstimatePane(PaneWidget):
                      "measured": (fmt(row.measured), "$kvtop-measured")}
             lines.append(Content.assemble(f"{label:<{W_LABEL}}", *[(f"{cells[c][0]:>{W_COL}}", cells[c][1]) for c in cols],
                                           (f"{rtxt:>{W_RATIO}}", style)))
-        lines.append(Content.styled(estimate_verdict(self.rows), "italic"))
+        if self.live is not None:  # the rows' verdict is the last turn's, not this one's
+            lines.append(Content.styled("the verdict comes when this turn ends", "$text-muted"))
+        else:
+            lines.append(Content.styled(estimate_verdict(self.rows), "italic"))
         if self.forecast is not None:
             lines.append(Content.styled(f"forecast: {self.forecast.label()}", "$text-muted"))
         if self.note:

@@ -10,6 +10,7 @@ from tui.panes.decode import DecodePane
 from tui.panes.estimate import EstimatePane
 from tui.panes.kv import KVPane
 from tui.panes.prefill import PrefillPane
+from runner.physics.verdicts import estimate_verdict
 
 SLOW_REPLY = [f"word{i} " for i in range(200)]  # 200 tokens at 20 tok/s: 10 s of decode
 
@@ -52,3 +53,34 @@ async def test_ctrl_l_mid_reply_clears_the_turns_panes_and_they_stay_clear(tmp_p
         await wait_until(pilot, lambda: "40/40" in screen_text(app), timeout=5, what="turn 2's prefill")
         text = screen_text(app)
         assert "Fresh start." in text and "word1" not in text and "700" not in text.split("Prefill", 1)[1][:200]
+
+
+async def test_the_estimate_pane_belongs_to_the_current_chat_and_turn(tmp_path, smollm_shaped):
+    """A new user read the cleared chat's last TTFT and verdict as the new chat's, and,
+    while a turn ran, the previous turn's verdict beside this turn's live figures."""
+    loaded = smollm_loaded(smollm_shaped)
+    turns = [scripted_turn(1, 1000.0, 40, 0, ["Short", "."], pp_tok_s=2000, tg_tok_s=200),
+             scripted_turn(2, 2000.0, 700, 0, SLOW_REPLY, pp_tok_s=2000, tg_tok_s=20)]
+    app = make_app(Settings(smollm_shaped, n_ctx=4096), lambda s: ScriptedEngine(s, loaded, turns, speed=1.0),
+                   tmp_path, live_system=False, write_transcript=False)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await wait_until(pilot, lambda: app.loaded is not None, what="load")
+        estimate = app.query_one(EstimatePane)
+        idle_verdict = estimate_verdict(estimate.rows)
+        await send(pilot, "Hi.")
+        await wait_until(pilot, lambda: app.turns and not app.turn_running, timeout=10, what="turn 1")
+        await wait_until(pilot, lambda: estimate.rows.row("ttft").measured is not None, timeout=5, what="rows")
+        first_verdict = estimate_verdict(estimate.rows)[:30]  # the line wraps on screen
+        assert first_verdict != idle_verdict[:30] and first_verdict in screen_text(app)
+
+        await send(pilot, "Tell me a long story.")
+        await wait_until(pilot, lambda: "word5" in app.query_one(StreamTail).text, timeout=10, what="turn 2 decoding")
+        text = screen_text(app)
+        assert first_verdict not in text and "the verdict comes when this turn ends" in text
+
+        await pilot.press("ctrl+l")
+        await wait_until(pilot, lambda: not app.turn_running, timeout=10, what="the cancel")
+        await pilot.pause(0.2)
+        assert estimate.rows.row("ttft").measured is None and estimate.rows.row("decode").measured is None
+        text = screen_text(app)
+        assert first_verdict not in text and "the verdict comes" not in text
