@@ -129,6 +129,7 @@ class Forecasting:
     def on_recorded_forecast(self, m: msg.RecordedForecast) -> None:
         """A replay shows the forecast the live run showed (it has no calibration of its own)."""
         self.turn_forecast = m.forecast
+        self.session.record_forecast(m.forecast)  # with the turn (a replay writes no trace)
         self.query_one(EstimatePane).set_forecast(m.forecast)
 
     def measure_live(self, key: str, value: float | None) -> None:

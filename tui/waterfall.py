@@ -5,7 +5,8 @@ segments so far (template, tokenize, the prefill as far as it has reported),
 labelled in progress, and followed until it ends. A finished turn shows a stacked
 bar and a table of contiguous segments (wait, template, tokenize, cache lookup, each
 prefill ubatch, first decode and sample, first visible character) that add up to the
-measured TTFT, with the predicted time beside each prefill micro-batch and a verdict
+measured TTFT, with the roofline's time beside each prefill micro-batch, the
+forecast shown at the turn's start beside the measured TTFT, and a verdict
 for the biggest cause. The heading always says which turn it is.
 """
 
@@ -115,7 +116,7 @@ class WaterfallBar(Widget):
 def segments_table(timeline, predicted: dict, whole: float | None, tail: str) -> Content:
     """Segments with their start, measured and predicted times and share of ``whole``."""
     w = max([len(seg[0]) for seg in timeline] + [8]) + 2
-    rows = [Content.assemble((f"{'segment':<{w}}  {'start':>9}  {'measured':>9}  {'predicted':>9}  {'share':>6}",
+    rows = [Content.assemble((f"{'segment':<{w}}  {'start':>9}  {'measured':>9}  {'roofline':>9}  {'share':>6}",
                               "bold $text-muted"))]
     for i, (label, start, dt) in enumerate(timeline):
         pred = predicted.get(label)
@@ -165,6 +166,19 @@ def shift_static(shift) -> Static:
     why = (" (the chat no longer fit the context; kvtop left its oldest turns out of the prompt, "
            "--no-context-shift refuses instead)")
     return Static(Content.styled(shift_line(shift) + why, "$kvtop-warn"), markup=False, id="waterfall-shift")
+
+
+def forecast_said(fc: dict | None, ttft_s: float | None) -> list:
+    """" · forecast 0.95 s (calibrated on 3 turns), 1.05x": the forecast the border and
+    the Estimate pane showed for this turn, so all three say the same number."""
+    if not isinstance(fc, dict) or fc.get("ttft_s") is None:
+        return []
+    n = fc.get("n_turns") or 0
+    basis = (f"calibrated on {fmt_int(n)} turn{'' if n == 1 else 's'}" if fc.get("basis") == "calibrated"
+             else "roofline, not calibrated yet")
+    ratio = f", measured {ttft_s / fc['ttft_s']:.2f}x of it" if ttft_s and fc["ttft_s"] > 0 else ""
+    return [("  ·  forecast ", "$text-muted"), (fmt_seconds(fc["ttft_s"]), "$kvtop-forecast"),
+            (f" ({basis}){ratio}", "$text-muted")]
 
 
 def _asked(user: str) -> str:
@@ -228,7 +242,8 @@ class WaterfallScreen(ModalScreen[None]):
     def _finished(self, heading: str, turn: dict) -> ComposeResult:
         m = _metrics(turn)
         yield Static(Content.assemble((f"{heading}{_asked(turn.get('user', ''))}\n", "bold"),
-                                      (f"Time to first token: {fmt_seconds(m.ttft_s)}", "bold")),
+                                      (f"Time to first token: {fmt_seconds(m.ttft_s)}", "bold"),
+                                      *forecast_said(turn.get("forecast"), m.ttft_s)),
                      markup=False, id="waterfall-title")
         shift = _shift(turn)
         if shift is not None:

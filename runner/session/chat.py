@@ -97,9 +97,12 @@ class ChatSession:
             self.trace.event(e)
 
     def record_forecast(self, forecast) -> None:
-        """The forecast shown at a turn's start, so a replay shows it too."""
+        """The forecast shown at a turn's start: kept with the turn (the waterfall shows
+        it beside the measured TTFT) and in the trace, so a replay shows it too."""
         from dataclasses import asdict
 
+        if self.active is not None:
+            self.active.forecast = forecast
         with self._trace_lock:
             if self.trace is not None and not self.replaying:
                 self.trace.forecast(asdict(forecast))
@@ -215,7 +218,8 @@ class ChatSession:
         started = a.started if a else None
         rec = TurnRecord(a.user if a else "", e.stop_reason, e.metrics,
                          started.first_diff_index if started else None,
-                         started.diff_context if started else None, others_cpu, a.shift if a else None)
+                         started.diff_context if started else None, others_cpu, a.shift if a else None,
+                         a.forecast if a else None)
         self.active = None
         self.turns.append(rec)
         self.messages.append(ChatMessage("assistant", text))

@@ -18,13 +18,15 @@ class TurnRecord:
     diff_context: tuple[str, str] | None = None
     others_cpu: float | None = None  # other processes' share of the CPU during the turn (0..1)
     context_shift: ev.ContextShifted | None = None  # the oldest turns this prompt left out
+    forecast: object | None = None  # the forecast shown at its start (runner.calibration.forecast.Forecast)
 
     def to_dict(self) -> dict:
         """The plain form the debug bundle and the CSV export write."""
         return {"user": self.user, "stop_reason": self.stop_reason, "metrics": self.metrics.to_dict(),
                 "first_diff_index": self.first_diff_index, "diff_context": self.diff_context,
                 "others_cpu": self.others_cpu,
-                "context_shift": asdict(self.context_shift) if self.context_shift else None}
+                "context_shift": asdict(self.context_shift) if self.context_shift else None,
+                "forecast": asdict(self.forecast) if self.forecast is not None else None}
 
 
 @dataclass
@@ -37,3 +39,4 @@ class ActiveTurn:
     started: ev.TurnStarted | None = None
     cancel_requested_at: float | None = None
     shift: ev.ContextShifted | None = None  # the context shift before its prefill, if any
+    forecast: object | None = None  # the forecast shown when it started
