@@ -14,6 +14,9 @@ from __future__ import annotations
 from collections import deque
 
 RATE_WINDOW = 8  # token gaps over which a point's tok/s is measured
+MIN_WINDOW = 3  # gaps a point needs: a turn's first gap holds the first decode's one-off
+# cost (a graph for one token), and one or two gaps are noise: the line started far
+# below the rate for its first tokens
 MAX_POINTS = 4096  # points kept per turn (the chart buckets them to its width)
 STALL_GAPS = 5  # a gap over this many median gaps...
 STALL_MIN_S = 0.1  # ...and over this many seconds is a stall
@@ -42,7 +45,7 @@ class DecodeSeries:
                 self._gaps.append(gap)
         times.append(t)
         k = len(times) - 1
-        if k > 0 and times[-1] > times[0]:
+        if k >= MIN_WINDOW and times[-1] > times[0]:
             self.points.append((pos, k / (times[-1] - times[0])))
             if len(self.points) > MAX_POINTS:
                 del self.points[: len(self.points) - MAX_POINTS]
@@ -56,5 +59,5 @@ class DecodeSeries:
 
     @property
     def rate(self) -> float | None:
-        """The latest point's tok/s (None before two tokens)."""
+        """The latest point's tok/s (None before ``MIN_WINDOW`` + 1 tokens)."""
         return self.points[-1][1] if self.points else None

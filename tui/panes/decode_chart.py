@@ -108,6 +108,7 @@ class ChartPlan:
     ceiling_top: float | None = None  # the ceiling's highest value (at the smallest depth)
     ceiling_last: float | None = None  # at the series' last position, as the summary above states it
     measured_top: float = 0.0
+    measured_last: float = 0.0  # the latest point, where ``ceiling_last`` is taken
     y_top: float = 1.0
     x_range: tuple[float, float] = (0.0, 1.0)
     stalls: list[tuple[int, float]] = field(default_factory=list)  # marked, the longest first
@@ -127,11 +128,13 @@ def plan_chart(series, stalls, ceiling_at: Callable[[int], float | None], bucket
         plan.runs.append(bucket_series(run, max(1, round(buckets * len(run) / n))))
     xs = [x for run in plan.runs for x, _ in run]
     plan.measured_top = max(y for run in plan.runs for _, y in run)
+    plan.measured_last = plan.runs[-1][-1][1]
     ceiling = [(x, ceiling_at(round(x))) for x in xs]
     if ceiling and all(c is not None and c > 0 for _, c in ceiling):
         plan.ceiling = ceiling
         plan.ceiling_top = max(c for _, c in ceiling)
-        plan.ceiling_last = ceiling[-1][1]
+        # at the last token's own position (a bucket's is the mean of its tokens'), as the pane says it
+        plan.ceiling_last = ceiling_at(series[-1][0]) or ceiling[-1][1]
         plan.ceiling_drawn = plan.ceiling_top <= CEILING_SPAN * plan.measured_top
     top = max(plan.measured_top, plan.ceiling_top if plan.ceiling_drawn else 0.0)
     plan.y_top = top * (1.1 if plan.ceiling_drawn else 1.2) or 1.0
@@ -172,7 +175,7 @@ def legend(plan: ChartPlan) -> Content:
     if plan.ceiling_drawn:
         parts += ["  ", ("━ ", "$kvtop-ceiling"), ("bandwidth ceiling", "$text-muted")]
     elif plan.ceiling_last is not None:
-        times = plan.ceiling_last / plan.measured_top
+        times = plan.ceiling_last / (plan.measured_last or plan.measured_top)  # both at the last position
         parts += ["  ", ("↑ ", "$kvtop-ceiling"), ("bandwidth ceiling ", "$text-muted"),
                   (fmt_rate(plan.ceiling_last), "$kvtop-ceiling"),
                   (f", {fmt_int(round(times))}x: above the scale", "$text-muted")]

@@ -19,6 +19,7 @@ from tui.panes.base import PaneWidget
 from tui.panes.decode import DecodePane
 from runner.pacing import chart_interval, prefill_interval, refresh_interval
 from tui.screens import HelpScreen
+from tui.decode_series import MIN_WINDOW
 
 
 def test_every_core_decoding_means_one_redraw_a_second():
@@ -73,7 +74,7 @@ def test_the_last_update_carries_every_token_whatever_the_pace():
     assert updates[-1].pos == 30 + 44
     done = posted[-1]
     assert isinstance(done, msg.TurnFinished) and isinstance(done.result, ev.TurnDone)
-    assert len(done.series) == 44  # a rate for every token after the first
+    assert len(done.series) == 45 - MIN_WINDOW  # a rate for every token once its window has MIN_WINDOW gaps
 
 
 async def test_the_chosen_refresh_is_shown_and_paces_the_chart(tmp_path, smollm_shaped):

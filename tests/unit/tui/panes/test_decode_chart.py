@@ -108,5 +108,33 @@ def test_jitter_is_not_a_stall_and_the_rate_restarts_after_one():
     assert s.stalls == []
     s.add(140, t + 2.0)
     assert s.stalls == [(140, 2.0)] and s.points[-1][0] == 139  # no point spans the pause
-    s.add(141, t + 2.007)
-    assert s.points[-1][0] == 141 and abs(s.points[-1][1] - 1 / 0.007) < 1  # one gap, not the pause
+    for i in range(1, 4):
+        s.add(140 + i, t + 2.0 + 0.007 * i)
+    # the rate is measured again from the pause on, once it has three gaps
+    assert s.points[-1][0] == 143 and abs(s.points[-1][1] - 1 / 0.007) < 1
+
+
+def test_the_first_tokens_gap_does_not_start_the_line_far_below_the_rate():
+    """The first decoded token waits for llama.cpp to build its one-token graph: a rate
+    over that gap alone started the chart's line at half the turn's rate (seen at 160x48)."""
+    s = DecodeSeries()
+    s.add(40, 0.0)
+    s.add(41, 0.030)  # the first decode: three times a token's 10 ms
+    t = 0.030
+    for pos in range(42, 60):
+        t += 0.010
+        s.add(pos, t)
+    first = s.points[0][1]
+    assert s.points[0][0] == 43 and first >= 0.5 * 100, s.points[:3]
+    assert abs(s.points[-1][1] - 100) < 1
+
+
+def test_the_ceiling_above_the_scale_is_compared_with_the_latest_rate():
+    """The legend's "Nx" divided the ceiling at the last position by the highest point
+    drawn (early, at a shallow depth), so it understated the gap at the current depth."""
+    from tui.panes.decode_chart import legend, plan_chart
+
+    series = [(100 + i, 20.0 - i / 4) for i in range(41)]  # 20 tok/s falling to 10
+    plan = plan_chart(series, [], lambda depth: 300.0, 80)
+    text = legend(plan).plain
+    assert "bandwidth ceiling 300 tok/s, 30x: above the scale" in text, text
