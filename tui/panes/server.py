@@ -14,6 +14,8 @@ HEADER = f"{'slot':>4} {'state':<6} {'task':>6} {'prompt':>8} {'computed':>9} {'
 # the table where its lines would wrap (120x40 gives the pane 62 columns): narrower
 # columns, and the context used as a share of the slot's n_ctx (the status bar says n_ctx)
 NARROW_HEADER = f"{'slot':>4} {'state':<5}{'task':>5}{'prompt':>7}{'computed':>9}{'cached':>7}{'decoded':>8}{'ctx':>5}"
+# below ~51 columns (a terminal under ~55): what a slot is doing, and how full it is
+TINY_HEADER = f"{'slot':>4} {'state':<5}{'cached':>7}{'decoded':>8}{'ctx':>5}"
 
 
 class ServerPane(PaneWidget):
@@ -40,8 +42,9 @@ class ServerPane(PaneWidget):
         """The slot table: its full form, or the narrow one where a full line would wrap."""
         width = self._planning_width or self.content_region.width
         lines = [Content.styled(HEADER, "$text-muted")] + [self._slot_line(sl) for sl in slots]
-        if 0 < width < max(line.cell_length for line in lines):
-            lines = [Content.styled(NARROW_HEADER, "$text-muted")] + [self._slot_line(sl, True) for sl in slots]
+        for form, header in (("narrow", NARROW_HEADER), ("tiny", TINY_HEADER)):
+            if 0 < width < max(line.cell_length for line in lines):
+                lines = [Content.styled(header, "$text-muted")] + [self._slot_line(sl, form) for sl in slots]
         return lines
 
     def set_snapshot(self, snapshot, ceiling=None, more_fit: int | None = None,
@@ -114,13 +117,16 @@ class ServerPane(PaneWidget):
                       (f" conversations of {fmt_int(round(self.average_length))} tokens fit", "$text-muted")]
         return Content.assemble(*parts)
 
-    def _slot_line(self, sl, narrow: bool = False) -> Content:
+    def _slot_line(self, sl, form: str = "full") -> Content:
         state = ("busy", "bold $kvtop-measured") if sl.is_processing else ("idle", "$text-muted")
         used = f"{fmt_int(sl.n_prompt_tokens)}/{fmt_int(sl.n_ctx)}" if sl.n_ctx else "-"
         mark = "*" if sl.id == self.own_slot else " "
         task = "-" if sl.id_task is None else str(sl.id_task)
-        if narrow:
-            share = f"{min(sl.n_prompt_tokens / sl.n_ctx, 9.99):.0%}" if sl.n_ctx else "-"
+        share = f"{min(sl.n_prompt_tokens / sl.n_ctx, 9.99):.0%}" if sl.n_ctx else "-"
+        if form == "tiny":
+            return Content.assemble(f"{mark}{sl.id:>3} ", (f"{state[0]:<5}", state[1]),
+                                    f"{fmt_int(sl.n_cached):>7}{fmt_int(sl.n_decoded):>8}{share:>5}")
+        if form == "narrow":
             return Content.assemble(f"{mark}{sl.id:>3} ", (f"{state[0]:<5}", state[1]),
                                     f"{task:>5}{fmt_int(sl.n_prompt_tokens):>7}{fmt_int(sl.n_processed):>9}"
                                     f"{fmt_int(sl.n_cached):>7}{fmt_int(sl.n_decoded):>8}{share:>5}")

@@ -5,7 +5,7 @@ idle server polled again redraws nothing."""
 from textual.app import App
 
 from runner.server.monitor import ServerRates, ServerSnapshot, SlotState
-from tui.panes.server import HEADER, NARROW_HEADER, ServerPane
+from tui.panes.server import HEADER, NARROW_HEADER, TINY_HEADER, ServerPane
 
 URL = "http://127.0.0.1:8080"
 
@@ -45,6 +45,10 @@ async def test_the_slot_table_takes_its_narrow_form_where_the_full_one_would_wra
     assert table[2].split() == ["1", "busy", "4314", "1,147", "1", "40", "1,106", "28%"]
     wide = await _lines(100)
     assert HEADER in wide and wide[-1].split()[-1] == "1,147/4,096"
+    tiny = await _lines(40)  # a terminal under ~55 columns
+    table = tiny[tiny.index(TINY_HEADER):]
+    assert all(len(line) <= 40 for line in table), table
+    assert table[2].split() == ["1", "busy", "40", "1,106", "28%"]
 
 
 async def test_a_poll_that_changes_nothing_redraws_nothing():
