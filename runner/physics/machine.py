@@ -9,7 +9,8 @@ ask here, so partial offload is priced the same way everywhere.
 Prefill is priced micro-batch by micro-batch, as llama.cpp computes it, each on the CPU
 at the FLOPS the fastest of llama.cpp's kernels reached at that many tokens in the CPU
 probe (``CPUProbe.tflops_at``): a 20-token micro-batch runs the kernels at a fraction
-of the pace of a 512-token one. Decode and its ceilings keep the peak.
+of the pace of a 512-token one, and the output projection (the last token's logits
+only) at the pace of one token. Decode and its ceilings keep the peak.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from runner.physics.offload import OffloadSettings, plan
+from runner.physics.phase_costs import has_split, output_flops
 from runner.physics.roofline import Prediction, predict, predict_split
+from runner.system.cpu_probe import batch_factor
 
 
 def _predict_flat(facts, layout, hw, settings, prompt_tokens: int, output_tokens: int,
@@ -54,6 +57,27 @@ def _micro_batches(settings, tokens: int, depth: int) -> list[tuple[int, int]]:
     return [(min(ub, depth + tokens - start), start) for start in range(depth, depth + tokens, ub)]
 
 
+def _all_on_the_probed_cpu(facts, hw, settings) -> bool:
+    """Every FLOP on the CPU, at the probe's own figure, with the output projection
+    counted apart (runner.physics.phase_costs)."""
+    cpu = hw.cpu
+    return (has_split(facts) and hw.cpu_tflops is not None and hw.cpu_tflops == cpu.tflops
+            and (settings.n_gpu_layers == 0 or not (hw.gpus or hw.gpu_given)))
+
+
+def _prefill_on_cpu(facts, layout, hw, settings, parts: list[tuple[int, int]]) -> float | None:
+    """Each micro-batch's matrices and attention at the pace of its size; the output
+    projection, run for the last token only, at the pace of one token."""
+    out_s = output_flops(facts, 1) / (hw.cpu_tflops * 1e12)
+    total = out_s / batch_factor(hw.cpu.batch_tflops, 1)
+    for n, start in parts:
+        peak = _predict_flat(facts, layout, hw, settings, n, 1, start).prefill_s
+        if peak is None:
+            return None
+        total += (peak - out_s) / batch_factor(hw.cpu.batch_tflops, n)
+    return total
+
+
 def _prefill_at_batches(facts, layout, hw, settings, tokens: int, depth: int, whole_s: float | None) -> float | None:
     """Seconds to compute ``tokens`` after ``depth``, each micro-batch at its own FLOPS.
     ``whole_s`` (the whole prompt at the peak) keeps the FLOPs exact: the output
@@ -61,6 +85,8 @@ def _prefill_at_batches(facts, layout, hw, settings, tokens: int, depth: int, wh
     if whole_s is None or tokens <= 0:
         return whole_s
     parts = _micro_batches(settings, tokens, depth)
+    if _all_on_the_probed_cpu(facts, hw, settings):
+        return _prefill_on_cpu(facts, layout, hw, settings, parts)
     if len(parts) == 1:
         return _predict_flat(facts, layout, hardware_at_batch(hw, tokens), settings, tokens, 1, depth).prefill_s
     at_peak = at_batch = 0.0

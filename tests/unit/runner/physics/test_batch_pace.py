@@ -15,6 +15,7 @@ from runner.calibration.store import Samples
 from runner.model.inspect import load_facts
 from runner.physics.kv_bytes import kv_layout
 from runner.physics.machine import ceilings_here, hardware_at_batch, predict_here, prefill_seconds_here
+from runner.physics.phase_costs import output_flops
 from runner.settings import Settings
 from runner.system.cpu_probe import CPUProbe, batch_factor
 from runner.system.hardware import HardwareProfile
@@ -49,15 +50,20 @@ def test_the_pace_is_interpolated_on_log_n_and_flat_outside_the_batches_probed()
     assert probe().tflops_at(16) == pytest.approx(0.30) and probe(None).tflops_at(16) == 0.45
 
 
+def logits_s(facts) -> float:
+    """The output projection for the last token at the peak."""
+    return output_flops(facts, 1) / 0.45e12
+
+
 def test_a_micro_batch_of_20_is_priced_slower_per_token_than_one_of_512(model):
     facts, lay, s = model
     hw, flat = hardware(), hardware(curve=None)
-    for n, depth in ((20, 1024), (20, 0), (1, 600)):
+    out, at_one = logits_s(facts), 1 / batch_factor(CURVE, 1)
+    for n, depth in ((20, 1024), (20, 0), (1, 600), (512, 0)):
         paced, peak = prefill_seconds_here(facts, lay, hw, s, n, depth), prefill_seconds_here(facts, lay, flat, s, n, depth)
-        assert paced / peak == pytest.approx(1 / batch_factor(CURVE, n)), (n, depth)
+        # the matrices and attention at the pace of n tokens, the last token's logits at the pace of one
+        assert paced == pytest.approx((peak - out) / batch_factor(CURVE, n) + out * at_one), (n, depth)
         assert prefill_seconds_here(facts, lay, hw, s, n, depth, at_peak=True) == peak
-    # a micro-batch of 512 runs at the peak, as before
-    assert prefill_seconds_here(facts, lay, hw, s, 512, 0) == pytest.approx(prefill_seconds_here(facts, lay, flat, s, 512, 0))
     per_token_20 = prefill_seconds_here(facts, lay, hw, s, 20, 0) / 20
     per_token_512 = prefill_seconds_here(facts, lay, hw, s, 512, 0) / 512
     assert per_token_20 > 1.3 * per_token_512  # 1.45x the FLOPS time, less attention per token
@@ -66,9 +72,10 @@ def test_a_micro_batch_of_20_is_priced_slower_per_token_than_one_of_512(model):
 def test_a_long_prompt_is_priced_micro_batch_by_micro_batch(model):
     facts, lay, s = model
     hw, flat = hardware(), hardware(curve=None)
-    # two full micro-batches: the peak, and the output projection counted once
-    whole = predict_here(facts, lay, hw, s, 1024, 64)
-    assert whole.prefill_s == pytest.approx(predict_here(facts, lay, flat, s, 1024, 64).prefill_s)
+    out = logits_s(facts)
+    # two full micro-batches at the peak, the output projection once, at the pace of one token
+    whole, peak = predict_here(facts, lay, hw, s, 1024, 64), predict_here(facts, lay, flat, s, 1024, 64)
+    assert whole.prefill_s == pytest.approx(peak.prefill_s + out * (1 / batch_factor(CURVE, 1) - 1))
     # 512 + 40: the last micro-batch at the pace of 40 tokens
     paced, peak = predict_here(facts, lay, hw, s, 552, 64), predict_here(facts, lay, flat, s, 552, 64)
     assert peak.prefill_s < paced.prefill_s < peak.prefill_s * 1.2
@@ -78,6 +85,15 @@ def test_a_long_prompt_is_priced_micro_batch_by_micro_batch(model):
     assert (paced.decode_ceiling_tok_s, paced.compute_ceiling_tok_s) == (peak.decode_ceiling_tok_s,
                                                                          peak.compute_ceiling_tok_s)
     assert ceilings_here(facts, lay, hw, s, 900) == ceilings_here(facts, lay, flat, s, 900)
+
+
+def test_a_model_split_across_devices_paces_the_cpus_share(model):
+    facts, lay, s = model
+    gpu = replace(hardware(), gpu_bandwidth_gbs=1000.0, gpu_tflops=100.0)
+    flat = replace(gpu, cpu=probe(None))
+    split = replace(s, n_gpu_layers=10)
+    paced, peak = prefill_seconds_here(facts, lay, gpu, split, 20, 0), prefill_seconds_here(facts, lay, flat, split, 20, 0)
+    assert peak < paced < peak / batch_factor(CURVE, 20)
 
 
 def test_figures_given_on_the_command_line_keep_their_pace():
