@@ -28,7 +28,8 @@ from .panes.base import PaneWidget
 
 WIDE_COLUMNS = 140
 ABOUT_MIN_ROWS = 30  # below this the versions/hardware line gives its row to the panes
-DECODE_CHART_MIN = 6  # rows of chart below which the decode pane is not worth showing
+DECODE_CHART_MIN = 9  # rows of chart (title, frame and x labels take 4) below which it is not worth showing:
+# at 6, --server at 120x40 gave the plot 2 rows, the measured line lay on the 0 row
 TITLES = {"prefill": "Prefill", "kv": "KV", "server": "Server", "fleet": "Fleet", "decode": "Decode",
           "estimate": "Estimate", "memory": "Memory"}
 NARROW_UNITS = (("prefill",), ("kv",), ("server",), ("fleet",), ("decode",), ("estimate",), ("memory",))
