@@ -54,10 +54,23 @@ class EngineLoadError(Exception):
 def _model_params(s: Settings, progress_cb):
     mp = llama_cpp.llama_model_default_params()
     mp.n_gpu_layers = s.n_gpu_layers if s.n_gpu_layers >= 0 else 999
-    mp.use_mmap = s.mmap
-    mp.use_mlock = s.mlock
+    set_load_mode(mp, s.mmap, s.mlock)
     mp.progress_callback = progress_cb
     return mp
+
+
+def set_load_mode(mp, mmap: bool, mlock: bool) -> None:
+    """--no-mmap and --mlock. The llama.cpp that llama-cpp-python 0.3.36 vendors replaced
+    ``use_mmap``/``use_mlock`` with one ``load_mode``: setting the old names on the ctypes
+    struct only added Python attributes, and both flags silently did nothing. The
+    default (mmap, no mlock) leaves llama.cpp's own choice (``LLAMA_LOAD_MODE_AUTO``)."""
+    fields = {name for name, *_ in type(mp)._fields_}
+    if "load_mode" not in fields:  # an older llama-cpp-python
+        mp.use_mmap, mp.use_mlock = mmap, mlock
+    elif not mmap or mlock:
+        mp.load_mode = {(True, True): llama_cpp.LLAMA_LOAD_MODE_MMAP_MLOCK,
+                        (False, True): llama_cpp.LLAMA_LOAD_MODE_MLOCK,
+                        (False, False): llama_cpp.LLAMA_LOAD_MODE_NONE}[(mmap, mlock)]
 
 
 def _context_params(s: Settings, n_ctx: int):

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 MiB = 1024 * 1024
 
-_RE_MODEL_BUF = re.compile(r"load_tensors:\s+(\S+?)(?:_Mapped)? model buffer size =\s+([\d.]+) MiB")
+_RE_MODEL_BUF = re.compile(r"load_tensors:\s+(\S+?)(_Mapped)? model buffer size =\s+([\d.]+) MiB")
 _RE_KV_SIZE = re.compile(
     r"llama_kv_cache: size =\s+([\d.]+) MiB \(\s*(\d+) cells,\s*(\d+) layers,.*?K \((\w+)\):\s+([\d.]+) MiB, V \((\w+)\):\s+([\d.]+) MiB"
 )
@@ -52,6 +52,7 @@ class LlamaBuffers:
     recurrent_mib: float = 0.0
     compute_mib: dict[str, float] = field(default_factory=dict)
     output_mib: dict[str, float] = field(default_factory=dict)
+    weights_mapped: bool | None = None  # weights memory-mapped from the file (not read into RAM)
 
     @property
     def weights_mib(self) -> float:
@@ -72,10 +73,12 @@ def parse_buffers(text: str) -> LlamaBuffers:
     output: dict[str, float] = {}
     kv: list[KVBufferLine] = []
     rs = 0.0
+    mapped: bool | None = None
     pending_kind = "full"
     for line in text.splitlines():
         if m := _RE_MODEL_BUF.search(line):
-            model[m.group(1)] = model.get(m.group(1), 0.0) + float(m.group(2))
+            model[m.group(1)] = model.get(m.group(1), 0.0) + float(m.group(3))
+            mapped = bool(m.group(2)) or bool(mapped)
         elif m := _RE_KV_ISWA.search(line):
             pending_kind = "sliding" if m.group(1) == "SWA" else "full"
         elif m := _RE_KV_SIZE.search(line):
@@ -88,7 +91,7 @@ def parse_buffers(text: str) -> LlamaBuffers:
             output[m.group(1)] = float(m.group(2))
         elif m := _RE_RS.search(line):
             rs += float(m.group(1))
-    return LlamaBuffers(model, tuple(kv), rs, compute, output)
+    return LlamaBuffers(model, tuple(kv), rs, compute, output, mapped)
 
 
 class LogCapture:

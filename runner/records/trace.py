@@ -63,7 +63,8 @@ def _build(cls, data: dict):
         v = data[f.name]
         if cls is ev.Loaded and f.name == "buffers":
             v = LlamaBuffers(v["model_mib"], tuple(KVBufferLine(**k) for k in v["kv"]), v["recurrent_mib"],
-                             v["compute_mib"], v["output_mib"])
+                             v["compute_mib"], v["output_mib"],
+                             v.get("weights_mapped") if isinstance(v.get("weights_mapped"), bool) else None)
         elif cls is ev.TurnDone and f.name == "metrics":
             v = _build(ev.TurnMetrics, v)
         elif cls is ModelFacts and f.name == "layers":

@@ -57,3 +57,12 @@ def test_weights_bytes_match_llama_cpp_model_buffer(smollm_path):
     loaded = allocated(smollm_path, n_ctx=512)
     facts = load_facts(smollm_path)
     assert f"{facts.weights_bytes / MiB:.2f}" == f"{loaded.buffers.weights_mib:.2f}"
+
+
+@pytest.mark.parametrize("mmap,mlock", [(True, False), (False, False)])
+def test_no_mmap_reaches_llama_cpp(smollm_path, mmap, mlock):
+    """--no-mmap did nothing: llama-cpp-python 0.3.36's llama.cpp took ``load_mode`` in
+    place of ``use_mmap``, and setting the old name on the struct was silently ignored.
+    llama.cpp's log says which it did ("CPU_Mapped model buffer" or "CPU model buffer")."""
+    loaded = allocated(smollm_path, n_ctx=512, mmap=mmap, mlock=mlock)
+    assert loaded.buffers.weights_mapped is mmap

@@ -110,7 +110,11 @@ class MemoryPane(PaneWidget):
                                Content.assemble(("util ", "$text-muted"), util)], self.size.width)
         b = self.buffers
         if b is not None:
-            lines += pack([Content.assemble(("llama.cpp ", "$text-muted"), "weights ", fmt_bytes(b.weights_mib * MIB)),
+            # mapped weights are paged in from the file as they are read: the engine's RSS
+            # counts only the pages touched so far (--no-mmap reads them all in at load)
+            how = {True: " (mmap)", False: " (read in)"}.get(b.weights_mapped, "")
+            lines += pack([Content.assemble(("llama.cpp ", "$text-muted"), "weights ",
+                                            fmt_bytes(b.weights_mib * MIB), (how, "$text-muted")),
                            f"KV {fmt_bytes(b.kv_mib * MIB)}", f"compute {fmt_bytes(b.compute_total_mib * MIB)}"],
                           self.size.width)
         return Content("\n").join(lines)
