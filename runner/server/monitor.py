@@ -124,7 +124,7 @@ def _note(exc: ServerError, flag: str) -> str:
 class ServerMonitor:
     def __init__(self, client: ServerClient):
         self.client = client
-        self._last: tuple[float, dict[str, float]] | None = None
+        self._last: tuple[float, dict[str, float]] | None = None  # (when, tokens made so far by kind)
         self.model: str | None = None
 
     def _model(self) -> str | None:
@@ -157,30 +157,23 @@ class ServerMonitor:
         return ServerSnapshot(url, now, True, None, slots, slots_note, rates, metrics_note, self._model())
 
     def _rates(self, now: float, m: dict[str, float], slots: tuple[SlotState, ...] | None) -> ServerRates:
-        """Rates over the last interval: the counters' growth plus the change of what the
-        slots show in flight (``live_tokens``; without ``/slots``, the counters alone)."""
-        m = dict(m)
-        if slots is not None:
-            live_prompt, live_gen = live_tokens(slots)
-            m["kvtop_prompt_est"] = m.get("prompt_tokens_total", 0.0) + live_prompt
-            m["kvtop_gen_est"] = m.get("tokens_predicted_total", 0.0) + live_gen
-        last, self._last = self._last, (now, m)
-        proc = m.get("requests_processing")
-        deferred = m.get("requests_deferred")
-        totals = (_opt(m.get("prompt_tokens_total")), _opt(m.get("tokens_predicted_total")))
+        """Rates over the last interval: the growth of each counter plus what the slots
+        show in flight (``live_tokens``; without ``/slots``, the counters alone)."""
+        live = live_tokens(slots) if slots is not None else (0, 0)
+        made = {name: m[COUNTER[name]] + extra for name, extra in zip(("prompt", "gen"), live) if COUNTER[name] in m}
+        last, self._last = self._last, (now, made)
+        totals = (_opt(m.get(COUNTER["prompt"])), _opt(m.get(COUNTER["gen"])))
+        proc, deferred = _opt(m.get("requests_processing")), _opt(m.get("requests_deferred"))
         if last is None or now <= last[0]:
-            return ServerRates(0.0, None, None, _opt(proc), _opt(deferred), *totals)
+            return ServerRates(0.0, None, None, proc, deferred, *totals)
         dt = now - last[0]
 
         def rate(name: str) -> float | None:
-            if name not in m or name not in last[1]:
+            if name not in made or name not in last[1]:
                 return None
-            return max(m[name] - last[1][name], 0.0) / dt
+            return max(made[name] - last[1][name], 0.0) / dt
 
-        def counted(name: str) -> float | None:
-            return rate(f"kvtop_{name}_est") if f"kvtop_{name}_est" in last[1] else rate(COUNTER[name])
-
-        return ServerRates(dt, counted("prompt"), counted("gen"), _opt(proc), _opt(deferred), *totals)
+        return ServerRates(dt, rate("prompt"), rate("gen"), proc, deferred, *totals)
 
 
 def _opt(v: float | None) -> int | None:
