@@ -50,6 +50,13 @@ def test_the_pace_is_interpolated_on_log_n_and_flat_outside_the_batches_probed()
     assert probe().tflops_at(16) == pytest.approx(0.30) and probe(None).tflops_at(16) == 0.45
 
 
+def test_a_dip_in_the_curve_is_taken_for_other_work_not_for_the_kernels():
+    dipped = dict(CURVE, **{"128": 0.11})  # taken while another process held the CPU
+    assert batch_factor(dipped, 128) == pytest.approx(0.32 / 0.45)
+    low_top = dict(CURVE, **{"512": 0.2})  # the largest batch disturbed: never faster than the peak
+    assert batch_factor(low_top, 512) == 1.0 and batch_factor(low_top, 16) == pytest.approx(0.30 / 0.42)
+
+
 def logits_s(facts) -> float:
     """The output projection for the last token at the peak."""
     return output_flops(facts, 1) / 0.45e12
