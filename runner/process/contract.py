@@ -29,7 +29,7 @@ from __future__ import annotations
 import threading
 from typing import Callable, Protocol, runtime_checkable
 
-from runner.process.commands import Command
+from runner.process.commands import Cancel, Command, Load
 from runner.settings import Settings
 
 Sink = Callable[[object], None]
@@ -78,6 +78,31 @@ class ReaderGuard:
 
     def __exit__(self, *exc) -> None:
         self._lock.release()
+
+
+class QueuedCommands:
+    """For engines whose commands wait in ``_work`` for the thread that pumps (in this
+    process, or a llama-server): ``start`` queues the load, a ``Cancel`` acts at once
+    (``cancel``), anything else waits its turn. Subclasses set ``settings``, ``_work``
+    and ``_closed`` and define ``cancel``."""
+
+    settings: Settings
+    _closed: bool
+
+    def alive(self) -> bool:
+        return not self._closed
+
+    def start(self) -> None:
+        self._work.put(Load(self.settings))
+
+    def submit(self, command: Command) -> None:
+        if isinstance(command, Cancel):
+            self.cancel(command.upto)
+        else:
+            self._work.put(command)
+
+    def cancel(self, upto: int) -> None:
+        raise NotImplementedError
 
 
 EngineFactory = Callable[[Settings], EngineClient]

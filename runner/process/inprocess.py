@@ -10,12 +10,12 @@ import sys
 
 from runner import events as ev
 from runner.process.child import CancelState, run_command
-from runner.process.commands import Cancel, Command, Load, Quit
-from runner.process.contract import ReaderGuard, Sink
+from runner.process.commands import Load, Quit
+from runner.process.contract import QueuedCommands, ReaderGuard, Sink
 from runner.settings import Settings
 
 
-class InProcessEngine:
+class InProcessEngine(QueuedCommands):
     kind = "in-process"
     accepts_input = True
 
@@ -31,18 +31,6 @@ class InProcessEngine:
     @property
     def pid(self) -> int:
         return os.getpid()
-
-    def alive(self) -> bool:
-        return not self._closed
-
-    def start(self) -> None:
-        self._work.put(Load(self.settings))
-
-    def submit(self, command: Command) -> None:
-        if isinstance(command, Cancel):
-            self.cancel(command.upto)
-        else:
-            self._work.put(command)
 
     def cancel(self, upto: int) -> None:
         self._cancel.cancel(upto)

@@ -18,8 +18,8 @@ import time
 
 from runner import events as ev
 from runner.engine.llama_log import LlamaBuffers
-from runner.process.commands import Cancel, Chat, Command, Generate, Load, MeasurePrompt, Quit, Reset, Tokenize
-from runner.process.contract import ReaderGuard, Sink
+from runner.process.commands import Chat, Generate, Load, MeasurePrompt, Quit, Reset, Tokenize
+from runner.process.contract import QueuedCommands, ReaderGuard, Sink
 from runner.sanitize import clean_line
 from runner.server.http import ServerClient, ServerError, is_loopback
 from runner.server.props import ServerInfo, read_server_info
@@ -27,7 +27,7 @@ from runner.server.stream import TurnTranslator
 from runner.settings import Settings
 
 
-class ServerEngine:
+class ServerEngine(QueuedCommands):
     kind = "server"
     accepts_input = True
 
@@ -47,18 +47,6 @@ class ServerEngine:
     @property
     def pid(self) -> int | None:
         return self.info.pid if self.info else None
-
-    def alive(self) -> bool:
-        return not self._closed
-
-    def start(self) -> None:
-        self._work.put(Load(self.settings))
-
-    def submit(self, command: Command) -> None:
-        if isinstance(command, Cancel):
-            self.cancel(command.upto)
-        else:
-            self._work.put(command)
 
     def cancel(self, upto: int) -> None:
         self._cancel_upto = max(self._cancel_upto, upto)
