@@ -24,26 +24,16 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.forecast_accuracy import model_paths  # noqa: E402
-from runner.calibration.basis import roofline_basis  # noqa: E402
-from runner.calibration.calibration import Calibration  # noqa: E402
-from runner.calibration.key import calibration_key, file_identity  # noqa: E402
-from runner.commands.bench import BENCH_TEXT, open_engine  # noqa: E402
-from runner.model.inspect import load_facts  # noqa: E402
-from runner.physics.kv_bytes import kv_layout  # noqa: E402
+from bench.forecast_accuracy import model_paths, roofline_and_engine  # noqa: E402
+from runner.commands.bench import BENCH_TEXT  # noqa: E402
 from runner.settings import Settings  # noqa: E402
 from runner.system.hardware import hardware_profile  # noqa: E402
 
 
 def bench_model(label: str, path: str, a, hw) -> None:
     settings = Settings(path, n_ctx=a.first + a.follow_ups * (a.new + a.n_gen) + 256, n_threads=a.threads).resolved()
-    facts = load_facts(path, need_weights=True)
-    layout = kv_layout(facts, settings.n_ctx, settings.cache_type_k, settings.cache_type_v, settings.swa_full)
-    basis = roofline_basis(facts, layout, hw, settings)
     with tempfile.TemporaryDirectory() as cache:
-        cal = Calibration(cache, calibration_key(settings, file_identity(path) or path))
-        eng = open_engine(settings, in_process=False)
-        eng.start()
+        basis, cal, eng = roofline_and_engine(path, settings, hw, cache)
         try:
             base = eng.tokenize(BENCH_TEXT)
             words = eng.tokenize(" and then the next question was about something else entirely", add_special=False)

@@ -64,16 +64,23 @@ def measure(eng, base: list[int], n_prompt: int, n_gen: int):
     return done.metrics
 
 
-def bench_model(label: str, path: str, a, hw) -> None:
-    n_ctx = max(a.prompts) + a.n_gen + 64
-    settings = Settings(path, n_ctx=max(n_ctx, a.calibrate + a.n_gen + 64), n_threads=a.threads).resolved()
+def roofline_and_engine(path: str, settings, hw, cache: str):
+    """The roofline's shape for ``path`` here, a fresh calibration in ``cache``, and a
+    started engine: what each forecast benchmark measures against."""
     facts = load_facts(path, need_weights=True)
     layout = kv_layout(facts, settings.n_ctx, settings.cache_type_k, settings.cache_type_v, settings.swa_full)
     basis = roofline_basis(facts, layout, hw, settings)
+    cal = Calibration(cache, calibration_key(settings, file_identity(path) or path))
+    eng = open_engine(settings, in_process=False)
+    eng.start()
+    return basis, cal, eng
+
+
+def bench_model(label: str, path: str, a, hw) -> None:
+    n_ctx = max(a.prompts) + a.n_gen + 64
+    settings = Settings(path, n_ctx=max(n_ctx, a.calibrate + a.n_gen + 64), n_threads=a.threads).resolved()
     with tempfile.TemporaryDirectory() as cache:
-        cal = Calibration(cache, calibration_key(settings, file_identity(path) or path))
-        eng = open_engine(settings, in_process=False)
-        eng.start()
+        basis, cal, eng = roofline_and_engine(path, settings, hw, cache)
         try:
             base = eng.tokenize(BENCH_TEXT)
             measure(eng, base, 32, 4)  # warm-up: first-touch of the weights, not calibrated
