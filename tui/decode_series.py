@@ -7,6 +7,11 @@ and than ``STALL_MIN_S``: it is recorded as (KV position after it, seconds), and
 rate window starts again after it. Without the cut, every window that spans the
 pause reads it as per-token cost and the line drops to near 0 tok/s for
 ``RATE_WINDOW`` tokens; the chart draws a stall as a break and a marker instead.
+``SLOW_RUN`` long gaps in a row are no pause: the decode itself slowed (another
+process took the cores), so they are measured as the new pace and the stalls they
+were first taken for are taken back. Without that, every later gap of a slowed turn
+was a "stall", no point was made again, and the live rate stayed at its last fast
+value (seen: "31.7 tok/s live" for 33 s while 12 tokens came).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ STALL_GAPS = 5  # a gap over this many median gaps...
 STALL_MIN_S = 0.1  # ...and over this many seconds is a stall
 GAP_HISTORY = 16  # gaps the median is taken over
 MIN_GAPS = 4  # gaps needed before anything is called a stall
+SLOW_RUN = 3  # this many long gaps in a row are not a pause but the new pace (a busy CPU)
 
 
 class DecodeSeries:
@@ -31,6 +37,7 @@ class DecodeSeries:
         self.stalls: list[tuple[int, float]] = []  # (KV position after the pause, seconds)
         self._times: deque[float] = deque(maxlen=RATE_WINDOW + 1)  # this run's last token times
         self._gaps: deque[float] = deque(maxlen=GAP_HISTORY)  # recent gaps, stalls left out
+        self._slow: list[tuple[float, float]] = []  # the long gaps in a row so far: (gap, time before it)
 
     def add(self, pos: int, t: float) -> None:
         """A token at KV position ``pos``, decoded at ``t`` (seconds)."""
@@ -38,11 +45,21 @@ class DecodeSeries:
         self.count += 1
         if times:
             gap = t - times[-1]
-            if self._is_stall(gap):
+            if not self._is_stall(gap):
+                self._slow.clear()
+                self._gaps.append(gap)
+            elif len(self._slow) + 1 < SLOW_RUN:
+                self._slow.append((gap, times[-1]))
                 self.stalls.append((pos, gap))
                 times.clear()  # the rate is measured again from this token on
-            else:
-                self._gaps.append(gap)
+            else:  # the new pace: its gaps are measured, the stalls it was taken for taken back
+                self._slow.append((gap, times[-1]))
+                del self.stalls[len(self.stalls) - (len(self._slow) - 1):]
+                times.clear()
+                times.extend(before for _, before in self._slow)
+                self._gaps.clear()
+                self._gaps.extend(g for g, _ in self._slow)
+                self._slow.clear()
         times.append(t)
         k = len(times) - 1
         if k >= MIN_WINDOW and times[-1] > times[0]:

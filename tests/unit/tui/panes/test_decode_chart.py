@@ -138,3 +138,26 @@ def test_the_ceiling_above_the_scale_is_compared_with_the_latest_rate():
     plan = plan_chart(series, [], lambda depth: 300.0, 80)
     text = legend(plan).plain
     assert "bandwidth ceiling 300 tok/s, 30x: above the scale" in text, text
+
+
+def test_a_turn_that_slows_down_for_good_is_measured_at_its_new_pace():
+    """Another process took the cores: from token 40 on, a token every 2.5 s instead of
+    every 10 ms. Every gap was called a stall, no point was made again, and the pane
+    said the last fast rate ("31.7 tok/s live") for half a minute."""
+    s = DecodeSeries()
+    t = 0.0
+    for pos in range(100, 140):
+        t += 0.010
+        s.add(pos, t)
+    for pos in range(140, 150):
+        t += 2.5
+        s.add(pos, t)
+    assert abs(s.rate - 0.4) < 0.01, s.rate  # the live rate follows the slowdown
+    assert s.stalls == []  # a slowdown, not pauses: nothing to mark
+    assert s.points[-1][0] == 149
+    # and a real pause afterwards is still a pause
+    for pos in range(150, 170):
+        t += 2.5
+        s.add(pos, t)
+    s.add(170, t + 60.0)
+    assert s.stalls == [(170, 60.0)]
