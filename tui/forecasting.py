@@ -87,9 +87,18 @@ class Forecasting:
             fc = replace(fc, cached_tokens=None)
         return fc
 
-    def calibrate(self, metrics) -> None:
-        """A finished turn's samples into the calibration (after its forecast was shown)."""
+    def calibrate(self, metrics, others_cpu: float | None = None) -> None:
+        """A finished turn's samples into the calibration (after its forecast was shown).
+        Not a turn run while other processes took a quarter of the CPU or more: it says
+        what a busy machine did, and two such turns made every later forecast of a quiet
+        machine 30x slow (a new user's "decode 1.8 tok/s (calibrated on 2 turns)")."""
+        from runner.physics.verdicts import BUSY_SHARE
+
         if self.calibration is None or self.session.replaying:
+            return
+        if others_cpu is not None and others_cpu >= BUSY_SHARE:
+            self.notify(f"This turn was not added to the forecast's calibration: other processes used "
+                        f"{others_cpu:.0%} of the CPU while it ran.", severity="information", markup=False)
             return
         try:
             self.calibration.record(metrics)

@@ -262,7 +262,7 @@ class EngineRouting:
         self.query_one(DecodePane).finish(mt, m.series, m.stalls)
         self.query_one(KVPane).set_cells(mt.kv_cells_used, mt.decode_tok_s)
         self.update_estimate(mt, others_cpu)
-        self.calibrate(mt)  # after this turn's forecast was compared, never before
+        self.calibrate(mt, others_cpu)  # after this turn's forecast was compared, never before
         self.check_ceilings(mt)
         prompt_cache_outcome(self, mt)
         if r.stop_reason == "context_full":

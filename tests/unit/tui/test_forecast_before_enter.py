@@ -213,3 +213,23 @@ async def test_the_border_says_the_draft_fits_at_160_columns(tmp_path, smollm_sh
         await _type(pilot, "Tell me about tides")
         await wait_until(pilot, lambda: "TTFT ≈" in _border(app), timeout=5, what="the forecast in the border")
         assert _border(app).endswith("; fits") and "reply" in _border(app)
+
+
+async def test_a_turn_on_a_busy_machine_is_not_calibrated(tmp_path, smollm_shaped):
+    """Turns run while another process took the CPU made every later forecast of the
+    quiet machine many times too slow: they stay out of the calibration, and kvtop says so."""
+    turns = [scripted_turn(1, 1000.0, 300, 0, ["A", "."]), scripted_turn(2, 2000.0, 300, 0, ["B", "."])]
+    app = _app(tmp_path, smollm_shaped, turns)
+    shares = iter([0.6, 0.1])
+    async with app.run_test(size=(160, 48)) as pilot:
+        app.turn_others_share = lambda: next(shares)
+        notices = []
+        real_notify = app.notify
+        app.notify = lambda text, **kw: (notices.append(str(text)), real_notify(text, **kw))[1]
+        await _one_turn(pilot, "First, while a build ran.")
+        files = glob.glob(os.path.join(tmp_path, "cache", "calibration", "v1", "*.json"))
+        assert not files or json.load(open(files[0]))["turns"] == 0
+        assert any("not added to the forecast's calibration" in n and "60%" in n for n in notices), notices
+        await _one_turn(pilot, "Second, quiet.")
+        files = glob.glob(os.path.join(tmp_path, "cache", "calibration", "v1", "*.json"))
+        assert len(files) == 1 and json.load(open(files[0]))["turns"] == 1
