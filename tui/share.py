@@ -119,6 +119,16 @@ def _shot(app, hide_chat: bool) -> tuple[str, str | None]:
     return svg, whole
 
 
+def _folder(path: str) -> str:
+    """A saved file's folder for a notice, the home folder as ``~``: a toast wraps a long
+    path in the middle of a name ("…191041.sv" / "g"), so names and folder get lines of
+    their own."""
+    import os
+
+    folder, home = os.path.dirname(path), os.path.expanduser("~")
+    return "~" + folder[len(home):] if home not in ("", "/") and folder.startswith(home + os.sep) else folder
+
+
 def _save_screenshot(app, hide_chat: bool) -> None:
     svg, whole = _shot(app, hide_chat)
     stem = time.strftime("kvtop-%Y%m%d-%H%M%S")
@@ -136,10 +146,12 @@ def _save_screenshot(app, hide_chat: bool) -> None:
         return
     app.last_saved = path
     app.last_saved_whole = whole_path
-    note = f"saved {path}" + (" (the chat left out)" if hide_chat else "")
+    import os
+
+    note = f"saved {os.path.basename(path)}" + (" (the chat left out)" if hide_chat else "")
     if whole_path:
-        note += f"\nand every pane at 160 columns: {whole_path}"
-    app.notify(note, markup=False, timeout=8)
+        note += f"\nand {os.path.basename(whole_path)}\n(every pane at 160 columns)"
+    app.notify(f"{note}\nin {_folder(path)}", markup=False, timeout=8)
 
 
 # ------------------------------------------------------------------ the bundle
@@ -179,10 +191,12 @@ def _write_export(app, redact: bool) -> None:
         return
     app.last_saved = path
     app.last_csv = csv_path
+    import os
+
+    saved = f"debug bundle {os.path.basename(path)}\nand {os.path.basename(csv_path)}\nin {_folder(path)}\n"
     if redact:
-        said = (f"debug bundle {path}: redacted, safe to post (no conversation text, no home paths); "
-                "Ctrl+E, t for one with the text")
+        said = saved + "redacted, safe to post (no conversation text, no home paths); Ctrl+E, t for one with the text"
         app.notify(said, markup=False, timeout=8)
     else:
-        said = f"debug bundle {path}: WITH the conversation text and paths; share it only with people you trust"
+        said = saved + "WITH the conversation text and paths; share it only with people you trust"
         app.notify(said, severity="warning", markup=False, timeout=8)

@@ -81,3 +81,20 @@ async def test_a_terminal_that_shows_every_pane_saves_one_svg(tmp_path, smollm_s
         await pilot.press("ctrl+s")
         await wait_until(pilot, lambda: app.last_saved is not None, what="screenshot")
         assert app.last_saved_whole is None
+
+
+async def test_the_saved_notice_never_splits_a_file_name(tmp_path, smollm_shaped):
+    """At 80x24 the notice wrapped the path inside the name ("…191041.sv" / "g"), which
+    a user could not copy: names and folder go on lines of their own."""
+    import os
+
+    app = scripted_app(tmp_path, smollm_shaped, ["Hi", "."])
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:
+        await wait_until(pilot, lambda: app.loaded is not None, what="load")
+        await pilot.press("ctrl+s")
+        await wait_until(pilot, lambda: app.last_saved is not None, what="screenshot")
+        await wait_until(pilot, lambda: "saved" in screen_text(app), timeout=5, what="the saved notice on screen")
+        lines = screen_text(app).splitlines()
+        for name in (os.path.basename(app.last_saved), os.path.basename(app.last_saved_whole)):
+            assert any(name in line for line in lines), (name, lines)
+        assert os.path.dirname(app.last_saved)[:20] in "\n".join(lines)  # the folder (a long one still wraps)
