@@ -237,6 +237,8 @@ class EngineRouting:
     def on_turn_finished(self, m: msg.TurnFinished) -> None:
         r = m.result
         if not self.session.is_current(r.turn_id):
+            if hasattr(r, "metrics"):  # a turn a new chat cut: kept in the records, off the screen
+                self.session.on_cut_turn_done(r, self.turn_others_share())
             return
         self._turn_over()
         if not hasattr(r, "metrics"):  # refused before prefill

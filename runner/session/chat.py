@@ -43,6 +43,7 @@ class ChatSession:
         self.turns: list[TurnRecord] = []
         self.active: ActiveTurn | None = None
         self.queued: Chat | None = None  # sent before the model loaded
+        self.cut: ActiveTurn | None = None  # the turn a new chat cut, until its end arrives
         self.loaded: ev.Loaded | None = None
         self.load_error: str | None = None  # set when the engine failed or died
         self.trace = None
@@ -168,6 +169,7 @@ class ChatSession:
         dropped) and the engine's cache is cleared after it, in order."""
         if self.active is not None and self.active.turn_id is not None:
             self.engine.cancel(self.active.turn_id)
+            self.cut = self.active  # its end still counts in the session's records
         self.queued = None
         self.active = None
         self.messages.clear()
@@ -229,6 +231,20 @@ class ChatSession:
             except OSError as exc:
                 notice(f"transcript write failed: {clean_line(str(exc))}")
         return rec
+
+    def on_cut_turn_done(self, e: ev.TurnDone, others_cpu: float | None = None) -> bool:
+        """The end of the turn a new chat cut: it ran and used the engine, so it stays in
+        the session's turns (the waterfall, the bundle, the quit summary), as a cancelled
+        turn does; it is no longer part of the conversation. False: not that turn."""
+        a = self.cut
+        if a is None or a.turn_id != e.turn_id:
+            return False
+        self.cut = None
+        started = a.started
+        self.turns.append(TurnRecord(a.user, e.stop_reason, e.metrics,
+                                     started.first_diff_index if started else None,
+                                     started.diff_context if started else None, others_cpu, a.shift, a.forecast))
+        return True
 
     def on_turn_refused(self, e: ev.TurnRefused) -> None:
         self._drop_active(user_message=True)

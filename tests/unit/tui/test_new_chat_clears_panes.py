@@ -46,6 +46,10 @@ async def test_ctrl_l_mid_reply_clears_the_turns_panes_and_they_stay_clear(tmp_p
         assert decode.state == "idle" and decode.rate is None and "tok/s live" not in text
         assert kv.rate is None and "20.0 tok/s" not in text
         assert estimate.live is None and estimate.forecast is None
+        # the cut turn ran: it stays in the session's records (F2, the bundle, the quit
+        # summary), as a cancelled turn, though no longer in the conversation
+        await wait_until(pilot, lambda: len(app.turns) == 1, timeout=5, what="the cut turn recorded")
+        assert app.turns[0].stop_reason == "cancelled" and app.turns[0].metrics.prompt_tokens == 700
 
         await send(pilot, "Again.")
         await wait_until(pilot, lambda: "Fresh start." in screen_text(app) and not app.turn_running, timeout=10,
@@ -53,6 +57,7 @@ async def test_ctrl_l_mid_reply_clears_the_turns_panes_and_they_stay_clear(tmp_p
         await wait_until(pilot, lambda: "40/40" in screen_text(app), timeout=5, what="turn 2's prefill")
         text = screen_text(app)
         assert "Fresh start." in text and "word1" not in text and "700" not in text.split("Prefill", 1)[1][:200]
+        assert [t.user for t in app.turns] == ["Tell me a long story.", "Again."]
 
 
 async def test_the_estimate_pane_belongs_to_the_current_chat_and_turn(tmp_path, smollm_shaped):
