@@ -121,7 +121,9 @@ def format_report(r: dict) -> str:
     rows = [
         ("model", r["name"] or r["model"]),
         ("architecture", f"{r['architecture'] or 'unknown'} ({r['file_type'] or '?'})"),
-        ("layers", f"{r['n_layers']} " + ", ".join(f"{v} {k}" for k, v in r["layer_kinds"].items())),
+        # "30 (30 full)", "18 (15 sliding-window, 3 full)": the kinds as a breakdown of the count
+        ("layers", f"{r['n_layers']} (" + ", ".join(f"{v} {k}" for k, v in r["layer_kinds"].items()) + ")"
+         if r["layer_kinds"] else str(r["n_layers"])),
         ("parameters", fmt_num(r["n_params"], ",d") + (
             f" ({r['n_params_active']:,} active)" if r["n_params_active"] not in (None, r["n_params"]) else "")),
         ("weights", fmt_bytes(r["weights_bytes"])),

@@ -75,3 +75,9 @@ def test_a_split_model_shows_each_device_and_adds_their_times(smollm_path):
 def test_a_bad_tensor_split_is_a_usage_error(smollm_path, value):
     r = kvtop("estimate", smollm_path, f"--tensor-split={value}")
     assert r.returncode == 2 and "argument -ts/--tensor-split: must be" in r.stderr
+
+
+def test_the_layer_line_reads_as_a_count_and_its_kinds(smollm_path):
+    """It printed "layers  30 30 full", which read as two counts."""
+    lines = format_report(estimate_report(load_facts(smollm_path), NO_GPU, 4096)).splitlines()
+    assert [line.split(None, 1)[1] for line in lines if line.startswith("layers ")] == ["30 (30 full)"]
