@@ -182,9 +182,11 @@ def legend(plan: ChartPlan) -> Content:
     if plan.stalls:
         pos, seconds = plan.stalls[0]
         n = plan.stall_count
-        parts += ["  ", ("│ ", "$kvtop-warn"),
-                  (f"{fmt_int(n)} stall{'s' if n > 1 else ''}" + (", longest " if n > 1 else " of "), "$text-muted"),
-                  (f"{fmt_seconds(seconds)} at {fmt_int(pos)}", "$kvtop-warn")]
+        # no-break spaces: a narrow legend wrapped between "at" and the position
+        parts += ["  ", ("│\u00a0", "$kvtop-warn"),
+                  (f"{fmt_int(n)}\u00a0stall{'s' if n > 1 else ''}" + (", longest\u00a0" if n > 1 else "\u00a0of\u00a0"),
+                   "$text-muted"),
+                  (f"{fmt_seconds(seconds)}\u00a0at\u00a0{fmt_int(pos)}".replace(" ", "\u00a0"), "$kvtop-warn")]
     return Content.assemble(*parts)
 
 
