@@ -40,6 +40,7 @@ from .panes.kv import KVPane
 from .panes.memory import MemoryPane
 from .panes.prefill import PrefillPane
 from .panes.status import StatusBar
+from .prompt_input import PromptInput
 from .cpu_watch import CeilingCheck, CPUWatch
 from .dashboard import WIDE_COLUMNS, DashboardLayout, MetricsScroll, PagerBar
 from .forecasting import Forecasting
@@ -151,7 +152,7 @@ class KvtopApp(EngineWorkers, ServerPolling, ServerRouting, EngineLifecycle, For
                 yield StreamTail(id="stream-tail")
                 # A steady cursor: blinking redraws the screen twice a second, for ever,
                 # and on a small machine every redraw is taken from llama.cpp's threads.
-                prompt = Input(placeholder="Message (Enter to send, F1 for help)", id="prompt")
+                prompt = PromptInput(placeholder="Message (Enter to send, F1 for help)", id="prompt")
                 prompt.cursor_blink = False
                 prompt.select_on_focus = False  # Ctrl+O's "/file " must not be replaced by the next key
                 yield prompt

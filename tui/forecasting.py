@@ -21,6 +21,7 @@ from runner.sanitize import clean_line, clean_text
 from . import messages as msg
 from .format import fmt_int, fmt_seconds
 from .panes.estimate import EstimatePane
+from .prompt_input import expanded_draft
 
 REPLY_TOKENS = 256  # the reply length a forecast before Enter assumes (when -n does not say)
 
@@ -165,7 +166,7 @@ class Forecasting:
         inp = self._prompt()
         if inp is None:
             return
-        draft = clean_text(inp.value).strip()
+        draft = clean_text(expanded_draft(inp)).strip()  # a pasted chip counts as its whole text
         self._measure_id += 1
         if not draft or self.session.loaded is None or self.session.replaying or self.calibration is None:
             inp.border_subtitle = inp.border_title = ""

@@ -24,6 +24,7 @@ from .panes.kv import KVPane
 from .panes.memory import MemoryPane
 from .panes.prefill import PrefillPane
 from .panes.status import StatusBar
+from .prompt_input import expanded_draft
 from .screens import PreflightScreen
 
 
@@ -53,7 +54,7 @@ class EngineRouting:
     def on_input_submitted(self, event: Input.Submitted) -> None:
         if event.input.id != "prompt":
             return
-        text = clean_text(event.value).strip()
+        text = clean_text(expanded_draft(event.input, event.value)).strip()  # a pasted chip's whole text
         if not text:
             return
         if text == "/file" or text.startswith("/file "):
