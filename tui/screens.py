@@ -12,6 +12,8 @@ from textual.widgets import Button, Static
 KEYS = [
     ("Enter", "send the message (typing works while the model loads; the message waits for it)"),
     ("/file PATH", "typed as the message: sends that file's text (Ctrl+O starts it)"),
+    ("paste", "several lines become one chip, e.g. [pasted text #1: 5 paragraphs, 327 words]: Enter sends "
+              "all of it, newlines kept; Backspace after it (Delete before it) removes the whole chip"),
     ("Esc", "cancel the running turn (prefill or decode); in a dialog, close it"),
     ("Ctrl+S", "save an SVG screenshot (kvtop names it; the path is shown)"),
     ("Ctrl+E", "export a debug bundle: JSON (settings, hardware, GGUF facts, per-turn timings, trace, "
