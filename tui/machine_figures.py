@@ -10,6 +10,7 @@ import time
 from runner.pacing import MEMORY_HOLD_S
 from runner.system.memory import take_sample
 
+from .panes.decode import DecodePane
 from .panes.estimate import EstimatePane
 from .panes.memory import MemoryPane
 
@@ -52,3 +53,4 @@ class MachineFigures:
         wait = self.session.turn_running and time.monotonic() - pane.drawn_at < MEMORY_HOLD_S
         pane.set_sample(take_sample(pid, os.getpid(), same_process=pid == os.getpid()), redraw=not wait)
         self.cpu_tick()
+        self.query_one(DecodePane).note_waiting(time.monotonic(), max(3.0, 3 * self.refresh_s))

@@ -8,6 +8,7 @@ with the ceiling drawn beside it when it is on the same scale.
 
 from __future__ import annotations
 
+import time
 from typing import Callable
 
 from textual.app import ComposeResult
@@ -17,7 +18,7 @@ from textual.content import Content
 
 from runner.physics.roofline import binding_ceiling
 
-from ..format import fmt_int, fmt_rate
+from ..format import fmt_int, fmt_rate, fmt_seconds
 from .base import PaneWidget, PanePlot
 from .decode_chart import ChartLegend, draw, legend, plan_chart
 
@@ -51,6 +52,8 @@ class DecodePane(Vertical):
         self.stalls: tuple[tuple[int, float], ...] = ()  # (KV position after a pause, seconds)
         self.state = "idle"
         self._last_chart = -1.0
+        self._updated_at: float | None = None  # when the last decode update came (monotonic)
+        self.waiting_s: float | None = None  # no token for this long: said instead of a stale rate
 
     def compose(self) -> ComposeResult:
         yield DecodeSummary()
@@ -71,7 +74,19 @@ class DecodePane(Vertical):
         one would leave a first turn's chart empty for seconds."""
         self._last_chart = now - self.chart_interval / 2
 
+    def note_waiting(self, now: float, after_s: float) -> None:
+        """Once a second: a decoding turn that has sent no token for ``after_s`` says so
+        (a swap-in, a stopped engine) instead of its last rate, which would read as live."""
+        if self.state != "decoding" or self._updated_at is None:
+            return
+        waited = now - self._updated_at
+        waiting = waited if waited >= after_s else None
+        if waiting != self.waiting_s:
+            self.waiting_s = waiting
+            self._show()
+
     def update_live(self, u, now: float) -> None:
+        self._updated_at, self.waiting_s = time.monotonic(), None
         self.state = "decoding"
         self.rate, self.pos, self.series, self.stalls = u.tok_s, u.pos, u.series, u.stalls
         self._show()
@@ -82,6 +97,7 @@ class DecodePane(Vertical):
     def clear(self) -> None:
         """A new chat: no turn yet (the cancelled turn's rate, depth and chart go)."""
         self.state, self.rate, self.pos, self.series, self.stalls = "idle", None, 0, (), ()
+        self.waiting_s = None
         self._show()
         self._draw_chart()
 
@@ -90,7 +106,7 @@ class DecodePane(Vertical):
             self._draw_chart()
 
     def finish(self, metrics, series, stalls=()) -> None:
-        self.state = "done"
+        self.state, self.waiting_s = "done", None
         self.rate = metrics.decode_tok_s
         self.pos = max(0, metrics.kv_cells_used - 1)
         if series:
@@ -104,9 +120,13 @@ class DecodePane(Vertical):
         pct = self.rate / ceiling * 100 if self.rate and ceiling else None
         style = "$kvtop-ok" if pct and pct >= 60 else "$kvtop-warn" if pct and pct >= 25 else "$kvtop-critical"
         label = {"done": "turn avg", "decoding": "live"}.get(self.state, "no turn yet")
+        first = Content.assemble((fmt_rate(self.rate), "bold $kvtop-measured"), (f" {label}", "$text-muted"),
+                                 "  ", (f"{pct:.0f}% of ceiling" if pct is not None else "", style))
+        if self.waiting_s is not None:
+            first = Content.assemble((f"no token for {fmt_seconds(self.waiting_s)}", "bold $kvtop-critical"),
+                                     (f" (was {fmt_rate(self.rate)})", "$text-muted"))
         lines = [
-            Content.assemble((fmt_rate(self.rate), "bold $kvtop-measured"), (f" {label}", "$text-muted"),
-                             "  ", (f"{pct:.0f}% of ceiling" if pct is not None else "", style)),
+            first,
             Content.assemble(("bandwidth ceiling ", "$text-muted"), (fmt_rate(bw), "$kvtop-ceiling"),
                              (f" at depth {fmt_int(self.pos)}", "$text-muted")),
             Content.assemble(("compute ceiling ", "$text-muted"), fmt_rate(comp), "  ",

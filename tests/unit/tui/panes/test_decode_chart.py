@@ -161,3 +161,29 @@ def test_a_turn_that_slows_down_for_good_is_measured_at_its_new_pace():
         s.add(pos, t)
     s.add(170, t + 60.0)
     assert s.stalls == [(170, 60.0)]
+
+
+async def test_a_decode_with_no_token_for_seconds_says_so_not_its_last_rate(tmp_path, smollm_shaped):
+    """A hard stall (a swap-in, an engine stopped) sends no update at all: the pane kept
+    saying its last rate as "live". The once-a-second check says how long it has waited."""
+    import time
+
+    from tui.panes.decode import DecodePane
+
+    settings = Settings(smollm_shaped, n_ctx=4096, n_threads=2)
+    loaded = smollm_loaded(smollm_shaped)
+    turn = scripted_turn(1, 1000.0, 40, 0, [" w"] * 200, tg_tok_s=20.0)
+    app = make_app(settings, lambda s: ScriptedEngine(s, loaded, [turn], speed=1.0, real_clock=True), tmp_path,
+                   live_system=False, write_transcript=False)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await wait_until(pilot, lambda: app.loaded is not None, what="load")
+        await send(pilot, "Hi")
+        pane = app.query_one(DecodePane)
+        await wait_until(pilot, lambda: pane.state == "decoding" and pane.rate, timeout=10, what="decoding")
+        pane.note_waiting(time.monotonic() + 5.0, 3.0)  # as the check would, 5 s after the last update
+        await pilot.pause()
+        assert "notokenfor5" in squash(screen_text(app)) and "tok/slive" not in squash(screen_text(app))
+        await wait_until(pilot, lambda: pane.waiting_s is None, timeout=5, what="the next token")
+        await wait_until(pilot, lambda: "tok/slive" in squash(screen_text(app)), timeout=5, what="the live rate again")
+        pane.note_waiting(time.monotonic() + 1.0, 3.0)  # a second is no stall
+        assert pane.waiting_s is None
