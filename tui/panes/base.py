@@ -21,6 +21,14 @@ from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
 
+def lines_at(content, width: int) -> int:
+    """Lines ``content`` (a textual Content) takes at ``width`` cells, wrapped."""
+    lines = content.plain.split("\n")
+    if all(cell_len(line) <= width for line in lines):
+        return len(lines)
+    return len(content.wrap(width))
+
+
 class PaneWidget(Widget):
     auto_links = Reactive(False)
 
@@ -42,11 +50,7 @@ class PaneWidget(Widget):
         dashboard plans a hidden pane's height at the width it would have."""
         if width <= 0:
             return -1
-        content = self.render()
-        lines = content.plain.split("\n")
-        if all(cell_len(line) <= width for line in lines):
-            return len(lines)
-        return len(content.wrap(width))
+        return lines_at(self.render(), width)
 
 
 class PaneStatic(Static):

@@ -8,7 +8,7 @@ from textual.content import Content
 
 from runner.units import fmt_int, fmt_rate
 
-from .base import PaneWidget
+from .base import PaneWidget, lines_at
 
 HEADER = f"{'slot':>4} {'state':<6} {'task':>6} {'prompt':>8} {'computed':>9} {'cached':>7} {'decoded':>8}  ctx used"
 # the table where its lines would wrap (120x40 gives the pane 62 columns): narrower
@@ -29,6 +29,7 @@ class ServerPane(PaneWidget):
         self.average_length: float | None = None
         self.own_slot: int | None = None
         self._drawn: tuple | None = None  # what the last redraw showed (text and styles)
+        self._height = -1  # its lines at the pane's width
         self._planning_width: int | None = None  # the width height_at measures for
 
     def height_at(self, width: int) -> int:
@@ -49,14 +50,18 @@ class ServerPane(PaneWidget):
 
     def set_snapshot(self, snapshot, ceiling=None, more_fit: int | None = None,
                      average_length: float | None = None) -> None:
-        before = self.wrapped_height()
+        """Once a poll: the pane is drawn again only when what it shows changed, and laid
+        out again only when its height did (a live rate changes every poll while a slot
+        decodes: one render per poll, not three)."""
         self.snapshot, self.ceiling, self.more_fit, self.average_length = snapshot, ceiling, more_fit, average_length
         drawn = self.render()
         key = (drawn.plain, tuple(drawn.spans))
         if key == self._drawn:  # an idle server polled again: nothing to redraw
             return
         self._drawn = key
-        self.refresh(layout=self.wrapped_height() != before)
+        height = lines_at(drawn, self.content_region.width)
+        self.refresh(layout=height != self._height)
+        self._height = height
 
     def render(self) -> Content:
         s = self.snapshot
