@@ -22,7 +22,10 @@ from textual_plotext import PlotextPlot
 
 
 def lines_at(content, width: int) -> int:
-    """Lines ``content`` (a textual Content) takes at ``width`` cells, wrapped."""
+    """Lines ``content`` (a textual Content) takes at ``width`` cells, wrapped (-1 for no
+    width: a pane on another page, or not laid out yet, has none)."""
+    if width <= 0:
+        return -1
     lines = content.plain.split("\n")
     if all(cell_len(line) <= width for line in lines):
         return len(lines)
@@ -48,9 +51,7 @@ class PaneWidget(Widget):
     def height_at(self, width: int) -> int:
         """Lines the content would take at ``width`` cells (-1 for no width): the
         dashboard plans a hidden pane's height at the width it would have."""
-        if width <= 0:
-            return -1
-        return lines_at(self.render(), width)
+        return lines_at(self.render(), width) if width > 0 else -1
 
 
 class PaneStatic(Static):

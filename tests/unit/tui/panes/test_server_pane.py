@@ -65,3 +65,19 @@ async def test_a_poll_that_changes_nothing_redraws_nothing():
         pane.set_snapshot(snapshot(decoded=1200))  # a slot decoded more: it shows
         assert len(calls) == 1
         assert "1,200" in pane.render().plain
+
+
+async def test_a_poll_while_the_pane_has_no_width_does_not_crash():
+    """A poll reached the pane before it was laid out (or while it was on another page):
+    measuring its lines at width 0 raised in rich's wrap and ended kvtop --server."""
+    app = PaneApp(62)
+    async with app.run_test(size=(160, 40)) as pilot:
+        pane = app.query_one(ServerPane)
+        pane.display = False
+        await pilot.pause()
+        assert pane.content_region.width == 0
+        pane.set_snapshot(snapshot())
+        pane.set_snapshot(snapshot(decoded=1200))
+        pane.display = True
+        await pilot.pause()
+        assert "1,200" in pane.render().plain
