@@ -98,8 +98,9 @@ class Forecasting:
         if self.calibration is None or self.session.replaying:
             return
         if others_cpu is not None and others_cpu >= BUSY_SHARE:
-            self.notify(f"This turn was not added to the forecast's calibration: other processes used "
-                        f"{others_cpu:.0%} of the CPU while it ran.", severity="information", markup=False)
+            said = (f"This turn was not added to the forecast's calibration: other processes used "
+                    f"{others_cpu:.0%} of the CPU while it ran.")
+            self.notify(said, severity="information", markup=False)
             return
         try:
             self.calibration.record(metrics)
