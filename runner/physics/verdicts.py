@@ -64,17 +64,17 @@ def _prefill_slow_cause(n_tokens: int | None, ctx) -> str:
     if ctx.gpu_idle:
         return GPU_IDLE
     if n_tokens is not None and n_tokens < SHORT_PROMPT_TOKENS:
-        return f"a {n_tokens}-token prompt is too short to keep the matrix units busy"
+        return f"a {n_tokens}-token prompt pays per-step costs (graph, threads, sampling) the roofline does not count"
     if ctx.n_ubatch < SMALL_UBATCH:
         return f"ubatch {ctx.n_ubatch} is too small (-ub)"
     if ctx.on_cpu:
-        return "quantised CPU kernels reach less than the float32 matmul probe's FLOPS"
+        return "the whole model runs below the fastest matmul kernel the probe timed (attention, norms and other weight types are slower)"
     return "compute not saturated"
 
 
 def _prefill_fast_cause(ctx) -> str:
     if ctx.on_cpu:
-        return "llama.cpp's CPU kernels beat the float32 matmul probe's FLOPS"
+        return "llama.cpp beat the matmul kernels the probe timed (repacked weights, or a probe taken while the CPU was busy)"
     return "the device reaches more than the FLOPS figure the estimate uses"
 
 
