@@ -42,7 +42,7 @@ def forecast_line(fc: Forecast, n_ctx: int, width: int) -> str:
     # dropped it, and a user then could not tell whether the draft would be refused
     for text in (f"{long_head} → {ttft}, {reply}; fits", f"{head} → {ttft}, {reply}; fits",
                  f"{head} → {ttft}, reply ≈ {fmt_seconds(fc.reply_s)}; fits", f"{head} → {ttft}; fits",
-                 f"{ttft}; fits", ttft):
+                 f"{n} tok → {ttft}; fits", f"{ttft}; fits", ttft):
         if len(text) <= width:
             return text
     return ""

@@ -127,7 +127,8 @@ def test_the_border_line_keeps_what_matters_most_as_it_narrows():
     assert forecast_line(fc, 4096, 60) == "412 tok, 37 new → TTFT ≈ 420 ms, reply of 256 ≈ 3.10 s; fits"
     assert forecast_line(fc, 4096, 57) == "412 tok, 37 new → TTFT ≈ 420 ms, reply ≈ 3.10 s; fits"
     assert forecast_line(fc, 4096, 50) == "412 tok, 37 new → TTFT ≈ 420 ms; fits"
-    assert forecast_line(fc, 4096, 32) == "TTFT ≈ 420 ms; fits"
+    assert forecast_line(fc, 4096, 32) == "412 tok → TTFT ≈ 420 ms; fits"  # 80x24: the count stays
+    assert forecast_line(fc, 4096, 24) == "TTFT ≈ 420 ms; fits"
     assert forecast_line(fc, 4096, 16) == "TTFT ≈ 420 ms"
     assert forecast_basis_line(fc, 80) == "forecast: calibrated on 7 turns" and forecast_basis_line(fc, 12) == "calibrated"
     assert forecast_line(fc, 600, 200) == "412 tokens, 37 new after the cached prefix: does not fit: 412 + 256 > 600"
