@@ -193,10 +193,11 @@ def _write_export(app, redact: bool) -> None:
     app.last_csv = csv_path
     import os
 
-    saved = f"debug bundle {os.path.basename(path)}\nand {os.path.basename(csv_path)}\nin {_folder(path)}\n"
+    # short lines: at 80x24 the toast is ~36 columns and its end went under the key bar
+    saved = f"debug bundle {os.path.basename(path)}\n(and its -turns.csv)\nin {_folder(path)}\n"
     if redact:
-        said = saved + "redacted, safe to post (no conversation text, no home paths); Ctrl+E, t for one with the text"
+        said = saved + "redacted, safe to post (no chat text, no home paths); Ctrl+E, t: with text"
         app.notify(said, markup=False, timeout=8)
     else:
-        said = saved + "WITH the conversation text and paths; share it only with people you trust"
+        said = saved + "WITH the conversation text and paths: share only with people you trust"
         app.notify(said, severity="warning", markup=False, timeout=8)
