@@ -254,4 +254,5 @@ STOP_LABELS = {
     "n_predict": "-n reached",
     "context_full": "context full",
     "cancelled": "cancelled",
+    "new_chat": "cut by a new chat (Ctrl+L)",
 }

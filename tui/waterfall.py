@@ -23,6 +23,7 @@ from textual.screen import ModalScreen
 from textual.widget import Widget
 from textual.widgets import Static
 
+from runner.events import STOP_LABELS
 from runner.physics.diagnosis import predicted_ubatch_seconds
 from runner.physics.verdicts import ttft_verdict
 from runner.sanitize import clean_line
@@ -241,7 +242,9 @@ class WaterfallScreen(ModalScreen[None]):
 
     def _finished(self, heading: str, turn: dict) -> ComposeResult:
         m = _metrics(turn)
-        yield Static(Content.assemble((f"{heading}{_asked(turn.get('user', ''))}\n", "bold"),
+        stop = turn.get("stop_reason")
+        ended = f" · {STOP_LABELS.get(stop, stop)}" if stop in ("cancelled", "new_chat", "context_full") else ""
+        yield Static(Content.assemble((f"{heading}{_asked(turn.get('user', ''))}", "bold"), (f"{ended}\n", "$kvtop-warn"),
                                       (f"Time to first token: {fmt_seconds(m.ttft_s)}", "bold"),
                                       *forecast_said(turn.get("forecast"), m.ttft_s)),
                      markup=False, id="waterfall-title")

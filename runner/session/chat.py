@@ -241,7 +241,8 @@ class ChatSession:
             return False
         self.cut = None
         started = a.started
-        self.turns.append(TurnRecord(a.user, e.stop_reason, e.metrics,
+        stop = "new_chat" if e.stop_reason == "cancelled" else e.stop_reason  # it may have ended first
+        self.turns.append(TurnRecord(a.user, stop, e.metrics,
                                      started.first_diff_index if started else None,
                                      started.diff_context if started else None, others_cpu, a.shift, a.forecast))
         return True

@@ -49,7 +49,13 @@ async def test_ctrl_l_mid_reply_clears_the_turns_panes_and_they_stay_clear(tmp_p
         # the cut turn ran: it stays in the session's records (F2, the bundle, the quit
         # summary), as a cancelled turn, though no longer in the conversation
         await wait_until(pilot, lambda: len(app.turns) == 1, timeout=5, what="the cut turn recorded")
-        assert app.turns[0].stop_reason == "cancelled" and app.turns[0].metrics.prompt_tokens == 700
+        assert app.turns[0].stop_reason == "new_chat" and app.turns[0].metrics.prompt_tokens == 700
+        from tui.waterfall import WaterfallScreen
+
+        await pilot.press("f2")
+        await wait_until(pilot, lambda: isinstance(app.screen, WaterfallScreen), timeout=5, what="F2")
+        assert "cut by a new chat (Ctrl+L)" in screen_text(app)
+        await pilot.press("escape")
 
         await send(pilot, "Again.")
         await wait_until(pilot, lambda: "Fresh start." in screen_text(app) and not app.turn_running, timeout=10,
