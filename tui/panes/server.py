@@ -10,10 +10,10 @@ from runner.units import fmt_int, fmt_rate
 
 from .base import PaneWidget, lines_at
 
-HEADER = f"{'slot':>4} {'state':<6} {'task':>6} {'prompt':>8} {'computed':>9} {'cached':>7} {'decoded':>8}  ctx used"
+HEADER = f"{'slot':>4} {'state':<6} {'task':>6} {'tokens':>8} {'computed':>9} {'cached':>7} {'decoded':>8}  ctx used"
 # the table where its lines would wrap (120x40 gives the pane 62 columns): narrower
 # columns, and the context used as a share of the slot's n_ctx (the status bar says n_ctx)
-NARROW_HEADER = f"{'slot':>4} {'state':<5}{'task':>5}{'prompt':>7}{'computed':>9}{'cached':>7}{'decoded':>8}{'ctx':>5}"
+NARROW_HEADER = f"{'slot':>4} {'state':<5}{'task':>5}{'tokens':>7}{'computed':>9}{'cached':>7}{'decoded':>8}{'ctx':>5}"
 # below ~51 columns (a terminal under ~55): what a slot is doing, and how full it is
 TINY_HEADER = f"{'slot':>4} {'state':<5}{'cached':>7}{'decoded':>8}{'ctx':>5}"
 
