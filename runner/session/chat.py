@@ -216,12 +216,7 @@ class ChatSession:
 
     def on_turn_done(self, e: ev.TurnDone, text: str, notice: Callable[[str], None],
                      others_cpu: float | None = None) -> TurnRecord:
-        a = self.active
-        started = a.started if a else None
-        rec = TurnRecord(a.user if a else "", e.stop_reason, e.metrics,
-                         started.first_diff_index if started else None,
-                         started.diff_context if started else None, others_cpu, a.shift if a else None,
-                         a.forecast if a else None)
+        rec = turn_record(self.active, e, e.stop_reason, others_cpu)
         self.active = None
         self.turns.append(rec)
         self.messages.append(ChatMessage("assistant", text))
@@ -240,11 +235,8 @@ class ChatSession:
         if a is None or a.turn_id != e.turn_id:
             return False
         self.cut = None
-        started = a.started
         stop = "new_chat" if e.stop_reason == "cancelled" else e.stop_reason  # it may have ended first
-        self.turns.append(TurnRecord(a.user, stop, e.metrics,
-                                     started.first_diff_index if started else None,
-                                     started.diff_context if started else None, others_cpu, a.shift, a.forecast))
+        self.turns.append(turn_record(a, e, stop, others_cpu))
         return True
 
     def on_turn_refused(self, e: ev.TurnRefused) -> None:
@@ -274,3 +266,12 @@ class ChatSession:
             self.transcript = None
         if self.trace is not None:
             self.trace.close()
+
+
+def turn_record(a: ActiveTurn | None, e: ev.TurnDone, stop_reason: str, others_cpu: float | None) -> TurnRecord:
+    """The record of the turn ``a`` (None: one the session lost track of) that ``e`` ended."""
+    started = a.started if a else None
+    return TurnRecord(a.user if a else "", stop_reason, e.metrics,
+                      started.first_diff_index if started else None,
+                      started.diff_context if started else None, others_cpu,
+                      a.shift if a else None, a.forecast if a else None)
