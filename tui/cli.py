@@ -1,4 +1,4 @@
-"""The ``kvtop`` command: the live monitor, ``kvtop bench`` and ``kvtop estimate``.
+"""The ``kvtop`` command: the live monitor, ``kvtop bench``, ``kvtop estimate`` and ``kvtop load``.
 
 The headless commands never import Textual. Exit codes: 0 ok, 1 runtime error
 with a one-line message, 2 usage error.
@@ -19,13 +19,17 @@ def main(argv: list[str] | None = None) -> int:
         from runner.commands.estimate import estimate_main
 
         return estimate_main(argv[1:])
+    if argv and argv[0] == "load":
+        from runner.commands.load import load_main
+
+        return load_main(argv[1:])
     if argv and argv[0] == "replay":
         from .launch import replay_main
 
         return replay_main(argv[1:])
     from .launch import launch_main
 
-    return launch_main(argv)
+    return launch_main(argv, terminal=True)  # the real command: a terminal, a guarded quit
 
 
 if __name__ == "__main__":

@@ -1,0 +1,162 @@
+"""``kvtop load``'s output: md (a table like llama-bench's), csv, json, jsonl, and a plot.
+
+json/jsonl rows hold every field of ``runner.commands.load_rows.FIELDS`` with their
+full precision (None where a figure is unknown, never NaN); csv the same fields as
+text; md the columns a person reads, the notes under it. The plot (``--plot FILE``) is
+an SVG written here (no plotting library needed): throughput against users with the
+roof above it, and each user's rate.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+
+from runner.commands.common import json_safe
+from runner.commands.load_rows import FIELDS
+
+FORMATS = ("md", "csv", "json", "jsonl")
+
+
+def format_json(rows: list[dict]) -> str:
+    return json.dumps(json_safe(rows), indent=2, allow_nan=False)
+
+
+def format_jsonl(rows: list[dict]) -> str:
+    return "\n".join(json.dumps(json_safe(r), allow_nan=False) for r in rows)
+
+
+def _known(v) -> bool:
+    return v is not None and not (isinstance(v, float) and not math.isfinite(v))
+
+
+def _text(v) -> str:
+    if not _known(v):
+        return ""
+    if isinstance(v, bool):
+        return "1" if v else "0"
+    if isinstance(v, float):
+        return f"{v:.6f}"
+    return str(v)
+
+
+def format_csv(rows: list[dict]) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, quoting=csv.QUOTE_ALL, lineterminator="\n")
+    w.writerow(FIELDS)
+    for r in rows:
+        w.writerow([_text(r.get(f)) for f in FIELDS])
+    return buf.getvalue().rstrip("\n")
+
+
+def _f(v, spec: str = ".2f", scale: float = 1.0) -> str:
+    return format(v * scale if scale != 1.0 else v, spec) if _known(v) else "?"
+
+
+def _pct3(r: dict, name: str, spec: str, scale: float = 1.0) -> str:
+    return " / ".join(_f(r[f"{name}_p{q}_s"], spec, scale) for q in (50, 95, 99))
+
+
+# (heading, cell, right-aligned)
+COLUMNS = (
+    ("users", lambda r: str(r["users"]) if r["users"] is not None else f"{r['rate']:g}/s", True),
+    ("ok/fail", lambda r: f"{r['completed']}/{r['failed']}", True),
+    ("gen t/s", lambda r: _f(r["gen_tok_s"]), True),
+    ("per user t/s", lambda r: _f(r["per_user_gen_tok_s"]), True),
+    ("prompt t/s", lambda r: _f(r["prompt_tok_s"], ".1f"), True),
+    ("TTFT p50/95/99 s", lambda r: _pct3(r, "ttft", ".3f"), True),
+    ("ITL p50/95/99 ms", lambda r: _pct3(r, "itl", ".1f", 1000.0), True),
+    ("e2e p50 s", lambda r: _f(r["e2e_p50_s"], ".2f"), True),
+    ("deferred", lambda r: _f(r["deferred"], "d"), True),
+    ("KV cells", lambda r: _f(r["kv_cells_used"], "d"), True),
+    ("roof t/s", lambda r: _f(r["batched_roof_tok_s"], ".1f"), True),
+    ("compute t/s", lambda r: _f(r["compute_roof_tok_s"], ".1f"), True),
+    ("+fit", lambda r: _f(r["more_conversations_fit"], "d"), True),
+    ("kvtop CPU", lambda r: _f(r["kvtop_cpu"]), True),
+    ("others CPU", lambda r: _f(r["others_cpu"]), True),
+)
+
+
+def format_md(rows: list[dict], notes: list[str]) -> str:
+    cols = list(COLUMNS)
+    if len({r["server"] for r in rows}) > 1:  # a fleet: which server each row is
+        cols.insert(0, ("server", lambda r: r["server"], False))
+    cells = [[c[1](r) for c in cols] for r in rows]
+    widths = [max([len(c[0])] + [len(row[i]) for row in cells]) for i, c in enumerate(cols)]
+
+    def line(values):
+        return "|" + "".join(f" {v:>{w}} |" if c[2] else f" {v:<{w}} |" for v, w, c in zip(values, widths, cols))
+
+    out = [line([c[0] for c in cols]),
+           "|" + "".join(f" {'-' * (w - 1)}{':' if c[2] else '-'} |" for w, c in zip(widths, cols))]
+    out += [line(c) for c in cells]
+    return "\n".join(out + [""] + notes).rstrip("\n")
+
+
+def render(fmt: str, rows: list[dict], notes: list[str]) -> str:
+    if fmt == "md":
+        return format_md(rows, notes)
+    return {"csv": format_csv, "json": format_json, "jsonl": format_jsonl}[fmt](rows)
+
+
+def knee(rows: list[dict], slo_ttft: float | None, slo_tok_s: float | None) -> dict | None:
+    """The last level (most users) that still meets both targets, among rows in order."""
+    best = None
+    for r in rows:
+        if meets(r, slo_ttft, slo_tok_s):
+            best = r
+    return best
+
+
+def meets(r: dict, slo_ttft: float | None, slo_tok_s: float | None) -> bool:
+    if slo_ttft is not None and (r["ttft_p95_s"] is None or r["ttft_p95_s"] > slo_ttft):
+        return False
+    if slo_tok_s is not None and (r["per_user_gen_tok_s"] is None or r["per_user_gen_tok_s"] < slo_tok_s):
+        return False
+    return True
+
+
+def plot_svg(rows: list[dict], title: str) -> str:
+    """Throughput (measured, and the bandwidth roof) and per-user rate against users."""
+    pts = [r for r in rows if r["server"] == "all" or len({x["server"] for x in rows}) == 1]
+    xs = [r["users"] if r["users"] is not None else r["rate"] for r in pts]
+    series = [("aggregate tok/s", "gen_tok_s", "#1f77b4"), ("batched roof tok/s", "batched_roof_tok_s", "#d62728"),
+              ("per-user tok/s", "per_user_gen_tok_s", "#2ca02c")]
+    w, h, m = 640, 400, 56
+    ymax = max([r[k] for r in pts for _, k, _ in series if r[k] is not None] + [1.0]) * 1.1
+    xmax = max(xs + [1]) * 1.05
+
+    def px(x, y):
+        return m + (w - 2 * m) * x / xmax, h - m - (h - 2 * m) * y / ymax
+
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" '
+           f'font-size="12"><rect width="100%" height="100%" fill="white"/>',
+           f'<text x="{m}" y="20">{_esc(title)}</text>',
+           f'<line x1="{m}" y1="{h - m}" x2="{w - m}" y2="{h - m}" stroke="black"/>',
+           f'<line x1="{m}" y1="{m}" x2="{m}" y2="{h - m}" stroke="black"/>',
+           f'<text x="{w // 2}" y="{h - 16}">{"users" if pts and pts[0]["users"] is not None else "rate /s"}</text>',
+           f'<text x="4" y="{m - 8}">tok/s (max {ymax / 1.1:.1f})</text>']
+    for x in xs:
+        X, _ = px(x, 0)
+        out.append(f'<text x="{X:.1f}" y="{h - m + 16}" text-anchor="middle">{x:g}</text>')
+    for i, (label, key, colour) in enumerate(series):
+        line = [px(x, r[key]) for x, r in zip(xs, pts) if r[key] is not None]
+        if line:
+            d = " ".join(f"{X:.1f},{Y:.1f}" for X, Y in line)
+            out.append(f'<polyline points="{d}" fill="none" stroke="{colour}" stroke-width="2"/>')
+            out += [f'<circle cx="{X:.1f}" cy="{Y:.1f}" r="3" fill="{colour}"/>' for X, Y in line]
+        out.append(f'<text x="{w - m - 150}" y="{m + 16 * i}" fill="{colour}">{label}</text>')
+    return "\n".join(out + ["</svg>"])
+
+
+def _esc(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def write_plot(path: str, rows: list[dict], title: str) -> None:
+    """An SVG: kvtop installs no plotting library that writes PNG (the command refuses
+    another extension before it runs)."""
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(plot_svg(rows, title))

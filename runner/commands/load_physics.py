@@ -1,0 +1,95 @@
+"""The roof over ``kvtop load``'s curve: the same physics as the server pane and
+``kvtop estimate --server`` (``runner.physics.batching``), at each level's batch.
+
+With B users decoding at depth d, one decode step reads the weights once and every
+user's KV at its depth, so the bandwidth roof is B x bandwidth / (weights + B x KV(d));
+the compute roof is the peak FLOPS / FLOPs per token (it does not grow with B). The
+depth is the middle of a reply (prompt + half of the generated tokens). How many more
+conversations fit: the KV cells the server has left / one conversation's length.
+"""
+
+from __future__ import annotations
+
+import os
+
+from runner.physics.batching import batched_decode_ceiling, more_conversations_fit
+
+
+class LoadPhysics:
+    def __init__(self, facts, layout, bandwidth_gbs: float | None, tflops: float | None, total_slots: int,
+                 prompt_tokens: int, n_predict: int, note: str):
+        self.facts, self.layout = facts, layout
+        self.bandwidth_gbs, self.tflops = bandwidth_gbs, tflops
+        self.total_slots, self.prompt_tokens, self.n_predict = max(total_slots, 1), prompt_tokens, n_predict
+        self.note = note
+
+    def roofs(self, batch: int) -> tuple[float | None, float | None]:
+        """(bandwidth roof, compute roof) in tok/s for ``batch`` users on one server."""
+        from runner.physics.kv_bytes import kv_bytes_read_at_depth
+        from runner.physics.phase_costs import decode_flops, decode_weight_bytes
+
+        if self.facts is None or batch < 1:
+            return None, None
+        batch = min(batch, self.total_slots)  # more users than slots wait: the batch is the slots
+        bw = None
+        weights = decode_weight_bytes(self.facts)
+        if self.bandwidth_gbs and weights:
+            kv = float(kv_bytes_read_at_depth(self.layout, self.prompt_tokens + self.n_predict // 2))
+            c = batched_decode_ceiling(self.bandwidth_gbs * 1e9, weights, [kv] * batch)
+            bw = c.aggregate_tok_s if c else None
+        flops = decode_flops(self.facts)
+        return bw, (self.tflops * 1e12 / flops if self.tflops and flops else None)
+
+    def figures(self, row: dict, run, servers) -> dict:
+        """The physics columns of one row (``servers``: the fleet indices it covers)."""
+        from runner.commands.load_rows import concurrency
+
+        bw_sum = comp_sum = 0.0
+        bw_known = comp_known = True
+        for i in servers:
+            batch = round(concurrency(run, i)) if run.users is None else len(range(i, run.users, len(run.watch.urls)))
+            bw, comp = self.roofs(max(batch, 1))
+            bw_known &= bw is not None
+            comp_known &= comp is not None
+            bw_sum += bw or 0.0
+            comp_sum += comp or 0.0
+        cells = [run.watch.cells_total[i] for i in servers]
+        fit = None
+        if None not in cells and row["kv_cells_used"] is not None:
+            fit = more_conversations_fit(sum(cells), row["kv_cells_used"], self.prompt_tokens + self.n_predict)
+        return {"batched_roof_tok_s": bw_sum if bw_known else None,
+                "compute_roof_tok_s": comp_sum if comp_known else None, "more_conversations_fit": fit}
+
+
+def physics_for(info, url: str, a) -> LoadPhysics:
+    """The served model's facts from its GGUF header (when the file is readable here) and
+    this machine's probe (a server elsewhere needs --bandwidth-gbs and --tflops)."""
+    from runner.model.inspect import ModelFileError, load_facts
+    from runner.physics.kv_bytes import kv_layout
+    from runner.server.http import is_loopback
+
+    def none(note: str) -> LoadPhysics:
+        return LoadPhysics(None, None, None, None, info.total_slots, a.n_prompt, a.n_predict, note)
+
+    path = a.model or info.model_path
+    if not path or not os.path.isfile(path):
+        return none(f"no roof: the server's model ({path or 'unnamed'}) is not readable here (give --model FILE)")
+    try:
+        facts = load_facts(path)
+    except (ModelFileError, OSError, ValueError) as exc:
+        return none(f"no roof: {exc}")
+    layout = kv_layout(facts, info.n_ctx, a.cache_type_k, a.cache_type_v)
+    if a.bandwidth_gbs or a.tflops:
+        bw, tf, source = a.bandwidth_gbs, a.tflops, "--bandwidth-gbs/--tflops"
+    elif not is_loopback(url):
+        return LoadPhysics(facts, layout, None, None, info.total_slots, a.n_prompt, a.n_predict,
+                           "no roof: the server is not on this machine (give --bandwidth-gbs and --tflops)")
+    else:
+        from runner.records.paths import default_paths
+        from runner.system.hardware import hardware_profile
+
+        hw = hardware_profile(a.n_gpu_layers, cache_dir=default_paths().cache_dir)
+        bw, tf, source = hw.bandwidth_gbs, hw.tflops, hw.source
+    return LoadPhysics(facts, layout, bw, tf, info.total_slots, a.n_prompt, a.n_predict,
+                       f"roof: {bw or 0:.1f} GB/s, {tf or 0:.2f} TFLOPS ({source}); KV {a.cache_type_k}/"
+                       f"{a.cache_type_v} at depth {a.n_prompt + a.n_predict // 2}")

@@ -1,0 +1,292 @@
+"""The load generator of ``kvtop load``: concurrent streamed requests to llama-servers.
+
+One thread per simulated user (closed loop: a user sends its next request when the last
+one ends) or per arrival (``--rate``: Poisson arrivals, open loop). Each thread has its
+own ``ServerClient``, because a client reads one stream at a time and ``close_stream``
+ends exactly that one: ``stop()`` closes every stream in flight from any thread, and
+llama-server stops each task at its next write, so a cancelled run leaves no slot busy.
+
+Times are the client's clock (``time.monotonic``) for what a user sees (time to first
+token, the gaps between tokens, the whole request) and the server's own ``timings``
+(prompt_ms, predicted_ms) for how fast it computed, where the server publishes them.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+
+from runner.sanitize import clean_line
+from runner.server.http import ServerClient, ServerError
+from runner.server.load_prompts import PromptMaker, detokenize
+from runner.server.load_watch import ServerWatch
+
+ENDPOINTS = ("completion", "chat")
+
+
+@dataclass
+class RequestResult:
+    server: int
+    t_send: float
+    t_end: float = 0.0
+    chunks: list[tuple[float, int]] = field(default_factory=list)  # (arrival, tokens in it)
+    ok: bool = False
+    cancelled: bool = False
+    error: str | None = None
+    prompt_n: int | None = None  # the server's timings
+    prompt_ms: float | None = None
+    predicted_n: int | None = None
+    predicted_ms: float | None = None
+    cache_n: int | None = None
+
+    @property
+    def ttft_s(self) -> float | None:
+        return self.chunks[0][0] - self.t_send if self.chunks else None
+
+    @property
+    def e2e_s(self) -> float:
+        return self.t_end - self.t_send
+
+    @property
+    def tokens(self) -> int:
+        """Generated tokens: the server's count, else the tokens the stream carried."""
+        return self.predicted_n if self.predicted_n is not None else sum(k for _, k in self.chunks)
+
+    def itls(self) -> list[float]:
+        """Gaps between tokens; a chunk of k tokens spreads its gap over the k."""
+        out = []
+        for (t0, _), (t1, k) in zip(self.chunks, self.chunks[1:]):
+            out += [(t1 - t0) / k] * k
+        return out
+
+
+@dataclass
+class LevelRun:
+    """One concurrency level (or arrival rate): its requests and what the servers said."""
+
+    users: int | None
+    rate: float | None
+    results: list[RequestResult]
+    t_start: float
+    t_end: float
+    watch: ServerWatch
+    stopped: bool = False
+
+
+def _num(v, kind=float):
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and 0 <= v < 1e12
+    return kind(v) if ok else None
+
+
+def _take_timings(r: RequestResult, ev: dict) -> None:
+    t = ev.get("timings")
+    if not isinstance(t, dict):
+        return
+    r.prompt_n, r.prompt_ms = _num(t.get("prompt_n"), int), _num(t.get("prompt_ms"))
+    r.predicted_n, r.predicted_ms = _num(t.get("predicted_n"), int), _num(t.get("predicted_ms"))
+    r.cache_n = _num(t.get("cache_n"), int)
+
+
+def _tokens_in(ev: dict, endpoint: str) -> int:
+    if endpoint == "completion":
+        toks = ev.get("tokens")
+        if isinstance(toks, list):
+            return len(toks)
+        return 1 if ev.get("content") else 0
+    choices = ev.get("choices")
+    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+        delta = choices[0].get("delta")
+        return 1 if isinstance(delta, dict) and delta.get("content") else 0
+    return 0
+
+
+def payload(endpoint: str, prompt, n_predict: int) -> tuple[str, dict]:
+    """The request: ``n_predict`` tokens whatever the model says (``ignore_eos``), greedy
+    (sampling costs nothing to compare), the prompt cache on as llama-server's default."""
+    common = {"stream": True, "ignore_eos": True, "temperature": 0.0, "cache_prompt": True}
+    if endpoint == "chat":
+        return "/v1/chat/completions", {**common, "messages": [{"role": "user", "content": prompt}],
+                                        "max_tokens": n_predict}
+    return "/completion", {**common, "prompt": prompt, "n_predict": n_predict, "return_tokens": True}
+
+
+def stream_one(client: ServerClient, server: int, endpoint: str, prompt, n_predict: int,
+               stop: threading.Event) -> RequestResult:
+    path, body = payload(endpoint, prompt, n_predict)
+    r = RequestResult(server, time.monotonic())
+    try:
+        for ev in client.stream_events(path, body):
+            k = _tokens_in(ev, endpoint)
+            if k:
+                r.chunks.append((time.monotonic(), k))
+            _take_timings(r, ev)
+            if stop.is_set():
+                break
+        r.ok = not stop.is_set()
+        r.cancelled = stop.is_set()
+    except ServerError as exc:
+        r.cancelled = stop.is_set()
+        r.error = None if r.cancelled else clean_line(str(exc), 200)
+    r.t_end = time.monotonic()
+    return r
+
+
+class LoadDriver:
+    """Sends the load; thread-safe ``stop()`` for Ctrl+C and the UI's Esc."""
+
+    def __init__(self, urls: list[str], api_key: str | None, prompt_tokens: int, shared_prefix: int = 0,
+                 endpoint: str = "completion", poll_s: float = 0.5):
+        self.urls, self.api_key, self.endpoint, self.poll_s = list(urls), api_key, endpoint, poll_s
+        self.stop_event = threading.Event()
+        self._lock = threading.Lock()
+        self._clients: set[ServerClient] = set()
+        self.makers = []
+        for url in self.urls:
+            c = ServerClient(url, api_key)
+            try:
+                self.makers.append(PromptMaker(c, prompt_tokens, shared_prefix))
+            finally:
+                c.close()
+
+    @property
+    def stopped(self) -> bool:
+        return self.stop_event.is_set()
+
+    def stop(self) -> None:
+        """End every stream in flight (the server stops those tasks) and send no more."""
+        self.stop_event.set()
+        with self._lock:
+            clients = list(self._clients)
+        for c in clients:
+            c.close_stream()
+
+    def _client(self, server: int) -> ServerClient:
+        c = ServerClient(self.urls[server], self.api_key)
+        with self._lock:
+            self._clients.add(c)
+        return c
+
+    def _drop(self, c: ServerClient) -> None:
+        with self._lock:
+            self._clients.discard(c)
+        c.close()
+
+    def _prompt(self, client: ServerClient, server: int, key: tuple):
+        ids = self.makers[server].ids(*key)
+        return detokenize(client, ids) if self.endpoint == "chat" else ids
+
+    def one(self, client: ServerClient, server: int, key: tuple, n_predict: int) -> RequestResult:
+        try:
+            prompt = self._prompt(client, server, key)
+        except ServerError as exc:
+            now = time.monotonic()
+            return RequestResult(server, now, now, error=clean_line(str(exc), 200), cancelled=self.stopped)
+        return stream_one(client, server, self.endpoint, prompt, n_predict, self.stop_event)
+
+    def warm_up(self, users: int, n_predict: int = 4) -> None:
+        """One short request per user, not measured: the model's pages in memory, every
+        connection made, every slot used once."""
+        self.closed_loop(users, n_predict, 1, None, ("warmup",), measure=False)
+
+    def closed_loop(self, users: int, n_predict: int, requests: int | None, duration: float | None,
+                    key: tuple, measure: bool = True) -> LevelRun:
+        """``users`` concurrent users, each sending ``requests`` requests one after another
+        (or until ``duration`` seconds have passed); user i talks to server i mod S."""
+        results: list[RequestResult] = []
+        watch = ServerWatch(self.urls, self.api_key, self.poll_s if measure else None)
+        t0 = time.monotonic()
+
+        def user(u: int) -> None:
+            server = u % len(self.urls)
+            c = self._client(server)
+            try:
+                i = 0
+                while not self.stopped and (requests is None or i < requests) and \
+                        (duration is None or time.monotonic() - t0 < duration):
+                    r = self.one(c, server, (*key, u, i), n_predict)
+                    with self._lock:
+                        results.append(r)
+                    i += 1
+            finally:
+                self._drop(c)
+
+        self._run_threads([threading.Thread(target=user, args=(u,), daemon=True) for u in range(users)], watch)
+        return LevelRun(users, None, results, t0, time.monotonic(), watch, self.stopped)
+
+    def open_loop(self, rate: float, n_predict: int, requests: int | None, duration: float | None,
+                  key: tuple, seed: int = 0) -> LevelRun:
+        """Poisson arrivals at ``rate`` per second: ``requests`` of them, or as many as
+        ``duration`` seconds bring; each runs on its own connection, whatever is in flight."""
+        results: list[RequestResult] = []
+        watch = ServerWatch(self.urls, self.api_key, self.poll_s)
+        rng = random.Random(f"{seed}/{rate}")
+        t0 = time.monotonic()
+        threads: list[threading.Thread] = []
+
+        def request(i: int) -> None:
+            server = i % len(self.urls)
+            c = self._client(server)
+            try:
+                r = self.one(c, server, (*key, i), n_predict)
+                with self._lock:
+                    results.append(r)
+            finally:
+                self._drop(c)
+
+        def arrivals() -> None:
+            i, t_next = 0, t0
+            while not self.stopped and (requests is None or i < requests):
+                t_next += rng.expovariate(rate)
+                if duration is not None and t_next - t0 >= duration:
+                    break
+                if self.stop_event.wait(max(t_next - time.monotonic(), 0.0)):
+                    break
+                t = threading.Thread(target=request, args=(i,), daemon=True)
+                t.start()
+                threads.append(t)
+                i += 1
+            for t in list(threads):
+                t.join()
+
+        self._run_threads([threading.Thread(target=arrivals, daemon=True)], watch)
+        return LevelRun(None, rate, results, t0, time.monotonic(), watch, self.stopped)
+
+    def _run_threads(self, threads: list[threading.Thread], watch: ServerWatch) -> None:
+        watch.start()
+        try:
+            for t in threads:
+                t.start()
+            for t in threads:
+                while t.is_alive():  # a join with a timeout, so Ctrl+C reaches the main thread
+                    t.join(0.2)
+        except BaseException:
+            self.stop()
+            for t in threads:
+                t.join(10)
+            raise
+        finally:
+            watch.finish()
+
+    def wait_idle(self, timeout: float = 15.0) -> bool:
+        """After a stop: until no slot of any server is busy (True), or ``timeout``."""
+        deadline = time.monotonic() + timeout
+        clients = [ServerClient(u, self.api_key) for u in self.urls]
+        try:
+            while time.monotonic() < deadline:
+                try:
+                    if not any(busy_slots(c) for c in clients):
+                        return True
+                except ServerError:
+                    return False
+                time.sleep(0.2)
+            return False
+        finally:
+            for c in clients:
+                c.close()
+
+
+def busy_slots(client: ServerClient) -> int:
+    slots = client.get_json("/slots")
+    return sum(1 for s in slots if isinstance(s, dict) and s.get("is_processing")) if isinstance(slots, list) else 0

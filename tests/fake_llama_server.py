@@ -1,0 +1,112 @@
+"""A small stand-in for llama-server on a loopback port, for the unit tests of ``kvtop
+load``'s driver: it speaks the endpoints the driver uses (/health, /props, /tokenize,
+/completion streamed, /slots, /metrics), remembers every prompt it was sent, counts the
+tokens it streamed, and notices a client that goes away. The real server's behaviour
+is checked in tests/e2e against llama-server itself."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+import time
+
+
+class FakeState:
+    def __init__(self, token_s: float = 0.005, slots: int = 4):
+        self.token_s, self.slots = token_s, slots
+        self.lock = threading.Lock()
+        self.prompts: list[list[int]] = []
+        self.busy = 0
+        self.generated = 0
+        self.disconnects = 0
+
+
+def make_handler(state: FakeState):
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.0"
+
+        def log_message(self, *args):  # quiet
+            pass
+
+        def _json(self, obj, status: int = 200):
+            body = json.dumps(obj).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self):  # noqa: N802
+            if self.path == "/health":
+                return self._json({"status": "ok"})
+            if self.path == "/props":
+                return self._json({"default_generation_settings": {"n_ctx": 1024}, "total_slots": state.slots,
+                                   "build_info": "b1-fake", "model_path": ""})
+            if self.path == "/v1/models":
+                return self._json({"data": [{"id": "fake"}]})
+            if self.path == "/slots":
+                with state.lock:
+                    busy = state.busy
+                return self._json([{"id": i, "n_ctx": 1024, "is_processing": i < busy, "n_prompt_tokens": 0}
+                                   for i in range(state.slots)])
+            if self.path == "/metrics":
+                text = (f"llamacpp:tokens_predicted_total {state.generated}\n"
+                        f"llamacpp:prompt_tokens_total 0\nllamacpp:requests_deferred 0\n")
+                body = text.encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                return
+            self._json({"error": {"message": "not found"}}, 404)
+
+        def do_POST(self):  # noqa: N802
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+            if self.path == "/tokenize":
+                return self._json({"tokens": [100 + i for i, _ in enumerate(body["content"].split())]})
+            if self.path != "/completion":
+                return self._json({"error": {"message": "not found"}}, 404)
+            with state.lock:
+                state.prompts.append(list(body["prompt"]))
+                state.busy += 1
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            n, t0 = body["n_predict"], time.monotonic()
+            try:
+                for _ in range(n):
+                    time.sleep(state.token_s)
+                    self.wfile.write(b'data: {"content": "x", "tokens": [7], "stop": false}\n\n')
+                    self.wfile.flush()
+                ms = (time.monotonic() - t0) * 1000
+                final = {"content": "", "stop": True, "timings": {"prompt_n": len(body["prompt"]), "prompt_ms": 1.0,
+                                                                  "predicted_n": n, "predicted_ms": ms}}
+                self.wfile.write(f"data: {json.dumps(final)}\n\n".encode())
+                with state.lock:
+                    state.generated += n
+            except (BrokenPipeError, ConnectionResetError):
+                with state.lock:
+                    state.disconnects += 1
+            finally:
+                with state.lock:
+                    state.busy -= 1
+
+    return Handler
+
+
+class FakeLlamaServer:
+    def __init__(self, token_s: float = 0.005, slots: int = 4):
+        self.state = FakeState(token_s, slots)
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), make_handler(self.state))
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()

@@ -1,0 +1,60 @@
+"""``kvtop load`` as a command, against the stand-in server on loopback: rows per level
+in each format, usage errors as exit 2, an unreachable server as one line and exit 1."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fake_llama_server import FakeLlamaServer
+
+from runner.commands.load import load_main
+
+
+def test_a_sweep_prints_one_json_row_per_level(capsys):
+    with FakeLlamaServer() as srv:
+        rc = load_main([srv.url, "--users", "1,3", "-p", "24", "-n", "6", "--requests", "2", "-o", "json"])
+        prompts = [len(p) for p in srv.state.prompts]
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    rows = json.loads(out)
+    assert [r["users"] for r in rows] == [1, 3]
+    assert [r["completed"] for r in rows] == [2, 6]
+    assert [r["generated_tokens"] for r in rows] == [12, 36]
+    assert [r["server_generated_tokens"] for r in rows] == [12, 36]
+    assert [r["prompt_tokens"] for r in rows] == [24, 24]
+    assert prompts == [24] * (3 + 2 + 6)  # the warm-up: one request per user of the largest level
+    assert "level 2/2: 3 users" in err
+    assert rows[0]["batched_roof_tok_s"] is None  # the stand-in names no model file
+
+
+def test_rates_give_rows_by_rate_and_md_names_them(capsys):
+    with FakeLlamaServer() as srv:
+        rc = load_main([srv.url, "--rate", "20,40", "-p", "8", "-n", "2", "--requests", "4", "--quiet",
+                        "--no-warmup", "--slo-tok-s", "1"])
+    out, _ = capsys.readouterr()
+    assert rc == 0
+    lines = out.splitlines()
+    assert lines[2].startswith("|  20/s |") and lines[3].startswith("|  40/s |")
+    assert "knee: rate 40/s is the most that meets the targets" in out
+
+
+@pytest.mark.parametrize("args, says", [
+    (["http://127.0.0.1:1", "--users", "1", "--rate", "2"], "not both"),
+    (["http://127.0.0.1:1", "-p", "8", "--shared-prefix", "9"], "longer than the prompt"),
+    (["http://127.0.0.1:1", "--plot", "x.png"], "SVG"),
+    (["http://127.0.0.1:1", "--requests", "2", "--duration", "3"], "not allowed with"),
+    ([], "give a llama-server URL"),
+])
+def test_usage_errors_exit_2(args, says, capsys):
+    with pytest.raises(SystemExit) as e:
+        load_main(args)
+    assert e.value.code == 2 and says in capsys.readouterr().err
+
+
+def test_an_unreachable_server_is_one_line_and_exit_1(capsys):
+    from llama_server import free_port
+
+    rc = load_main([f"http://127.0.0.1:{free_port()}", "--quiet"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 1 and err.startswith("kvtop: ") and "\n" not in err
