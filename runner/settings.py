@@ -18,6 +18,7 @@ from runner.model.quant_types import KV_CACHE_TYPES
 DEFAULT_CTX = 4096
 MAX_THREADS = 512  # GGML_MAX_N_THREADS
 MAX_TEMP = 100.0
+MAX_PENALTY = 100.0  # llama.cpp takes any finite value; a bound keeps 1/penalty finite too
 
 
 def usable_cores() -> int:
@@ -63,6 +64,11 @@ class Settings:
     temp: float = 0.8
     top_k: int = 40
     top_p: float = 0.95
+    min_p: float = 0.05  # llama.cpp's sampling defaults (common/common.h), so a pasted command samples alike
+    repeat_penalty: float = 1.0  # 1.0: off
+    repeat_last_n: int = 64  # tokens the penalties look back over (0: off)
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
     seed: int = -1
     system_prompt: str = ""
     prompt_cache: str = ""
@@ -119,6 +125,16 @@ def add_engine_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--temp", type=float_in(0.0, MAX_TEMP), default=0.8)
     g.add_argument("--top-k", dest="top_k", type=non_negative_int, default=40)
     g.add_argument("--top-p", dest="top_p", type=float_in(0.0, 1.0), default=0.95)
+    g.add_argument("--min-p", dest="min_p", type=float_in(0.0, 1.0), default=0.05, metavar="N",
+                   help="min-p sampling (default: 0.05, 0.0 = disabled)")
+    g.add_argument("--repeat-penalty", dest="repeat_penalty", type=float_in(0.0, MAX_PENALTY, lo_open=True),
+                   default=1.0, metavar="N", help="penalize repeated tokens (default: 1.0 = disabled)")
+    g.add_argument("--repeat-last-n", dest="repeat_last_n", type=int_in(0, INT32_MAX), default=64, metavar="N",
+                   help="last n tokens the penalties consider (default: 64, 0 = disabled)")
+    g.add_argument("--presence-penalty", dest="presence_penalty", type=float_in(-MAX_PENALTY, MAX_PENALTY),
+                   default=0.0, metavar="N", help="repeat alpha presence penalty (default: 0.0 = disabled)")
+    g.add_argument("--frequency-penalty", dest="frequency_penalty", type=float_in(-MAX_PENALTY, MAX_PENALTY),
+                   default=0.0, metavar="N", help="repeat alpha frequency penalty (default: 0.0 = disabled)")
     g.add_argument("--seed", type=int_in(-1, UINT32_MAX), default=-1)
     g.add_argument("-sys", "--system-prompt", dest="system_prompt", default="")
     g.add_argument("--prompt-cache", dest="prompt_cache", default="", metavar="FILE",
@@ -134,6 +150,25 @@ def add_engine_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--keep", dest="keep", type=int_in(-1, INT32_MAX), default=None, metavar="N",
                    help="tokens at the start of the chat a context shift keeps, in whole turns "
                         "(default -1: the system prompt only)")
+
+
+def penalties_on(s: Settings) -> bool:
+    """Whether llama.cpp's penalties sampler would change anything (it returns early otherwise)."""
+    return s.repeat_last_n != 0 and (s.repeat_penalty != 1.0 or s.frequency_penalty != 0.0
+                                     or s.presence_penalty != 0.0)
+
+
+def sampler_text(s: Settings) -> str:
+    """The sampler as the status line shows it: the penalties only when they act, so
+    the usual line stays short and a changed one is visible."""
+    text = f"temp {s.temp:g} top-k {s.top_k} top-p {s.top_p:g} min-p {s.min_p:g}"
+    if penalties_on(s):
+        text += f" repeat {s.repeat_penalty:g}/{s.repeat_last_n}"
+        if s.presence_penalty:
+            text += f" presence {s.presence_penalty:g}"
+        if s.frequency_penalty:
+            text += f" frequency {s.frequency_penalty:g}"
+    return text + f" seed {s.seed}"
 
 
 def chat_template_arg(value: str) -> str:

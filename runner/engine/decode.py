@@ -43,6 +43,28 @@ class Sampling:
     top_k: int
     top_p: float
     seed: int
+    min_p: float = 0.0
+    repeat_penalty: float = 1.0
+    repeat_last_n: int = 0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+
+    @classmethod
+    def of(cls, s) -> "Sampling":
+        """The sampler settings of ``runner.settings.Settings``."""
+        return cls(s.temp, s.top_k, s.top_p, s.seed, s.min_p, s.repeat_penalty, s.repeat_last_n,
+                   s.presence_penalty, s.frequency_penalty)
+
+    @property
+    def penalties(self) -> bool:
+        """Whether llama.cpp's penalties sampler would change anything."""
+        return self.repeat_last_n != 0 and (self.repeat_penalty != 1.0 or self.frequency_penalty != 0.0
+                                            or self.presence_penalty != 0.0)
+
+    def chain(self, n_vocab: int) -> SamplerChain:
+        return SamplerChain.build(self.temp, self.top_k, self.top_p, self.seed, self.min_p, n_vocab,
+                                  self.repeat_last_n, self.repeat_penalty, self.frequency_penalty,
+                                  self.presence_penalty)
 
 
 class Decode:
@@ -63,8 +85,13 @@ class Decode:
         held back is emitted."""
         stream = Utf8Stream()
         out = Decoded(stop)
-        chain = SamplerChain.build(sampling.temp, sampling.top_k, sampling.top_p, sampling.seed) \
-            if stop is None else None
+        chain = sampling.chain(self.vocab.n_tokens()) if stop is None else None
+        if chain is not None and sampling.penalties:
+            # as llama-server does: the penalties also see the prompt's last tokens
+            # (repeat_last_n), so a reply does not repeat the question word for word
+            accept = llama_cpp.llama_sampler_accept
+            for tok in self.kv.tokens[-sampling.repeat_last_n:]:
+                accept(chain.ptr, tok)
         out.pos = len(self.kv.tokens)
         try:
             if chain is not None:

@@ -307,7 +307,7 @@ class Engine:
         if self._prompt_file.wants_save(pf.stop):
             self._prompt_file.save(ctx, self._kv, emit)
         dec = self._decode.run(turn_id, n_predict, ignore_eog, pf.stop,
-                               Sampling(s.temp, s.top_k, s.top_p, s.seed), self.cancel_event, emit)
+                               Sampling.of(s), self.cancel_event, emit)
         t_end = time.monotonic()
         perf = llama_cpp.llama_perf_context(ctx)
         metrics = turn_metrics(clock, prompt, len(tokens), reused, pf, dec, self.kv_cells_used(), self.n_ctx, {

@@ -89,6 +89,9 @@ class Vocab:
     def bos(self) -> int:
         return llama_cpp.llama_vocab_bos(self.ptr)
 
+    def n_tokens(self) -> int:
+        return llama_cpp.llama_vocab_n_tokens(self.ptr)
+
     def eos(self) -> int:
         return llama_cpp.llama_vocab_eos(self.ptr)
 
@@ -170,21 +173,31 @@ class SamplerChain(Handle):
     _free = staticmethod(llama_cpp.llama_sampler_free)
 
     @classmethod
-    def build(cls, temp: float, top_k: int, top_p: float, seed: int) -> SamplerChain:
-        """Greedy when ``temp <= 0``; else top-k, top-p, temperature, then a draw
-        (``seed < 0``: llama.cpp's random seed)."""
+    def build(cls, temp: float, top_k: int, top_p: float, seed: int, min_p: float = 0.0, n_vocab: int = 0,
+              repeat_last_n: int = 0, repeat_penalty: float = 1.0, frequency_penalty: float = 0.0,
+              presence_penalty: float = 0.0) -> SamplerChain:
+        """llama.cpp's default order (common/sampling.cpp): penalties, top-k, top-p, min-p,
+        temperature, then a draw (``seed < 0``: llama.cpp's random seed); greedy when
+        ``temp <= 0``, after the penalties, which change which token is the most likely.
+        A stage that would change nothing is left out (the penalties need ``n_vocab``)."""
         lc = llama_cpp
         chain = cls(lc.llama_sampler_chain_init(lc.llama_sampler_chain_default_params()))
+        add = lc.llama_sampler_chain_add
+        if repeat_last_n != 0 and (repeat_penalty != 1.0 or frequency_penalty != 0.0 or presence_penalty != 0.0):
+            add(chain.ptr, lc.llama_sampler_init_penalties(n_vocab, repeat_last_n, repeat_penalty,
+                                                           frequency_penalty, presence_penalty))
         if temp <= 0:
-            lc.llama_sampler_chain_add(chain.ptr, lc.llama_sampler_init_greedy())
+            add(chain.ptr, lc.llama_sampler_init_greedy())
             return chain
         seed = seed if seed >= 0 else 0xFFFFFFFF  # LLAMA_DEFAULT_SEED: random
         if top_k > 0:
-            lc.llama_sampler_chain_add(chain.ptr, lc.llama_sampler_init_top_k(top_k))
+            add(chain.ptr, lc.llama_sampler_init_top_k(top_k))
         if 0 < top_p < 1:
-            lc.llama_sampler_chain_add(chain.ptr, lc.llama_sampler_init_top_p(top_p, 1))
-        lc.llama_sampler_chain_add(chain.ptr, lc.llama_sampler_init_temp(temp))
-        lc.llama_sampler_chain_add(chain.ptr, lc.llama_sampler_init_dist(seed))
+            add(chain.ptr, lc.llama_sampler_init_top_p(top_p, 1))
+        if min_p > 0:
+            add(chain.ptr, lc.llama_sampler_init_min_p(min_p, 1))
+        add(chain.ptr, lc.llama_sampler_init_temp(temp))
+        add(chain.ptr, lc.llama_sampler_init_dist(seed))
         return chain
 
 

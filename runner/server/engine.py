@@ -127,7 +127,9 @@ class ServerEngine(QueuedCommands):
     def _request(self, cmd) -> tuple[str, dict]:
         s = self.settings
         common = {"stream": True, "return_progress": True, "timings_per_token": True, "cache_prompt": True,
-                  "temperature": s.temp, "top_k": s.top_k, "top_p": s.top_p}
+                  "temperature": s.temp, "top_k": s.top_k, "top_p": s.top_p, "min_p": s.min_p,
+                  "repeat_penalty": s.repeat_penalty, "repeat_last_n": s.repeat_last_n,
+                  "presence_penalty": s.presence_penalty, "frequency_penalty": s.frequency_penalty}
         if s.seed >= 0:
             common["seed"] = s.seed
         if isinstance(cmd, Chat):

@@ -18,6 +18,7 @@ from rich.cells import cell_len
 from textual.content import Content
 
 from runner.sanitize import clean_line
+from runner.settings import sampler_text
 
 from .base import PaneWidget
 
@@ -75,7 +76,7 @@ class AboutBar(PaneWidget):
         out = list(self.versions) + hardware_items(self.hw)
         if not self.server:
             out.append(("batch", f"{s.n_batch}/{s.n_ubatch}"))
-        out.append(("sampler", f"temp {s.temp:g} top-k {s.top_k} top-p {s.top_p:g} seed {s.seed}"))
+        out.append(("sampler", sampler_text(s)))
         if self.live:
             try:
                 out.append(("load", f"{os.getloadavg()[0]:.2f}"))

@@ -1,0 +1,123 @@
+"""llama.cpp's sampler flags (--min-p, --repeat-penalty, --repeat-last-n,
+--presence-penalty, --frequency-penalty): parsed under llama.cpp's names and defaults,
+each one changing what the real sampler chain does to a token's logit, sent to a
+llama-server, recorded in the trace and the bundle, and shown in the sampler line.
+A flag that parses but never reaches the chain would sample as before, silently."""
+
+import ctypes
+
+import llama_cpp
+import pytest
+
+from runner.engine.decode import Sampling
+from runner.records.redact import Redactor
+from runner.records.trace import Trace
+from runner.settings import Settings, sampler_text, settings_from_args
+
+FLAGS = {  # flag: (Settings field, llama.cpp's default, a value to set)
+    "--min-p": ("min_p", 0.05, 0.3),
+    "--repeat-penalty": ("repeat_penalty", 1.0, 1.5),
+    "--repeat-last-n": ("repeat_last_n", 64, 3),
+    "--presence-penalty": ("presence_penalty", 0.0, 0.5),
+    "--frequency-penalty": ("frequency_penalty", 0.0, 0.25),
+}
+N_VOCAB = 8
+
+
+def parse(*argv):
+    from tui.launch import build_parser
+
+    return settings_from_args("m.gguf", build_parser().parse_args(list(argv)))
+
+
+def test_flags_have_llama_cpps_names_and_defaults_and_are_in_help():
+    from tui.launch import build_parser
+
+    helptext = build_parser().format_help()
+    defaults = parse()
+    for flag, (field, default, value) in FLAGS.items():
+        assert flag in helptext
+        assert getattr(defaults, field) == default
+        assert getattr(parse(flag, str(value)), field) == value
+
+
+@pytest.mark.parametrize("argv", [["--repeat-penalty", "0"], ["--repeat-penalty", "nan"], ["--min-p", "1.5"],
+                                  ["--repeat-last-n", "-1"], ["--presence-penalty", "inf"],
+                                  ["--frequency-penalty", "nan"]])
+def test_values_llama_cpp_refuses_are_usage_errors(argv, capsys):
+    with pytest.raises(SystemExit) as exc:
+        parse(*argv)
+    assert exc.value.code == 2 and "must be" in capsys.readouterr().err
+
+
+def _apply(settings: Settings, seen: list[int], logits: list[float]) -> dict[int, float]:
+    """The logits left after the chain (without its final draw) saw ``seen``: a token
+    the chain removed is missing."""
+    s = Sampling.of(settings)
+    chain = Sampling(s.temp, s.top_k, s.top_p, s.seed, s.min_p, s.repeat_penalty, s.repeat_last_n,
+                     s.presence_penalty, s.frequency_penalty).chain(N_VOCAB)
+    try:
+        n = llama_cpp.llama_sampler_chain_n(chain.ptr)
+        for tok in seen:
+            llama_cpp.llama_sampler_accept(chain.ptr, tok)
+        data = (llama_cpp.llama_token_data * len(logits))(
+            *[llama_cpp.llama_token_data(i, x, 0.0) for i, x in enumerate(logits)])
+        arr = llama_cpp.llama_token_data_array(data, len(logits), -1, False)
+        for i in range(n - 1):  # every stage but the draw
+            llama_cpp.llama_sampler_apply(llama_cpp.llama_sampler_chain_get(chain.ptr, i), ctypes.byref(arr))
+        return {arr.data[i].id: arr.data[i].logit for i in range(arr.size)}
+    finally:
+        chain.close()
+
+
+BASE = dict(temp=1.0, top_k=0, top_p=1.0, seed=1)  # temperature 1: the logits stay as they are
+LOGITS = [4.0, 3.0, 2.0, 1.0, 0.0, -1.0, -2.0, -3.0]
+
+
+def test_each_flag_changes_what_the_chain_does():
+    plain = _apply(Settings("m", **BASE, min_p=0.0), [0, 0, 1], LOGITS)
+    assert plain == dict(enumerate(LOGITS))  # the defaults of the penalties change nothing
+    # --min-p: tokens below min_p times the top token's probability are gone
+    kept = _apply(Settings("m", **BASE, min_p=0.3), [], LOGITS)
+    assert sorted(kept) == [0, 1]  # e^-1 = 0.37 >= 0.3 > e^-2
+    # --repeat-penalty: a positive logit seen before is divided by it
+    rep = _apply(Settings("m", **BASE, min_p=0.0, repeat_penalty=2.0), [0, 1], LOGITS)
+    assert rep[0] == 2.0 and rep[1] == 1.5 and rep[2] == 2.0
+    # --presence-penalty: minus the penalty once, however often the token came
+    pres = _apply(Settings("m", **BASE, min_p=0.0, presence_penalty=0.5), [0, 0, 1], LOGITS)
+    assert pres[0] == 3.5 and pres[1] == 2.5 and pres[2] == 2.0
+    # --frequency-penalty: minus the penalty per time the token came
+    freq = _apply(Settings("m", **BASE, min_p=0.0, frequency_penalty=0.25), [0, 0, 1], LOGITS)
+    assert freq[0] == 3.5 and freq[1] == 2.75
+    # --repeat-last-n: only the last n tokens count
+    last = _apply(Settings("m", **BASE, min_p=0.0, repeat_penalty=2.0, repeat_last_n=2), [0, 5, 6], LOGITS)
+    assert last[0] == 4.0 and last[5] == -2.0  # token 0 is out of the window; -1 x 2 for token 5
+
+
+def test_greedy_still_applies_the_penalties():
+    """temp 0 picks the top token: a repeat penalty must be able to change which one."""
+    s = Sampling.of(Settings("m", temp=0.0, repeat_penalty=4.0))
+    chain = s.chain(N_VOCAB)
+    try:
+        names = [llama_cpp.llama_sampler_name(llama_cpp.llama_sampler_chain_get(chain.ptr, i))
+                 for i in range(llama_cpp.llama_sampler_chain_n(chain.ptr))]
+    finally:
+        chain.close()
+    assert names == [b"penalties", b"greedy"]
+
+
+def test_sent_to_a_server_recorded_and_shown():
+    from runner.process.commands import Chat
+    from runner.server.engine import ServerEngine
+
+    values = {field: value for field, _default, value in FLAGS.values()}
+    s = Settings("m.gguf", **values)
+    _path, body = ServerEngine(s, "http://127.0.0.1:9")._request(Chat(1, (), 0.0))
+    assert {k: body[k] for k in values} == values  # llama-server's own field names
+    header = {"settings": s.to_dict()}
+    assert Trace(header, []).settings() == s  # a replay samples with what was recorded
+    assert {k: Redactor().settings(s.to_dict())[k] for k in values} == values  # the bundle keeps them
+    text = sampler_text(s)
+    assert "min-p 0.3" in text and "repeat 1.5/3" in text and "presence 0.5" in text and "frequency 0.25" in text
+    plain = sampler_text(Settings("m.gguf"))
+    assert plain == "temp 0.8 top-k 40 top-p 0.95 min-p 0.05 seed -1"  # penalties off: not shown
