@@ -22,7 +22,12 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "load":
         from runner.commands.load import load_main
 
-        return load_main(argv[1:])
+        def live(*args):  # the live view on a terminal (Textual only imported then)
+            from .load_app import run_live
+
+            return run_live(*args)
+
+        return load_main(argv[1:], live)
     if argv and argv[0] == "replay":
         from .launch import replay_main
 

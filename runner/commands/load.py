@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass, field
 
 from runner.cli_types import int_in, positive_float, positive_int
 from runner.commands.common import EXIT_ERROR, EXIT_OK, fail
@@ -99,7 +100,9 @@ def check_args(p: argparse.ArgumentParser, a: argparse.Namespace) -> list[str]:
     return urls
 
 
-def load_main(argv: list[str]) -> int:
+def load_main(argv: list[str], live=None) -> int:
+    """``live(a, urls, key, infos) -> SweepResult``: the live view (tui/load_app.py), used
+    on a terminal unless --no-tui; runner/ itself never imports the UI."""
     from runner.server.http import ServerClient, ServerError, api_key_from_env, normalise_url
     from runner.server.props import read_server_info
 
@@ -119,6 +122,9 @@ def load_main(argv: list[str]) -> int:
             return fail(str(exc))
         finally:
             client.close()
+    if live is not None and not a.no_tui and sys.stdout.isatty() and sys.stdin.isatty():
+        out = live(a, urls, key, infos)
+        return finish(a, urls, out) if out is not None else EXIT_INTERRUPTED
     return run_sweep(a, urls, key, infos)
 
 
@@ -131,60 +137,83 @@ def levels_of(a, infos) -> list:
     return [u for u in (1, 2, 4, 8) if u <= max(slots, 1)]
 
 
-def run_sweep(a, urls: list[str], key: str | None, infos, on_row=None, driver_ready=None) -> int:
-    """Every level, one after another; rows printed at the end (and given to ``on_row`` as
-    each level ends: the live view). ``driver_ready(driver)`` lets a caller stop it."""
+@dataclass
+class SweepResult:
+    rows: list[dict] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    error: str | None = None
+    stopped: bool = False
+
+
+def sweep(a, urls: list[str], key: str | None, infos, on_rows=None, driver_ready=None, say=None) -> SweepResult:
+    """Every level, one after another. ``on_rows(rows)`` gets each level's rows as it ends
+    (the live view), ``driver_ready(driver)`` the driver (to stop it), ``say(text)`` the
+    progress (default: stderr). Ctrl+C (or ``driver.stop()``) ends the level in flight."""
     from runner.commands.load_physics import physics_for
     from runner.commands.load_rows import build_row
     from runner.server.http import ServerError
     from runner.server.load_driver import LoadDriver
 
-    physics = physics_for(infos[0], urls[0], a)
-    notes = [server_note(urls, infos, a), physics.note]
-    rows: list[dict] = []
-    error, interrupted = None, False
+    say = say or (lambda text: progress(a, text))
+    out = SweepResult()
     levels = levels_of(a, infos)
     driver = None
     try:
+        physics = physics_for(infos[0], urls[0], a)
+        out.notes = [server_note(urls, infos, a), physics.note]
         driver = LoadDriver(urls, key, a.n_prompt, a.shared_prefix, a.endpoint)
         if driver_ready:
             driver_ready(driver)
         if a.warmup and not driver.stopped:
-            progress(a, "warm-up (not measured)")
+            say("warm-up (not measured)")
             driver.warm_up(min(max(levels) if not a.rate else 1, sum(i.total_slots for i in infos)))
         for li, level in enumerate(levels):
             if driver.stopped:
                 break
-            progress(a, f"level {li + 1}/{len(levels)}: " + (f"rate {level:g}/s" if a.rate else f"{level} users"))
+            say(f"level {li + 1}/{len(levels)}: " + (f"rate {level:g}/s" if a.rate else f"{level} users"))
             run = one_level(driver, a, level, li)
+            if run.stopped:
+                break  # a level cut short is not a measurement
             level_rows = [build_row(run, None, physics, len(urls))]
             if len(urls) > 1:
                 level_rows = [build_row(run, i, physics, len(urls)) for i in range(len(urls))] + level_rows
-            rows += level_rows
-            if on_row:
-                on_row(level_rows)
+            out.rows += level_rows
+            if on_rows:
+                on_rows(level_rows)
     except KeyboardInterrupt:
-        interrupted = True
+        out.stopped = True
     except ServerError as exc:
-        error = str(exc)
-    if driver is not None and (interrupted or driver.stopped):
+        out.error = str(exc)
+    if driver is not None and (out.stopped or driver.stopped):
+        out.stopped = True
         driver.stop()
         idle = driver.wait_idle()
-        notes.append("stopped: streams in flight closed; " +
-                     ("no slot busy after" if idle else "a slot was still busy 15 s after (or /slots is off)"))
-    notes += summary_notes(rows, a)
-    if rows:
-        print(render(a.output, rows, notes if a.output == "md" else []), flush=True)
+        out.notes.append("stopped: streams in flight closed; " +
+                         ("no slot busy after" if idle else "a slot was still busy 15 s after (or /slots is off)"))
+        say(out.notes[-1])
+    out.notes += summary_notes(out.rows, a)
+    return out
+
+
+def run_sweep(a, urls: list[str], key: str | None, infos) -> int:
+    return finish(a, urls, sweep(a, urls, key, infos))
+
+
+def finish(a, urls: list[str], out: SweepResult) -> int:
+    """The rows on stdout (and the plot); the exit code: 130 after a stop, 1 after an error."""
+    error = out.error
+    if out.rows:
+        print(render(a.output, out.rows, out.notes if a.output == "md" else []), flush=True)
         if a.plot:
             try:
-                write_plot(a.plot, rows, f"kvtop load: {urls[0]} -p {a.n_prompt} -n {a.n_predict}")
+                write_plot(a.plot, out.rows, f"kvtop load: {urls[0]} -p {a.n_prompt} -n {a.n_predict}")
             except OSError as exc:
                 error = error or f"cannot write {a.plot}: {exc.strerror or exc}"
     if error:
         return fail(error)
-    if interrupted or (driver is not None and driver.stopped):
+    if out.stopped:
         return EXIT_INTERRUPTED
-    return EXIT_OK if rows else EXIT_ERROR
+    return EXIT_OK if out.rows else EXIT_ERROR
 
 
 def one_level(driver, a, level, li: int):
