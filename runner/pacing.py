@@ -57,3 +57,9 @@ def chart_interval(refresh_s: float) -> float:
 
 def prefill_interval(refresh_s: float) -> float:
     return min(MAX_PREFILL_S, refresh_s)
+
+# kvtop --server: the server on screen is polled at the redraw pace, at most once every
+# SERVER_POLL_S; the other servers of a fleet share FLEET_POLLS_PER_S polls a second
+# (runner/server/fleet.py), so that 50 idle servers cost at most 3% of a core.
+SERVER_POLL_S = 1.0
+FLEET_POLLS_PER_S = 5.0

@@ -42,8 +42,11 @@ class TurnBridge:
         if isinstance(e, ev.TurnStarted):
             self._reset(e.turn_id)
             # The first decode update waits one interval: redrawing as decode starts
-            # stalls its first tokens (measured: 10 tokens at a fifth of the speed).
-            self._last_post = self.clock()
+            # stalls its first tokens (measured: 10 tokens at a fifth of the speed). Not
+            # for a llama-server's turn: it starts at its first chunk, often the first
+            # token itself, and a held token waited for the next chunk (a slow server's
+            # reply showed "model: …" for 30 s with its first token here).
+            self._last_post = self.clock() if e.template_name != "server" else float("-inf")
             self.post(msg.TurnBegan(e))
         elif isinstance(e, ev.ContextShifted):
             self.post(msg.ContextShiftNote(e))

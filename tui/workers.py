@@ -86,17 +86,22 @@ class EngineWorkers:
 
 
 class ServerPolling:
-    """Mixed into the App for ``kvtop --server``: poll every server on kvtop's pace."""
+    """Mixed into the App for ``kvtop --server``: poll every server on kvtop's pace
+    (``runner.server.fleet.FleetPoller``)."""
 
     def start_server_polling(self) -> None:
+        from runner.pacing import SERVER_POLL_S
+        from runner.server.fleet import FleetPoller
         from runner.server.http import ServerClient
         from runner.server.monitor import ServerMonitor
 
         self.monitors = [ServerMonitor(ServerClient(url, self.options.api_key)) for url in self.options.servers]
-        self.poll_servers()
-        self.set_interval(max(self.refresh_s, 1.0), self.poll_servers)
+        # one scheduler and a pool (runner/server/fleet.py): a hanging server holds only
+        # its own row, and its daemon threads never hold up quitting
+        self.fleet_poller = FleetPoller(self.monitors, self.server_polled, max(self.refresh_s, SERVER_POLL_S),
+                                        focus=lambda: self.server_index)
+        self.fleet_poller.start()
 
-    @work(thread=True, exclusive=True, group="server-poll", exit_on_error=False)
-    def poll_servers(self) -> None:
-        for i, monitor in enumerate(self.monitors):
-            self.post_message(msg.ServerPolled(i, monitor.poll()))
+    def server_polled(self, index: int, snapshot) -> None:
+        """On a poll thread, after each poll of one server."""
+        self.post_message(msg.ServerPolled(index, snapshot))

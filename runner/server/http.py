@@ -1,11 +1,13 @@
-"""The HTTP side of ``kvtop --server``: one small client over urllib3.
+"""The HTTP side of ``kvtop --server``: one small client over ``http.client``.
 
-Why urllib3: per-phase timeouts (connect, read) so a hanging server never hangs
-kvtop, streaming responses whose socket another thread can shut down (Esc ends the
-stream; llama-server then stops the task), connection pooling, an actively maintained
-library that requests and pip build on, and it imports nothing of the UI (httpx
-imports Rich through its command-line module, and runner/ must not). llama-server's
-server-sent events are ``data: <json>`` lines, parsed here without another dependency.
+Every exchange has a *total* deadline (``wire.DeadlineSocket``): connect, headers and
+the whole body end by it, however slowly the server trickles (urllib3's timeout was per
+read, and a server sending a byte every 2 s hung kvtop). A stream has a deadline per
+event and one on progress: an event that has begun must end within ``STREAM_EVENT_S``,
+and the next one must come within ``STREAM_GAP_S``. Bodies are bounded while they are
+read, JSON is parsed with a depth limit (``wire.loads_bounded``), and connections are
+kept alive between polls (one handshake per server, not one per request).
+llama-server's server-sent events are ``data: <json>`` lines, parsed here.
 
 Every failure becomes a ``ServerError`` whose message is one line for a user: no
 traceback, and no server text interpreted as markup (the UI shows it literally).
@@ -13,33 +15,40 @@ traceback, and no server text interpreted as markup (the UI shows it literally).
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import socket
 import struct
 import threading
+import time
 from typing import Iterator
 from urllib.parse import urlsplit
 
-import urllib3
-from urllib3.exceptions import HTTPError as Urllib3Error
-from urllib3.exceptions import NewConnectionError, TimeoutError as Urllib3Timeout
-
 from runner.sanitize import clean_line
+from runner.server.wire import TooDeep, TooSlow, loads_bounded, open_connection
 
-POLL_TIMEOUT = urllib3.Timeout(connect=3.0, read=5.0)
-# A stream waits for its next chunk: prefill of a long prompt sends a progress chunk per
-# batch, so 120 s without one means the server hangs (Esc ends it sooner).
-STREAM_TIMEOUT = urllib3.Timeout(connect=5.0, read=120.0)
-MAX_JSON_BYTES = 8 * 2**20
+CONNECT_S = 3.0  # TCP (and TLS) connect
+DEADLINE_S = 10.0  # one whole request: connect, headers and body
+# A stream's first event may wait for a free slot (the server defers the request), and
+# prefill of a long prompt sends a progress event per batch: 120 s without one is a hang.
+STREAM_GAP_S = 120.0
+STREAM_EVENT_S = 10.0  # a server writes each event at once: one that trickles is a slow-loris
+MAX_JSON_BYTES = 32 * 2**20  # 100,000 small slots are 9.5 MB: large, still an answer
+MAX_LINE_BYTES = 8 * 2**20  # one event of a stream
+MAX_STREAM_BYTES = 256 * 2**20
+KEEP_ALIVE = 2  # idle connections kept per server
 
 
 class ServerError(Exception):
-    """One line for the user; ``status`` is the HTTP status when there was one."""
+    """One line for the user; ``status`` is the HTTP status when there was one.
+    ``reached``: the server answered something (a status line, some bytes): a too slow,
+    too large or malformed answer is a fault of that answer, not an unreachable server."""
 
-    def __init__(self, message: str, status: int | None = None):
+    def __init__(self, message: str, status: int | None = None, reached: bool | None = None):
         super().__init__(message)
         self.status = status
+        self.reached = status is not None if reached is None else reached
 
 
 def normalise_url(url: str) -> str:
@@ -62,72 +71,138 @@ def api_key_from_env(given: str | None) -> str | None:
     return given if given else os.environ.get("LLAMA_API_KEY") or None
 
 
-def _describe(exc: Exception, url: str) -> str:
-    if isinstance(exc, NewConnectionError) or isinstance(getattr(exc, "reason", None), NewConnectionError):
-        return f"cannot reach {url}: connection refused or no route (is llama-server running?)"
-    if isinstance(exc, Urllib3Timeout):
-        return f"{url} did not answer in time ({type(exc).__name__})"
-    return f"{url}: {clean_line(type(exc).__name__ + ': ' + str(exc), 300)}"
+def _connect_error(exc: Exception, url: str) -> ServerError:
+    if isinstance(exc, socket.gaierror):
+        return ServerError(f"cannot reach {url}: unknown host")
+    if isinstance(exc, (socket.timeout, TooSlow)):
+        return ServerError(f"cannot reach {url}: no answer to connect in {CONNECT_S:g} s")
+    return ServerError(f"cannot reach {url}: connection refused or no route (is llama-server running?)")
+
+
+def _broken(exc: Exception, path: str, got: int) -> ServerError:
+    """A connection that broke during an exchange, in one line."""
+    what = clean_line(f"{type(exc).__name__}: {exc}", 160) if str(exc) else type(exc).__name__
+    return ServerError(f"{path}: the answer broke off after {got} bytes ({what})", reached=got > 0)
+
+
+def _drop(conn, sock) -> None:
+    """Close a connection and its socket now (http.client leaves the socket to a response
+    that may never be read to its end)."""
+    conn.close()
+    sock.abort()
+
+
+_STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
 
 
 class ServerClient:
     """Requests to one llama-server. Thread-safe; ``close_stream`` may be called from any
     thread to end the stream another thread is reading."""
 
-    def __init__(self, url: str, api_key: str | None = None):
+    def __init__(self, url: str, api_key: str | None = None, deadline_s: float = DEADLINE_S):
         self.url = normalise_url(url)
+        parts = urlsplit(self.url)
+        self._where = (parts.scheme, parts.hostname, parts.port)
+        self._base = parts.path
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._http = urllib3.PoolManager(num_pools=2, maxsize=4, retries=False, timeout=POLL_TIMEOUT)
-        self._stream_lock = threading.Lock()
-        self._stream = None
+        self.deadline_s = deadline_s
+        self._lock = threading.Lock()
+        self._idle: list = []  # kept-alive connections
+        self._stream = None  # the socket of the stream being read
 
-    def _request(self, method: str, path: str, payload: dict | None = None, timeout=POLL_TIMEOUT,
-                 close: bool = False):
+    # ------------------------------------------------------------ plain requests
+    def _connect(self, deadline: float):
+        conn = open_connection(*self._where, max(min(CONNECT_S, deadline - time.monotonic()), 0.05))
+        try:
+            conn.connect()
+        except (OSError, TooSlow) as exc:
+            conn.close()
+            raise _connect_error(exc, self.url) from None
+        return conn
+
+    def _take(self, deadline: float):
+        with self._lock:
+            if self._idle:
+                return self._idle.pop(), True
+        return self._connect(deadline), False
+
+    def _give(self, conn) -> None:
+        with self._lock:
+            if len(self._idle) < KEEP_ALIVE:
+                self._idle.append(conn)
+                return
+        conn.close()
+
+    def _body(self, payload: dict | None) -> tuple[bytes | None, dict]:
         headers = dict(self._headers)
-        if close:  # a stream's connection is not reused: the server may close it after the stream
-            headers["Connection"] = "close"
-        body = None
-        if payload is not None:
-            body = json.dumps(payload).encode()
-            headers["Content-Type"] = "application/json"
-        try:
-            return self._http.request(method, self.url + path, body=body, headers=headers, timeout=timeout,
-                                      preload_content=False, redirect=False)
-        except Urllib3Error as exc:
-            raise ServerError(_describe(exc, self.url)) from None
+        if payload is None:
+            return None, headers
+        headers["Content-Type"] = "application/json"
+        return json.dumps(payload).encode(), headers
 
-    def _read(self, r, path: str) -> bytes:
-        try:
-            data = r.read(MAX_JSON_BYTES + 1)
-        except Urllib3Error as exc:
-            raise ServerError(_describe(exc, self.url)) from None
-        finally:
-            r.release_conn()
-        if len(data) > MAX_JSON_BYTES:
-            raise ServerError(f"{path} answered more than {MAX_JSON_BYTES // 2**20} MiB")
-        return data
+    def _exchange(self, method: str, path: str, payload: dict | None = None,
+                  limit: int = MAX_JSON_BYTES) -> tuple[int, bytes]:
+        """(status, body) of one request, all of it within ``deadline_s``. A kept-alive
+        connection the server has closed meanwhile is retried once on a new one."""
+        body, headers = self._body(payload)
+        deadline = time.monotonic() + self.deadline_s
+        while True:
+            conn, reused = self._take(deadline)
+            sock = conn.sock
+            sock.deadline, before = deadline, sock.received
+            try:
+                conn.request(method, self._base + path, body=body, headers=headers)
+                r = conn.getresponse()
+                data = r.read(limit + 1)
+            except TooSlow:
+                _drop(conn, sock)
+                got = sock.received - before
+                if not got:
+                    raise ServerError(f"{path} did not answer in {self.deadline_s:g} s") from None
+                raise ServerError(f"{path} sent {got} bytes in {self.deadline_s:g} s: too slow", reached=True) from None
+            except _STALE as exc:
+                _drop(conn, sock)
+                if reused and sock.received == before:
+                    continue  # the server closed the idle connection: once more on a new one
+                raise _broken(exc, path, sock.received - before) from None
+            except (OSError, http.client.HTTPException, ValueError) as exc:
+                _drop(conn, sock)
+                raise _broken(exc, path, sock.received - before) from None
+            if len(data) > limit:
+                _drop(conn, sock)
+                raise ServerError(f"{path} answered more than {limit // 2**20} MiB: too large to read",
+                                  r.status) from None
+            if r.isclosed() and not r.will_close:
+                self._give(conn)
+            else:
+                _drop(conn, sock)
+            return r.status, data
 
-    def _check(self, r, path: str, data: bytes) -> None:
-        if r.status == 401:
+    def _check(self, status: int, path: str, data: bytes) -> None:
+        if status == 401:
             raise ServerError(f"{self.url} refused the API key (401): pass --api-key or set LLAMA_API_KEY", 401)
-        if r.status >= 400:
+        if 300 <= status < 400:
+            raise ServerError(f"{path} answered HTTP {status}, a redirect: kvtop does not follow redirects "
+                              f"(give the server's own URL)", status)
+        if status >= 400:
             detail = ""
             try:
-                body = json.loads(data)
+                body = loads_bounded(data)
                 if isinstance(body, dict) and isinstance(body.get("error"), dict):
                     detail = ": " + clean_line(str(body["error"].get("message", "")), 200)
             except ValueError:
                 pass
-            raise ServerError(f"{path} answered HTTP {r.status}{detail}", r.status)
+            raise ServerError(f"{path} answered HTTP {status}{detail}", status)
 
     def _json(self, method: str, path: str, payload: dict | None = None) -> object:
-        r = self._request(method, path, payload)
-        data = self._read(r, path)
-        self._check(r, path, data)
+        status, data = self._exchange(method, path, payload)
+        self._check(status, path, data)
         try:
-            return json.loads(data)
+            return loads_bounded(data)
+        except TooDeep as exc:
+            raise ServerError(f"{path} answered {exc}: refused", status) from None
         except ValueError:
-            raise ServerError(f"{path} did not answer JSON: is {self.url} a llama-server?") from None
+            raise ServerError(f"{path} did not answer JSON: is {self.url} a llama-server?", status) from None
 
     def get_json(self, path: str) -> object:
         return self._json("GET", path)
@@ -136,21 +211,38 @@ class ServerClient:
         return self._json("POST", path, payload)
 
     def get_text(self, path: str) -> str:
-        r = self._request("GET", path)
-        data = self._read(r, path)
-        self._check(r, path, data)
+        status, data = self._exchange("GET", path)
+        self._check(status, path, data)
         return data.decode("utf-8", errors="replace")
 
+    # ------------------------------------------------------------ streams
     def stream_events(self, path: str, payload: dict) -> Iterator[dict]:
         """The JSON objects of a server-sent-events stream, until ``[DONE]`` or the end.
         A chunk that is not a JSON object raises ``ServerError`` naming it."""
-        r = self._request("POST", path, payload, timeout=STREAM_TIMEOUT, close=True)
-        if r.status >= 400:
-            self._check(r, path, self._read(r, path))
-        with self._stream_lock:
-            self._stream = r
+        body, headers = self._body(payload)
+        headers["Connection"] = "close"  # the server may close it after the stream: not reused
+        conn = self._connect(time.monotonic() + CONNECT_S)
+        sock = conn.sock
+        # llama-server sends the headers at once, even for a request that waits for a slot
+        sock.deadline = time.monotonic() + self.deadline_s
+        with self._lock:
+            self._stream = sock
         try:
-            for line in _lines(r, self.url):
+            try:
+                conn.request("POST", self._base + path, body=body, headers=headers)
+                r = conn.getresponse()
+            except TooSlow:
+                raise ServerError(f"{path} did not start its answer in {self.deadline_s:g} s") from None
+            except (OSError, http.client.HTTPException, ValueError) as exc:
+                raise _broken(exc, path, sock.received) from None
+            if r.status >= 300:
+                sock.deadline = time.monotonic() + self.deadline_s
+                try:
+                    data = r.read(MAX_JSON_BYTES + 1)
+                except (TooSlow, OSError, http.client.HTTPException, ValueError):
+                    data = b""
+                self._check(r.status, path, data)
+            for line in _lines(r, sock, path):
                 if not line.startswith("data:"):
                     continue  # comments, "event:" lines, keep-alive
                 data = line[5:].strip()
@@ -158,72 +250,82 @@ class ServerClient:
                     return
                 yield _event(data, path)
         finally:
-            with self._stream_lock:
+            with self._lock:
                 self._stream = None
-            r.close()
+            _drop(conn, sock)
 
     def close_stream(self) -> None:
         """End the stream being read (cancel): the server sees the client go and stops.
         The socket is shut down, which wakes a read blocked in another thread."""
-        with self._stream_lock:
-            r = self._stream
-        if r is None:
+        with self._lock:
+            sock = self._stream
+        if sock is None:
             return
-        sock = _socket_of(r)
-        if sock is not None:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)  # wakes the reader blocked in recv
-            except OSError:
-                pass
-            try:
-                # Close it now with a reset: the server stops the task at its next write. A
-                # plain close waits for the last reference (the response's file), and until
-                # then the server's writes still succeed and it generates on.
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-                os.close(sock.detach())
-            except OSError:
-                pass
         try:
-            r.close()
-        except Exception:
+            sock.shutdown(socket.SHUT_RDWR)  # wakes the reader blocked in recv
+        except OSError:
+            pass
+        try:
+            # Close it now with a reset: the server stops the task at its next write. A
+            # plain close waits for the last reference (the response's file), and until
+            # then the server's writes still succeed and it generates on.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            os.close(sock.detach())
+        except OSError:
             pass
 
     def close(self) -> None:
         self.close_stream()
-        self._http.clear()
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
 
 
-def _socket_of(r):
-    """The socket under a streamed response. With ``Connection: close`` http.client hands
-    the socket to the response's file and forgets it on the connection, so look there."""
-    sock = getattr(getattr(r, "connection", None), "sock", None)
-    if sock is None:
-        raw = getattr(getattr(getattr(r, "_fp", None), "fp", None), "raw", None)
-        sock = getattr(raw, "_sock", None)
-    return sock
-
-
-def _lines(r, url: str) -> Iterator[str]:
-    buf = b""
+def _lines(r: http.client.HTTPResponse, sock, path: str) -> Iterator[str]:
+    """The lines of a stream as they arrive. Before each read the socket gets its
+    deadline: the end of the event begun (``STREAM_EVENT_S`` after its first byte), or
+    ``STREAM_GAP_S`` after the last whole event."""
+    buf = bytearray()
+    total, t_event, t_begun = 0, time.monotonic(), None
     try:
-        # chunk by chunk as they arrive (a plain read(4096) would wait for 4 KiB of tokens)
-        chunks = r.stream(4096, decode_content=True) if r.chunked else iter(lambda: r.read1(4096), b"")
-        for chunk in chunks:
+        while True:
+            sock.deadline = t_begun + STREAM_EVENT_S if t_begun is not None else t_event + STREAM_GAP_S
+            chunk = r.read1(65536)  # as they arrive (a plain read(4096) would wait for 4 KiB of tokens)
+            if not chunk:
+                break
+            total += len(chunk)
+            if total > MAX_STREAM_BYTES:
+                raise ServerError(f"{path} streamed more than {MAX_STREAM_BYTES // 2**20} MiB", reached=True)
+            start = len(buf)
             buf += chunk
-            while b"\n" in buf:
-                line, buf = buf.split(b"\n", 1)
-                yield line.rstrip(b"\r").decode("utf-8", errors="replace")
-            if len(buf) > MAX_JSON_BYTES:
-                raise ServerError(f"{url} sent a line over {MAX_JSON_BYTES // 2**20} MiB")
-    except (Urllib3Error, OSError, ValueError, AttributeError) as exc:
-        raise ServerError(_describe(exc, url)) from None
+            end = buf.rfind(b"\n", start)
+            if end >= 0:
+                lines, buf = bytes(buf[:end]).split(b"\n"), buf[end + 1:]
+                for line in lines:
+                    yield line.rstrip(b"\r").decode("utf-8", errors="replace")
+                t_event = time.monotonic()
+                t_begun = t_event if buf else None
+            elif t_begun is None:
+                t_begun = time.monotonic()
+            if len(buf) > MAX_LINE_BYTES:
+                raise ServerError(f"{path} sent a line over {MAX_LINE_BYTES // 2**20} MiB", reached=True)
+    except TooSlow:
+        if buf:
+            raise ServerError(f"{path} sent {len(buf)} bytes of an event in {STREAM_EVENT_S:g} s: too slow",
+                              reached=True) from None
+        raise ServerError(f"{path} sent nothing for {STREAM_GAP_S:g} s", reached=True) from None
+    except (OSError, http.client.HTTPException, ValueError, AttributeError) as exc:
+        raise _broken(exc, path, total) from None
     if buf:
-        yield buf.decode("utf-8", errors="replace")
+        yield bytes(buf).decode("utf-8", errors="replace")
 
 
 def _event(data: str, path: str) -> dict:
     try:
-        obj = json.loads(data)
+        obj = loads_bounded(data)
+    except TooDeep as exc:
+        raise ServerError(f"{path} sent a chunk {exc}") from None
     except ValueError:
         raise ServerError(f"{path} sent a chunk that is not JSON: {clean_line(data, 80)}") from None
     if not isinstance(obj, dict):

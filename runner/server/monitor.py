@@ -14,15 +14,16 @@ they are made, and leave the live sum when the counter takes them.
 
 from __future__ import annotations
 
-import math
 import re
 import time
 from dataclasses import dataclass
 
 from runner.sanitize import clean_line
+from runner.server.checks import MAX_CTX, MAX_REQUESTS, MAX_SLOTS, MAX_TASK_ID, MAX_TOTAL_TOKENS, Refused, count
 from runner.server.http import ServerClient, ServerError
 
 COUNTER = {"prompt": "prompt_tokens_total", "gen": "tokens_predicted_total"}
+PROPS_RETRY_S = 30.0  # /props that hangs must not cost every poll its deadline
 METRIC_LINE = re.compile(r"^(llamacpp:[A-Za-z_]+)(?:\{[^}]*\})?\s+(\S+)")
 
 
@@ -71,39 +72,69 @@ class ServerSnapshot:
 
 
 def parse_metrics(text: str) -> dict[str, float]:
-    """Prometheus text → {name: value} for llama.cpp's own metrics (finite values only)."""
+    """Prometheus text → {name: value} for llama.cpp's own metrics (``check_metrics``
+    then refuses what is not a count)."""
     out: dict[str, float] = {}
     for line in text.splitlines()[:10000]:
         m = METRIC_LINE.match(line.strip())
         if m:
             try:
-                v = float(m.group(2))
+                out[m.group(1)[len("llamacpp:"):]] = float(m.group(2))
             except ValueError:
                 continue
-            if math.isfinite(v):
-                out[m.group(1)[len("llamacpp:"):]] = v
     return out
 
 
-def _i(d: dict, key: str) -> int:
+# the metrics kvtop shows: counters since the server started, and requests at this moment
+CHECKED = {COUNTER["prompt"]: MAX_TOTAL_TOKENS, COUNTER["gen"]: MAX_TOTAL_TOKENS,
+           "requests_processing": MAX_REQUESTS, "requests_deferred": MAX_REQUESTS}
+
+
+def check_metrics(m: dict[str, float]) -> tuple[dict[str, float], str | None]:
+    """(the metrics kvtop uses that are counts, one line naming those refused, or None).
+    A refused metric is left out: shown as unknown, never as the server's number."""
+    ok, refused = {}, []
+    for name, v in m.items():
+        if name not in CHECKED:
+            continue
+        try:
+            ok[name] = float(count(v, name, CHECKED[name]))
+        except Refused as exc:
+            refused.append(str(exc))
+    return ok, ("/metrics refused: " + "; ".join(refused)) if refused else None
+
+
+def _n(d: dict, key: str, sid, hi: int = MAX_CTX, lo: int = 0, missing: int | None = 0) -> int | None:
+    """``d[key]`` of slot ``sid`` as a count (``missing`` when an older server leaves it out)."""
     v = d.get(key)
-    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else 0
+    if type(v) is int and lo <= v <= hi:  # noqa: E721 (the fast path: 100,000 slots pass here)
+        return v
+    return missing if v is None else count(v, f"slot {sid} {key}", hi, lo)
+
+
+def _slot(s: dict, i: int) -> SlotState:
+    """One slot of ``/slots``, every number checked (``Refused`` names the first bad one)."""
+    sid = _n(s, "id", i + 1, MAX_SLOTS, missing=i)
+    nxt = s.get("next_token")
+    nxt = nxt[0] if isinstance(nxt, list) and nxt and isinstance(nxt[0], dict) else {}
+    return SlotState(sid, _n(s, "n_ctx", sid), bool(s.get("is_processing")),
+                     _n(s, "id_task", sid, MAX_TASK_ID, -1, missing=None), _n(s, "n_prompt_tokens", sid),
+                     _n(s, "n_prompt_tokens_processed", sid), _n(s, "n_prompt_tokens_cache", sid),
+                     _n(nxt, "n_decoded", sid))
 
 
 def parse_slots(data) -> tuple[SlotState, ...]:
+    """Every slot of a ``/slots`` answer (100,000 of them are still an answer: the panes
+    show the first and count the rest). One slot with a number that is not a count
+    refuses the whole answer (``ServerError`` naming it): its other figures are suspect."""
     if not isinstance(data, list):
-        raise ServerError("/slots did not answer a list")
-    out = []
-    for s in data[:4096]:
-        if not isinstance(s, dict):
-            continue
-        nxt = s.get("next_token")
-        nxt = nxt[0] if isinstance(nxt, list) and nxt and isinstance(nxt[0], dict) else {}
-        out.append(SlotState(_i(s, "id"), _i(s, "n_ctx"), bool(s.get("is_processing")),
-                             _i(s, "id_task") if "id_task" in s else None, _i(s, "n_prompt_tokens"),
-                             _i(s, "n_prompt_tokens_processed"), _i(s, "n_prompt_tokens_cache"),
-                             _i(nxt, "n_decoded")))
-    return tuple(out)
+        raise ServerError("/slots did not answer a list", reached=True)
+    if len(data) > MAX_SLOTS:
+        raise ServerError(f"/slots refused: {len(data):,} slots, more than any server runs", reached=True)
+    try:
+        return tuple(_slot(s, i) for i, s in enumerate(data) if isinstance(s, dict))
+    except Refused as exc:
+        raise ServerError(f"/slots refused: {exc}", reached=True) from None
 
 
 def live_tokens(slots: tuple[SlotState, ...]) -> tuple[int, int]:
@@ -126,16 +157,17 @@ class ServerMonitor:
         self.client = client
         self._last: tuple[float, dict[str, float]] | None = None  # (when, tokens made so far by kind)
         self.model: str | None = None
+        self._props_after = 0.0  # a /props that failed is asked again only after PROPS_RETRY_S
 
     def _model(self) -> str | None:
-        if self.model is None:
+        if self.model is None and time.monotonic() >= self._props_after:
             try:
                 props = self.client.get_json("/props")
                 path = props.get("model_path") if isinstance(props, dict) else None
                 if isinstance(path, str) and path:
                     self.model = clean_line(path.replace("\\", "/").rsplit("/", 1)[-1], 120)
             except ServerError:
-                pass
+                self._props_after = time.monotonic() + PROPS_RETRY_S
         return self.model
 
     def poll(self) -> ServerSnapshot:
@@ -145,13 +177,14 @@ class ServerMonitor:
         try:
             slots = parse_slots(self.client.get_json("/slots"))
         except ServerError as exc:
-            if exc.status is None or exc.status == 401:
+            if not exc.reached or exc.status == 401:
                 self._last = None  # rates restart after the server comes back
                 return ServerSnapshot(url, now, False, str(exc), (), None, None, None, self.model)
             slots_note = _note(exc, "--slots")
         rates, metrics_note = None, None
         try:
-            rates = self._rates(now, parse_metrics(self.client.get_text("/metrics")), slots if not slots_note else None)
+            metrics, metrics_note = check_metrics(parse_metrics(self.client.get_text("/metrics")))
+            rates = self._rates(now, metrics, slots if not slots_note else None)
         except ServerError as exc:
             metrics_note = _note(exc, "--metrics")
         return ServerSnapshot(url, now, True, None, slots, slots_note, rates, metrics_note, self._model())

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from runner.sanitize import clean_line
+from runner.server.checks import MAX_CTX, MAX_SLOTS, Refused, count
 from runner.server.http import ServerClient, ServerError, is_loopback
 
 
@@ -28,7 +29,19 @@ class ServerInfo:
 
 
 def _int(v, lo: int = 0, hi: int = 10**15) -> int | None:
-    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and lo <= v <= hi else None
+    """An optional figure (``/v1/models``' meta): None, unknown, when it is not a count."""
+    try:
+        return count(v, "", hi, lo)
+    except Refused:
+        return None
+
+
+def _required(v, what: str, hi: int) -> int:
+    """A figure the physics needs: one that is not a count refuses the server in one line."""
+    try:
+        return count(v, what, hi, 1)
+    except Refused as exc:
+        raise ServerError(f"/props refused: {exc}", reached=True) from None
 
 
 def _health(client: ServerClient, wait_s: float) -> object:
@@ -49,7 +62,7 @@ def read_server_info(client: ServerClient, wait_s: float = 120.0) -> ServerInfo:
     try:
         health = _health(client, wait_s)
     except ServerError as exc:
-        if exc.status is not None and exc.status not in (401, 503):
+        if exc.status is not None and exc.status >= 300 and exc.status not in (401, 503):
             raise ServerError(f"{client.url} does not look like llama-server (/health answered HTTP {exc.status})",
                               exc.status) from None
         raise
@@ -59,9 +72,10 @@ def read_server_info(client: ServerClient, wait_s: float = 120.0) -> ServerInfo:
     if not isinstance(props, dict) or "default_generation_settings" not in props:
         raise ServerError(f"{client.url} does not look like llama-server (/props has no default_generation_settings)")
     gen = props.get("default_generation_settings")
-    n_ctx = _int(gen.get("n_ctx"), 1) if isinstance(gen, dict) else None
-    if n_ctx is None:
-        raise ServerError(f"{client.url}: /props has no valid n_ctx")
+    if not isinstance(gen, dict) or gen.get("n_ctx") is None:
+        raise ServerError(f"{client.url}: /props has no n_ctx")
+    n_ctx = _required(gen.get("n_ctx"), "n_ctx", MAX_CTX)
+    slots = _required(props["total_slots"], "total_slots", MAX_SLOTS) if props.get("total_slots") is not None else 1
     meta, model_id = {}, None
     try:
         models = client.get_json("/v1/models")
@@ -77,12 +91,12 @@ def read_server_info(client: ServerClient, wait_s: float = 120.0) -> ServerInfo:
         model_path=clean_line(path, 1000) if isinstance(path, str) and path else None,
         model_id=model_id,
         n_ctx=n_ctx,
-        total_slots=_int(props.get("total_slots"), 1, 4096) or 1,
+        total_slots=slots,
         build_info=clean_line(str(props.get("build_info", "unknown build")), 80),
         chat_template=tmpl if isinstance(tmpl, str) and tmpl else None,
-        n_params=_int(meta.get("n_params")),
-        model_bytes=_int(meta.get("size")),
-        n_ctx_train=_int(meta.get("n_ctx_train")),
+        n_params=_int(meta.get("n_params"), 1, 10**14),
+        model_bytes=_int(meta.get("size"), 1, 2**50),
+        n_ctx_train=_int(meta.get("n_ctx_train"), 1, MAX_CTX),
         architecture=None,
         pid=listening_pid(client.url) if is_loopback(client.url) else None,
     )

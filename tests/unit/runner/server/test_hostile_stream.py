@@ -19,7 +19,7 @@ import pytest
 from runner import events as ev
 from runner.process.commands import Chat, ChatMessage
 from runner.server.engine import ServerEngine
-from runner.server.http import MAX_JSON_BYTES
+from runner.server.http import MAX_LINE_BYTES
 from runner.settings import Settings
 
 GOOD_TOKEN = {"choices": [{"delta": {"content": "ok"}}],
@@ -28,7 +28,7 @@ STREAMS = {
     "not_json": ["{not json at all"],
     "not_object": ["[1, 2, 3]"],
     "error_object": [json.dumps({"error": {"message": "[bold]slot unavailable[/]"}})],
-    "huge_line": None,  # filled in by the handler: one line over MAX_JSON_BYTES
+    "huge_line": None,  # filled in by the handler: one line over MAX_LINE_BYTES
     "absurd_numbers": [
         json.dumps({"prompt_progress": {"total": 1e308, "cache": -7, "processed": "12", "time_ms": -3}}),
         json.dumps({"prompt_progress": {"total": 40, "cache": -7, "processed": 40, "time_ms": 20.0}}),
@@ -53,7 +53,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         name = type(self).script
         if name == "huge_line":
-            self.wfile.write(b"data: {\"x\": \"" + b"a" * (MAX_JSON_BYTES + 10))
+            self.wfile.write(b"data: {\"x\": \"" + b"a" * (MAX_LINE_BYTES + 10))
             return
         for data in STREAMS[name]:
             self.wfile.write(f"data: {data}\n\n".encode())
@@ -103,7 +103,7 @@ def error_of(turn: list[object]) -> str:
     ("not_json", "sent a chunk that is not JSON: {not json at all"),
     ("not_object", "sent a chunk that is not a JSON object"),
     ("error_object", "the server reported an error: [bold]slot unavailable[/]"),
-    ("huge_line", f"sent a line over {MAX_JSON_BYTES // 2**20} MiB"),
+    ("huge_line", f"sent a line over {MAX_LINE_BYTES // 2**20} MiB"),
 ])
 def test_a_bad_chunk_ends_the_turn_with_one_line_and_the_next_turn_works(hostile, name, says):
     bad, good = run_turns(hostile, [name, "good"])

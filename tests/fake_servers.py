@@ -1,0 +1,199 @@
+"""Misbehaving HTTP servers on 127.0.0.1, for the faults a real llama-server (or a proxy in
+front of one) can show: a trickle of one byte every few seconds, a hang after the request,
+a blackhole that accepts and never reads, JSON nested 100,000 deep, a huge body, hostile
+numbers, a redirect, a slow-loris stream.
+
+A ``FakeServer`` runs in a thread (``with FakeServer(routes) as url``); ``routes`` maps a
+path to a ``Reply``. Run as a script it serves N well-behaved idle llama-servers (for the
+idle-cost measurement, in a process of its own): ``python tests/fake_servers.py N``.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import socketserver
+import threading
+import time
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Reply:
+    """What a path answers. ``trickle_s``: the whole answer (status line and headers
+    included) goes out one byte per ``trickle_s``; ``hang``: read the request, never answer;
+    ``events``: a stream of server-sent events, ``event_gap_s`` apart, each event's bytes
+    ``event_trickle_s`` apart (0: written at once) from event ``trickle_from`` on."""
+
+    body: bytes = b"{}"
+    status: int = 200
+    content_type: str = "application/json"
+    headers: dict = field(default_factory=dict)
+    trickle_s: float = 0.0
+    hang: bool = False
+    events: list | None = None
+    event_gap_s: float = 0.0
+    event_trickle_s: float = 0.0
+    trickle_from: int = 0
+
+
+def json_reply(obj, **kw) -> Reply:
+    return Reply(json.dumps(obj).encode(), **kw)
+
+
+def nested(depth: int) -> bytes:
+    return b"[" * depth + b"]" * depth
+
+
+HEALTH = {"status": "ok"}
+
+
+def props(n_ctx=1024, slots=2, model="/models/served.gguf") -> dict:
+    return {"default_generation_settings": {"n_ctx": n_ctx}, "total_slots": slots, "model_path": model,
+            "build_info": "b1-fake", "chat_template": "{{ messages }}"}
+
+
+def slot(i: int, n_ctx=1024, processing=False, n_prompt=0, decoded=0, **extra) -> dict:
+    return {"id": i, "id_task": -1, "n_ctx": n_ctx, "is_processing": processing, "n_prompt_tokens": n_prompt,
+            "n_prompt_tokens_processed": n_prompt, "n_prompt_tokens_cache": 0,
+            "next_token": [{"n_decoded": decoded}], **extra}
+
+
+METRICS = ("# HELP llamacpp:prompt_tokens_total x\nllamacpp:prompt_tokens_total 100\n"
+           "llamacpp:tokens_predicted_total 50\nllamacpp:requests_processing 0\nllamacpp:requests_deferred 0\n")
+
+
+def llama_routes(n_slots: int = 2, **overrides) -> dict:
+    """A well-behaved idle llama-server's answers; ``overrides`` replace some paths."""
+    routes = {
+        "/health": json_reply(HEALTH),
+        "/props": json_reply(props(slots=n_slots)),
+        "/v1/models": json_reply({"data": [{"id": "served", "meta": {"n_params": 1000, "size": 2000}}]}),
+        "/slots": json_reply([slot(i) for i in range(n_slots)]),
+        "/metrics": Reply(METRICS.encode(), content_type="text/plain"),
+    }
+    routes.update(overrides)
+    return routes
+
+
+class _Handler(socketserver.BaseRequestHandler):
+    def handle(self) -> None:
+        server = self.server
+        sock = self.request
+        if server.blackhole:
+            server.stopped.wait()
+            return
+        sock.settimeout(30)
+        try:
+            while not server.stopped.is_set():
+                path = self._read_request(sock)
+                if path is None:
+                    return
+                reply = server.routes.get(path.split("?")[0], Reply(b'{"error": "not found"}', 404))
+                server.requests.append(path)
+                if not self._answer(sock, reply):
+                    return
+        except OSError:
+            return
+
+    @staticmethod
+    def _read_request(sock) -> str | None:
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = sock.recv(65536)
+            if not chunk:
+                return None
+            data += chunk
+        head, rest = data.split(b"\r\n\r\n", 1)
+        lines = head.decode("latin-1").split("\r\n")
+        length = 0
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            if name.strip().lower() == "content-length":
+                length = int(value.strip())
+        while len(rest) < length:
+            chunk = sock.recv(65536)
+            if not chunk:
+                return None
+            rest += chunk
+        return lines[0].split(" ")[1]
+
+    def _answer(self, sock, reply: Reply) -> bool:
+        """Writes the reply; whether the connection may serve another request."""
+        stopped = self.server.stopped
+        if reply.hang:
+            stopped.wait()
+            return False
+        reason = {200: "OK", 301: "Moved", 302: "Found", 404: "Not Found"}.get(reply.status, "X")
+        head = [f"HTTP/1.1 {reply.status} {reason}", f"Content-Type: {reply.content_type}"]
+        head += [f"{k}: {v}" for k, v in reply.headers.items()]
+        if reply.events is not None:
+            sock.sendall(("\r\n".join(head + ["Connection: close", "", ""])).encode())
+            for i, data in enumerate(reply.events):
+                if i and stopped.wait(reply.event_gap_s):
+                    return False
+                line = f"data: {data}\n\n".encode()
+                if reply.event_trickle_s and i >= reply.trickle_from:
+                    for b in line:
+                        sock.sendall(bytes([b]))
+                        if stopped.wait(reply.event_trickle_s):
+                            return False
+                else:
+                    sock.sendall(line)
+            return False
+        raw = ("\r\n".join(head + [f"Content-Length: {len(reply.body)}", "", ""])).encode() + reply.body
+        if reply.trickle_s:
+            for b in raw:
+                sock.sendall(bytes([b]))
+                if stopped.wait(reply.trickle_s):
+                    return False
+        else:
+            sock.sendall(raw)
+        return True
+
+
+class FakeServer(socketserver.ThreadingTCPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, routes: dict | None = None, blackhole: bool = False):
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.routes = llama_routes() if routes is None else routes
+        self.blackhole = blackhole
+        self.stopped = threading.Event()
+        self.requests: list[str] = []
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+    def __enter__(self) -> str:
+        threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True).start()
+        return self.url
+
+    def __exit__(self, *exc) -> None:
+        self.stopped.set()
+        self.shutdown()
+        self.server_close()
+
+
+def silent_listener() -> socket.socket:
+    """A port that accepts connections (the kernel's backlog) and never reads them."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(64)
+    return s
+
+
+if __name__ == "__main__":  # N idle llama-servers in this process; prints their URLs
+    import sys
+
+    servers = [FakeServer() for _ in range(int(sys.argv[1]))]
+    for srv in servers:
+        srv.__enter__()
+        print(srv.url, flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
