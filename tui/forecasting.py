@@ -29,12 +29,13 @@ REPLY_TOKENS = 256  # the reply length a forecast before Enter assumes (when -n 
 def forecast_line(fc: Forecast, n_ctx: int, width: int) -> str:
     """What the prompt's lower border says, as much as ``width`` allows (what the
     forecast rests on goes on the upper border: ``forecast_basis_line``)."""
-    fits = fc.prompt_tokens + fc.reply_tokens <= n_ctx if n_ctx else True
+    from runner.engine.context_shift import prompt_fits
+
     n, new = fmt_int(fc.prompt_tokens), None if fc.cached_tokens is None else fmt_int(fc.new_tokens)
     long_head = f"{n} tokens" + ("" if new is None else f", {new} new after the cached prefix")
     head = f"{n} tok" + ("" if new is None else f", {new} new")
-    if not fits:
-        text = f"{long_head}: does not fit: {n} + {fmt_int(fc.reply_tokens)} > {fmt_int(n_ctx)}"
+    if not prompt_fits(fc.prompt_tokens, n_ctx):  # the engine's own refusal, nothing stricter
+        text = f"{long_head}: does not fit: the context holds {fmt_int(n_ctx)}"
         return text if len(text) <= width else f"{head}: does not fit in {fmt_int(n_ctx)}"
     ttft = f"TTFT ≈ {fmt_seconds(fc.ttft_s)}"
     reply = f"reply of {fmt_int(fc.reply_tokens)} ≈ {fmt_seconds(fc.reply_s)}"
@@ -77,6 +78,7 @@ class Forecasting:
         self.calibration = calibration_for(s, self.paths.cache_dir, L.server if L is not None else None,
                                            tuple(g.name for g in self.hw.gpus))
         self.forecast_basis = roofline_basis(self.facts, self.layout_kv, self.hw, s)
+        self.request_forecast()  # loaded, restarted or re-probed: a draft's forecast was made without it
 
     def forecast(self, prompt_tokens: int, cached: int | None, reply_tokens: int) -> Forecast | None:
         if self.calibration is None or self.forecast_basis is None:
@@ -210,7 +212,10 @@ class Forecasting:
         inp = self._prompt()
         if inp is None:
             return
-        fc = self.forecast(e.prompt_tokens, e.cached_tokens, self.reply_tokens())
+        reply = self.reply_tokens()
+        if e.n_ctx:  # a reply stops where the context is full: forecast only that much
+            reply = max(min(reply, e.n_ctx - e.prompt_tokens), 0)
+        fc = self.forecast(e.prompt_tokens, e.cached_tokens, reply)
         width = max(inp.size.width - 4, 10)
         line = forecast_line(fc, e.n_ctx, width) if fc else ""
         basis = forecast_basis_line(fc, width) if fc else ""

@@ -182,6 +182,7 @@ class EngineRouting:
             return
         self.session.on_context_shifted(m.shift)
         self.query_one(ChatLog).note(shift_line(m.shift), before=self.current_reply)
+        self.request_forecast()  # the prompt a draft would join lost its oldest turns
 
     def on_turn_began(self, m: msg.TurnBegan) -> None:
         if not self.session.is_current(m.started.turn_id):
@@ -204,6 +205,9 @@ class EngineRouting:
         self.collector.turn_ended()
         self.query_one(PrefillPane).stop_ticking()  # a lost turn's prefill stops too
         self.query_one(MemoryPane).redraw_if_stale()
+        # a draft typed during the turn was measured against the chat without its reply
+        # (and the calibration may have changed): measure it again once the turn is in
+        self.call_later(self.request_forecast)
 
     def on_prefill_update(self, m: msg.PrefillUpdate) -> None:
         if not self.session.is_current(m.progress.turn_id):

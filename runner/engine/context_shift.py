@@ -39,6 +39,14 @@ class Fitted:
     kept_tokens: int = 0  # leading tokens the prompt shares with the whole chat's
 
 
+def prompt_fits(n_prompt: int, n_ctx: int) -> bool:
+    """Whether a turn with an ``n_prompt``-token prompt runs (the engine refuses it
+    otherwise; a reply then has the rest of the context). The border before Enter asks
+    the same function, so its "does not fit" is the turn's own refusal (it said "does
+    not fit in 256" for 203 tokens, counting a reply's room, and the turn ran)."""
+    return n_prompt < n_ctx if n_ctx > 0 else True
+
+
 def reply_room(n_ctx: int, n_predict: int) -> int:
     """Tokens left free for the reply: ``-n`` when it is set (at most half the context),
     else a quarter of the context."""

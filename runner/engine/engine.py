@@ -29,7 +29,7 @@ import llama_cpp
 
 from runner import events as ev
 from runner.engine.chat_template import render_chat
-from runner.engine.context_shift import Fitted, fit_turns, reply_room, turn_ranges
+from runner.engine.context_shift import Fitted, fit_turns, prompt_fits, reply_room, turn_ranges
 from runner.engine.decode import Decode, Sampling
 from runner.engine.handles import Context, Model
 from runner.engine.llama_log import CAPTURE, parse_buffers
@@ -321,7 +321,7 @@ class Engine:
     def _refusal(self, turn_id: int, n_prompt: int, fitted: Fitted | None = None) -> ev.TurnRefused | None:
         if n_prompt == 0:
             return ev.TurnRefused(turn_id, "empty prompt", 0, self.n_ctx)
-        if n_prompt >= self.n_ctx:
+        if not prompt_fits(n_prompt, self.n_ctx):
             dropped = fitted.dropped_turns if fitted is not None else ()
             even = (f" even with turn{'' if len(dropped) == 1 else 's'} {turn_ranges(dropped)} dropped,"
                     if dropped else "")

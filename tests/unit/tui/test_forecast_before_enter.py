@@ -96,9 +96,9 @@ async def test_a_draft_that_does_not_fit_says_so_before_enter(tmp_path, smollm_s
     app = _app(tmp_path, smollm_shaped, [])
     async with app.run_test(size=(200, 50)) as pilot:
         await _loaded(pilot)
-        await _type(pilot, "word " * 4000)
+        await _type(pilot, "word " * 4100)  # more than the context: the engine refuses it
         await wait_until(pilot, lambda: "does not fit" in _border(app), timeout=5, what="the refusal forecast")
-        assert _border(app).startswith("4,004 tok") and "does not fit" in _border(app)
+        assert _border(app).startswith("4,104 tok") and "does not fit" in _border(app)
 
 
 async def test_a_file_draft_is_forecast_and_a_fifo_is_named(tmp_path, smollm_shaped):
@@ -131,8 +131,9 @@ def test_the_border_line_keeps_what_matters_most_as_it_narrows():
     assert forecast_line(fc, 4096, 24) == "TTFT ≈ 420 ms; fits"
     assert forecast_line(fc, 4096, 16) == "TTFT ≈ 420 ms"
     assert forecast_basis_line(fc, 80) == "forecast: calibrated on 7 turns" and forecast_basis_line(fc, 12) == "calibrated"
-    assert forecast_line(fc, 600, 200) == "412 tokens, 37 new after the cached prefix: does not fit: 412 + 256 > 600"
-    assert forecast_line(fc, 600, 40) == "412 tok, 37 new: does not fit in 600"
+    assert forecast_line(fc, 400, 200) == "412 tokens, 37 new after the cached prefix: does not fit: the context holds 400"
+    assert forecast_line(fc, 400, 40) == "412 tok, 37 new: does not fit in 400"
+    assert forecast_line(fc, 600, 200).endswith("; fits")  # the engine runs it: the reply gets what is left
 
 
 async def test_the_estimate_fills_its_measured_column_while_the_turn_runs(tmp_path, smollm_shaped):
@@ -201,7 +202,7 @@ async def test_with_a_small_context_the_border_counts_the_room_the_engine_keeps(
         await wait_until(pilot, lambda: "TTFT" in _border(app) or "fit" in _border(app), timeout=5, what="a forecast")
         assert "does not fit" not in _border(app) and "reply of 64" in _border(app), _border(app)
         app.query_one("#prompt").value = ""
-        await _type(pilot, "word " * 220)
+        await _type(pilot, "word " * 256)  # 260 tokens: the engine refuses it
         await wait_until(pilot, lambda: "does not fit" in _border(app), timeout=5, what="the refusal forecast")
 
 
