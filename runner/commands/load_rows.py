@@ -6,8 +6,10 @@ Definitions (the README's table repeats them):
   token received): the throughput the users got together.
 - ``per_user_gen_tok_s``: the median over requests of the server's own decode rate
   (``predicted_n / predicted_ms``): what one user's reply streams at.
-- ``prompt_tok_s``: prompt tokens / the time some prompt was being computed (each
-  request's ``prompt_ms`` from the server, ending at its first token on this clock).
+- ``prompt_tokens``: the mean prompt length the server saw (computed + reused from its
+  cache), which is -p when the prompt went in exactly.
+- ``prompt_tok_s``: prompt tokens computed / the time some prompt was being computed
+  (each request's ``prompt_ms`` from the server, ending at its first token on this clock).
 - ``ttft_*``, ``itl_*``, ``e2e_*``: the client's clock, linear-interpolated percentiles.
 """
 
@@ -77,7 +79,8 @@ def build_row(run, server: int | None, physics=None, servers: int = 1) -> dict:
     window = (max(r.t_end for r in counted) - min(r.t_send for r in counted)) if counted else 0.0
     generated = sum(r.tokens for r in done)
     prefill = union_seconds(_prefill_spans(done))
-    prompt_n = [r.prompt_n for r in done if r.prompt_n is not None]
+    prompt_n = [r.prompt_n for r in done if r.prompt_n is not None]  # computed (not from the cache)
+    seen = [r.prompt_n + (r.cache_n or 0) for r in done if r.prompt_n is not None]  # the whole prompt
     rates = [x for x in (user_rate(r) for r in done) if x is not None]
     idx = range(servers) if server is None else [server]
     server_gen = [run.watch.generated(i) for i in idx]
@@ -88,7 +91,7 @@ def build_row(run, server: int | None, physics=None, servers: int = 1) -> dict:
     row = {
         "server": run.watch.urls[server] if server is not None else "all" if servers > 1 else run.watch.urls[0],
         "users": users, "rate": run.rate, "requests": len(counted), "completed": len(done),
-        "failed": len(failed), "prompt_tokens": round(statistics.mean(prompt_n)) if prompt_n else None,
+        "failed": len(failed), "prompt_tokens": round(statistics.mean(seen)) if seen else None,
         "generated_tokens": generated,
         "server_generated_tokens": None if None in server_gen else sum(server_gen),
         "window_s": window, "gen_tok_s": generated / window if window > 0 else None,

@@ -68,7 +68,8 @@ def draw(plt, plan: LoadChartPlan, colors: dict, width: int, height: int) -> Non
     if plan.knee is not None:
         plt.vline(plan.knee, colors["knee"])
     lo, hi = min(plan.xs), max(plan.xs)
-    hi = hi if hi > lo else lo + 1
+    pad = (hi - lo) * 0.04 or 0.5  # the knee's line at the last level stays off the frame
+    lo, hi = lo - pad, hi + pad
     yt = nice_ticks(0, plan.y_top, max(2, min(6, (height - 4) // 3 + 1)), whole=plan.y_top >= 5)
     plt.xticks(plan.xs, [f"{x:g}" for x in plan.xs])
     plt.yticks(yt, tick_labels(yt))
