@@ -18,9 +18,13 @@ from . import messages as msg
 from .panes.memory import MemoryPane
 
 
+LOAD_WINDOW_S = 5.0  # "today's load": what others used over the last seconds, not one jumpy second
+
+
 class CPUWatch:
     _cpu_last: CPUReading | None = None
     _turn_cpu_start: CPUReading | None = None
+    _others_recent: tuple = ()  # (monotonic time, cores others used over the second before it)
 
     def _cpu_reading(self) -> CPUReading:
         pid = self.session.engine.pid
@@ -30,8 +34,22 @@ class CPUWatch:
         """With each memory sample: the cores each used since the last one."""
         now = self._cpu_reading()
         if self._cpu_last is not None:
-            self.query_one(MemoryPane).set_cpu(cpu_use(self._cpu_last, now))
+            use = cpu_use(self._cpu_last, now)
+            self.query_one(MemoryPane).set_cpu(use)
+            if use.others is not None:
+                recent = [(t, o) for t, o in self._others_recent if now.wall - t < LOAD_WINDOW_S]
+                self._others_recent = (*recent, (now.wall, use.others))
         self._cpu_last = now
+
+    def cpu_load_now(self):
+        """Other processes' use of the CPU over the last seconds (``runner.calibration.load.
+        CPULoad``), as the Memory pane shows it; None before a second was measured."""
+        from runner.calibration.load import CPULoad
+
+        if not self._others_recent:
+            return None
+        cores = os.cpu_count() or 1
+        return CPULoad(sum(o for _, o in self._others_recent) / len(self._others_recent), cores)
 
     def turn_cpu_begin(self) -> None:
         self._turn_cpu_start = self._cpu_reading() if self.options.live_system else None

@@ -14,6 +14,7 @@ from textual.css.query import NoMatches
 from textual.widgets import Input
 
 from runner.calibration.forecast import Forecast
+from runner.calibration.load import slowed, ttft_texts
 from runner.pacing import FORECAST_DEBOUNCE_S
 from runner.process.commands import ChatMessage, MeasurePrompt
 from runner.sanitize import clean_line, clean_text
@@ -37,21 +38,30 @@ def forecast_line(fc: Forecast, n_ctx: int, width: int) -> str:
     if not prompt_fits(fc.prompt_tokens, n_ctx):  # the engine's own refusal, nothing stricter
         text = f"{long_head}: does not fit: the context holds {fmt_int(n_ctx)}"
         return text if len(text) <= width else f"{head}: does not fit in {fmt_int(n_ctx)}"
-    ttft = f"TTFT ≈ {fmt_seconds(fc.ttft_s)}"
     reply = f"reply of {fmt_int(fc.reply_tokens)} ≈ {fmt_seconds(fc.reply_s)}"
-    # "fits" is kept as long as anything is: the wide layout's input (~57 columns at 160)
-    # dropped it, and a user then could not tell whether the draft would be refused
-    for text in (f"{long_head} → {ttft}, {reply}; fits", f"{head} → {ttft}, {reply}; fits",
+    ttfts = ttft_texts(fc)
+    if len(ttfts) > 1:  # today's load slows it: what it costs is kept before the token counts
+        busy, short, ttft = ttfts
+        texts = [f"{long_head} → {busy}, {reply}; fits", f"{head} → {busy}, {reply}; fits",
+                 f"{head} → {busy}; fits", f"{n} tok → {busy}; fits", f"{n} tok → {short}; fits",
+                 f"{short}; fits", f"{ttft}; fits", ttft]
+    else:
+        ttft = ttfts[0]
+        # "fits" is kept as long as anything is: the wide layout's input (~57 columns at 160)
+        # dropped it, and a user then could not tell whether the draft would be refused
+        texts = [f"{long_head} → {ttft}, {reply}; fits", f"{head} → {ttft}, {reply}; fits",
                  f"{head} → {ttft}, reply ≈ {fmt_seconds(fc.reply_s)}; fits", f"{head} → {ttft}; fits",
-                 f"{n} tok → {ttft}; fits", f"{ttft}; fits", ttft):
-        if len(text) <= width:
-            return text
-    return ""
+                 f"{n} tok → {ttft}; fits", f"{ttft}; fits", ttft]
+    return next((text for text in texts if len(text) <= width), "")
 
 
 def forecast_basis_line(fc: Forecast, width: int) -> str:
     """The upper border: what the forecast rests on."""
     text = f"forecast: {fc.label()}"
+    if slowed(fc) and fc.others_cpu is not None:
+        busy = f"{text}; others use {fc.others_cpu:.0%} of the CPU"
+        if len(busy) <= width:
+            return busy
     return text if len(text) <= width else fc.basis if len(fc.basis) <= width else ""
 
 
@@ -81,14 +91,36 @@ class Forecasting:
         self.request_forecast()  # loaded, restarted or re-probed: a draft's forecast was made without it
 
     def forecast(self, prompt_tokens: int, cached: int | None, reply_tokens: int) -> Forecast | None:
+        """The calibration's (a quiet machine's) forecast, priced at today's load."""
+        from runner.calibration.load import at_load
+
         if self.calibration is None or self.forecast_basis is None:
             return None
         fc = self.calibration.forecaster(self.forecast_basis).forecast(prompt_tokens, cached or 0, reply_tokens)
+        engine = self.engine_on_this_cpu()
+        if engine is not None:
+            fc = at_load(fc, self.cpu_load_now(), engine)
         if cached is None:  # not known (a server's slot): say so rather than claim 0 cached
             from dataclasses import replace
 
             fc = replace(fc, cached_tokens=None)
         return fc
+
+    def engine_on_this_cpu(self):
+        """The engine's threads and the CPU's share of its work, when it runs on this
+        machine's CPU (a remote server's load is not this machine's): None otherwise."""
+        from runner.calibration.load import LoadedEngine
+        from runner.physics.placement import effective_gpu_layers
+        from runner.server.http import is_loopback
+
+        L = self.session.loaded
+        if L is None or (L.server and not is_loopback(L.server)):
+            return None
+        n_layer = (self.facts.n_layers if self.facts is not None else None) or 0
+        on_gpu = min(effective_gpu_layers(L.n_gpu_layers, n_layer), n_layer) if self.hw is not None and self.hw.gpus else 0
+        cpu_fraction = 1.0 - on_gpu / n_layer if n_layer else 1.0
+        threads = L.n_threads or self.settings.n_threads or 1
+        return LoadedEngine(threads, L.n_threads_batch or threads, cpu_fraction)
 
     def calibrate(self, metrics, others_cpu: float | None = None) -> None:
         """A finished turn's samples into the calibration (after its forecast was shown).

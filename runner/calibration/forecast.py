@@ -46,6 +46,11 @@ class Forecast:
     reply_s: float | None  # submit -> last token of a reply of ``reply_tokens``
     basis: str  # "calibrated" or "roofline"
     n_turns: int  # calibrated turns behind it (0 for the roofline)
+    # at today's load (runner.calibration.load.at_load): the quiet machine's figures and
+    # the share of the CPU other processes took; None: priced for a quiet machine
+    quiet_ttft_s: float | None = None
+    quiet_reply_s: float | None = None
+    others_cpu: float | None = None
 
     @property
     def new_tokens(self) -> int:
@@ -59,7 +64,8 @@ class Forecast:
     def to_dict(self) -> dict:
         return {"ttft_s": self.ttft_s, "prefill_tok_s": self.prefill_tok_s, "decode_tok_s": self.decode_tok_s,
                 "reply_s": self.reply_s, "reply_tokens": self.reply_tokens, "basis": self.basis,
-                "n_samples": self.n_turns}
+                "n_samples": self.n_turns, "quiet_ttft_s": self.quiet_ttft_s if self.others_cpu is not None
+                else self.ttft_s, "others_cpu": self.others_cpu}
 
 
 class Forecaster:

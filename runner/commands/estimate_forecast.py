@@ -16,11 +16,30 @@ def add_forecast_flags(p) -> None:
                    help="the threads the forecast is for (default: kvtop's, as the app uses)")
 
 
-def forecast_block(facts, layout, hw, a, server: str | None = None) -> dict | None:
+LOAD_S = 1.0  # today's load: what other processes use over one second, as the Memory pane's line
+
+
+def load_here(a, server: str | None):
+    """Other processes' use of this CPU now (``CPULoad``), measured over ``LOAD_S``; None
+    for a server elsewhere (its machine's load is not this one's) or without a model."""
+    from runner.calibration.load import CPULoad
+    from runner.server.http import is_loopback
+    from runner.system.cpu_use import others_over
+
+    if not a.model or (server and not is_loopback(server)):
+        return None
+    use = others_over(LOAD_S)
+    return CPULoad(use.others, use.cores) if use.others is not None else None
+
+
+def forecast_block(facts, layout, hw, a, server: str | None = None, load=None) -> dict | None:
     """The ``forecast`` JSON key for a prompt of ``--prompt-tokens`` and a reply of
-    ``--output-tokens`` on an empty cache; None without a model file to key it by."""
+    ``--output-tokens`` on an empty cache, priced at ``load`` (``runner.calibration.load``;
+    None: a quiet machine); None without a model file to key it by."""
     from runner.calibration.basis import roofline_basis
     from runner.calibration.calibration import calibration_for
+    from runner.calibration.load import LoadedEngine, at_load, load_note
+    from runner.physics.placement import effective_gpu_layers
     from runner.records.paths import default_paths
     from runner.settings import Settings
 
@@ -32,13 +51,20 @@ def forecast_block(facts, layout, hw, a, server: str | None = None) -> dict | No
     cal = calibration_for(s, default_paths().cache_dir, server, tuple(g.name for g in hw.gpus))
     fc = cal.forecaster(roofline_basis(facts, layout, hw, s)).forecast(max(a.prompt_tokens, 1), 0,
                                                                        max(a.output_tokens, 1))
-    return {**fc.to_dict(), "label": fc.label(), "threads": s.n_threads, "calibration_file": cal.path}
+    n_layer = facts.n_layers or 0
+    on_gpu = min(effective_gpu_layers(s.n_gpu_layers, n_layer), n_layer) if hw.gpus else 0
+    fc = at_load(fc, load, LoadedEngine(s.n_threads, s.n_threads_batch, 1.0 - on_gpu / n_layer if n_layer else 1.0))
+    return {**fc.to_dict(), "label": fc.label(), "threads": s.n_threads, "calibration_file": cal.path,
+            "load_note": load_note(fc)}
 
 
 def forecast_line(r: dict) -> tuple[str, str] | None:
     fc = r.get("forecast")
     if not fc:
         return None
-    return ("forecast", f"TTFT {fmt_seconds(fc['ttft_s'])}, prefill {fmt_rate(fc['prefill_tok_s'])}, "
-                        f"decode {fmt_rate(fc['decode_tok_s'])}, reply of {fmt_int(fc['reply_tokens'])} "
-                        f"{fmt_seconds(fc['reply_s'])} ({fc['label']})")
+    text = (f"TTFT {fmt_seconds(fc['ttft_s'])}, prefill {fmt_rate(fc['prefill_tok_s'])}, "
+            f"decode {fmt_rate(fc['decode_tok_s'])}, reply of {fmt_int(fc['reply_tokens'])} "
+            f"{fmt_seconds(fc['reply_s'])} ({fc['label']})")
+    if fc.get("load_note"):  # "at today's load: other processes use 63% of the CPU (TTFT 800 ms on a quiet machine)"
+        text += "; " + fc["load_note"]
+    return ("forecast", text)

@@ -78,3 +78,12 @@ def cpu_use(a: CPUReading, b: CPUReading) -> CPUUse:
     if total is not None:
         others = min(max(total - (engine or 0.0) - (ui or 0.0), 0.0), float(cores))
     return CPUUse(engine, ui, others, cores)
+
+
+def others_over(seconds: float = 1.0) -> CPUUse:
+    """What processes other than this one used over the next ``seconds`` (a command
+    without a running engine, such as ``kvtop estimate``, measures today's load so)."""
+    me = os.getpid()
+    a = read_cpu(None, me)
+    time.sleep(seconds)
+    return cpu_use(a, read_cpu(None, me))

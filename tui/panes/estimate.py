@@ -14,6 +14,7 @@ from __future__ import annotations
 from textual.content import Content
 
 from runner.calibration.forecast import Forecast
+from runner.calibration.load import load_note
 from runner.physics.estimate_rows import EstimateRows, Row
 from runner.physics.verdicts import estimate_verdict
 
@@ -143,6 +144,8 @@ class EstimatePane(PaneWidget):
             lines.append(Content.styled(estimate_verdict(self.rows), "italic"))
         if self.forecast is not None:
             lines.append(Content.styled(f"forecast: {self.forecast.label()}", "$text-muted"))
+            if busy := load_note(self.forecast):  # the forecast column is priced at today's load
+                lines.append(Content.styled(busy, "$kvtop-warn"))
         if self.note:
             lines.append(Content.styled(self.note, "$text-muted"))
         return Content("\n").join(lines)

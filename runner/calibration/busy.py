@@ -1,0 +1,20 @@
+"""One rule for what may calibrate the forecast: a run (an app turn or a ``kvtop bench``
+test) during which other processes took a quarter of the CPU or more says what a busy
+machine did, not this one. The app left such turns out while the bench kept them: bench
+runs on a machine at 63-79% load became the calibration ("calibrated on 16 turns") and
+``estimate`` then forecast 12.53 s for a 2.35 s roofline."""
+
+from __future__ import annotations
+
+from runner.physics.verdicts import BUSY_SHARE
+
+
+def too_busy(others_cpu: float | None) -> bool:
+    """Whether a run with ``others_cpu`` (other processes' share of the CPU, 0..1; None:
+    not measured) is left out of the calibration."""
+    return others_cpu is not None and others_cpu >= BUSY_SHARE
+
+
+def busy_run_note(others_cpu: float) -> str:
+    """What the bench says of such a run, in every output format."""
+    return f"other processes used {others_cpu:.0%} of the CPU during this run: figures are low"

@@ -1,0 +1,124 @@
+"""Forecasts at today's load: what the CPU share other processes take now costs a turn.
+
+The calibration holds quiet turns only (a turn run while others took a quarter of the
+CPU is left out), so its forecast is a quiet machine's. On a busy one that forecast
+was 5-27x short (181 ms forecast, 3.50 s measured) although kvtop measured the load
+it was forecasting through. This module prices that load; it is arithmetic only.
+
+The model. llama.cpp runs ``t`` threads that meet at a barrier after every graph op
+(a few hundred per token). Linux's scheduler shares the ``n`` cores evenly among the
+runnable threads: with others keeping ``o`` cores busy, each engine thread holds a
+core ``pace = min(1, n / (t + o))`` of the time. An op advances only while all ``t``
+threads hold a core (a thread that is off its core stalls the barrier; the others
+spin), which they do about ``pace ** t`` of the time, so the CPU's work takes
+``1 / pace ** t`` as long. One thread is slowed by ``1 / pace``; threads that fit
+beside the others' work (``t + o <= n``) are not slowed at all.
+
+A load under the busy test (``runner.calibration.busy``: a quarter of the CPU) is not
+priced: the calibration admits turns run at such loads, so its forecast already holds it.
+
+Only the CPU's work is slowed: the share of the model a GPU computes (``-ngl``) runs
+at the GPU's pace whatever the CPU does, so the factor applies to the CPU's share.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from runner.calibration.busy import too_busy
+from runner.calibration.forecast import Forecast
+
+NOTABLE = 1.05  # a forecast this much slower at today's load says so; below, it is the quiet one
+
+
+@dataclass(frozen=True)
+class CPULoad:
+    """What other processes used of this machine over the last seconds."""
+
+    others_cores: float  # cores kept busy by processes other than kvtop and its engine
+    n_cores: int
+
+    @property
+    def share(self) -> float:
+        return min(max(self.others_cores / self.n_cores, 0.0), 1.0) if self.n_cores > 0 else 0.0
+
+    @classmethod
+    def of_share(cls, share: float, n_cores: int) -> "CPULoad":
+        return cls(max(share, 0.0) * n_cores, n_cores)
+
+
+def thread_pace(others_cores: float, n_cores: int, threads: int) -> float:
+    """The share of a core each of the engine's ``threads`` holds (0..1]."""
+    runnable = max(threads, 1) + max(others_cores, 0.0)
+    return min(1.0, n_cores / runnable) if n_cores > 0 else 1.0
+
+
+def slowdown(others_cores: float, n_cores: int, threads: int) -> float:
+    """How many times longer the CPU's work takes with others using ``others_cores``
+    of ``n_cores`` and the engine running ``threads`` threads (1.0: not slowed)."""
+    return 1.0 / thread_pace(others_cores, n_cores, threads) ** max(threads, 1)
+
+
+def mixed(factor: float, cpu_fraction: float) -> float:
+    """The factor on a phase whose ``cpu_fraction`` of the time is the CPU's work."""
+    f = min(max(cpu_fraction, 0.0), 1.0)
+    return (1.0 - f) + f * factor
+
+
+@dataclass(frozen=True)
+class LoadedEngine:
+    """The engine's side: its threads for decode and prefill, and the CPU's share of the
+    work (1.0 without a GPU; the layers left on the CPU with ``-ngl``)."""
+
+    threads: int
+    threads_batch: int
+    cpu_fraction: float = 1.0
+
+
+def at_load(fc: Forecast, load: CPULoad | None, engine: LoadedEngine) -> Forecast:
+    """``fc`` (a quiet machine's) priced at ``load``: the prefill by the prefill threads'
+    slowdown, the fixed costs (template, tokenize: one thread) by one thread's, decode
+    by the decode threads'. The quiet figures stay in ``quiet_ttft_s``/``quiet_reply_s``."""
+    if load is None or fc.ttft_s is None or not too_busy(load.share):
+        return fc  # below the busy test the calibration's own turns ran at such loads: nothing to add
+    o, n = load.others_cores, load.n_cores
+    k_pre = mixed(slowdown(o, n, engine.threads_batch), engine.cpu_fraction)
+    k_one = slowdown(o, n, 1)  # the template and the tokenizer run on one CPU thread
+    k_tok = mixed(slowdown(o, n, engine.threads), engine.cpu_fraction)
+    pre = fc.prefill_s * k_pre if fc.prefill_s is not None else None
+    fixed = fc.ttft_s - (fc.prefill_s or 0.0)
+    ttft = (pre or 0.0) + fixed * k_one
+    tok_s = fc.decode_tok_s / k_tok if fc.decode_tok_s else None
+    reply = ttft + max(fc.reply_tokens - 1, 0) / tok_s if tok_s else None
+    return replace(fc, ttft_s=ttft, prefill_s=pre, prefill_tok_s=fc.new_tokens / pre if pre else None,
+                   decode_tok_s=tok_s, reply_s=reply, quiet_ttft_s=fc.ttft_s, quiet_reply_s=fc.reply_s,
+                   others_cpu=load.share)
+
+
+def slowed(fc: Forecast) -> bool:
+    """Whether ``fc`` is notably slower than the quiet machine's (worth saying)."""
+    return (fc.quiet_ttft_s is not None and fc.ttft_s is not None and fc.quiet_ttft_s > 0
+            and fc.ttft_s / fc.quiet_ttft_s >= NOTABLE)
+
+
+def ttft_texts(fc: Forecast) -> list[str]:
+    """The TTFT as the border says it, longest first: with today's load and the quiet
+    machine's figure when the load slows it notably."""
+    from runner.units import fmt_seconds
+
+    plain = f"TTFT ≈ {fmt_seconds(fc.ttft_s)}"
+    if not slowed(fc):
+        return [plain]
+    quiet = fmt_seconds(fc.quiet_ttft_s)
+    return [f"{plain} at today's load ({quiet} on a quiet machine)", f"{plain} at today's load ({quiet} quiet)",
+            plain]
+
+
+def load_note(fc: Forecast) -> str:
+    """One line on what the load costs (``""`` when it costs little or was not priced)."""
+    from runner.units import fmt_seconds
+
+    if not slowed(fc) or fc.others_cpu is None:
+        return ""
+    return (f"at today's load: other processes use {fc.others_cpu:.0%} of the CPU "
+            f"(TTFT {fmt_seconds(fc.quiet_ttft_s)} on a quiet machine)")

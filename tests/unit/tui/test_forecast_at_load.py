@@ -1,0 +1,50 @@
+"""The app's forecasts at today's load: with other processes taking most of the CPU the
+border and the Estimate pane price it and say so; a quiet machine's border is as before."""
+
+from helpers import make_app, wait_until
+from runner.calibration.load import CPULoad
+from runner.settings import Settings
+from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
+from tui.panes.estimate import EstimatePane
+
+
+def _app(tmp_path, model, turns):
+    loaded = smollm_loaded(model)  # 2 threads, all on the CPU
+    return make_app(Settings(model, n_ctx=4096, n_threads=2),
+                    lambda s: ScriptedEngine(s, loaded, turns), tmp_path, live_system=False,
+                    write_transcript=False, record_trace=False)
+
+
+def _border(app) -> str:
+    return str(app.query_one("#prompt").border_subtitle or "")
+
+
+async def test_a_busy_machine_is_priced_in_the_border_and_the_estimate(tmp_path, smollm_shaped):
+    app = _app(tmp_path, smollm_shaped, [scripted_turn(1, 1000.0, 600, 0, ["Hi", "."])])
+    async with app.run_test(size=(200, 50)) as pilot:
+        app.cpu_load_now = lambda: CPULoad.of_share(0.75, 2)  # the Memory pane's last seconds
+        await wait_until(pilot, lambda: app.loaded is not None and app.calibration is not None, what="load")
+        inp = app.query_one("#prompt")
+        inp.focus()
+        inp.insert_text_at_cursor("Tell me about tides")
+        await wait_until(pilot, lambda: "TTFT ≈" in _border(app), timeout=5, what="the forecast")
+        assert "at today's load" in _border(app), _border(app)
+        assert str(inp.border_title).endswith("; others use 75% of the CPU")
+        await pilot.press("enter")
+        pane = app.query_one(EstimatePane)
+        await wait_until(pilot, lambda: pane.forecast is not None, timeout=5, what="the turn's forecast")
+        fc = pane.forecast
+        assert fc.others_cpu == 0.75 and fc.ttft_s > fc.quiet_ttft_s
+        assert "at today's load: other processes use 75% of the CPU" in pane.render().plain
+
+
+async def test_a_quiet_machine_says_nothing_of_load(tmp_path, smollm_shaped):
+    app = _app(tmp_path, smollm_shaped, [])
+    async with app.run_test(size=(200, 50)) as pilot:
+        app.cpu_load_now = lambda: CPULoad.of_share(0.05, 2)
+        await wait_until(pilot, lambda: app.loaded is not None and app.calibration is not None, what="load")
+        inp = app.query_one("#prompt")
+        inp.focus()
+        inp.insert_text_at_cursor("Tell me about tides")
+        await wait_until(pilot, lambda: "TTFT ≈" in _border(app), timeout=5, what="the forecast")
+        assert "load" not in _border(app) and "CPU" not in str(inp.border_title)
