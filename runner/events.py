@@ -232,6 +232,11 @@ class RecordedNewChat:
 
 
 @dataclass(frozen=True)
+class RecordedUndoNewChat:
+    """Replay only: the user brought back the chat the last new chat put aside (Ctrl+Z)."""
+
+
+@dataclass(frozen=True)
 class RecordedForecast:
     """A replay's forecast record: what the live run forecast when the turn started."""
 

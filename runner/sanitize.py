@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 
+from runner.records.redact import no_login, scrub_secrets
+
 # CSI ... final byte, OSC ... BEL/ST, other two-byte ESC sequences; 8-bit CSI/OSC too.
 _ESCAPES = re.compile(
     r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]"
@@ -23,6 +25,7 @@ _SURROGATES = re.compile(r"[\ud800-\udfff]")
 
 
 def clean_text(text: str, keep_newlines: bool = True) -> str:
+    text = scrub_secrets(text)  # the API key and passwords kvtop was given (runner/records/redact.py)
     text = _SURROGATES.sub("\ufffd", text)
     text = _ESCAPES.sub("", text)
     text = _CONTROLS.sub("", text)
@@ -32,6 +35,6 @@ def clean_text(text: str, keep_newlines: bool = True) -> str:
 
 
 def clean_line(text: str, limit: int = 200) -> str:
-    """One line for a status bar or an error: no newlines, bounded length."""
-    text = " ".join(clean_text(text, keep_newlines=False).split())
+    """One line for a status bar or an error: no newlines, bounded length, no URL login."""
+    text = " ".join(clean_text(no_login(text), keep_newlines=False).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"

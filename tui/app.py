@@ -41,6 +41,7 @@ from .panes.memory import MemoryPane
 from .panes.prefill import PrefillPane
 from .panes.status import StatusBar
 from .prompt_input import PromptInput
+from .chat_undo import ChatUndo
 from .cpu_watch import CeilingCheck, CPUWatch
 from .dashboard import WIDE_COLUMNS, DashboardLayout, MetricsScroll, PagerBar
 from .forecasting import Forecasting
@@ -58,7 +59,7 @@ _SVG_BAD_XML = dict.fromkeys(i for i in range(32) if i not in (9, 10, 13))
 
 
 class KvtopApp(EngineWorkers, ServerPolling, ServerRouting, EngineLifecycle, Forecasting, CPUWatch, CeilingCheck,
-               EngineRouting, MachineFigures, DashboardLayout, App[int]):
+               ChatUndo, EngineRouting, MachineFigures, DashboardLayout, App[int]):
     CSS_PATH = "app.tcss"
     # app.tcss paints every Screen opaque, which would hide the dashboard behind a dialog
     # (on screen and in Ctrl+S); a dialog's screen lets it show through, dimmed. Inline
@@ -70,6 +71,7 @@ class KvtopApp(EngineWorkers, ServerPolling, ServerRouting, EngineLifecycle, For
         Binding("ctrl+s", "screenshot", "Screenshot", priority=True),
         Binding("ctrl+e", "export", "Export", priority=True),
         Binding("ctrl+l", "new_chat", "New chat", priority=True),
+        Binding("ctrl+z", "undo_new_chat", "Bring back the last chat", show=False, priority=True),
         Binding("ctrl+t", "change_theme", "Theme", priority=True),
         Binding("f1", "help", "Help"),
         Binding("f2", "waterfall", "TTFT waterfall"),
@@ -248,9 +250,7 @@ class KvtopApp(EngineWorkers, ServerPolling, ServerRouting, EngineLifecycle, For
 
     # --------------------------------------------------------------- actions
     def action_new_chat(self) -> None:
-        self.session.new_chat()
-        self.clear_chat()
-        self.request_forecast()  # a draft's cached prefix is gone
+        self.start_new_chat()  # the old chat is put aside: Ctrl+Z brings it back (tui/chat_undo.py)
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen(self.refresh_s, self.refresh_why))

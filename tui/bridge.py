@@ -84,6 +84,8 @@ class TurnBridge:
             self.post(msg.RecordedUser(e.text))
         elif isinstance(e, ev.RecordedNewChat):
             self.post(msg.RecordedNewChat())
+        elif isinstance(e, ev.RecordedUndoNewChat):
+            self.post(msg.RecordedUndoNewChat())
         elif isinstance(e, ev.RecordedForecast):
             self.post(msg.RecordedForecast(e.forecast))
         elif isinstance(e, ev.PromptMeasured):

@@ -120,12 +120,14 @@ def launch_main(argv: list[str]) -> int:
 
         resume, resume_note = resume_last(paths.sessions_dir)
 
+    from runner.records.redact import scrub_argv
+
     from .app import KvtopApp
     from .options import AppOptions
 
     factory = InProcessEngine if a.in_process else EngineProcess
     app = KvtopApp(settings, factory, paths, AppOptions(
-        argv=[sys.argv[0]] + argv, resume_messages=resume, resume_note=resume_note,
+        argv=scrub_argv([sys.argv[0]] + argv), resume_messages=resume, resume_note=resume_note,
         ui_nice=a.ui_nice, prompt_file=a.prompt_file, prompt_text=a.prompt, trace_path=a.trace, refresh=a.refresh,
         bundle_text=a.bundle_text))
 

@@ -30,7 +30,7 @@ def read_server_file(path: str) -> list[str]:
 
 
 def server_main(p: argparse.ArgumentParser, a: argparse.Namespace, argv: list[str]) -> int:
-    from runner.server.http import ServerClient, ServerError, api_key_from_env, is_loopback, normalise_url
+    from runner.server.http import ServerClient, ServerError, api_key_from_env, is_loopback
     from runner.server.props import read_server_info
     from runner.settings import settings_from_args
 
@@ -40,14 +40,18 @@ def server_main(p: argparse.ArgumentParser, a: argparse.Namespace, argv: list[st
         p.error("--context-shift, --no-context-shift and --keep are llama-server's to decide with --server: "
                 "start llama-server with them (kvtop sends the whole chat; a prompt over the server's context "
                 "is refused by the server, and the chat pane shows its reason)")
+    from runner.server.credentials import Credentials
+
+    # the key and the URLs' logins stay inside Credentials (the HTTP header); every URL
+    # kept, shown or recorded from here on is without user:password@
+    key = Credentials(api_key_from_env(a.api_key))
     urls = list(a.server or [])
     try:
         if a.server_file:
             urls += read_server_file(a.server_file)
-        urls = list(dict.fromkeys(normalise_url(u) for u in urls))
+        urls = list(dict.fromkeys(key.add(u) for u in urls))
     except (OSError, ServerError) as exc:
         p.error(clean_line(str(exc)))
-    key = api_key_from_env(a.api_key)
     client = ServerClient(urls[0], key)
     try:
         info = read_server_info(client)
@@ -80,7 +84,9 @@ def run_server_app(settings, urls, key, a, argv, local_model: bool, local: bool)
                                    "(give --bandwidth-gbs and --tflops)", None, None)
     # --ui-nice as for a local model: on the server's machine kvtop's redraws compete
     # with llama-server's decode threads (the nice applies once the server's pid is known)
-    opts = AppOptions(argv=[sys.argv[0]] + argv, servers=tuple(urls), api_key=key, hardware=hardware,
+    from runner.records.redact import scrub_argv
+
+    opts = AppOptions(argv=scrub_argv([sys.argv[0]] + argv), servers=tuple(urls), api_key=key, hardware=hardware,
                       model_readable=local_model, refresh=a.refresh, trace_path=a.trace, ui_nice=a.ui_nice,
                       prompt_file=a.prompt_file, prompt_text=a.prompt, bundle_text=a.bundle_text)
     app = KvtopApp(settings, lambda s: ServerEngine(s, urls[0], key), default_paths(), opts)

@@ -122,6 +122,10 @@ class RecordedNewChat(Message):
     """Replay: the recorded user started a new chat."""
 
 
+class RecordedUndoNewChat(Message):
+    """Replay: the recorded user brought back the chat the last new chat put aside."""
+
+
 class PromptFileRead(Message):
     """A ``/file`` or ``--prompt-file`` was read (off the UI thread): its text, or why not."""
 

@@ -29,6 +29,6 @@ class AppOptions:
     banner: str | None = None  # e.g. "replay of FILE, recorded DATE on HOST; input is off"
     cancel_deadline_s: float = 5.0  # after Esc, when to say the engine is not responding
     servers: tuple[str, ...] = ()  # kvtop --server: the llama-servers to watch (first one chats)
-    api_key: str | None = None
+    api_key: object | None = None  # runner.server.credentials.Credentials: the key and URL logins, hidden
     model_readable: bool = True  # False: a served model whose GGUF this machine cannot read
     bundle_text: bool = False  # --bundle-text: Ctrl+E's default bundle includes the conversation

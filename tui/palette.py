@@ -27,7 +27,10 @@ COMMANDS = (
      "screenshot", {"hide_chat": True}),
     ("Export debug bundle: JSON and CSV", "Settings, hardware, GGUF facts, per-turn timings, the trace, and the "
      "turns as CSV; redacted to post unless you ask for the text (Ctrl+E)", "export"),
-    ("New chat: clear the chat and the KV cache", "A running reply is cancelled first (Ctrl+L)", "new_chat"),
+    ("New chat: clear the chat and the KV cache", "A running reply is cancelled first; the old chat is put "
+     "aside (Ctrl+L)", "new_chat"),
+    ("Undo new chat: bring back the last chat", "The chat Ctrl+L put aside; the next turn sends it again "
+     "(Ctrl+Z or /undo)", "undo_new_chat"),
     ("Restart engine with the same settings", "A fresh engine process; the chat stays and the next turn "
      "prefills it again (Ctrl+R)", "restart_engine"),
     ("Attach file: send a file's text", "Types /file in the prompt: add the path, Enter sends it (Ctrl+O)",

@@ -57,6 +57,10 @@ class EngineRouting:
         text = clean_text(expanded_draft(event.input, event.value)).strip()  # a pasted chip's whole text
         if not text:
             return
+        if text == "/undo":  # the chat the last new chat put aside (tui/chat_undo.py)
+            event.input.value = ""
+            self.action_undo_new_chat()
+            return
         if text == "/file" or text.startswith("/file "):
             path = text[6:].strip()
             if not path:  # Ctrl+O then Enter: "/file" is not a message for the model
@@ -308,8 +312,7 @@ class EngineRouting:
         self.current_reply = chat.add("assistant", "", streaming=True)
 
     def on_recorded_new_chat(self, m: msg.RecordedNewChat) -> None:
-        self.session.new_chat()
-        self.clear_chat()
+        self.start_new_chat(notice=False)  # put aside, as live: a recorded undo brings it back
         if self.options.banner:  # a replay must keep saying what it is
             self.query_one(ChatLog).add("system", self.options.banner)
 

@@ -18,7 +18,10 @@ KEYS = [
     ("Ctrl+S", "save an SVG screenshot (kvtop names it; the path is shown)"),
     ("Ctrl+E", "export a debug bundle: JSON (settings, hardware, GGUF facts, per-turn timings, trace, "
                "screenshot) and a CSV of the turns; a dialog asks: redacted to post, or with the conversation"),
-    ("Ctrl+L", "new chat (clears the KV cache; a running reply is cancelled first)"),
+    ("Ctrl+L", "new chat (clears the KV cache; a running reply is cancelled first); the old chat is put "
+               "aside, not lost"),
+    ("Ctrl+Z  /undo", "bring back the chat Ctrl+L put aside (again: back to the other one); a question a "
+                      "reply was cut at goes back into the prompt"),
     ("Ctrl+R", "restart the engine (same settings; the chat stays and is prefilled again)"),
     ("Ctrl+T", "pick a theme (remembered)"),
     ("Ctrl+P", "command palette: every action by name (waterfall, attach, theme…)"),

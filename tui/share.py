@@ -23,7 +23,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
 from runner.records.paths import unique_file
-from runner.records.redact import Redactor
+from runner.records.redact import Redactor, scrub
 from runner.sanitize import clean_line
 
 CHAT_HIDDEN = "chat left out of this screenshot"
@@ -115,8 +115,8 @@ def _shot(app, hide_chat: bool) -> tuple[str, str | None]:
         if hide_chat:
             conceal_chat(app, False)
     if hide_chat:
-        return Redactor().home(svg), (Redactor().home(whole) if whole else None)
-    return svg, whole
+        svg, whole = Redactor().home(svg), (Redactor().home(whole) if whole else None)
+    return scrub(svg), scrub(whole)  # never an API key or URL login (runner/records/redact.py)
 
 
 def _folder(path: str) -> str:

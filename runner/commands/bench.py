@@ -156,6 +156,9 @@ def bench_main(argv: list[str]) -> int:
         p.error("every -p, -n and -pg is 0: nothing to measure")
     if a.model and a.server:
         p.error("give a MODEL or --server URL (one of them)")
+    from runner.server.credentials import take_secrets
+
+    take_secrets(a, p)  # the key and a URL's login: into the HTTP header only
     if a.prompt_cache:
         p.error("--prompt-cache would restore a saved KV cache into the tests: leave it out of a bench")
     if a.server:
@@ -189,7 +192,9 @@ def bench_main(argv: list[str]) -> int:
     except BenchError as exc:
         error = str(exc)
     if results:
-        print(render(fmt, results, lists, notes))
+        from runner.records.redact import scrub
+
+        print(scrub(render(fmt, results, lists, notes)))  # no API key or URL login, whatever the server said
     return fail(error) if error else EXIT_OK
 
 

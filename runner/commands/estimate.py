@@ -11,7 +11,7 @@ import json
 from runner.cli_types import non_negative_int, positive_float, positive_int
 from runner.commands.common import EXIT_OK, fail, json_safe
 from runner.commands.estimate_devices import add_offload_flags, device_lines, device_report, offload_settings
-from runner.commands.estimate_forecast import add_forecast_flags, forecast_block, forecast_line, load_here
+from runner.commands.estimate_forecast import add_forecast_flags, forecast_block, forecast_line
 from runner.model.facts import ModelFacts
 from runner.physics.kv_bytes import kv_layout
 from runner.physics.memory_check import memory_check
@@ -200,6 +200,9 @@ def build_parser() -> argparse.ArgumentParser:
 def estimate_main(argv: list[str]) -> int:
     p = build_parser()
     a = p.parse_args(argv)
+    from runner.server.credentials import take_secrets
+
+    take_secrets(a, p)  # the key and a URL's login: into the HTTP header only
     if not a.model and not a.server:
         from runner.demo import demo_model_path
 
@@ -236,12 +239,11 @@ def estimate_main(argv: list[str]) -> int:
     if server is not None:
         r["server"] = server_block(server, facts, hw, a)
     layout = kv_layout(facts, a.ctx, a.cache_type_k, a.cache_type_v, a.swa_full, a.ubatch_size)
-    url = server["url"] if server else None
-    r["forecast"] = forecast_block(facts, layout, hw, a, url, load_here(a, url))
-    if a.json:
-        print(json.dumps(json_safe(r), indent=2, allow_nan=False))
-    else:
-        print(format_report(r))
+    r["forecast"] = forecast_block(facts, layout, hw, a, server["url"] if server else None)
+    from runner.records.redact import scrub
+
+    # no API key or URL login, whatever the server said (runner/records/redact.py)
+    print(scrub(json.dumps(json_safe(r), indent=2, allow_nan=False) if a.json else format_report(r)))
     return EXIT_OK
 
 

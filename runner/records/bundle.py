@@ -13,7 +13,7 @@ import json
 import os
 from dataclasses import asdict
 
-from runner.records.redact import NOTE, NOTE_WITH_TEXT, Redactor
+from runner.records.redact import NOTE, NOTE_WITH_TEXT, Redactor, scrub_value
 
 BUNDLE_VERSION = 1
 TRACE_LIMIT = 32 * 2**20
@@ -107,10 +107,10 @@ def debug_bundle(session, facts, hw, ui: dict, screenshot_svg: str, redact: bool
         "trace": [r.trace_record(x) for x in trace] if redact and trace is not None else trace,
         "screenshot_svg": r.home(screenshot_svg) if redact else screenshot_svg,
     }
-    if not redact:
-        return out
-    done = ("redacted", "redaction", "command_line", "settings", "turns", "trace", "screenshot_svg")
-    return {k: (v if k in done else r.value(v, k)) for k, v in out.items()}
+    if redact:
+        done = ("redacted", "redaction", "command_line", "settings", "turns", "trace", "screenshot_svg")
+        out = {k: (v if k in done else r.value(v, k)) for k, v in out.items()}
+    return scrub_value(out)  # both kinds: no API key or URL login, wherever it hid
 
 
 def read_bundle_trace(path: str):

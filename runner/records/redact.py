@@ -5,9 +5,11 @@ A Ctrl+E bundle is meant to be attached to public bug reports, so by default it 
 everything that explains a slow turn (timings, token counts, settings, hardware, GGUF
 facts, the waterfall, every engine event) and leaves out:
 
-* conversation text: every user message, reply, token, the system prompt, ``-p TEXT``
-  and the cached/new text around a cache divergence become ``"<redacted: N chars>"``,
-  so lengths, token counts and timings stay exact and the trace still replays;
+* conversation text: every user message, reply, the system prompt, ``-p TEXT`` and
+  the cached/new text around a cache divergence become ``"<redacted: N chars>"``, so
+  lengths, token counts and timings stay exact and the trace still replays; each reply
+  token becomes "·" with id 0, since its id (decoded with the model's public vocabulary)
+  or its length would give the reply back token by token;
 * the home folder (written ``~``), the user name (``<user>``) and the host name
   (``<host>``) wherever they appear: paths in settings, argv, the model path, log
   paths, error reasons, the CPU probe's machine key, the trace header;
@@ -15,6 +17,12 @@ facts, the waterfall, every engine event) and leaves out:
   without the text.
 
 ``Redactor`` works on plain data (the JSON forms of the bundle and the trace).
+
+Secrets are this module's for every writer, not only the bundle: ``scrub``,
+``scrub_value`` and ``scrub_argv`` are what the trace, the session file, both bundles,
+the CSV, screenshots, ``kvtop bench``/``estimate`` output and the screen's
+``clean_line``/``clean_text`` pass their text through (``remember_secret`` is called
+where a secret enters: runner/server/credentials.py).
 """
 
 from __future__ import annotations
@@ -23,8 +31,9 @@ import os
 import platform
 import re
 
-NOTE = ("Redacted, safe to post: every message, reply, token, the system prompt and -p text is "
-        "replaced by its length (\"<redacted: N chars>\"); the home folder is written ~, the user name "
+NOTE = ("Redacted, safe to post: every message, reply, the system prompt and -p text is "
+        "replaced by its length (\"<redacted: N chars>\"), every reply token by \"·\" with id 0; no API key "
+        "or URL password; the home folder is written ~, the user name "
         "<user>, the host name <host>. Token counts, timings, settings, hardware, GGUF facts and the "
         "waterfall are exact, and 'kvtop replay' opens this file. For a bundle with the text: Ctrl+E, "
         "'With conversation text', or start kvtop with --bundle-text.")
@@ -34,12 +43,87 @@ NOTE_WITH_TEXT = ("Not redacted: this bundle holds the conversation text, the sy
 TEXT_FLAGS = ("-p", "--prompt", "-sys", "--system-prompt")
 SECRET_FLAGS = ("--api-key",)
 SECRET = "<redacted>"
+TOKEN_MARK = "·"  # every reply token's text in a redacted bundle
 URL_LOGIN = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/@\s]+@")  # http://user:password@host
 
 
 def no_login(text: str) -> str:
     """A URL's user and password left out (``http://<redacted>@host``)."""
     return URL_LOGIN.sub(r"\1" + SECRET + "@", text)
+
+
+# ------------------------------------------------------------ secrets, for every writer
+# The API key and the URLs' passwords kvtop was given (runner/server/credentials.py takes
+# them apart where they enter and hands them here). Each is kept with the forms a writer
+# may turn it into (JSON and XML escapes), so a trace line, a bundle or an SVG is scrubbed
+# as text. A secret shorter than MIN_SECRET is not searched for in free text (it would
+# blank ordinary words); it is still kept out where it enters, and out of argv.
+MIN_SECRET = 4
+_secrets: list[str] = []  # longest first: a secret inside another is replaced after it
+
+
+def remember_secret(value) -> None:
+    if not isinstance(value, str) or len(value) < MIN_SECRET:
+        return
+    import html
+    import json
+
+    for form in (value, json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1],
+                 html.escape(value), html.escape(value, quote=False)):
+        if form not in _secrets:
+            _secrets.append(form)
+    _secrets.sort(key=len, reverse=True)
+
+
+def forget_secrets() -> None:
+    """For tests: the next test's secrets are its own."""
+    _secrets.clear()
+
+
+def scrub(text):
+    """``text`` with every remembered secret ``<redacted>`` and URL logins left out: what
+    every writer and the screen pass their text through (a non-string is returned as is)."""
+    if not isinstance(text, str):
+        return text
+    if "@" in text:
+        text = no_login(text)
+    return scrub_secrets(text)
+
+
+def scrub_secrets(text: str) -> str:
+    """Only the remembered secrets replaced: cheap enough for every redraw of a reply."""
+    for form in _secrets:
+        if form in text:
+            text = text.replace(form, SECRET)
+    return text
+
+
+def scrub_value(v):
+    """Every string inside ``v`` (dicts, lists, keys too) scrubbed of secrets."""
+    if isinstance(v, str):
+        return scrub(v)
+    if isinstance(v, dict):
+        return {scrub(k): scrub_value(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [scrub_value(x) for x in v]
+    return v
+
+
+def scrub_argv(argv) -> list:
+    """The command line as any file may record it: ``--api-key`` values and URL logins
+    left out, the text kept (``Redactor.argv`` also leaves out the text)."""
+    out, hide = [], False
+    for arg in argv or ():
+        if not isinstance(arg, str):
+            out.append(arg)
+        elif hide:
+            out.append(SECRET)
+        elif arg.partition("=")[0] in SECRET_FLAGS and "=" in arg:
+            out.append(arg.partition("=")[0] + "=" + SECRET)
+        else:
+            out.append(scrub(arg))
+        hide = isinstance(arg, str) and not hide and arg in SECRET_FLAGS
+    return out
 
 
 # Values under these keys are the model's metadata or the records' structure, never the
@@ -118,7 +202,7 @@ class Redactor:
         return text
 
     def string(self, text: str) -> str:
-        text = no_login(self.home(text))
+        text = scrub(self.home(text))
         for pattern, label in self._names:
             text = pattern.sub(label, text)
         return text
@@ -157,7 +241,7 @@ class Redactor:
             elif arg.startswith("-p") and not arg.startswith("--") and len(arg) > 2 and not text:
                 out.append("-p" + redact_text(arg[2:]))  # argparse reads -pTEXT as -p TEXT
             else:
-                out.append(no_login(arg) if text else self.string(arg))
+                out.append(scrub(arg) if text else self.string(arg))
         return out
 
     def settings(self, settings: dict) -> dict:
@@ -189,6 +273,8 @@ class Redactor:
             data = self.value(rec["data"])
             for name in TEXT_FIELDS.get(rec.get("event"), ()):
                 data[name] = _redact_any(rec["data"].get(name))
+            if rec.get("event") == "TokenEvent":
+                data.update(_token_left_out(rec["data"]))
             return {**rec, "data": data}
         return self.value(rec)
 
@@ -198,6 +284,18 @@ class Redactor:
         out["user"] = redact_text(turn.get("user"))
         out["diff_context"] = _redact_any(turn.get("diff_context"))
         return out
+
+
+def _token_left_out(data: dict) -> dict:
+    """A reply token with nothing that tells which token it was: its id is 0 (a real
+    token) or stays negative (a marker, no token: replay tells them apart), and its text
+    is one "·" whatever it was, so neither the vocabulary nor the lengths give it back.
+    The reply's whole length stays on its TurnDone."""
+    tid = data.get("token_id")
+    out = {"text": TOKEN_MARK}
+    if isinstance(tid, int) and not isinstance(tid, bool):
+        out["token_id"] = 0 if tid >= 0 else -1
+    return out
 
 
 def _redact_any(v):

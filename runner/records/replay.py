@@ -64,6 +64,8 @@ class ReplayEngine:
                     sink(ev.RecordedUser(obj))
                 elif kind == "new_chat":
                     sink(ev.RecordedNewChat())
+                elif kind == "undo_new_chat":
+                    sink(ev.RecordedUndoNewChat())
                 elif kind == "forecast":
                     sink(ev.RecordedForecast(obj))
                 else:

@@ -7,7 +7,8 @@ Format (version 1, documented in docs/trace-format.md):
 * then one line per record: ``{"type": "event", "event": "<class>", "data": {...}}``
   for every engine event (timestamps inside ``data`` are the engine's monotonic
   clock), ``{"type": "user", "text": ...}`` when a message is sent, and
-  ``{"type": "new_chat"}``.
+  ``{"type": "new_chat"}``, and ``{"type": "undo_new_chat"}`` when the chat a new chat
+  put aside was brought back (Ctrl+Z).
 
 ``read_trace`` validates every line and raises ``TraceError`` with the line number
 for anything it cannot use, so a corrupted or truncated trace gives a clear error.
@@ -28,6 +29,7 @@ from runner import events as ev
 from runner.system.hardware import CPUProbe, GPUInfo, HardwareProfile
 from runner.engine.llama_log import KVBufferLine, LlamaBuffers
 from runner.model.facts import LayerShape, ModelFacts
+from runner.records.redact import scrub, scrub_argv
 from runner.sanitize import clean_line
 from runner.settings import Settings
 from runner.records.trace_check import (  # noqa: F401 (number_range: the ranges, for callers)
@@ -80,7 +82,8 @@ def _build(cls, data: dict):
 
 
 class TraceWriter:
-    """Appends records; thread-safe (events arrive on the worker thread). Flushed per turn."""
+    """Appends records; thread-safe (events arrive on the worker thread). Flushed per turn.
+    Every line passes ``runner.records.redact.scrub``: no API key or URL login is written."""
 
     def __init__(self, path: str, header: dict, fh=None):
         """``fh``: the file already created at ``path`` (by ``unique_file``); else ``path``
@@ -88,6 +91,7 @@ class TraceWriter:
         self.path = path
         self._lock = threading.Lock()
         self._fh = fh if fh is not None else open(path, "x", encoding="utf-8")
+        header = {**header, "argv": scrub_argv(header["argv"])} if "argv" in header else header
         self._write({"type": "kvtop-trace", "version": TRACE_VERSION, "created": time.time(),
                      "host": platform.node(), **header})
         self.flush()
@@ -95,7 +99,7 @@ class TraceWriter:
     def _write(self, obj: dict) -> None:
         with self._lock:
             if self._fh is not None:
-                self._fh.write(json.dumps(obj, default=_plain, ensure_ascii=False) + "\n")
+                self._fh.write(scrub(json.dumps(obj, default=_plain, ensure_ascii=False)) + "\n")
 
     def event(self, e) -> None:
         name = type(e).__name__
@@ -111,6 +115,10 @@ class TraceWriter:
 
     def new_chat(self) -> None:
         self._write({"type": "new_chat"})
+
+    def undo_new_chat(self) -> None:
+        """The chat the last new chat put aside is back (and the one then on screen aside)."""
+        self._write({"type": "undo_new_chat"})
 
     def forecast(self, forecast: dict) -> None:
         """The forecast shown when a turn started (runner.calibration.forecast.Forecast)."""
@@ -131,7 +139,7 @@ class TraceWriter:
 class Trace:
     def __init__(self, header: dict, records: list[tuple[str, object]]):
         self.header = header
-        self.records = records  # ("event", obj) | ("user", text) | ("new_chat", None)
+        self.records = records  # ("event", obj) | ("user", text) | ("new_chat" | "undo_new_chat", None)
 
     @property
     def facts(self) -> ModelFacts | None:
@@ -231,8 +239,8 @@ def parse_records(path: str, numbered) -> Trace:
             if not isinstance(obj.get("text"), str):
                 raise TraceError(f"{path}: line {n}: a user record without text")
             records.append(("user", obj["text"]))
-        elif kind == "new_chat":
-            records.append(("new_chat", None))
+        elif kind in ("new_chat", "undo_new_chat"):
+            records.append((kind, None))
         elif kind == "forecast":
             records.append(("forecast", parse_forecast(path, n, obj.get("forecast"))))
         else:
@@ -249,11 +257,9 @@ def parse_forecast(path: str, n: int, data):
     from runner.calibration.forecast import Forecast
 
     names = {f.name for f in fields(Forecast)}
-    optional = {"quiet_ttft_s", "quiet_reply_s", "others_cpu"}  # at today's load; older traces lack them
-    if (not isinstance(data, dict) or not names - optional <= set(data) <= names
-            or data.get("basis") not in ("calibrated", "roofline")):
+    if not isinstance(data, dict) or set(data) != names or data.get("basis") not in ("calibrated", "roofline"):
         raise TraceError(f"{path}: line {n}: a forecast record that is not one")
-    for name in set(data) - {"basis", "cached_tokens"}:
+    for name in names - {"basis", "cached_tokens"}:
         v = data[name]
         if v is not None and not (isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1e12):
             raise TraceError(f"{path}: line {n}: forecast {name} {_show(v)} is not a count or time")

@@ -11,6 +11,8 @@ import os
 import time
 from dataclasses import asdict, is_dataclass
 
+from runner.records.redact import scrub, scrub_argv
+
 FORMAT_VERSION = 1
 
 
@@ -26,10 +28,12 @@ class Transcript:
 
         stem = time.strftime("session-%Y%m%d-%H%M%S")
         self.path, self._fh = unique_file(sessions_dir, stem, "jsonl")
+        header = {**header, "argv": scrub_argv(header["argv"])} if "argv" in header else header
         self._write({"type": "session", "version": FORMAT_VERSION, "started": time.time(), **header})
 
     def _write(self, obj: dict) -> None:
-        self._fh.write(json.dumps(obj, default=_plain, ensure_ascii=False) + "\n")
+        # no API key or URL login is written (runner/records/redact.py decides for every writer)
+        self._fh.write(scrub(json.dumps(obj, default=_plain, ensure_ascii=False)) + "\n")
         self._fh.flush()
         os.fsync(self._fh.fileno())
 
@@ -63,6 +67,7 @@ def read_messages(path: str) -> list[dict]:
     not UTF-8, records of unknown type and non-text fields are skipped; content is
     kept as text (never markup)."""
     messages: list[dict] = []
+    aside: list[dict] = []  # the chat a new chat put aside, which an undo brings back
     with open(path, encoding="utf-8", errors="replace") as fh:
         for line in fh:
             try:
@@ -76,8 +81,10 @@ def read_messages(path: str) -> list[dict]:
                 if isinstance(user, str) and isinstance(reply, str):
                     messages.append({"role": "user", "content": user})
                     messages.append({"role": "assistant", "content": reply})
-            elif obj.get("type") == "new_chat":
-                messages.clear()
+            elif obj.get("type") == "new_chat" and messages:
+                aside, messages = messages, []
+            elif obj.get("type") == "undo_new_chat" and aside:
+                messages, aside = aside, messages
     return messages
 
 

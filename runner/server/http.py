@@ -25,6 +25,7 @@ import time
 from typing import Iterator
 from urllib.parse import urlsplit
 
+from runner.records.redact import no_login
 from runner.sanitize import clean_line
 from runner.server.wire import TooDeep, TooSlow, loads_bounded, open_connection
 
@@ -58,8 +59,9 @@ def normalise_url(url: str) -> str:
         url = "http://" + url
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ServerError(f"not an http(s) URL: {clean_line(url)}")
-    return f"{parts.scheme}://{parts.netloc}{parts.path.rstrip('/')}"
+        raise ServerError(f"not an http(s) URL: {clean_line(no_login(url))}")
+    host = parts.netloc.rpartition("@")[2]  # never a user:password (runner/server/credentials.py)
+    return f"{parts.scheme}://{host}{parts.path.rstrip('/')}"
 
 
 def is_loopback(url: str) -> bool:
@@ -99,12 +101,15 @@ class ServerClient:
     """Requests to one llama-server. Thread-safe; ``close_stream`` may be called from any
     thread to end the stream another thread is reading."""
 
-    def __init__(self, url: str, api_key: str | None = None, deadline_s: float = DEADLINE_S):
-        self.url = normalise_url(url)
+    def __init__(self, url: str, api_key=None, deadline_s: float = DEADLINE_S):
+        from runner.server.credentials import client_auth
+
+        # api_key: a key, runner.server.credentials.Credentials or None. The key and a URL's
+        # login go into the header only: self.url is the one shown and recorded.
+        self.url, self._headers = client_auth(url, api_key)
         parts = urlsplit(self.url)
         self._where = (parts.scheme, parts.hostname, parts.port)
         self._base = parts.path
-        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.deadline_s = deadline_s
         self._lock = threading.Lock()
         self._idle: list = []  # kept-alive connections

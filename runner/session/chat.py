@@ -44,6 +44,7 @@ class ChatSession:
         self.active: ActiveTurn | None = None
         self.queued: Chat | None = None  # sent before the model loaded
         self.cut: ActiveTurn | None = None  # the turn a new chat cut, until its end arrives
+        self.cleared: list[ChatMessage] = []  # the chat the last new chat cleared: undo brings it back
         self.loaded: ev.Loaded | None = None
         self.load_error: str | None = None  # set when the engine failed or died
         self.trace = None
@@ -165,11 +166,18 @@ class ChatSession:
                 and self.clock() - a.cancel_requested_at > deadline_s)
 
     def new_chat(self) -> None:
-        """Forget the conversation: the running turn is cancelled (its late events are
-        dropped) and the engine's cache is cleared after it, in order."""
+        """Start over: the running turn is cancelled (its late events are dropped) and the
+        engine's cache is cleared after it, in order. The conversation is put aside, not
+        forgotten (``undo_new_chat``): many users press Ctrl+L to redraw the screen. A new
+        chat on an empty one keeps what the last one put aside."""
+        running = self.active is not None
         if self.active is not None and self.active.turn_id is not None:
             self.engine.cancel(self.active.turn_id)
             self.cut = self.active  # its end still counts in the session's records
+        if running and self.messages and self.messages[-1].role == "user":
+            self.messages.pop()  # the cut question has no reply: the put-aside chat ends before it
+        if self.messages:
+            self.cleared = list(self.messages)
         self.queued = None
         self.active = None
         self.messages.clear()
@@ -179,6 +187,22 @@ class ChatSession:
             self.transcript.event("new_chat")
         if self.trace is not None and not self.replaying:
             self.trace.new_chat()
+
+    def undo_new_chat(self) -> str | None:
+        """Bring back the chat the last new chat put aside; the one on screen is put aside
+        in its place (a second undo swaps back). The reason it cannot, or None. The
+        engine's cache is not cleared: the next turn keeps the prefix the cache and the
+        restored chat share and prefills the rest, as after any edit of the chat."""
+        if self.active is not None:
+            return "A turn is running: Esc cancels it, then undo."
+        if not self.cleared:
+            return "No chat to bring back: Ctrl+L has not cleared one."
+        self.messages, self.cleared = self.cleared, list(self.messages)
+        if self.transcript is not None:
+            self.transcript.event("undo_new_chat")
+        if self.trace is not None and not self.replaying:
+            self.trace.undo_new_chat()
+        return None
 
     def recorded_user(self, text: str) -> None:
         """Replay: the recorded user sent ``text``; the next turn's events are its turn."""

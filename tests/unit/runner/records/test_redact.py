@@ -50,8 +50,10 @@ def test_command_line():
 
 
 def test_a_redacted_trace_keeps_every_number_and_replays(write_trace, tmp_path):
-    """Each trace line redacted: token texts become lengths, numbers and structure stay,
-    and the result reads back as a trace with the same events."""
+    """Each trace line redacted: messages become lengths, reply tokens "·" with id 0 (an
+    id or a length per token would give the reply back with the model's public
+    vocabulary), numbers and structure stay, and the result reads back as a trace with
+    the same events (issue 21, item 4)."""
     path = write_trace(tmp_path / "t.jsonl", turns=(("my diary", ["Dear", " diary"]),))
     records = [R.trace_record(x) for x in trace_records(path)]
     assert records[0]["redacted"] is True and "host" not in records[0]
@@ -62,8 +64,19 @@ def test_a_redacted_trace_keeps_every_number_and_replays(write_trace, tmp_path):
     a = [e for _k, e in plain.records if _k == "event"]
     b = [e for _k, e in redacted.records if _k == "event"]
     assert [type(e) for e in a] == [type(e) for e in b]
-    assert [getattr(e, "text", None) for e in b if type(e).__name__ == "TokenEvent"] == [
-        "<redacted: 4 chars>", "<redacted: 6 chars>"]
+    tokens_a = [e for e in a if type(e).__name__ == "TokenEvent"]
+    tokens_b = [e for e in b if type(e).__name__ == "TokenEvent"]
+    assert {e.token_id for e in tokens_a} != {0} and [e.text for e in tokens_a] == ["Dear", " diary"]
+    assert [(e.token_id, e.text) for e in tokens_b] == [(0, "·"), (0, "·")]
+    assert [(e.index, e.pos, e.t) for e in tokens_a] == [(e.index, e.pos, e.t) for e in tokens_b]
+    assert [e.text for e in b if type(e).__name__ == "TurnDone"] == ["<redacted: 10 chars>"]
     assert [e.metrics for e in a if type(e).__name__ == "TurnDone"] == \
            [e.metrics for e in b if type(e).__name__ == "TurnDone"]
     assert "Dear" not in out.read_text()
+
+
+def test_a_token_marker_stays_a_marker():
+    """A negative id is no token (replay counts only ids >= 0): it stays negative."""
+    rec = {"type": "event", "event": "TokenEvent",
+           "data": {"turn_id": 1, "index": 0, "token_id": -7, "text": "x", "pos": 3, "t": 1.0}}
+    assert R.trace_record(rec)["data"] == {"turn_id": 1, "index": 0, "token_id": -1, "text": "·", "pos": 3, "t": 1.0}
