@@ -57,9 +57,11 @@ def free_port() -> int:
 
 
 @contextmanager
-def llama_server(binary: str, model: str, *extra: str, slots: int = 2, ctx: int = 4096, log_dir: str = "/tmp"):
-    """llama-server with --metrics --slots on 127.0.0.1; yields (url, process)."""
-    port = free_port()
+def llama_server(binary: str, model: str, *extra: str, slots: int = 2, ctx: int = 4096, log_dir: str = "/tmp",
+                 port: int | None = None):
+    """llama-server with --metrics --slots on 127.0.0.1; yields (url, process). ``port``
+    starts it where another one ran (a restart on the same URL)."""
+    port = port or free_port()
     log = open(os.path.join(log_dir, f"llama-server-{port}.log"), "wb")
     cmd = [binary, "-m", model, "--host", "127.0.0.1", "--port", str(port), "-c", str(ctx * slots),
            "-np", str(slots), "-t", "2", "--metrics", "--slots", *extra]

@@ -39,18 +39,38 @@ class EngineLifecycle:
         if self.session.replaying:
             self.notify("a replay has no engine to restart", markup=False)
             return
+        self.fresh_engine("turn lost: the engine was restarted", "engine restarted with the same settings")
+
+    def fresh_engine(self, lost: str, said: str) -> None:
+        """A new engine for the same chat: the turn in flight is lost (``lost`` under it),
+        ``said`` goes in the chat, and the next turn prefills the whole chat again."""
         old = self.session.engine
         self.session.restart(self.make_engine())
         self.stop_engine(old)
         if self.current_reply is not None:
-            self.current_reply.set_footer("turn lost: the engine was restarted")
+            self.current_reply.set_footer(lost)
             self.current_reply = None
         self._turn_over()
         n = len(self.session.messages)
         self.query_one(StatusBar).set_problem(None)
-        self.query_one(ChatLog).add("system", "engine restarted with the same settings" + (
+        self.query_one(ChatLog).add("system", said + (
             f"; the next turn prefills the {fmt_int(n)} messages of this chat again" if n else ""))
         self.pump_engine(self.session.engine)
+
+    def follow_new_server(self, line: str) -> None:
+        """The llama-server restarted (``kvtop --server``): the old server's turn is lost,
+        and what showed it live (decode rate and "no token for …", KV cells, stream tail,
+        prefill) goes, so none of it runs into the next turn."""
+        from .panes.chat import StreamTail
+        from .panes.decode import DecodePane
+        from .panes.kv import KVPane
+        from .panes.prefill import PrefillPane
+
+        self.fresh_engine("turn lost: the server restarted", line)
+        self.query_one(StreamTail).show("")
+        self.query_one(PrefillPane).clear()
+        self.query_one(KVPane).clear()
+        self.query_one(DecodePane).clear()
 
     def _error_closed(self, result: str | None) -> None:
         if result == "restart":

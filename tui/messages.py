@@ -202,3 +202,13 @@ class ServerPolled(Message):
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, ServerPolled) and message.index == self.index
+
+
+class ServerRestarted(Message):
+    """One llama-server is another process now (``runner.server.identity``): said once,
+    never replaced by a later poll."""
+
+    def __init__(self, index: int, restart) -> None:
+        super().__init__()
+        self.index = index
+        self.restart = restart

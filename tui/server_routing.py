@@ -25,6 +25,22 @@ class ServerRouting:
         # a change in the pane's lines re-plans the dashboard (PaneWidget.refresh asks for it)
         self.query_one(ServerPane).set_snapshot(s, ceiling, fit, avg)
 
+    def on_server_restarted(self, m: msg.ServerRestarted) -> None:
+        """A server restarted: it is a new server. Said once, in the chat and the server
+        pane; for the server the chat follows, a fresh engine (its ``Loaded`` refreshes the
+        status bar's slots and n_ctx, the KV layout and the physics) and the turn the old
+        server lost ends, its live decode, KV and stream state cleared."""
+        import time
+
+        from .panes.server import ServerPane
+
+        line = m.restart.line()
+        if m.index != self.server_index:  # another server of the fleet: its row shows its slots
+            self.notify(f"{self.options.servers[m.index]}: {line}", markup=False)
+            return
+        self.query_one(ServerPane).set_restart(line, time.strftime("%H:%M:%S"))
+        self.follow_new_server(line)
+
     def server_physics(self, s):
         """(batched ceiling of the slots decoding now, more conversations that fit, their length)."""
         f, lay, hw = self.facts, self.layout_kv, self.hw
@@ -66,6 +82,7 @@ class ServerRouting:
         self.query_one(FleetPane).select(index)
         pane = self.query_one(ServerPane)
         pane.url = url
+        pane.restart_note = None  # the other server's
         pane.set_snapshot(self.server_snapshots.get(index))
         self.query_one(ChatLog).add("system", f"attached to {url}: a new chat on this server")
         self.pump_engine(self.session.engine)

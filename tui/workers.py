@@ -96,6 +96,7 @@ class ServerPolling:
         from runner.server.monitor import ServerMonitor
 
         self.monitors = [ServerMonitor(ServerClient(url, self.options.api_key)) for url in self.options.servers]
+        self.restart_watches = [restart_watch(m) for m in self.monitors]
         # one scheduler and a pool (runner/server/fleet.py): a hanging server holds only
         # its own row, and its daemon threads never hold up quitting
         self.fleet_poller = FleetPoller(self.monitors, self.server_polled, max(self.refresh_s, SERVER_POLL_S),
@@ -104,4 +105,19 @@ class ServerPolling:
 
     def server_polled(self, index: int, snapshot) -> None:
         """On a poll thread, after each poll of one server."""
+        self.note_restart(index, snapshot)
         self.post_message(msg.ServerPolled(index, snapshot))
+
+    def note_restart(self, index: int, snapshot) -> None:
+        """A server that restarted is a new server: said once (``ServerRestarted``), and
+        the monitor reads the new one's model name again."""
+        restart = self.restart_watches[index].observe(snapshot)
+        if restart is not None:
+            self.monitors[index].model = None
+            self.post_message(msg.ServerRestarted(index, restart))
+
+
+def restart_watch(monitor):
+    from runner.server.identity import RestartWatch
+
+    return RestartWatch(lambda: monitor.client.get_json("/props"))

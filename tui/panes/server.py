@@ -28,6 +28,7 @@ class ServerPane(PaneWidget):
         self.more_fit: int | None = None
         self.average_length: float | None = None
         self.own_slot: int | None = None
+        self.restart_note: str | None = None  # the last restart seen, with its time (until the next)
         self._drawn: tuple | None = None  # what the last redraw showed (text and styles)
         self._height = -1  # its lines at the pane's width
         self._planning_width: int | None = None  # the width height_at measures for
@@ -63,6 +64,12 @@ class ServerPane(PaneWidget):
         self.refresh(layout=height != self._height)
         self._height = height
 
+    def set_restart(self, line: str, wall: str) -> None:
+        """The server restarted (``runner.server.identity``): said under the pane's head
+        until another restart, with the time it was seen."""
+        self.restart_note = f"{wall} {line}"
+        self.set_snapshot(self.snapshot, self.ceiling, self.more_fit, self.average_length)
+
     def render(self) -> Content:
         s = self.snapshot
         head = [("server ", "$text-muted"), (self.url, "bold")]
@@ -72,6 +79,8 @@ class ServerPane(PaneWidget):
             return Content.assemble(*head, "\n", (f"unreachable: {s.error}; retrying on kvtop's pace",
                                                    "bold $kvtop-critical"))
         lines = [Content.assemble(*head, *self._counts(s))]
+        if self.restart_note:
+            lines.append(Content.styled(self.restart_note, "$kvtop-warn"))
         lines.append(self._rates(s))
         lines.append(self._physics(s))
         if s.slots_note:
