@@ -103,16 +103,19 @@ def check_args(p: argparse.ArgumentParser, a: argparse.Namespace) -> list[str]:
 def load_main(argv: list[str], live=None) -> int:
     """``live(a, urls, key, infos) -> SweepResult``: the live view (tui/load_app.py), used
     on a terminal unless --no-tui; runner/ itself never imports the UI."""
-    from runner.server.http import ServerClient, ServerError, api_key_from_env, normalise_url
+    from runner.server.credentials import Credentials
+    from runner.server.http import ServerClient, ServerError, api_key_from_env
     from runner.server.props import read_server_info
 
     p = build_parser()
     a = p.parse_args(argv)
+    # the key and the URLs' logins stay inside Credentials (the HTTP header): no URL kept,
+    # printed or plotted holds a user:password (runner/server/credentials.py)
+    key = Credentials(api_key_from_env(a.api_key))
     try:
-        urls = [normalise_url(u) for u in check_args(p, a)]
+        urls = [key.add(u) for u in check_args(p, a)]
     except ServerError as exc:
         p.error(str(exc))
-    key = api_key_from_env(a.api_key)
     infos = []
     for url in urls:
         client = ServerClient(url, key)
@@ -203,7 +206,9 @@ def finish(a, urls: list[str], out: SweepResult) -> int:
     """The rows on stdout (and the plot); the exit code: 130 after a stop, 1 after an error."""
     error = out.error
     if out.rows:
-        print(render(a.output, out.rows, out.notes if a.output == "md" else []), flush=True)
+        from runner.records.redact import scrub
+
+        print(scrub(render(a.output, out.rows, out.notes if a.output == "md" else [])), flush=True)
         if a.plot:
             try:
                 write_plot(a.plot, out.rows, f"kvtop load: {urls[0]} -p {a.n_prompt} -n {a.n_predict}")
