@@ -31,6 +31,7 @@ class TurnBridge:
 
     def _reset(self, turn_id: int) -> None:
         self.turn_id = turn_id
+        self.in_turn = False  # between this turn's TurnStarted and its end
         self.text: list[str] = []
         self.last_pos = 0
         self.first_t: float | None = None  # the first token's time (the estimate's live TTFT)
@@ -41,6 +42,7 @@ class TurnBridge:
     def __call__(self, e: object) -> None:
         if isinstance(e, ev.TurnStarted):
             self._reset(e.turn_id)
+            self.in_turn = True
             # The first decode update waits one interval: redrawing as decode starts
             # stalls its first tokens (measured: 10 tokens at a fifth of the speed). Not
             # for a llama-server's turn: it starts at its first chunk, often the first
@@ -58,6 +60,7 @@ class TurnBridge:
         elif isinstance(e, ev.TokenEvent):
             self._token(e)
         elif isinstance(e, ev.TurnDone):
+            self.in_turn = False
             self._flush_decode()
             self.post(msg.TurnFinished(e, tuple(self.series.points), tuple(self.series.stalls)))
         elif isinstance(e, ev.TurnRefused):
@@ -77,6 +80,9 @@ class TurnBridge:
         elif isinstance(e, ev.LoadFailed):
             self.post(msg.EngineFailed(e.reason))
         elif isinstance(e, ev.EngineError):
+            if self.in_turn:  # a lost turn's reply so far is shown whole, not as of the last update
+                self._flush_decode()
+            self.in_turn = False
             self.post(msg.TurnLost(e.reason))
         elif isinstance(e, ev.EngineClosed):
             self.post(msg.EngineEnded(e.reason))

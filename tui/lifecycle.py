@@ -66,8 +66,11 @@ class EngineLifecycle:
         from .panes.kv import KVPane
         from .panes.prefill import PrefillPane
 
+        tail = self.query_one(StreamTail)
+        if self.current_reply is not None and tail.text:  # the reply so far (the transcript lags it)
+            self.current_reply.set_text(tail.text)
         self.fresh_engine("turn lost: the server restarted", line)
-        self.query_one(StreamTail).show("")
+        tail.show("")
         self.query_one(PrefillPane).clear()
         self.query_one(KVPane).clear()
         self.query_one(DecodePane).clear()

@@ -282,9 +282,17 @@ class EngineRouting:
                         "Context full: Ctrl+L starts a new chat.", severity="warning", markup=False)
 
     def on_turn_lost(self, m: msg.TurnLost) -> None:
+        """The engine lost the turn (a server that went away): the reply so far stays in
+        the chat above the reason, and nothing of it stays live: the stream tail empties
+        and the decode pane stops (its "no token for …" counted into the next turn)."""
+        tail = self.query_one(StreamTail)
         if self.current_reply is not None:
+            if tail.text:  # the transcript redraws every CHAT_INTERVAL: the tail has it all
+                self.current_reply.set_text(tail.text)
             self.current_reply.set_footer("turn lost: " + clean_line(m.reason, 400))
             self.current_reply = None
+        tail.show("")
+        self.query_one(DecodePane).lost()
         if self.session.active is not None:
             self.session.on_turn_refused(None)
         self._turn_over()

@@ -101,6 +101,13 @@ class DecodePane(Vertical):
         self._show()
         self._draw_chart()
 
+    def lost(self) -> None:
+        """The turn was lost (its server went away): its last rate stays, said as the rate
+        before the loss, and no "no token for …" counts on while nothing decodes."""
+        if self.state == "decoding":
+            self.state, self.waiting_s = "lost", None
+            self._show()
+
     def on_resize(self) -> None:
         if self.series:  # the points per column depend on the chart's width
             self._draw_chart()
@@ -119,7 +126,7 @@ class DecodePane(Vertical):
         ceiling, binding = binding_ceiling(bw, comp)
         pct = self.rate / ceiling * 100 if self.rate and ceiling else None
         style = "$kvtop-ok" if pct and pct >= 60 else "$kvtop-warn" if pct and pct >= 25 else "$kvtop-critical"
-        label = {"done": "turn avg", "decoding": "live"}.get(self.state, "no turn yet")
+        label = {"done": "turn avg", "decoding": "live", "lost": "until lost"}.get(self.state, "no turn yet")
         first = Content.assemble((fmt_rate(self.rate), "bold $kvtop-measured"), (f" {label}", "$text-muted"),
                                  "  ", (f"{pct:.0f}% of ceiling" if pct is not None else "", style))
         if self.waiting_s is not None:

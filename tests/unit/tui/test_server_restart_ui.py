@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 
 from fake_servers import FakeServer, Reply, llama_routes
-from helpers import make_app, send, wait_until
+from helpers import make_app, screen_text, send, wait_until
 
 from runner.server.engine import ServerEngine
 from runner.settings import Settings
@@ -67,3 +67,26 @@ async def test_a_server_back_with_two_slots_is_said_once_and_the_lost_turn_leave
             assert app.turns[-1].user == "Hi" and chat.children[-1].text.strip() == "wave"
             await pilot.pause(2.5)  # more polls of the same new server: not said again
             assert said(chat) == 1
+
+
+async def test_a_turn_the_server_lost_stops_counting_no_token_and_keeps_its_reply_in_the_chat(tmp_path,
+                                                                                             smollm_shaped):
+    """The server went away mid-reply (here: it says so in the stream): the decode pane
+    said "no token for 2m13s" until, and into, the next turn; the tail kept the reply."""
+    lost = Reply(events=[TOKEN] * 12 + [json.dumps({"error": {"message": "the server went away"}})],
+                 event_gap_s=0.05)
+    with FakeServer(llama_routes(2, **{"/v1/chat/completions": lost})) as url:
+        app = make_app(Settings(smollm_shaped, n_ctx=1024, n_threads=2), lambda s: ServerEngine(s, url), tmp_path,
+                       servers=(url,), live_system=False, write_transcript=False)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_until(pilot, lambda: app.loaded is not None, timeout=10, what="attached")
+            await send(pilot, "Tell me about the sea.")
+            chat = app.query_one(ChatLog)
+            await wait_until(pilot, lambda: "turn lost" in getattr(chat.children[-1], "footer", ""), timeout=10,
+                             what="the turn lost")
+            decode = app.query_one(DecodePane)
+            await pilot.pause(3.5)  # past the 3 s after which a decoding turn says "no token for …"
+            assert decode.waiting_s is None and decode.state == "lost"
+            assert "until lost" in screen_text(app) and "no token for" not in screen_text(app)
+            assert app.query_one(StreamTail).text == ""
+            assert chat.children[-1].text.count("wave") == 12  # the reply so far, whole
