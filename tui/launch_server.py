@@ -29,7 +29,7 @@ def read_server_file(path: str) -> list[str]:
         return [ln.strip() for ln in fh.read(1 << 20).splitlines() if ln.strip() and not ln.startswith("#")]
 
 
-def server_main(p: argparse.ArgumentParser, a: argparse.Namespace, argv: list[str]) -> int:
+def server_main(p: argparse.ArgumentParser, a: argparse.Namespace, argv: list[str], guarded: bool = False) -> int:
     from runner.server.http import ServerClient, ServerError, api_key_from_env, is_loopback
     from runner.server.props import read_server_info
     from runner.settings import settings_from_args
@@ -65,10 +65,10 @@ def server_main(p: argparse.ArgumentParser, a: argparse.Namespace, argv: list[st
     settings = settings_from_args(model or info.model_path or urls[0], a)
     settings = type(settings)(**{**settings.__dict__, "n_ctx": info.n_ctx})
     return run_server_app(settings, urls, key, a, argv, local_model=bool(model),
-                          local=is_loopback(urls[0]))
+                          local=is_loopback(urls[0]), guarded=guarded)
 
 
-def run_server_app(settings, urls, key, a, argv, local_model: bool, local: bool) -> int:
+def run_server_app(settings, urls, key, a, argv, local_model: bool, local: bool, guarded: bool = False) -> int:
     from runner.records.paths import default_paths
     from runner.server.engine import ServerEngine
     from runner.system.hardware import HardwareProfile
@@ -92,4 +92,4 @@ def run_server_app(settings, urls, key, a, argv, local_model: bool, local: bool)
     app = KvtopApp(settings, lambda s: ServerEngine(s, urls[0], key), default_paths(), opts)
     from .launch import run_until_quit  # signals, the summary with the server's own figures
 
-    return run_until_quit(app)
+    return run_until_quit(app, guarded=guarded)

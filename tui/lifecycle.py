@@ -1,7 +1,10 @@
 """The engine's life as the user sees it: cancel (and a deadline for an engine that
-does not answer), restart, death reported once, the end of a stream."""
+does not answer), restart, death reported once, the end of a stream, and the quit
+(within a second, whatever the engine is doing: tui/quitting.py has the last resort)."""
 
 from __future__ import annotations
+
+import time
 
 from runner.sanitize import clean_line
 from runner.units import fmt_int
@@ -10,6 +13,9 @@ from . import messages as msg
 from .panes.chat import ChatLog
 from .panes.status import StatusBar
 from .screens import ErrorScreen
+
+QUIT_GRACE_S = 0.4  # Ctrl+Q waits this long for a cancelled turn's end (quitting takes under 1 s)
+QUIT_CLOSE_S = 0.2  # on quit, each step of stopping the engine child (ask, SIGTERM, SIGKILL)
 
 
 class EngineLifecycle:
@@ -66,11 +72,8 @@ class EngineLifecycle:
         from .panes.kv import KVPane
         from .panes.prefill import PrefillPane
 
-        tail = self.query_one(StreamTail)
-        if self.current_reply is not None and tail.text:  # the reply so far (the transcript lags it)
-            self.current_reply.set_text(tail.text)
         self.fresh_engine("turn lost: the server restarted", line)
-        tail.show("")
+        self.query_one(StreamTail).show("")
         self.query_one(PrefillPane).clear()
         self.query_one(KVPane).clear()
         self.query_one(DecodePane).clear()
@@ -96,3 +99,53 @@ class EngineLifecycle:
         if m.reason == "end of the recording":
             self.query_one(StatusBar).set_problem("replay finished")
 
+    async def action_quit(self) -> None:
+        """Quit; a turn in flight is cancelled first and its end waited for (up to
+        QUIT_GRACE_S), so the transcript, the summary and --resume keep it: quitting a
+        second after Esc lost the cancelled turn (its end had not reached the session).
+        A turn that does not end in time is saved as it stands (``save_turn_in_flight``)."""
+        if self._quitting:
+            return
+        self._quitting = True
+        if self.quit_begun is not None:
+            self.quit_begun(0)
+        if not self.session.turn_running or self._stopping:
+            self.quit_now(0)
+            return
+        self.session.cancel()
+        deadline = time.monotonic() + QUIT_GRACE_S
+
+        def check() -> None:  # an engine that misses the cancel deadline is not waited for
+            if (not self.session.turn_running or time.monotonic() > deadline
+                    or self.session.cancel_overdue(self.options.cancel_deadline_s)):
+                timer.stop()
+                self.quit_now(0)
+
+        timer = self.set_interval(0.05, check)
+
+    def quit_now(self, rc: int) -> None:
+        """Leave without waiting for anything: the turn in flight saved, the engine
+        stopped (an engine that does not answer is killed), the app told to exit."""
+        self.save_turn_in_flight()
+        self.shutdown_engine()
+        self.exit(rc)
+
+    def save_turn_in_flight(self) -> None:
+        """The reply so far of a turn the quit cut goes into the transcript (``--resume``
+        keeps it), marked ``quit``. The stream tail has all of it (the chat pane lags)."""
+        from .panes.chat import StreamTail
+
+        if self.session.turn_running and self.current_reply is not None:
+            self.session.save_turn_in_flight(self.query_one(StreamTail).text or self.current_reply.text, "quit")
+            self.current_reply = None
+
+    def shutdown_engine(self) -> None:
+        """Stop the engine within a fraction of a second, whatever state it is in (even SIGSTOPped)."""
+        if self._stopping:
+            return
+        self._stopping = True
+        try:
+            self.session.engine.close(timeout=QUIT_CLOSE_S)
+        except Exception:
+            pass
+        self.session.close()

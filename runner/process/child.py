@@ -8,6 +8,7 @@ go back in batches of ``BATCH_S`` seconds (each keeps its own timestamp).
 
 from __future__ import annotations
 
+import os
 import queue
 import signal
 import sys
@@ -18,16 +19,10 @@ from multiprocessing.connection import Connection
 from runner import events as ev
 from runner.process.commands import Cancel, Chat, Generate, Load, MeasurePrompt, Quit, Reset, Tokenize
 from runner.pacing import BATCH_S  # token events sent together: one wake-up of the parent per batch
+from runner.process.lifeline import die_with_parent
 
 
-def _die_with_parent() -> None:
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except Exception:
-        pass
+EOF_EXIT_S = 0.5  # after its command pipe ends, the time the child gives its main thread to stop
 
 
 class CancelState:
@@ -106,7 +101,7 @@ def run_command(engine, cmd, emit, cancel: CancelState) -> None:
 
 
 def child_main(cmd_fd: int, ev_fd: int) -> int:
-    _die_with_parent()
+    die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl+C is the UI's to handle
     cmd_conn = Connection(cmd_fd, writable=False)
     emit = BatchingEmitter(Connection(ev_fd, readable=False))
@@ -117,9 +112,13 @@ def child_main(cmd_fd: int, ev_fd: int) -> int:
         while True:
             try:
                 cmd = cmd_conn.recv()
-            except (EOFError, OSError):
+            except (EOFError, OSError):  # the parent closed the pipe or is gone
                 cancel.cancel(sys.maxsize)
                 work.put(Quit())
+                # a main thread busy loading a model does not see the Quit for seconds
+                timer = threading.Timer(EOF_EXIT_S, os._exit, (0,))
+                timer.daemon = True
+                timer.start()
                 return
             if isinstance(cmd, Cancel):
                 cancel.cancel(cmd.upto)

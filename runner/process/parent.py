@@ -11,7 +11,8 @@ dataclasses of ``runner.process.commands``, written by one writer thread so that
 ``submit`` and ``cancel`` never block the caller (a stopped child stops reading);
 events (child -> parent) are the frozen dataclasses of ``runner.events``, read only
 by ``pump``. The child is ``python -m runner.process.child`` (not multiprocessing's
-spawn, which would re-import the UI's main module) and dies with its parent.
+spawn, which would re-import the UI's main module) and dies with its parent
+(``runner.process.lifeline``).
 """
 
 from __future__ import annotations
@@ -37,7 +38,10 @@ def child_env(**extra: str) -> dict[str, str]:
     """The environment for a Python child that imports ``runner``: this checkout first
     on PYTHONPATH (kvtop may run from a clone that is not installed), plus ``extra``."""
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from runner.process.lifeline import PARENT_ENV
+
     env = dict(os.environ, **extra)
+    env[PARENT_ENV] = str(os.getpid())  # the child checks it is still ours (runner/process/lifeline.py)
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env
 

@@ -263,6 +263,23 @@ class ChatSession:
         self.turns.append(turn_record(a, e, stop, others_cpu))
         return True
 
+    def save_turn_in_flight(self, text: str, stop_reason: str) -> bool:
+        """kvtop quits before the running turn ended (its engine did not stop in time, a
+        signal, the terminal gone): the user's message and the reply so far go into the
+        transcript, so ``--resume`` keeps them. False when there is no such turn."""
+        a = self.active
+        if a is None or a.turn_id is None:
+            return False
+        self.active = None
+        self.messages.append(ChatMessage("assistant", text))
+        if self.transcript is None:
+            return False
+        try:
+            self.transcript.turn(a.user, text, stop_reason, None)
+        except (OSError, ValueError):  # a full disk; a transcript already closed
+            return False
+        return True
+
     def on_turn_refused(self, e: ev.TurnRefused) -> None:
         self._drop_active(user_message=True)
 

@@ -151,7 +151,9 @@ def probe_cpu_in_subprocess() -> CPUProbe:
     # (measured here: 0.981 of a decode without the probe before it, 0.997 with this).
     # llama.cpp's mmap-ed weights do not ask for huge pages either.
     env = child_env(NUMPY_MADVISE_HUGEPAGE="0")
-    code = "import json, dataclasses; from runner.system.hardware import probe_cpu; print(json.dumps(dataclasses.asdict(probe_cpu())))"
+    code = ("from runner.process.lifeline import die_with_parent; die_with_parent(); "  # no orphan probe
+            "import json, dataclasses; from runner.system.hardware import probe_cpu; "
+            "print(json.dumps(dataclasses.asdict(probe_cpu())))")
     try:
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                              timeout=60, check=True)
