@@ -4,8 +4,9 @@ a blackhole that accepts and never reads, JSON nested 100,000 deep, a huge body,
 numbers, a redirect, a slow-loris stream.
 
 A ``FakeServer`` runs in a thread (``with FakeServer(routes) as url``); ``routes`` maps a
-path to a ``Reply``. Run as a script it serves N well-behaved idle llama-servers (for the
-idle-cost measurement, in a process of its own): ``python tests/fake_servers.py N``.
+path to a ``Reply``. Run as a script it serves llama-servers in a process of its own (for
+kvtop run as a user runs it, and the idle-cost measurement), one URL a line:
+``python tests/fake_servers.py 50xgood blackhole trickle`` (kinds: ``hostile_routes``).
 """
 
 from __future__ import annotations
@@ -185,10 +186,33 @@ def silent_listener() -> socket.socket:
     return s
 
 
-if __name__ == "__main__":  # N idle llama-servers in this process; prints their URLs
+def hostile_routes(kind: str) -> dict | None:
+    """A llama-server with one fault, by name (None: a blackhole)."""
+    slow_text = Reply(METRICS.encode(), content_type="text/plain", trickle_s=2.0)
+    bad_slots = [slot(0, n_ctx=int(1e15)), slot(1, n_prompt=-1_000_000_000)]
+    kinds = {
+        "good": {},
+        "trickle": {"/metrics": slow_text, "/health": Reply(b'{"status": "ok"}', trickle_s=2.0)},
+        "slowmetrics": {"/metrics": slow_text},
+        "hang": {"/slots": Reply(hang=True), "/metrics": Reply(hang=True)},
+        "nested": {"/health": Reply(nested(100_000)), "/props": Reply(nested(100_000))},
+        "nestedprops": {"/props": Reply(nested(100_000))},
+        "hostile": {"/slots": json_reply(bad_slots), "/metrics": Reply(
+            METRICS.replace("requests_deferred 0", "requests_deferred -3").encode(), content_type="text/plain")},
+        "many": {"/slots": json_reply([slot(i) for i in range(100_000)])},
+    }
+    return None if kind == "blackhole" else llama_routes(**kinds[kind])
+
+
+if __name__ == "__main__":  # python tests/fake_servers.py KIND… (good, blackhole, trickle, …); prints URLs
     import sys
 
-    servers = [FakeServer() for _ in range(int(sys.argv[1]))]
+    servers = []
+    for arg in sys.argv[1:]:
+        count_, _, kind = arg.rpartition("x") if "x" in arg and arg.split("x")[0].isdigit() else ("1", "", arg)
+        for _ in range(int(count_)):
+            routes = hostile_routes(kind)
+            servers.append(FakeServer(routes, blackhole=routes is None))
     for srv in servers:
         srv.__enter__()
         print(srv.url, flush=True)

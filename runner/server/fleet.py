@@ -27,6 +27,7 @@ from runner.pacing import FLEET_POLLS_PER_S
 
 COST_FACTOR = 20  # the pause after a poll is at least 20 times the CPU time it took
 MAX_THREADS = 32  # polls at once: each waits on one server (only hanging ones pile up)
+IDLE_EXIT_S = 30.0  # a pool thread without a job this long ends (one always stays)
 
 
 class FleetPoller:
@@ -58,6 +59,9 @@ class FleetPoller:
         return max(base, COST_FACTOR * self._cost[index])
 
     def start(self) -> None:
+        """The first polls are spread over a second (not 50 at once), the server on screen first."""
+        now, n = time.monotonic(), len(self.monitors)
+        self._due = [now + i / n for i in range(n)]
         threading.Thread(target=self._schedule, name="kvtop-fleet", daemon=True).start()
 
     def stop(self) -> None:
@@ -99,7 +103,15 @@ class FleetPoller:
 
     def _work(self) -> None:
         while True:
-            index = self._jobs.get()
+            try:
+                index = self._jobs.get(timeout=IDLE_EXIT_S)
+            except queue.Empty:
+                with self._lock:
+                    if self._idle > 1:  # a burst (the first polls, hanging servers) is over
+                        self._idle -= 1
+                        self._threads.remove(threading.current_thread())
+                        return
+                continue
             if index is None or self._stopped.is_set():
                 return
             cpu = time.thread_time()

@@ -101,7 +101,7 @@ class ServerClient:
     """Requests to one llama-server. Thread-safe; ``close_stream`` may be called from any
     thread to end the stream another thread is reading."""
 
-    def __init__(self, url: str, api_key=None, deadline_s: float = DEADLINE_S):
+    def __init__(self, url: str, api_key=None, deadline_s: float | None = None):
         from runner.server.credentials import client_auth
 
         # api_key: a key, runner.server.credentials.Credentials or None. The key and a URL's
@@ -110,7 +110,7 @@ class ServerClient:
         parts = urlsplit(self.url)
         self._where = (parts.scheme, parts.hostname, parts.port)
         self._base = parts.path
-        self.deadline_s = deadline_s
+        self.deadline_s = DEADLINE_S if deadline_s is None else deadline_s
         self._lock = threading.Lock()
         self._idle: list = []  # kept-alive connections
         self._stream = None  # the socket of the stream being read

@@ -82,6 +82,8 @@ class ServerPane(PaneWidget):
         if self.restart_note:
             lines.append(Content.styled(self.restart_note, "$kvtop-warn"))
         lines.append(self._rates(s))
+        if s.rates is not None and s.metrics_note:  # counters refused: shown as N/A, and why
+            lines.append(Content.styled(s.metrics_note, "$kvtop-warn"))
         lines.append(self._physics(s))
         if s.slots_note:
             lines.append(Content.styled(f"slots: {s.slots_note}", "$kvtop-warn"))
