@@ -49,7 +49,7 @@ URL_LOGIN = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/@\s]+@")  # http://user:
 
 def no_login(text: str) -> str:
     """A URL's user and password left out (``http://<redacted>@host``)."""
-    return URL_LOGIN.sub(r"\1" + SECRET + "@", text)
+    return URL_LOGIN.sub(r"\1" + SECRET + "@", text) if "@" in text else text  # every status line passes here
 
 
 # ------------------------------------------------------------ secrets, for every writer
@@ -85,9 +85,7 @@ def scrub(text):
     every writer and the screen pass their text through (a non-string is returned as is)."""
     if not isinstance(text, str):
         return text
-    if "@" in text:
-        text = no_login(text)
-    return scrub_secrets(text)
+    return scrub_secrets(no_login(text))
 
 
 def scrub_secrets(text: str) -> str:
