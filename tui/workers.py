@@ -104,9 +104,12 @@ class ServerPolling:
         self.fleet_poller.start()
 
     def server_polled(self, index: int, snapshot) -> None:
-        """On a poll thread, after each poll of one server."""
+        """On a poll thread, after each poll of one server. Once the app has closed (its
+        messages are refused) the polls stop: the threads would otherwise poll on in a
+        process that outlives the app (the tests, an embedding program)."""
         self.note_restart(index, snapshot)
-        self.post_message(msg.ServerPolled(index, snapshot))
+        if not self.post_message(msg.ServerPolled(index, snapshot)):
+            self.fleet_poller.stop()
 
     def note_restart(self, index: int, snapshot) -> None:
         """A server that restarted is a new server: said once (``ServerRestarted``), and

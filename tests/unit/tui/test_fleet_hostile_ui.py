@@ -11,6 +11,7 @@ the blackhole's poll. The servers are real sockets on 127.0.0.1; the request dea
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -45,6 +46,7 @@ def fleet():
 async def test_a_misbehaving_fleet_names_each_fault_and_draws_no_hostile_number(tmp_path, smollm_shaped, fleet,
                                                                                 monkeypatch):
     monkeypatch.setattr(http, "DEADLINE_S", 1.0)
+    before = set(threading.enumerate())
     app = make_app(Settings(smollm_shaped, n_ctx=1024, n_threads=2), lambda s: ServerEngine(s, fleet[0]), tmp_path,
                    servers=tuple(fleet), live_system=False, write_transcript=False)
     async with app.run_test(size=(160, 50)) as pilot:
@@ -70,3 +72,8 @@ async def test_a_misbehaving_fleet_names_each_fault_and_draws_no_hostile_number(
         t0 = time.monotonic()
     # leaving the app: the blackhole's poll (a daemon thread in its request) is not waited for
     assert time.monotonic() - t0 < 3.0
+    # and the polls stop once the app is gone (the blackhole's ends by its deadline)
+    deadline = time.monotonic() + 5.0
+    while any(t.name.startswith("kvtop-") for t in set(threading.enumerate()) - before):
+        assert time.monotonic() < deadline, [t.name for t in threading.enumerate()]
+        time.sleep(0.05)
