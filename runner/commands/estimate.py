@@ -11,7 +11,7 @@ import json
 from runner.cli_types import non_negative_int, positive_float, positive_int
 from runner.commands.common import EXIT_OK, fail, json_safe
 from runner.commands.estimate_devices import add_offload_flags, device_lines, device_report, offload_settings
-from runner.commands.estimate_forecast import add_forecast_flags, forecast_block, forecast_line
+from runner.commands.estimate_forecast import add_forecast_flags, forecast_block, forecast_line, load_here
 from runner.model.facts import ModelFacts
 from runner.physics.kv_bytes import kv_layout
 from runner.physics.memory_check import memory_check
@@ -239,7 +239,8 @@ def estimate_main(argv: list[str]) -> int:
     if server is not None:
         r["server"] = server_block(server, facts, hw, a)
     layout = kv_layout(facts, a.ctx, a.cache_type_k, a.cache_type_v, a.swa_full, a.ubatch_size)
-    r["forecast"] = forecast_block(facts, layout, hw, a, server["url"] if server else None)
+    url = server["url"] if server else None
+    r["forecast"] = forecast_block(facts, layout, hw, a, url, load_here(a, url))
     from runner.records.redact import scrub
 
     # no API key or URL login, whatever the server said (runner/records/redact.py)
