@@ -244,6 +244,15 @@ class RecordedForecast:
 
 
 @dataclass(frozen=True)
+class RecordedCPU:
+    """A replay's record of the CPU share other processes took during a turn (played
+    just before the turn's end, so the verdict names it as the live run did)."""
+
+    turn_id: int
+    others_cpu: float
+
+
+@dataclass(frozen=True)
 class EventBatch:
     """Token events sent over the pipe together (the parent unpacks them in order).
 

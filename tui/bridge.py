@@ -94,6 +94,8 @@ class TurnBridge:
             self.post(msg.RecordedUndoNewChat())
         elif isinstance(e, ev.RecordedForecast):
             self.post(msg.RecordedForecast(e.forecast))
+        elif isinstance(e, ev.RecordedCPU):
+            self.post(msg.RecordedCPU(e.turn_id, e.others_cpu))
         elif isinstance(e, ev.PromptMeasured):
             self.post(msg.PromptSized(e))
 

@@ -24,6 +24,7 @@ LOAD_WINDOW_S = 5.0  # "today's load": what others used over the last seconds, n
 class CPUWatch:
     _cpu_last: CPUReading | None = None
     _turn_cpu_start: CPUReading | None = None
+    _recorded_share: float | None = None
     _others_recent: tuple = ()  # (monotonic time, cores others used over the second before it)
 
     def _cpu_reading(self) -> CPUReading:
@@ -55,11 +56,16 @@ class CPUWatch:
         self._turn_cpu_start = self._cpu_reading() if self.options.live_system else None
 
     def turn_others_share(self) -> float | None:
-        """Other processes' share of the machine during the turn just ended (0..1)."""
+        """Other processes' share of the machine during the turn just ended (0..1); in a
+        replay, the share the live run measured (its trace's ``cpu`` record)."""
         start, self._turn_cpu_start = self._turn_cpu_start, None
+        recorded, self._recorded_share = self._recorded_share, None
         if start is None:
-            return None
+            return recorded
         return cpu_use(start, self._cpu_reading()).others_share
+
+    def on_recorded_cpu(self, m: msg.RecordedCPU) -> None:
+        self._recorded_share = m.others_cpu  # read by the turn's end, the next message
 
 
 BEATEN = 1.02  # a measured rate this far above its ceiling means the ceiling is wrong

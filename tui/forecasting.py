@@ -127,11 +127,11 @@ class Forecasting:
         Not a turn run while other processes took a quarter of the CPU or more: it says
         what a busy machine did, and two such turns made every later forecast of a quiet
         machine 30x slow (a new user's "decode 1.8 tok/s (calibrated on 2 turns)")."""
-        from runner.physics.verdicts import BUSY_SHARE
+        from runner.calibration.busy import too_busy
 
         if self.calibration is None or self.session.replaying:
             return
-        if others_cpu is not None and others_cpu >= BUSY_SHARE:
+        if too_busy(others_cpu):  # the bench's rule too (runner.commands.bench)
             said = (f"This turn was not added to the forecast's calibration: other processes used "
                     f"{others_cpu:.0%} of the CPU while it ran.")
             self.notify(said, severity="information", markup=False)

@@ -162,6 +162,14 @@ class RecordedForecast(Message):
         self.forecast = forecast
 
 
+class RecordedCPU(Message):
+    """A replay's recorded CPU share of other processes for the turn about to end."""
+
+    def __init__(self, turn_id: int, others_cpu: float) -> None:
+        super().__init__()
+        self.turn_id, self.others_cpu = turn_id, others_cpu
+
+
 class PromptSized(Message):
     """The engine's answer to ``MeasurePrompt``: the draft's size as the next prompt."""
 

@@ -223,6 +223,7 @@ def load_settings(a: argparse.Namespace, load: Load, tests: list[BenchTest]):
 
 def run_load(a, load: Load, tests: list[BenchTest], notes: list[str], progress: tuple[int, int]):
     """One engine load and its tests: yields (row, label) as each test finishes."""
+    from runner.commands.bench_busy import busy_fields, cpu_reading, others_share, warn_if_busy
     from runner.process.contract import EngineUnavailable
 
     settings = load_settings(a, load, tests)
@@ -246,13 +247,18 @@ def run_load(a, load: Load, tests: list[BenchTest], notes: list[str], progress: 
             if a.warmup:
                 run_once(eng, stream, BenchTest(t.n_prompt, min(t.n_gen, 1)), t.label)
             metrics, seconds = [], []
+            start = cpu_reading(eng, loaded)
             for _ in range(a.repetitions):
                 m = run_once(eng, stream, t)
                 metrics.append(m)
                 seconds.append(seconds_of(t, m))
-            record_calibration(settings, metrics, loaded.server)
+            share = others_share(start, eng, loaded)
+            if not warn_if_busy(t.label, share, "json" if a.json else a.output or "md"):
+                record_calibration(settings, metrics, loaded.server)  # the app's rule: runner.calibration.busy
             meta = meta or row_meta(loaded, load)
-            yield make_row(meta, t, test_time, seconds, metrics, loaded, threads_why, a), t.label
+            row = make_row(meta, t, test_time, seconds, metrics, loaded, threads_why, a)
+            row.extras.update(busy_fields(share))
+            yield row, t.label
     except EngineUnavailable as exc:
         raise BenchError(str(exc)) from None
     finally:

@@ -56,6 +56,10 @@ class ReplayEngine:
                 sink(ev.EngineClosed("load failed"))
                 return
             prev_t = None
+            # the CPU share of each turn is written after its end (the UI measures it
+            # there): played just before the end, where the live app read it
+            shares = {tid: share for kind, (tid, share) in
+                      ((k, o) for k, o in self.trace.records if k == "cpu")}
             for kind, obj in self.trace.records:
                 if self._stop.is_set():
                     break
@@ -68,6 +72,8 @@ class ReplayEngine:
                     sink(ev.RecordedUndoNewChat())
                 elif kind == "forecast":
                     sink(ev.RecordedForecast(obj))
+                elif kind == "cpu":
+                    pass  # played before its turn's end (above)
                 else:
                     t = getattr(obj, "t", None)
                     if self.speed > 0 and t is not None and prev_t is not None and t > prev_t:
@@ -75,6 +81,8 @@ class ReplayEngine:
                             break
                     if t is not None:
                         prev_t = t
+                    if isinstance(obj, (ev.TurnDone, ev.TurnRefused)) and obj.turn_id in shares:
+                        sink(ev.RecordedCPU(obj.turn_id, shares[obj.turn_id]))
                     sink(obj)
             sink(ev.EngineClosed("end of the recording"))
 

@@ -120,6 +120,10 @@ class TraceWriter:
         """The chat the last new chat put aside is back (and the one then on screen aside)."""
         self._write({"type": "undo_new_chat"})
 
+    def cpu(self, turn_id: int, others_cpu: float) -> None:
+        """Other processes' share of the CPU during a turn, as the live verdict named it."""
+        self._write({"type": "cpu", "turn_id": turn_id, "others_cpu": others_cpu})
+
     def forecast(self, forecast: dict) -> None:
         """The forecast shown when a turn started (runner.calibration.forecast.Forecast)."""
         self._write({"type": "forecast", "forecast": forecast})
@@ -243,6 +247,12 @@ def parse_records(path: str, numbered) -> Trace:
             records.append((kind, None))
         elif kind == "forecast":
             records.append(("forecast", parse_forecast(path, n, obj.get("forecast"))))
+        elif kind == "cpu":
+            tid, share = obj.get("turn_id"), obj.get("others_cpu")
+            if not (isinstance(tid, int) and not isinstance(tid, bool) and tid >= 0
+                    and isinstance(share, (int, float)) and not isinstance(share, bool) and 0 <= share <= 1):
+                raise TraceError(f"{path}: line {n}: a cpu record needs a turn_id and an others_cpu from 0 to 1")
+            records.append(("cpu", (tid, float(share))))
         else:
             raise TraceError(f"{path}: line {n} has an unknown record type {kind!r}")
     if header is None:

@@ -109,6 +109,15 @@ class ChatSession:
             if self.trace is not None and not self.replaying:
                 self.trace.forecast(asdict(forecast))
 
+    def _record_cpu(self, turn_id: int, others_cpu: float | None) -> None:
+        """The turn's CPU share of other processes into the trace: its verdict names it
+        first when large, and a replay (of the trace or a bundle) must say it too."""
+        if others_cpu is None:
+            return
+        with self._trace_lock:
+            if self.trace is not None and not self.replaying:
+                self.trace.cpu(turn_id, min(max(float(others_cpu), 0.0), 1.0))
+
     def _open_transcript(self, notice: Callable[[str], None]) -> None:
         if not self.write_transcript or self.transcript is not None or self.replaying:
             return
@@ -241,6 +250,7 @@ class ChatSession:
     def on_turn_done(self, e: ev.TurnDone, text: str, notice: Callable[[str], None],
                      others_cpu: float | None = None) -> TurnRecord:
         rec = turn_record(self.active, e, e.stop_reason, others_cpu)
+        self._record_cpu(e.turn_id, others_cpu)
         self.active = None
         self.turns.append(rec)
         self.messages.append(ChatMessage("assistant", text))
@@ -261,6 +271,7 @@ class ChatSession:
         self.cut = None
         stop = "new_chat" if e.stop_reason == "cancelled" else e.stop_reason  # it may have ended first
         self.turns.append(turn_record(a, e, stop, others_cpu))
+        self._record_cpu(e.turn_id, others_cpu)
         return True
 
     def save_turn_in_flight(self, text: str, stop_reason: str) -> bool:

@@ -278,9 +278,17 @@ def test_a_bench_run_calibrates_the_forecast_the_app_shows(smollm_path, tmp_path
     # the batch threads are not the batch size (a new user read "batch 2" as -b 2)
     assert "kvtop: threads 2 (set by -t), batch threads 2, n_batch 512, n_ubatch 512" in r.stdout
     cal = calibration_for(Settings(smollm_path, n_threads=2), str(tmp_path / "cache"))
-    assert cal.turns == 6 and len(cal.samples.decode) == 3
-    assert sorted((n, d) for n, d, _ in cal.samples.prefill) == [(1, 0)] * 3 + [(256, 0)] * 3
-    assert [n for n, _, _ in cal.samples.decode] == [16] * 3  # 16 decodes each
+    busy = busy_tests(r.stderr)  # the app's busy test: such a test is not calibrated (the bench says so)
+    assert cal.turns == 3 * (("pp256" not in busy) + ("tg16" not in busy))
+    assert sorted((n, d) for n, d, _ in cal.samples.prefill) == ([] if "tg16" in busy else [(1, 0)] * 3) + \
+        ([] if "pp256" in busy else [(256, 0)] * 3)
+    assert [n for n, _, _ in cal.samples.decode] == ([] if "tg16" in busy else [16] * 3)  # 16 decodes each
+
+
+def busy_tests(stderr: str) -> set[str]:
+    """The tests the bench said ran while other processes took a quarter of the CPU."""
+    return {line.split(": ")[1] for line in stderr.splitlines()
+            if line.startswith("kvtop bench: ") and line.endswith("(not added to the calibration)")}
 
 
 def test_kvtop_estimate_shows_the_forecast_the_bench_calibrated(smollm_path, tmp_path):
@@ -296,6 +304,9 @@ def test_kvtop_estimate_shows_the_forecast_the_bench_calibrated(smollm_path, tmp
     assert r.returncode == 0, r.stderr
     after = json.loads(subprocess.run(args + ["--json"], capture_output=True, text=True, timeout=120, env=env).stdout)
     fc = after["forecast"]
+    if busy_tests(r.stderr):  # a busy machine's runs are not this machine's figures: nothing calibrated from them
+        assert fc["n_samples"] == 2 * (2 - len(busy_tests(r.stderr)))
+        return
     assert fc["basis"] == "calibrated" and fc["n_samples"] == 4
     (measured,) = json.loads(subprocess.run([sys.executable, "-m", "tui", "bench", smollm_path, "-r", "1", "-p", "512",
                                              "-n", "0", "-t", "2", "--json"], capture_output=True, text=True,
