@@ -199,9 +199,12 @@ def hostile_routes(kind: str) -> dict | None:
         "nestedprops": {"/props": Reply(nested(100_000))},
         "hostile": {"/slots": json_reply(bad_slots), "/metrics": Reply(
             METRICS.replace("requests_deferred 0", "requests_deferred -3").encode(), content_type="text/plain")},
-        "many": {"/slots": json_reply([slot(i) for i in range(100_000)])},
     }
-    return None if kind == "blackhole" else llama_routes(**kinds[kind])
+    if kind == "blackhole":
+        return None
+    if kind == "many":  # 100,000 slots, about 11 MB
+        return llama_routes(**{"/slots": json_reply([slot(i) for i in range(100_000)])})
+    return llama_routes(**kinds[kind])
 
 
 if __name__ == "__main__":  # python tests/fake_servers.py KIND… (good, blackhole, trickle, …); prints URLs
