@@ -36,6 +36,7 @@ class Reply:
     event_gap_s: float = 0.0
     event_trickle_s: float = 0.0
     trickle_from: int = 0
+    chunked: bool = False  # events in HTTP chunks, as llama-server (cpp-httplib) sends them
 
 
 def json_reply(obj, **kw) -> Reply:
@@ -129,11 +130,14 @@ class _Handler(socketserver.BaseRequestHandler):
         head = [f"HTTP/1.1 {reply.status} {reason}", f"Content-Type: {reply.content_type}"]
         head += [f"{k}: {v}" for k, v in reply.headers.items()]
         if reply.events is not None:
+            head += ["Transfer-Encoding: chunked"] if reply.chunked else []
             sock.sendall(("\r\n".join(head + ["Connection: close", "", ""])).encode())
             for i, data in enumerate(reply.events):
                 if i and stopped.wait(reply.event_gap_s):
                     return False
                 line = f"data: {data}\n\n".encode()
+                if reply.chunked:
+                    line = f"{len(line):x}\r\n".encode() + line + b"\r\n"
                 if reply.event_trickle_s and i >= reply.trickle_from:
                     for b in line:
                         sock.sendall(bytes([b]))
@@ -141,6 +145,8 @@ class _Handler(socketserver.BaseRequestHandler):
                             return False
                 else:
                     sock.sendall(line)
+            if reply.chunked:
+                sock.sendall(b"0\r\n\r\n")
             return False
         raw = ("\r\n".join(head + [f"Content-Length: {len(reply.body)}", "", ""])).encode() + reply.body
         if reply.trickle_s:

@@ -42,9 +42,10 @@ def short_deadlines(monkeypatch):
     monkeypatch.setattr(http, "STREAM_GAP_S", 1.5)
 
 
-def test_a_slow_loris_event_ends_the_stream_after_the_first_token(short_deadlines):
+@pytest.mark.parametrize("chunked", [False, True])
+def test_a_slow_loris_event_ends_the_stream_after_the_first_token(short_deadlines, chunked):
     # the first token whole, then "[DONE]" one byte every 0.4 s (6 s): it ends at 1 s
-    got, err, took = stream(Reply(events=[TOKEN, "[DONE]"], event_trickle_s=0.4, trickle_from=1))
+    got, err, took = stream(Reply(events=[TOKEN, "[DONE]"], event_trickle_s=0.4, trickle_from=1, chunked=chunked))
     assert len(got) == 1 and took < CEILING_S
     assert str(err).startswith("/v1/chat/completions sent ") and str(err).endswith(" of an event in 1 s: too slow")
 
@@ -55,9 +56,15 @@ def test_a_silent_gap_between_events_ends_the_stream(short_deadlines):
     assert str(err) == "/v1/chat/completions sent nothing for 1.5 s"
 
 
-def test_slow_whole_events_are_read_to_the_end(short_deadlines):
-    got, err, _ = stream(Reply(events=[TOKEN] * 4 + ["[DONE]"], event_gap_s=0.6))
+@pytest.mark.parametrize("chunked", [False, True])
+def test_slow_whole_events_are_read_to_the_end(short_deadlines, chunked):
+    got, err, _ = stream(Reply(events=[TOKEN] * 4 + ["[DONE]"], event_gap_s=0.6, chunked=chunked))
     assert err is None and len(got) == 4
+
+
+def test_a_chunked_stream_without_done_ends_with_what_arrived():
+    got, err, _ = stream(Reply(events=[TOKEN] * 3, chunked=True))
+    assert err is None and len(got) == 3
 
 
 def test_no_headers_is_named_at_the_request_deadline():
