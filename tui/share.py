@@ -23,7 +23,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
 from runner.records.paths import unique_file
-from runner.records.redact import Redactor, scrub
+from runner.records.redact import Redactor, scrub_svg
 from runner.sanitize import clean_line
 
 CHAT_HIDDEN = "chat left out of this screenshot"
@@ -116,7 +116,7 @@ def _shot(app, hide_chat: bool) -> tuple[str, str | None]:
             conceal_chat(app, False)
     if hide_chat:
         svg, whole = Redactor().home(svg), (Redactor().home(whole) if whole else None)
-    return scrub(svg), scrub(whole)  # never an API key or URL login (runner/records/redact.py)
+    return scrub_svg(svg), scrub_svg(whole)  # never an API key or URL login (runner/records/redact.py)
 
 
 def _folder(path: str) -> str:

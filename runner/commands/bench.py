@@ -192,9 +192,10 @@ def bench_main(argv: list[str]) -> int:
     except BenchError as exc:
         error = str(exc)
     if results:
-        from runner.records.redact import scrub
+        from runner.records.redact import scrub, scrub_json
 
-        print(scrub(render(fmt, results, lists, notes)))  # no API key or URL login, whatever the server said
+        text = render(fmt, results, lists, notes)  # no API key or URL login, whatever the server said:
+        print(scrub_json(text) if fmt in ("json", "jsonl") else scrub(text))
     return fail(error) if error else EXIT_OK
 
 

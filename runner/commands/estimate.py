@@ -241,10 +241,10 @@ def estimate_main(argv: list[str]) -> int:
     layout = kv_layout(facts, a.ctx, a.cache_type_k, a.cache_type_v, a.swa_full, a.ubatch_size)
     url = server["url"] if server else None
     r["forecast"] = forecast_block(facts, layout, hw, a, url, load_here(a, url))
-    from runner.records.redact import scrub
+    from runner.records.redact import scrub, scrub_json
 
     # no API key or URL login, whatever the server said (runner/records/redact.py)
-    print(scrub(json.dumps(json_safe(r), indent=2, allow_nan=False) if a.json else format_report(r)))
+    print(scrub_json(json.dumps(json_safe(r), indent=2, allow_nan=False)) if a.json else scrub(format_report(r)))
     return EXIT_OK
 
 

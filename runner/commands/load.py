@@ -206,9 +206,10 @@ def finish(a, urls: list[str], out: SweepResult) -> int:
     """The rows on stdout (and the plot); the exit code: 130 after a stop, 1 after an error."""
     error = out.error
     if out.rows:
-        from runner.records.redact import scrub
+        from runner.records.redact import scrub, scrub_json
 
-        print(scrub(render(a.output, out.rows, out.notes if a.output == "md" else [])), flush=True)
+        text = render(a.output, out.rows, out.notes if a.output == "md" else [])
+        print(scrub_json(text) if a.output in ("json", "jsonl") else scrub(text), flush=True)
         if a.plot:
             try:
                 write_plot(a.plot, out.rows, f"kvtop load: {urls[0]} -p {a.n_prompt} -n {a.n_predict}")

@@ -13,7 +13,7 @@ import json
 import os
 from dataclasses import asdict
 
-from runner.records.redact import NOTE, NOTE_WITH_TEXT, Redactor, scrub_value
+from runner.records.redact import NOTE, NOTE_WITH_TEXT, Redactor, scrub_svg, scrub_value
 
 BUNDLE_VERSION = 1
 TRACE_LIMIT = 32 * 2**20
@@ -110,7 +110,8 @@ def debug_bundle(session, facts, hw, ui: dict, screenshot_svg: str, redact: bool
     if redact:
         done = ("redacted", "redaction", "command_line", "settings", "turns", "trace", "screenshot_svg")
         out = {k: (v if k in done else r.value(v, k)) for k, v in out.items()}
-    return scrub_value(out)  # both kinds: no API key or URL login, wherever it hid
+    # both kinds: no API key or URL login, wherever it hid (the SVG in its text only)
+    return {k: scrub_svg(v) if k == "screenshot_svg" else scrub_value(v) for k, v in out.items()}
 
 
 def read_bundle_trace(path: str):

@@ -58,7 +58,7 @@ def no_login(text: str) -> str:
 # may turn it into (JSON and XML escapes), so a trace line, a bundle or an SVG is scrubbed
 # as text. A secret shorter than MIN_SECRET is not searched for in free text (it would
 # blank ordinary words); it is still kept out where it enters, and out of argv.
-MIN_SECRET = 4
+MIN_SECRET = 6
 _secrets: list[str] = []  # longest first: a secret inside another is replaced after it
 
 
@@ -94,6 +94,32 @@ def scrub_secrets(text: str) -> str:
         if form in text:
             text = text.replace(form, SECRET)
     return text
+
+
+def scrub_json(text: str) -> str:
+    """JSON text (a trace line, a report) scrubbed in its strings only: a key of digits, or
+    one that spells ``null``, must not eat a number or a literal and break the file. The
+    text is parsed and written again only when it held a secret (``json.dumps``'s own
+    layout; ``indent`` as the text had it, when it had one)."""
+    if scrub(text) == text:
+        return text
+    import json
+
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return "\n".join(scrub_json(line) for line in text.split("\n")) if "\n" in text else scrub(text)
+    return json.dumps(scrub_value(data), ensure_ascii=False, indent=2 if "\n" in text.strip() else None)
+
+
+_SVG_TEXT = re.compile(r">([^<]+)<")
+
+
+def scrub_svg(svg):
+    """An SVG scrubbed in its text only: coordinates and ids stay numbers and names."""
+    if not isinstance(svg, str) or scrub(svg) == svg:
+        return svg
+    return _SVG_TEXT.sub(lambda m: ">" + scrub(m.group(1)) + "<", svg)
 
 
 def scrub_value(v):

@@ -29,7 +29,7 @@ from runner import events as ev
 from runner.system.hardware import CPUProbe, GPUInfo, HardwareProfile
 from runner.engine.llama_log import KVBufferLine, LlamaBuffers
 from runner.model.facts import LayerShape, ModelFacts
-from runner.records.redact import scrub, scrub_argv
+from runner.records.redact import scrub_argv, scrub_json
 from runner.sanitize import clean_line
 from runner.settings import Settings
 from runner.records.trace_check import (  # noqa: F401 (number_range: the ranges, for callers)
@@ -83,7 +83,7 @@ def _build(cls, data: dict):
 
 class TraceWriter:
     """Appends records; thread-safe (events arrive on the worker thread). Flushed per turn.
-    Every line passes ``runner.records.redact.scrub``: no API key or URL login is written."""
+    Every line passes ``runner.records.redact.scrub_json``: no API key or URL login is written."""
 
     def __init__(self, path: str, header: dict, fh=None):
         """``fh``: the file already created at ``path`` (by ``unique_file``); else ``path``
@@ -99,7 +99,7 @@ class TraceWriter:
     def _write(self, obj: dict) -> None:
         with self._lock:
             if self._fh is not None:
-                self._fh.write(scrub(json.dumps(obj, default=_plain, ensure_ascii=False)) + "\n")
+                self._fh.write(scrub_json(json.dumps(obj, default=_plain, ensure_ascii=False)) + "\n")
 
     def event(self, e) -> None:
         name = type(e).__name__

@@ -11,7 +11,7 @@ import os
 import time
 from dataclasses import asdict, is_dataclass
 
-from runner.records.redact import scrub, scrub_argv
+from runner.records.redact import scrub_argv, scrub_json
 
 FORMAT_VERSION = 1
 
@@ -33,7 +33,7 @@ class Transcript:
 
     def _write(self, obj: dict) -> None:
         # no API key or URL login is written (runner/records/redact.py decides for every writer)
-        self._fh.write(scrub(json.dumps(obj, default=_plain, ensure_ascii=False)) + "\n")
+        self._fh.write(scrub_json(json.dumps(obj, default=_plain, ensure_ascii=False)) + "\n")
         self._fh.flush()
         os.fsync(self._fh.fileno())
 

@@ -110,8 +110,31 @@ def test_one_module_scrubs_every_form_a_writer_gives_a_secret():
     # the screen: errors, notices and chat lines all pass clean_line / clean_text
     assert clean_line(f"401 from http://alice:x@h: key {KEY}") == "401 from http://<redacted>@h: key <redacted>"
     assert clean_text(f"model says {KEY}") == "model says <redacted>"
-    Credentials("abc")  # too short to look for in free text: "abc" stays a word
+    Credentials("abcd")  # too short to look for in free text: "abcd" stays a word
     assert scrub("abcdef") == "abcdef"
+
+
+def test_a_key_of_digits_breaks_no_number_in_a_file(tmp_path):
+    """A secret is replaced in the files' text, never in their numbers or structure: a key
+    of digits inside a count, or one spelling a JSON literal, leaves the trace readable and
+    the SVG's coordinates numbers."""
+    from runner.records.redact import scrub_json, scrub_svg
+
+    Credentials("123456")
+    Credentials("nullnull")
+    line = json.dumps({"n": 91234567, "m": None, "s": "key 123456", "t": [True, "nullnull"]})
+    assert json.loads(scrub_json(line)) == {"n": 91234567, "m": None, "s": "key <redacted>", "t": [True, "<redacted>"]}
+    report = json.dumps([{"avg_ns": 123456, "note": "123456"}], indent=2)
+    assert json.loads(scrub_json(report)) == [{"avg_ns": 123456, "note": "<redacted>"}]
+    jsonl = "\n".join(json.dumps({"a": 123456, "b": "x123456"}) for _ in range(2))
+    assert [json.loads(x) for x in scrub_json(jsonl).splitlines()] == [{"a": 123456, "b": "x<redacted>"}] * 2
+    svg = '<svg width="1234567"><text x="123456" class="r123456">key 123456</text></svg>'
+    assert scrub_svg(svg) == '<svg width="1234567"><text x="123456" class="r123456">key <redacted></text></svg>'
+    trace = TraceWriter(str(tmp_path / "t.jsonl"), {"argv": ["kvtop"], "settings": {"n_ctx": 1234560}})
+    trace.user("my pin is 123456")
+    trace.close()
+    header, user = [json.loads(x) for x in (tmp_path / "t.jsonl").read_text().splitlines()]
+    assert header["settings"] == {"n_ctx": 1234560} and user == {"type": "user", "text": "my pin is <redacted>"}
 
 
 def test_the_trace_and_the_session_file_never_write_a_secret_they_are_handed(tmp_path):
