@@ -65,24 +65,34 @@ def make_handler(state: FakeState):
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
             if self.path == "/tokenize":
                 return self._json({"tokens": [100 + i for i, _ in enumerate(body["content"].split())]})
-            if self.path != "/completion":
+            if self.path == "/detokenize":
+                return self._json({"content": " ".join(f"w{t}" for t in body["tokens"])})
+            chat = self.path == "/v1/chat/completions"
+            if not chat and self.path != "/completion":
                 return self._json({"error": {"message": "not found"}}, 404)
+            prompt = body["messages"][-1]["content"].split() if chat else list(body["prompt"])
             with state.lock:
-                state.prompts.append(list(body["prompt"]))
+                state.prompts.append(prompt)
                 state.busy += 1
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.end_headers()
-            n, t0 = body["n_predict"], time.monotonic()
+            n, t0 = body["max_tokens" if chat else "n_predict"], time.monotonic()
+            token = (b'data: {"choices": [{"delta": {"content": "x"}}]}\n\n' if chat else
+                     b'data: {"content": "x", "tokens": [7], "stop": false}\n\n')
             try:
                 for _ in range(n):
                     time.sleep(state.token_s)
-                    self.wfile.write(b'data: {"content": "x", "tokens": [7], "stop": false}\n\n')
+                    self.wfile.write(token)
                     self.wfile.flush()
                 ms = (time.monotonic() - t0) * 1000
-                final = {"content": "", "stop": True, "timings": {"prompt_n": len(body["prompt"]), "prompt_ms": 1.0,
+                final = {"content": "", "stop": True, "timings": {"prompt_n": len(prompt), "prompt_ms": 1.0,
                                                                   "predicted_n": n, "predicted_ms": ms}}
+                if chat:
+                    final = {"choices": [{"delta": {}, "finish_reason": "length"}], "timings": final["timings"]}
                 self.wfile.write(f"data: {json.dumps(final)}\n\n".encode())
+                if chat:
+                    self.wfile.write(b"data: [DONE]\n\n")
                 with state.lock:
                     state.generated += n
             except (BrokenPipeError, ConnectionResetError):

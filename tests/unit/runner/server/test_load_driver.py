@@ -83,3 +83,12 @@ def test_a_fleet_spreads_users_over_the_servers():
         run = d.closed_loop(3, 2, 1, None, ("level", 0))
     assert len(a.state.prompts) == 2 and len(b.state.prompts) == 1
     assert sorted(r.server for r in run.results) == [0, 0, 1]
+
+
+def test_the_chat_endpoint_sends_the_text_of_the_same_ids():
+    with FakeLlamaServer() as srv:
+        d = LoadDriver([srv.url], None, prompt_tokens=12, endpoint="chat")
+        run = d.closed_loop(2, 3, 1, None, ("level", 0))
+    assert [len(p) for p in srv.state.prompts] == [12, 12]  # the stand-in's detokenize: a word per id
+    assert all(p[0].startswith("w") for p in srv.state.prompts)
+    assert all(r.ok and r.tokens == 3 and len(r.chunks) == 3 for r in run.results)
