@@ -60,11 +60,39 @@ def kvtop_home(tmp_path, monkeypatch):
     return tmp_path / "home"
 
 
-@pytest.fixture(scope="session")
-def llama_server_bin() -> str:
+_SERVER_BUILD: dict = {}
+
+
+def pytest_collection_finish(session):
+    """Build llama-server before the first test when a selected test needs it: set-up,
+    not a test, so pytest-timeout's per-test limit never cuts the build (~6 minutes on 2
+    quiet cores, far longer on a busy machine). A failed build fails only the tests that
+    need the server, with the build's own error."""
+    if session.config.option.collectonly:
+        return
+    if not any("llama_server_bin" in getattr(item, "fixturenames", ()) for item in session.items):
+        return
     from llama_server import server_binary
 
-    return server_binary()
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None and not os.environ.get("KVTOP_LLAMA_SERVER"):
+        reporter.write_line("kvtop: llama-server for the server tests (built once into the build cache "
+                            "if it is not there: ~6 minutes on 2 cores)")
+    try:
+        _SERVER_BUILD["bin"] = server_binary()
+    except Exception as exc:  # reported by every test that needs the server
+        _SERVER_BUILD["error"] = exc
+
+
+@pytest.fixture(scope="session")
+def llama_server_bin() -> str:
+    if "error" in _SERVER_BUILD:
+        raise _SERVER_BUILD["error"]
+    if "bin" not in _SERVER_BUILD:  # collected without the hook (a plugin's own session)
+        from llama_server import server_binary
+
+        _SERVER_BUILD["bin"] = server_binary()
+    return _SERVER_BUILD["bin"]
 
 
 @pytest.fixture(scope="module")

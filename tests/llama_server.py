@@ -17,17 +17,31 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def server_binary() -> str:
-    """The cached binary (the build takes ~6 min on 2 cores the first time)."""
+    """The cached binary; built the first time (~6 minutes on 2 quiet cores, far longer on
+    a busy machine). Called once per test run from ``pytest_collection_finish`` (set-up,
+    not a test: no per-test timeout cuts it). The build runs in a session of its own, so
+    an interrupted run stops the compilers too (the script removes its folder)."""
     env_bin = os.environ.get("KVTOP_LLAMA_SERVER")
     if env_bin:
         return env_bin
+    import signal
     import sys
 
-    out = subprocess.run(["bash", os.path.join(ROOT, ".ci", "build-llama-server")], cwd=ROOT,
-                         capture_output=True, text=True, timeout=3600, env=dict(os.environ, PYTHON=sys.executable))
-    if out.returncode != 0:
-        raise RuntimeError(f"building llama-server failed: {out.stderr[-2000:]}")
-    return out.stdout.strip().splitlines()[-1]
+    proc = subprocess.Popen(["bash", os.path.join(ROOT, ".ci", "build-llama-server")], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, env=dict(os.environ, PYTHON=sys.executable))
+    try:
+        out, err = proc.communicate(timeout=3 * 3600)
+    except BaseException:  # Ctrl+C, a timeout: stop the whole build, let its trap clean up
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            os.killpg(proc.pid, signal.SIGKILL)
+        raise
+    if proc.returncode != 0:
+        raise RuntimeError(f"building llama-server failed: {err[-2000:]}")
+    return out.strip().splitlines()[-1]
 
 
 def get_json(url: str, timeout: float = 5):
