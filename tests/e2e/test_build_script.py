@@ -1,0 +1,100 @@
+""".ci/build-llama-server as a new user's first test run meets it: one build at a time, and
+an interrupted build leaves nothing behind (a cut build once left a 309 MB folder in the
+cache). The long step is played by a stand-in ``PYTHON`` that sleeps where ``pip download``
+would run, so the script's own locking and cleanup run for real in seconds."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCRIPT = os.path.join(ROOT, ".ci", "build-llama-server")
+
+
+@pytest.fixture
+def slow_python(tmp_path):
+    """A ``PYTHON`` whose ``-m pip download`` writes a partial file, then hangs."""
+    stub = tmp_path / "python"
+    stub.write_text("#!/bin/sh\n"
+                    "for a; do case $prev in -d) dest=$a;; esac; prev=$a; done\n"
+                    "head -c 100000 /dev/zero > \"$dest/partial.tar.gz\"\n"
+                    "exec sleep 300\n")
+    stub.chmod(0o755)
+    return str(stub)
+
+
+def start(cache, python):
+    return subprocess.Popen(["bash", SCRIPT], env=dict(os.environ, KVTOP_BUILD_CACHE=str(cache), PYTHON=python),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def wait_for(predicate, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def build_dirs(cache):
+    return sorted(p.name for p in cache.iterdir() if p.name.startswith("build-"))
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+def test_an_interrupted_build_removes_its_folder_and_its_children(tmp_path, slow_python, sig):
+    cache = tmp_path / "cache"
+    p = start(cache, slow_python)
+    try:
+        wait_for(lambda: cache.exists() and any((cache / d / "partial.tar.gz").exists() for d in build_dirs(cache)))
+        os.kill(p.pid, sig)  # the script alone, as a terminal or a timeout would
+        p.wait(timeout=30)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+    assert p.returncode != 0
+    assert build_dirs(cache) == [] and not list(cache.glob("llama-server-*"))
+    # the stand-in's sleep (the build's long step) ended with it
+    gone = subprocess.run(["pgrep", "-g", str(p.pid)], capture_output=True, text=True)
+    assert gone.stdout.strip() == ""
+
+
+def test_a_second_build_waits_for_the_first_and_a_killed_builds_folder_is_removed(tmp_path, slow_python):
+    cache = tmp_path / "cache"
+    first = start(cache, slow_python)
+    try:
+        wait_for(lambda: cache.exists() and build_dirs(cache))
+        (dead,) = build_dirs(cache)
+        second = start(cache, slow_python)
+        try:
+            wait_for(lambda: "waiting for it" in (second.stderr.readline() or ""), timeout=30)
+            assert len(build_dirs(cache)) == 1  # no second build started beside the first
+            os.killpg(first.pid, signal.SIGKILL)  # killed outright: its trap cannot run
+            first.wait(timeout=10)
+            # the waiting build takes the lock, removes the dead one's folder, starts its own
+            wait_for(lambda: dead not in build_dirs(cache) and len(build_dirs(cache)) == 1
+                     and any((cache / d / "partial.tar.gz").exists() for d in build_dirs(cache)))
+        finally:
+            os.killpg(second.pid, signal.SIGTERM)
+            second.wait(timeout=30)
+    finally:
+        if first.poll() is None:
+            os.killpg(first.pid, signal.SIGKILL)
+    assert build_dirs(cache) == []
+
+
+def test_a_finished_build_is_found_without_building(tmp_path, slow_python):
+    cache = tmp_path / "cache"
+    import re
+
+    pin = re.search(r'"llama-cpp-python==([^"]+)"', open(os.path.join(ROOT, "pyproject.toml")).read()).group(1)
+    binary = cache / f"llama-server-{pin}" / "llama-server"
+    binary.parent.mkdir(parents=True)
+    binary.write_text("#!/bin/sh\n")
+    binary.chmod(0o755)
+    out = subprocess.run(["bash", SCRIPT], env=dict(os.environ, KVTOP_BUILD_CACHE=str(cache), PYTHON=slow_python),
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0 and out.stdout.strip() == str(binary)
