@@ -91,9 +91,11 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def launch_main(argv: list[str], terminal: bool = False) -> int:
+def launch_main(argv: list[str], terminal: bool = False, *, hardware=None, engine_factory=None) -> int:
     """``terminal``: run as the ``kvtop`` command (a terminal is required and the quit is
-    guarded); tests that drive the app in-process leave it off."""
+    guarded); tests that drive the app in-process leave it off. ``hardware`` (a fixed
+    HardwareProfile) and ``engine_factory`` are seams for tests: the CLI as users run it,
+    without the CPU probe or a model process."""
     p = build_parser()
     a = p.parse_args(argv)
     if a.hf_repo:
@@ -106,7 +108,7 @@ def launch_main(argv: list[str], terminal: bool = False) -> int:
     if a.server:
         from .launch_server import server_main
 
-        return server_main(p, a, argv, guarded=terminal)
+        return server_main(p, a, argv, guarded=terminal, hardware=hardware)
     model = a.model or a.model_flag or demo_model_path()
     if model is None:
         print(f"kvtop: no model given and the demo model is not installed: {INSTALL_HINT}", file=sys.stderr)
@@ -132,8 +134,8 @@ def launch_main(argv: list[str], terminal: bool = False) -> int:
     from .app import KvtopApp
     from .options import AppOptions
 
-    factory = InProcessEngine if a.in_process else EngineProcess
-    app = KvtopApp(settings, factory, paths, AppOptions(
+    factory = engine_factory or (InProcessEngine if a.in_process else EngineProcess)
+    app = KvtopApp(settings, factory, paths, AppOptions(hardware=hardware,
         argv=scrub_argv([sys.argv[0]] + argv), resume_messages=resume, resume_note=resume_note,
         ui_nice=a.ui_nice, prompt_file=a.prompt_file, prompt_text=a.prompt, trace_path=a.trace, refresh=a.refresh,
         bundle_text=a.bundle_text))

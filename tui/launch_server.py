@@ -29,7 +29,9 @@ def read_server_file(path: str) -> list[str]:
         return [ln.strip() for ln in fh.read(1 << 20).splitlines() if ln.strip() and not ln.startswith("#")]
 
 
-def server_main(p: argparse.ArgumentParser, a: argparse.Namespace, argv: list[str], guarded: bool = False) -> int:
+def server_main(p: argparse.ArgumentParser, a: argparse.Namespace, argv: list[str], guarded: bool = False,
+                hardware=None) -> int:
+    """``hardware``: a fixed HardwareProfile instead of the probe (a seam for tests)."""
     from runner.server.http import ServerClient, ServerError, api_key_from_env, is_loopback
     from runner.server.props import read_server_info
     from runner.settings import settings_from_args
@@ -65,10 +67,11 @@ def server_main(p: argparse.ArgumentParser, a: argparse.Namespace, argv: list[st
     settings = settings_from_args(model or info.model_path or urls[0], a)
     settings = type(settings)(**{**settings.__dict__, "n_ctx": info.n_ctx})
     return run_server_app(settings, urls, key, a, argv, local_model=bool(model),
-                          local=is_loopback(urls[0]), guarded=guarded)
+                          local=is_loopback(urls[0]), guarded=guarded, hardware=hardware)
 
 
-def run_server_app(settings, urls, key, a, argv, local_model: bool, local: bool, guarded: bool = False) -> int:
+def run_server_app(settings, urls, key, a, argv, local_model: bool, local: bool, guarded: bool = False,
+                   hardware=None) -> int:
     from runner.records.paths import default_paths
     from runner.server.engine import ServerEngine
     from runner.system.hardware import HardwareProfile
@@ -76,10 +79,10 @@ def run_server_app(settings, urls, key, a, argv, local_model: bool, local: bool,
     from .app import KvtopApp
     from .options import AppOptions
 
-    hardware = None  # a server on this machine: probed like a local model (NVML, CPU probe)
-    if a.bandwidth_gbs or a.tflops:
+    # None: a server on this machine is probed like a local model (NVML, CPU probe)
+    if hardware is None and (a.bandwidth_gbs or a.tflops):
         hardware = HardwareProfile(a.bandwidth_gbs, a.tflops, "--bandwidth-gbs/--tflops", None, None)
-    elif not local:
+    elif hardware is None and not local:
         hardware = HardwareProfile(None, None, "unknown: the server is not on this machine "
                                    "(give --bandwidth-gbs and --tflops)", None, None)
     # --ui-nice as for a local model: on the server's machine kvtop's redraws compete
