@@ -216,30 +216,32 @@ def run_app(app, **run_kw) -> int:
     import asyncio
 
     loop = asyncio.new_event_loop()
-    asyncio.set_event_loop(loop)
+    ran: list[bool] = []
+    loop.call_soon(ran.append, True)
     try:
         rc = app.run(loop=loop, **run_kw)
     finally:
-        close_loop(loop)
+        close_loop(loop, bool(ran))
     if app.return_code:
         return app.return_code
     return rc if isinstance(rc, int) else 0
 
 
-def close_loop(loop) -> None:
+def close_loop(loop, ran: bool) -> None:
     """What ``asyncio.run`` does on its way out (cancel the tasks left, finish async
-    generators), except waiting for the default executor's threads."""
+    generators), except waiting for the default executor's threads. A loop that never
+    ran (``run`` replaced in a test, inside the test's own loop) has nothing to finish."""
     import asyncio
 
     try:
-        tasks = [t for t in asyncio.all_tasks(loop) if not t.done()]
-        for t in tasks:
-            t.cancel()
-        if tasks:
-            loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
-        loop.run_until_complete(loop.shutdown_asyncgens())
+        if ran:
+            tasks = [t for t in asyncio.all_tasks(loop) if not t.done()]
+            for t in tasks:
+                t.cancel()
+            if tasks:
+                loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+            loop.run_until_complete(loop.shutdown_asyncgens())
     finally:
-        asyncio.set_event_loop(None)
         loop.close()  # its executor is shut down without waiting
 
 
