@@ -83,6 +83,8 @@ class ContextShifted:
     prefix_broken_at: int | None  # the first cached token this prompt does not reuse (None: all reused)
     n_ctx: int
     t: float
+    shifted_cells: int = 0  # cells of the dropped turns cut out of the cache, the rest moved back (kv_shift)
+    no_shift: str | None = None  # why the cache could not be shifted (the prompt was recomputed instead)
 
     @property
     def recomputed_tokens(self) -> int:

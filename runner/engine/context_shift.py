@@ -150,6 +150,11 @@ def shift_line(e) -> str:
     n = len(e.dropped_turns)
     head = (f"context full: dropped turn{'' if n == 1 else 's'} {turn_ranges(e.dropped_turns)} "
             f"({fmt_int(e.dropped_tokens)} tokens)")
+    if getattr(e, "shifted_cells", 0):  # runner.engine.kv_shift: the cells went, the rest moved back
+        return (f"{head} by shifting the cache: nothing recomputed, computing "
+                f"{fmt_int(e.recomputed_tokens)} new tokens")
+    if getattr(e, "no_shift", None):
+        head = f"{head}; the cache cannot shift ({e.no_shift})"
     if e.prefix_broken_at is None:
         return f"{head}; the cached prefix held, computing {fmt_int(e.recomputed_tokens)} new tokens"
     return (f"{head}; cache prefix broke at token {fmt_int(e.prefix_broken_at)}, "

@@ -32,6 +32,7 @@ from runner.engine.chat_template import render_chat
 from runner.engine.context_shift import Fitted, fit_turns, prompt_fits, reply_room, turn_ranges
 from runner.engine.decode import Decode, Sampling
 from runner.engine.handles import Context, Model
+from runner.engine.kv_shift import cached_after_shift, shift_for, why_no_shift
 from runner.engine.llama_log import CAPTURE, parse_buffers
 from runner.engine.prefill import Prefill
 from runner.engine.prompt_cache import KVCache, PromptCacheFile, common_prefix, diff_windows, first_difference
@@ -117,6 +118,7 @@ class Engine:
         self._architecture: str | None = None
         self._bos_text = ""
         self._eos_text = ""
+        self._no_shift: str | None = "not loaded"
         # ctypes callbacks stay referenced for the engine's life (a collected one crashes)
         self._progress_cb = llama_cpp.llama_progress_callback(self._on_load_progress)
         self._last_progress = -1.0
@@ -157,6 +159,7 @@ class Engine:
             self._model = None
             raise EngineLoadError(f"{clean_line(path)}: {clean_line(reason)}")
         self._kv.mem = self._ctx.mem
+        self._no_shift = why_no_shift(self._model.ptr, self._ctx.mem)  # None: a shift keeps the cache
         self.n_ctx = self._ctx.n_ctx()
         self._decode = Decode(self._ctx.ptr, self._model.vocab, self._kv, self.n_ctx)
         log = CAPTURE.since(mark)
@@ -280,7 +283,10 @@ class Engine:
         """``MeasurePrompt``'s answer: ``measure`` and how many turns the shift would drop."""
         fitted = self._fit(messages, self._chat_tokens(messages), self.settings.n_predict)
         tokens = fitted.tokens
-        cached = min(common_prefix(self._kv.tokens, tokens), max(len(tokens) - 1, 0))
+        cached = common_prefix(self._kv.tokens, tokens)
+        if fitted.dropped_turns:  # the turn will cut the dropped turns' cells out and keep the rest
+            cached = cached_after_shift(self._kv.tokens, tokens, cached, self._no_shift)
+        cached = min(cached, max(len(tokens) - 1, 0))
         return ev.PromptMeasured(request_id, len(tokens), cached, self.n_ctx, len(fitted.dropped_turns))
 
     def generate(self, tokens: list[int], turn_id: int = 0, t_submit: float | None = None,
@@ -340,6 +346,8 @@ class Engine:
         kv = self._kv
         if self._prompt_file.wants_restore(kv):
             self._prompt_file.restore(self._ctx.ptr, kv, self.n_ctx, self.emit)
+        dropped = fitted is not None and bool(fitted.dropped_turns)
+        shifted = shift_for(kv, tokens, self._no_shift) if dropped else 0
         common = common_prefix(kv.tokens, tokens)
         first_diff = first_difference(kv.tokens, common)
         diff_context = None
@@ -349,9 +357,10 @@ class Engine:
         kv.keep(common)
         reused = len(kv.tokens)
         t_lookup = time.monotonic()
-        if fitted is not None and fitted.dropped_turns:
+        if dropped:
             self.emit(ev.ContextShifted(turn_id, fitted.dropped_turns, fitted.full_tokens - len(tokens),
-                                        fitted.kept_tokens, len(tokens), reused, first_diff, self.n_ctx, t_lookup))
+                                        fitted.kept_tokens, len(tokens), reused, first_diff, self.n_ctx, t_lookup,
+                                        shifted, None if shifted else self._no_shift))
         self.emit(ev.TurnStarted(turn_id, len(tokens), reused, self.n_ctx, prompt.template_name,
                                  prompt.template_fallback, prompt.template_s, prompt.tokenize_s,
                                  first_diff, t_lookup, diff_context))

@@ -74,14 +74,17 @@ def test_a_full_context_drops_the_oldest_turns_and_the_turn_runs(tiny_llama):
         assert shift.prompt_tokens == started.prompt_tokens == done.metrics.prompt_tokens
         assert shift.prompt_tokens + 16 <= 256  # the reply's room (-n 16) is left free
         assert shift.dropped_tokens == full_before[-1] - shift.prompt_tokens > 0
-        # the cache held the whole chat; the shifted prompt shares the kept prefix with it
-        # (the system prompt and the next turn's header), and recomputes the rest
-        assert shift.kept_tokens > 0
-        assert shift.reused_tokens == started.reused_tokens == shift.kept_tokens
-        assert shift.prefix_broken_at == shift.kept_tokens == started.first_diff_index
-        assert shift.recomputed_tokens == shift.prompt_tokens - shift.kept_tokens
-        assert engine.cached[:shift.kept_tokens] == cached_before[:shift.kept_tokens]
-        assert done.metrics.reused_tokens == shift.kept_tokens
+        # the cache held the whole chat: the dropped turns' cells were cut out and the rest
+        # moved back (runner.engine.kv_shift), so the prompt reuses the kept prefix (the
+        # system prompt) and the later turns, and computes only what the cache never held
+        assert shift.kept_tokens > 0 and shift.shifted_cells > 0 and shift.no_shift is None
+        assert shift.reused_tokens == started.reused_tokens > shift.kept_tokens
+        assert shift.prefix_broken_at == started.first_diff_index
+        assert shift.recomputed_tokens < shift.prompt_tokens - shift.kept_tokens  # less than without the shift
+        p0 = shift.kept_tokens
+        after_cut = cached_before[:p0] + cached_before[p0 + shift.shifted_cells:]
+        assert engine.cached[:shift.reused_tokens] == after_cut[:shift.reused_tokens]
+        assert done.metrics.reused_tokens == shift.reused_tokens
         assert done.metrics.prefill_tokens == shift.recomputed_tokens
         labels = [seg[0] for seg in done.metrics.timeline]
         n = len(shift.dropped_turns)
@@ -107,8 +110,8 @@ def test_the_next_turn_that_drops_the_same_turns_keeps_its_cached_prefix(tiny_ll
     shifts = [e for e in seen if isinstance(e, ev.ContextShifted)]
     assert [e.dropped_turns for e in shifts][:2] == [(1,), (1,)], shifts
     first, again = shifts[:2]
-    assert first.prefix_broken_at == first.kept_tokens == first.reused_tokens  # the window moved
-    assert again.reused_tokens > again.kept_tokens  # it did not: the cache held past the kept prefix
+    assert first.shifted_cells > 0 and first.reused_tokens > first.kept_tokens  # the cut kept the later turns
+    assert again.reused_tokens > again.kept_tokens  # the same turn dropped: the cache held past the kept prefix
     assert again.prefix_broken_at is None or again.prefix_broken_at == again.reused_tokens
     for e in shifts:  # every shifted prompt fits with room for the reply
         assert e.prompt_tokens + 16 <= 256
