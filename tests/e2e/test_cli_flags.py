@@ -1,0 +1,40 @@
+"""The command line's numeric flags as users meet them: kvtop run in a process, a bad
+value is a usage error (exit 2) naming the range, and --json is strict JSON. The parsers
+themselves are unit-tested in tests/unit/runner/commands/test_flags.py."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+def kvtop(*args, timeout=120):
+    return subprocess.run([sys.executable, "-m", "tui", *args], capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize("value", ["-1", "nan", "inf"])
+def test_estimate_refuses_a_bandwidth_that_is_not_a_positive_number(smollm_path, value):
+    """It printed 'decode ceiling -9.1 tok/s' (and nan, inf; --json wrote NaN)."""
+    r = kvtop("estimate", smollm_path, "--bandwidth-gbs", value, "--json")
+    assert r.returncode == 2 and r.stdout == ""
+    assert "argument --bandwidth-gbs: must be a number above 0" in r.stderr
+
+
+def test_estimate_json_is_strict_json(smollm_path):
+    r = kvtop("estimate", smollm_path, "--bandwidth-gbs", "10", "--tflops", "1", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout, parse_constant=lambda c: pytest.fail(f"{c} in --json output"))
+    assert out["decode_ceiling_tok_s"] > 0
+
+
+def test_negative_context_is_a_usage_error_not_the_trained_context(tmp_path):
+    """``kvtop -c -5`` silently ran with the model's trained context (8192)."""
+    r = kvtop(str(tmp_path / "x.gguf"), "-c", "-5")
+    assert r.returncode == 2 and "argument -c/--ctx-size: must be an integer from 0 to" in r.stderr
+
+
+def test_refresh_below_the_token_batch_is_a_usage_error(tmp_path):
+    """``--refresh 0.1`` silently became 0.25."""
+    r = kvtop(str(tmp_path / "x.gguf"), "--refresh", "0.1")
+    assert r.returncode == 2 and "0.25 to 10" in r.stderr
