@@ -58,9 +58,10 @@ def forecast_line(fc: Forecast, n_ctx: int, width: int) -> str:
 def forecast_basis_line(fc: Forecast, width: int) -> str:
     """The upper border: what the forecast rests on."""
     text = f"forecast: {fc.label()}"
-    if slowed(fc) and fc.others_cpu is not None:
-        busy = f"{text}; others use {fc.others_cpu:.0%} of the CPU"
-        if len(busy) <= width:
+    if slowed(fc) and fc.others_cpu is not None:  # the load is said before what the forecast rests on
+        share = f"others use {fc.others_cpu:.0%} of the CPU"
+        busy = next((t for t in (f"{text}; {share}", f"forecast: {fc.basis}; {share}", share) if len(t) <= width), None)
+        if busy:
             return busy
     return text if len(text) <= width else fc.basis if len(fc.basis) <= width else ""
 

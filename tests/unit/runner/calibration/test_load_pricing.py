@@ -89,6 +89,7 @@ def test_the_border_says_the_load_before_the_token_counts():
     narrow = forecast_line(fc, 4096, 60)
     assert "at today's load" in narrow and narrow.endswith("; fits"), narrow
     assert forecast_basis_line(fc, 120).endswith("; others use 75% of the CPU")
+    assert forecast_basis_line(fc, 56) == "forecast: roofline; others use 75% of the CPU"  # 160 columns
 
 
 def test_kvtop_estimate_json_prices_the_load(smollm_shaped, tmp_path, monkeypatch):
