@@ -14,7 +14,6 @@ from tui.panes.estimate import EstimatePane
 
 
 async def test_the_replay_names_the_busy_cpu_as_the_live_run_did(tmp_path, smollm_shaped):
-    from runner.records.replay import ReplayEngine
     from runner.records.trace import read_trace
 
     # slow on purpose (far below the roofline) so the verdict has a gap to explain
@@ -42,7 +41,25 @@ async def test_the_replay_names_the_busy_cpu_as_the_live_run_did(tmp_path, smoll
     trace = read_trace(path)
     assert [obj for kind, obj in trace.records if kind == "cpu"] == [(1, 0.74), (2, 0.05)]
 
-    replay = make_app(trace.settings(), lambda s: ReplayEngine(trace, speed=0.0), tmp_path / "r",
+    assert await _replayed_verdicts(trace, tmp_path / "r") == live
+
+    # a redacted debug bundle embeds the trace (its cpu records kept): the same verdicts
+    import json
+
+    from runner.records.bundle import read_bundle_trace, trace_records
+    from runner.records.redact import Redactor
+
+    bundle = tmp_path / "bundle.json"
+    bundle.write_text(json.dumps({"kvtop_bundle_version": 1, "trace": [Redactor().trace_record(x)
+                                                                      for x in trace_records(path)]}))
+    assert await _replayed_verdicts(read_bundle_trace(str(bundle)), tmp_path / "b") == live
+
+
+async def _replayed_verdicts(trace, root) -> list[str]:
+    """The Estimate pane's verdict after each turn of a replay of ``trace``."""
+    from runner.records.replay import ReplayEngine
+
+    replay = make_app(trace.settings(), lambda s: ReplayEngine(trace, speed=0.0), root,
                       live_system=False, write_transcript=False, record_trace=False, facts=trace.facts,
                       hardware=trace.hardware)
     shown = []
@@ -58,7 +75,7 @@ async def test_the_replay_names_the_busy_cpu_as_the_live_run_did(tmp_path, smoll
         pane.set_rows = spy
         await wait_until(pilot, lambda: len(replay.turns) == 2 and not replay.turn_running, what="replayed turns")
         assert [t.others_cpu for t in replay.turns] == [0.74, 0.05]
-    assert shown == live
+    return shown
 
 
 def test_a_cpu_record_out_of_range_is_refused(tmp_path):
