@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "replay":
         from .launch import replay_main
 
-        return replay_main(argv[1:])
+        return replay_main(argv[1:], terminal=True)
     from .launch import launch_main
 
     return launch_main(argv, terminal=True)  # the real command: a terminal, a guarded quit

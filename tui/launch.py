@@ -245,9 +245,10 @@ def close_loop(loop, ran: bool) -> None:
         loop.close()  # its executor is shut down without waiting
 
 
-def replay_main(argv: list[str], ask=None) -> int:
+def replay_main(argv: list[str], ask=None, terminal: bool = False) -> int:
     """``kvtop replay [TRACE|BUNDLE]``: the dashboard from a trace alone, no model and no
-    engine. ``ask`` asks the user a question (default: the terminal's, when there is one)."""
+    engine. ``ask`` asks the user a question (default: the terminal's, when there is one).
+    ``terminal``: run as the ``kvtop`` command (refused without a terminal, quit guarded)."""
     p = argparse.ArgumentParser(prog="kvtop replay", allow_abbrev=False, description="Open the dashboard from a recorded trace.")
     p.add_argument("trace", nargs="?", help="a trace (.jsonl) or a Ctrl+E debug bundle (.json); "
                    "none: offer the last session's trace")
@@ -259,7 +260,11 @@ def replay_main(argv: list[str], ask=None) -> int:
     from runner.records.paths import default_paths
     from runner.records.replay import ReplayEngine
     from runner.records.trace import TraceError, read_trace
+    from .quitting import NO_REPLAY_TERMINAL, has_terminal
 
+    if terminal and a.trace is not None and not has_terminal():
+        print(NO_REPLAY_TERMINAL, file=sys.stderr)
+        return 2
     if a.trace is None:
         a.trace = offer_last_trace(default_paths().sessions_dir, ask)
         if isinstance(a.trace, int):
@@ -278,7 +283,13 @@ def replay_main(argv: list[str], ask=None) -> int:
                    AppOptions(argv=[sys.argv[0], "replay"] + argv, hardware=trace.hardware, facts=trace.facts,
                               live_system=False, write_transcript=False, record_trace=False,
                               banner=replay_banner(a.trace, trace)))
-    return run_app(app)
+    if not terminal:
+        return run_app(app)
+    from .quitting import QuitGuard
+
+    guard = QuitGuard(app)
+    guard.install()
+    return guard.finish(run_app(app))
 
 
 def replay_banner(path: str, trace) -> str:

@@ -38,6 +38,7 @@ RESTORE = ("\x1b[?1000l\x1b[?1003l\x1b[?1015l\x1b[?1006l\x1b[?1016l"  # mouse re
            "\x1b[?2004l\x1b[?2048l\x1b[?7h"  # bracketed paste and in-band resize off, line wrap on
            "\x1b[<u\x1b[?1049l\x1b[?25h\x1b[?1004l")  # kitty keys off, main screen, cursor, no focus events
 NO_TERMINAL = "kvtop needs a terminal; for scripts use kvtop bench / estimate / replay --end"
+NO_REPLAY_TERMINAL = "kvtop replay needs a terminal; for scripts use kvtop bench / estimate"
 
 
 def has_terminal() -> bool:

@@ -327,6 +327,43 @@ def test_without_a_terminal_kvtop_refuses_in_one_line(smollm_shaped, hanging_ser
     assert not os.path.exists(tmp_path / "data" / "sessions")  # nothing started, nothing written
 
 
+def write_trace(path, model: str) -> str:
+    """A short valid trace (one scripted turn on SmolLM2's facts), as tests/unit's fixture writes it."""
+    from dataclasses import asdict
+
+    from helpers import FIXED_HW
+    from scripted_engine import scripted_turn, smollm_loaded
+
+    from runner import events as ev
+    from runner.model.inspect import load_facts
+    from runner.records.trace import TraceWriter
+    from runner.settings import Settings
+
+    s = Settings(model, n_ctx=4096, n_threads=2).resolved()
+    w = TraceWriter(str(path), {"argv": ["kvtop"], "settings": s.to_dict(), "hardware": FIXED_HW.to_dict(),
+                                "facts": asdict(load_facts(model))})
+    w.event(smollm_loaded(model))
+    w.user("hi")
+    for e in scripted_turn(1, 1000.0, 30, 0, ["Hello", " there"]):
+        w.event(e)
+    w.close()
+    return str(path)
+
+
+def test_a_replay_refuses_without_a_terminal_and_dies_with_its_own(terminal, smollm_shaped, tmp_path):
+    trace = write_trace(tmp_path / "t.jsonl", smollm_shaped)
+    assert refused(["replay", "--end", trace], home=tmp_path) == (
+        2, "kvtop replay needs a terminal; for scripts use kvtop bench / estimate")
+    terminal.start(kvtop_command(tmp_path / "home", f"replay --end {trace}"))
+    kvtop = terminal.kvtop()
+    terminal.wait(lambda s: "replay finished" in s, timeout=LOAD_S, what="the replay")
+    procs = family(kvtop)
+    terminal.started.extend(procs)
+    t0 = time.monotonic()
+    terminal.kill()
+    wait_gone(procs, GONE_S, t0)
+
+
 def test_an_unreadable_prompt_file_is_refused_before_anything_starts(terminal, smollm_shaped, tmp_path):
     rc, err = refused([smollm_shaped, "-f", "/nonexistent/x.txt"], home=tmp_path)  # | head, </dev/null
     assert (rc, err) == (2, "kvtop: -f: /nonexistent/x.txt: no such file")
