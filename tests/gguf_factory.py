@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import functools
 import struct
 
 import numpy as np
@@ -41,36 +42,56 @@ def write_header_only(path, arch: str, kv: dict, tensors: list[tuple[str, tuple,
     return str(path)
 
 
-def _copy_tokenizer(w: GGUFWriter, source: str) -> None:
+@functools.lru_cache(maxsize=4)
+def _tokenizer_fields(source: str) -> tuple:
+    """The tokenizer's fields of ``source`` as plain values, read once per process: gguf's
+    reader takes ~10 s (a minute on a busy machine) to walk SmolLM2's 49,152 tokens and
+    48,900 merges, and several tests write tiny models with that tokenizer."""
     r = GGUFReader(source)
+    out = []
     for name, field in r.fields.items():
         if not name.startswith("tokenizer."):
             continue
-        if name == "tokenizer.chat_template":
-            w.add_chat_template(str(bytes(field.parts[field.data[0]]), "utf-8"))
-            continue
-        if name == "tokenizer.ggml.model":
-            w.add_tokenizer_model(str(bytes(field.parts[field.data[0]]), "utf-8"))
-        elif name == "tokenizer.ggml.pre":
-            w.add_tokenizer_pre(str(bytes(field.parts[field.data[0]]), "utf-8"))
-        elif name == "tokenizer.ggml.tokens":
-            w.add_token_list([bytes(field.parts[i]) for i in field.data])
-        elif name == "tokenizer.ggml.merges":
-            w.add_token_merges([bytes(field.parts[i]) for i in field.data])
+        if name in ("tokenizer.chat_template", "tokenizer.ggml.model", "tokenizer.ggml.pre"):
+            out.append((name, str(bytes(field.parts[field.data[0]]), "utf-8")))
+        elif name in ("tokenizer.ggml.tokens", "tokenizer.ggml.merges"):
+            out.append((name, tuple(bytes(field.parts[i]) for i in field.data)))
         elif name == "tokenizer.ggml.token_type":
-            w.add_token_types([int(field.parts[i][0]) for i in field.data])
+            out.append((name, tuple(int(field.parts[i][0]) for i in field.data)))
         elif name.endswith("_token_id"):
-            w.add_uint32(name, int(field.parts[field.data[0]][0]))
+            out.append((name, int(field.parts[field.data[0]][0])))
         elif name.startswith("tokenizer.ggml.add_"):
-            w.add_bool(name, bool(field.parts[field.data[0]][0]))
+            out.append((name, bool(field.parts[field.data[0]][0])))
+    return tuple(out)
 
 
-def write_tiny_llama(path, tokenizer_from: str, n_layers: int = 2, n_embd: int = 64,
+# A vocabulary for files that are never loaded (header checks): no source to read.
+NO_TOKENIZER = (("tokenizer.ggml.model", "gpt2"), ("tokenizer.ggml.tokens", (b"a", b"b", b"c", b"d")),
+                ("tokenizer.ggml.merges", ()), ("tokenizer.ggml.token_type", (1, 1, 1, 1)))
+
+
+def _copy_tokenizer(w: GGUFWriter, fields: tuple) -> None:
+    add = {"tokenizer.chat_template": w.add_chat_template, "tokenizer.ggml.model": w.add_tokenizer_model,
+           "tokenizer.ggml.pre": w.add_tokenizer_pre, "tokenizer.ggml.tokens": lambda v: w.add_token_list(list(v)),
+           "tokenizer.ggml.merges": lambda v: w.add_token_merges(list(v)),
+           "tokenizer.ggml.token_type": lambda v: w.add_token_types(list(v))}
+    for name, value in fields:
+        if name in add:
+            add[name](value)
+        elif name.endswith("_token_id"):
+            w.add_uint32(name, value)
+        else:
+            w.add_bool(name, value)
+
+
+def write_tiny_llama(path, tokenizer_from: str | None, n_layers: int = 2, n_embd: int = 64,
                      n_head: int = 4, n_head_kv: int = 2, n_ff: int = 128, block_count: int | None = None,
                      name: str = "tiny-llama", seed: int = 0) -> str:
+    """A random-weight llama with ``tokenizer_from``'s tokenizer (None: a 4-token one, for
+    files only headers are read from)."""
     rng = np.random.default_rng(seed)
-    r = GGUFReader(tokenizer_from)
-    n_vocab = len(r.fields["tokenizer.ggml.tokens"].data)
+    fields = _tokenizer_fields(tokenizer_from) if tokenizer_from else NO_TOKENIZER
+    n_vocab = len(dict(fields)["tokenizer.ggml.tokens"])
     w = GGUFWriter(str(path), "llama")
     w.add_name(name)
     w.add_block_count(block_count if block_count is not None else n_layers)
@@ -82,7 +103,7 @@ def write_tiny_llama(path, tokenizer_from: str, n_layers: int = 2, n_embd: int =
     w.add_rope_dimension_count(n_embd // n_head)
     w.add_layer_norm_rms_eps(1e-5)
     w.add_file_type(1)
-    _copy_tokenizer(w, tokenizer_from)
+    _copy_tokenizer(w, fields)
     hd = n_embd // n_head
 
     def t(name, *shape, f16=True):

@@ -101,7 +101,8 @@ def launch_main(argv: list[str], terminal: bool = False, *, hardware=None, engin
     if a.hf_repo:
         p.error("-hf: kvtop downloads nothing; give the path of a local .gguf (llama-cli -hf keeps its "
                 "downloads in ~/.cache/llama.cpp)")
-    refused = refusal(a, terminal)
+    # a model that is not there is said first (exit 1), then a missing terminal (exit 2)
+    refused = refusal(a, terminal and (a.server or not model_missing(a)))
     if refused:
         print(refused, file=sys.stderr)
         return 2
@@ -141,6 +142,11 @@ def launch_main(argv: list[str], terminal: bool = False, *, hardware=None, engin
         bundle_text=a.bundle_text))
 
     return run_until_quit(app, guarded=terminal)
+
+
+def model_missing(a: argparse.Namespace) -> bool:
+    model = a.model or a.model_flag or demo_model_path()
+    return model is None or not os.path.exists(model)
 
 
 def refusal(a: argparse.Namespace, terminal: bool) -> str | None:

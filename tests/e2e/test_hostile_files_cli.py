@@ -48,7 +48,7 @@ def test_estimate_exits_1_with_one_line(cases, name):
 def test_block_count_1000_is_refused_by_bench_and_estimate_alike(tmp_path, smollm_path):
     """One check for every command (runner.model.inspect.load_facts): bench used to start
     the engine and let llama.cpp abort on a file estimate refused with a reason."""
-    path = write_tiny_llama(tmp_path / "k1000.gguf", smollm_path, block_count=1000)
+    path = write_tiny_llama(tmp_path / "k1000.gguf", None, block_count=1000)
     reason = "block_count says 1000 layers but the tensors describe 2"
     for cmd in (["bench", path, "-r", "1", "-p", "8", "-n", "2"], ["estimate", path]):
         r = subprocess.run([sys.executable, "-m", "tui", *cmd], capture_output=True, text=True, timeout=120)
@@ -63,7 +63,7 @@ def test_the_same_file_aborts_llama_cpp_in_the_child_not_kvtop(tmp_path, smollm_
     from runner.commands.bench import open_engine
     from runner.process.contract import EngineUnavailable
 
-    path = write_tiny_llama(tmp_path / "k1000.gguf", smollm_path, block_count=1000)
+    path = write_tiny_llama(tmp_path / "k1000.gguf", None, block_count=1000)
     eng = open_engine(Settings(path, n_ctx=512), in_process=False)
     try:
         with pytest.raises(EngineUnavailable) as exc:
