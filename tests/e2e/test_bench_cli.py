@@ -1,0 +1,96 @@
+"""kvtop bench as users run it: a process on the real model (SmolLM2), its table and
+--json, usage errors, and the calibration a bench run leaves for kvtop estimate and the
+app. The bench's logic on a fake engine is unit-tested in tests/unit/runner/commands."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+
+def run(*args, timeout=300):
+    return subprocess.run([sys.executable, "-m", "tui", "bench", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_n_0_skips_generation(smollm_path):
+    """llama-bench -n 0: the prefill test only (it was a traceback)."""
+    r = run(smollm_path, "-p", "16", "-n", "0", "-r", "1")
+    assert r.returncode == 0, r.stderr
+    tests = [line.split("|")[-3].strip() for line in r.stdout.splitlines()[2:] if line.startswith("|")]
+    assert tests == ["pp16"] and "Traceback" not in r.stderr
+    (j,) = json.loads(run(smollm_path, "-p", "16", "-n", "0", "-r", "1", "--json").stdout)
+    assert j["n_gen"] == 0 and j["n_prompt"] == 16 and j["avg_ts"] > 0 and j["kvtop_ttft_s"] > 0
+
+
+def test_p_0_skips_prefill(smollm_path):
+    r = run(smollm_path, "-p", "0", "-n", "8", "-r", "1")
+    assert r.returncode == 0, r.stderr
+    tests = [line.split("|")[-3].strip() for line in r.stdout.splitlines()[2:] if line.startswith("|")]
+    assert tests == ["tg8"]
+    (j,) = json.loads(run(smollm_path, "-p", "0", "-n", "8", "-r", "1", "--json").stdout)
+    assert j["n_prompt"] == 0 and j["n_depth"] == 0 and j["kvtop_ttft_s"] is None and j["avg_ts"] > 0
+
+
+def test_p_0_and_n_0_is_a_usage_error(smollm_path):
+    r = run(smollm_path, "-p", "0", "-n", "0")
+    assert r.returncode == 2 and "nothing to measure" in r.stderr
+
+
+@pytest.mark.parametrize("flag", [["-p", "-1"], ["-r", "0"], ["-n", "-2"], ["-c", "-5"], ["--temp", "nan"]])
+def test_out_of_range_is_a_usage_error(smollm_path, flag):
+    r = run(smollm_path, *flag)
+    assert r.returncode == 2 and "must be" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_bench_run_calibrates_the_forecast_the_app_shows(smollm_path, tmp_path):
+    """Three repetitions of pp256 and of tg16 are six calibrated turns under the key the
+    app uses for the same model and settings: its forecast is then "calibrated"."""
+    from runner.calibration.calibration import calibration_for
+    from runner.settings import Settings
+
+    env = {**os.environ, "KVTOP_HOME": str(tmp_path)}
+    r = subprocess.run([sys.executable, "-m", "tui", "bench", smollm_path, "-r", "3", "-p", "256", "-n", "16", "-t", "2"],
+                       capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 0, r.stderr
+    # the batch threads are not the batch size (a new user read "batch 2" as -b 2)
+    assert "kvtop: threads 2 (set by -t), batch threads 2, n_batch 512, n_ubatch 512" in r.stdout
+    cal = calibration_for(Settings(smollm_path, n_threads=2), str(tmp_path / "cache"))
+    busy = busy_tests(r.stderr)  # the app's busy test: such a test is not calibrated (the bench says so)
+    assert cal.turns == 3 * (("pp256" not in busy) + ("tg16" not in busy))
+    assert sorted((n, d) for n, d, _ in cal.samples.prefill) == ([] if "tg16" in busy else [(1, 0)] * 3) + \
+        ([] if "pp256" in busy else [(256, 0)] * 3)
+    assert [n for n, _, _ in cal.samples.decode] == ([] if "tg16" in busy else [16] * 3)  # 16 decodes each
+
+
+def busy_tests(stderr: str) -> set[str]:
+    """The tests the bench said ran while other processes took a quarter of the CPU."""
+    return {line.split(": ")[1] for line in stderr.splitlines()
+            if line.startswith("kvtop bench: ") and line.endswith("(not added to the calibration)")}
+
+
+def test_kvtop_estimate_shows_the_forecast_the_bench_calibrated(smollm_path, tmp_path):
+    """Before any run: the roofline, said to be one; after a bench with the same settings:
+    calibrated, in --json (forecast.basis, n_samples) and in the human output."""
+    env = {**os.environ, "KVTOP_HOME": str(tmp_path)}
+    args = [sys.executable, "-m", "tui", "estimate", smollm_path, "-t", "2", "--bandwidth-gbs", "30", "--tflops", "0.25"]
+    before = json.loads(subprocess.run(args + ["--json"], capture_output=True, text=True, timeout=120, env=env).stdout)
+    assert before["forecast"]["basis"] == "roofline" and before["forecast"]["n_samples"] == 0
+    assert before["forecast"]["ttft_s"] > 0 and before["forecast"]["decode_tok_s"] > 0
+    r = subprocess.run([sys.executable, "-m", "tui", "bench", smollm_path, "-r", "2", "-p", "512", "-n", "16", "-t", "2"],
+                       capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 0, r.stderr
+    after = json.loads(subprocess.run(args + ["--json"], capture_output=True, text=True, timeout=120, env=env).stdout)
+    fc = after["forecast"]
+    if busy_tests(r.stderr):  # a busy machine's runs are not this machine's figures: nothing calibrated from them
+        assert fc["n_samples"] == 2 * (2 - len(busy_tests(r.stderr)))
+        return
+    assert fc["basis"] == "calibrated" and fc["n_samples"] == 4
+    (measured,) = json.loads(subprocess.run([sys.executable, "-m", "tui", "bench", smollm_path, "-r", "1", "-p", "512",
+                                             "-n", "0", "-t", "2", "--json"], capture_output=True, text=True,
+                                            timeout=300, env=env).stdout)
+    assert 0.5 < fc["prefill_tok_s"] / measured["avg_ts"] < 2  # this machine's rate, not the 0.25 TFLOPS roof
+    human = subprocess.run(args, capture_output=True, text=True, timeout=120, env=env).stdout
+    assert "forecast" in human and "(calibrated on 5 turns)" in human  # the measuring bench ran one more
