@@ -13,7 +13,14 @@ and the roofline never below a measured rate. The load average is printed beside
 results, so a busy run can be told apart. A benchmark, not a test: it prints, it does
 not assert.
 
+With ``--hog N``, N processes each keep a core busy while the prompts are measured (the
+calibration turn runs before they start): each forecast is then priced at the load
+measured just before it (runner/calibration/load.py, as the app and ``kvtop estimate``
+do), and the quiet forecast is printed beside it. Goal: forecast/measured 0.8-1.25 under
+load, as when quiet.
+
     python bench/forecast_accuracy.py [-p 128,512,1536,3000] [-n 64] [--calibrate 1024] [--models smollm,gemma]
+                                      [--hog 1]
 """
 
 from __future__ import annotations
@@ -76,11 +83,43 @@ def roofline_and_engine(path: str, settings, hw, cache: str):
     return basis, cal, eng
 
 
+def _spin() -> None:
+    while True:
+        pass
+
+
+def start_hogs(n: int) -> list:
+    """``n`` processes that each keep one core busy (stopped by ``stop_hogs``)."""
+    import multiprocessing
+
+    procs = [multiprocessing.Process(target=_spin, daemon=True) for _ in range(n)]
+    for p in procs:
+        p.start()
+    return procs
+
+
+def stop_hogs(procs: list) -> None:
+    for p in procs:
+        p.terminate()
+        p.join(5)
+
+
+def priced(fc, settings):
+    """``fc`` at the load other processes put on the CPU over the last second."""
+    from runner.calibration.load import CPULoad, LoadedEngine, at_load
+    from runner.system.cpu_use import others_over
+
+    use = others_over(1.0)
+    load = CPULoad(use.others, use.cores) if use.others is not None else None
+    return at_load(fc, load, LoadedEngine(settings.n_threads, settings.n_threads_batch)), use.others_share
+
+
 def bench_model(label: str, path: str, a, hw) -> None:
     n_ctx = max(a.prompts) + a.n_gen + 64
     settings = Settings(path, n_ctx=max(n_ctx, a.calibrate + a.n_gen + 64), n_threads=a.threads).resolved()
     with tempfile.TemporaryDirectory() as cache:
         basis, cal, eng = roofline_and_engine(path, settings, hw, cache)
+        hogs: list = []
         try:
             base = eng.tokenize(BENCH_TEXT)
             measure(eng, base, 32, 4)  # warm-up: first-touch of the weights, not calibrated
@@ -89,8 +128,14 @@ def bench_model(label: str, path: str, a, hw) -> None:
                   f"ubatch {settings.n_ubatch}); load average {os.getloadavg()[0]:.2f}")
             print(f"{'prompt':>7} {'fc TTFT':>9} {'TTFT':>9} {'ratio':>6}   {'fc tg':>7} {'tg':>7} {'ratio':>6}"
                   f"   {'roof pp':>8} {'pp':>7}   {'roof tg':>7}")
+            hogs = start_hogs(a.hog)
             for n in a.prompts:
                 fc = cal.forecaster(basis).forecast(n, 0, a.n_gen)
+                quiet = fc
+                if hogs:
+                    fc, share = priced(fc, settings)
+                    print(f"{'':>7} others {share:.0%} of the CPU: quiet forecast TTFT {quiet.ttft_s:.3f}s, "
+                          f"tg {quiet.decode_tok_s:.1f}")
                 m = measure(eng, base, n, a.n_gen)
                 ttft = m.ttft_s - m.wait_s
                 roof = cal.forecaster(basis).basis
@@ -101,6 +146,7 @@ def bench_model(label: str, path: str, a, hw) -> None:
                       f"{roof_pp:>8.1f} {m.prefill_tok_s:>7.1f}   {roof_tg:>7.1f}"
                       + ("   ROOFLINE BEATEN" if roof_pp < m.prefill_tok_s or roof_tg < m.decode_tok_s else ""))
         finally:
+            stop_hogs(hogs)
             eng.close()
 
 
@@ -111,6 +157,7 @@ def main() -> int:
     ap.add_argument("-t", dest="threads", type=int, default=0)
     ap.add_argument("--calibrate", type=int, default=1024)
     ap.add_argument("--models", default="smollm,gemma")
+    ap.add_argument("--hog", type=int, default=0, help="processes keeping a core busy while prompts are measured")
     a = ap.parse_args()
     a.prompts = [int(x) for x in a.p.split(",")]
     t0 = time.monotonic()
