@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 from runner.system.hardware import HardwareProfile
@@ -76,3 +77,19 @@ def screen_text(app) -> str:
     for x, y, text in re.findall(r'<text[^>]*?x="([\d.]+)"[^>]*?y="([\d.]+)"[^>]*>(.*?)</text>', svg):
         rows.setdefault(float(y), []).append((float(x), html.unescape(re.sub(r"<[^>]+>", "", text)).replace("\xa0", " ")))
     return "\n".join("".join(t for _x, t in sorted(parts)) for _y, parts in sorted(rows.items()))
+
+
+def damaged(path, tmp_path, line: int, keys: str, value: str) -> str:
+    """The trace at ``path`` with the field ``keys`` (dotted) of line ``line`` set to
+    ``value``, written as raw JSON text (so NaN, 1e999 and 400-digit integers survive)."""
+    lines = open(path, encoding="utf-8").read().splitlines()
+    obj = json.loads(lines[line - 1])
+    d = obj
+    *parents, last = keys.split(".")
+    for k in parents:
+        d = d[int(k)] if isinstance(d, list) else d[k]
+    d[last] = "@@VALUE@@"
+    lines[line - 1] = json.dumps(obj).replace('"@@VALUE@@"', value)
+    out = tmp_path / "damaged.jsonl"
+    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return str(out)

@@ -268,9 +268,6 @@ def replay_main(argv: list[str], ask=None, terminal: bool = False) -> int:
     from runner.records.trace import TraceError, read_trace
     from .quitting import NO_REPLAY_TERMINAL, has_terminal
 
-    if terminal and a.trace is not None and not has_terminal():
-        print(NO_REPLAY_TERMINAL, file=sys.stderr)
-        return 2
     if a.trace is None:
         a.trace = offer_last_trace(default_paths().sessions_dir, ask)
         if isinstance(a.trace, int):
@@ -281,6 +278,9 @@ def replay_main(argv: list[str], ask=None, terminal: bool = False) -> int:
     except (TraceError, TypeError, ValueError) as exc:
         print(f"kvtop: {clean_line(str(exc), 400)}", file=sys.stderr)
         return 1
+    if terminal and not has_terminal():  # a trace that cannot be read is said first (exit 1)
+        print(NO_REPLAY_TERMINAL, file=sys.stderr)
+        return 2
     from .app import KvtopApp
     from .options import AppOptions
 

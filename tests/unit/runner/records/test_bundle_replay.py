@@ -3,8 +3,6 @@ file it offers the last session's trace."""
 
 import json
 import os
-import subprocess
-import sys
 import time
 
 import pytest
@@ -63,27 +61,3 @@ def test_latest_trace_is_found_by_its_header(write_trace, tmp_path):
     (sessions / "junk.jsonl").write_text("not json\n")
     assert latest_trace(str(sessions)) == new and count_turns(new) == 2
     assert latest_trace(str(tmp_path / "missing")) is None
-
-
-def test_kvtop_replay_with_no_file_offers_the_last_trace(write_trace, tmp_path, monkeypatch, capsys):
-    from tui import launch
-    from tui.app import KvtopApp
-
-    monkeypatch.setenv("KVTOP_HOME", str(tmp_path / "home"))
-    sessions = tmp_path / "home" / "data" / "sessions"
-    assert launch.replay_main([], ask=lambda q: "y") == 1
-    assert "no trace given, and none in" in capsys.readouterr().err
-    sessions.mkdir(parents=True)
-    path = write_trace(sessions / "trace-1.jsonl")
-    questions, built = [], {}
-    monkeypatch.setattr(KvtopApp, "run", lambda self, **kw: built.setdefault("app", self) and 0)
-    assert launch.replay_main(["--end"], ask=lambda q: questions.append(q) or "n") == 0 and not built
-    assert questions == [f"kvtop replay: the last session's trace is {path} (1 message). Replay it? [Y/n] "]
-    assert launch.replay_main(["--end"], ask=lambda q: "") == 0  # Enter: yes
-    assert built["app"].options.banner.startswith("replay of trace-1.jsonl")
-    # no terminal to ask on: one line that names the file, and a usage exit
-    env = {**os.environ, "KVTOP_HOME": str(tmp_path / "home")}
-    r = subprocess.run([sys.executable, "-m", "tui", "replay"], capture_output=True, text=True, env=env, cwd=ROOT,
-                       stdin=subprocess.DEVNULL)
-    assert r.returncode == 2 and r.stderr.strip() == (
-        f"kvtop replay: no trace given; the last session's trace is {path} (1 message): kvtop replay {path}")

@@ -2,30 +2,12 @@
 item 7). Before, ``kvtop replay`` of a trace with ``1e308`` in it crashed inside
 Textual (a NaN reached ``int()`` in a pane) and exited 0."""
 
-import json
-import os
-import subprocess
-import sys
 
 import pytest
 
+from helpers import damaged
+
 from runner.records.trace import TraceError, number_range, read_trace
-
-
-def damaged(path, tmp_path, line: int, keys: str, value: str) -> str:
-    """The trace at ``path`` with the field ``keys`` (dotted) of line ``line`` set to
-    ``value``, written as raw JSON text (so NaN, 1e999 and 400-digit integers survive)."""
-    lines = open(path, encoding="utf-8").read().splitlines()
-    obj = json.loads(lines[line - 1])
-    d = obj
-    *parents, last = keys.split(".")
-    for k in parents:
-        d = d[int(k)] if isinstance(d, list) else d[k]
-    d[last] = "@@VALUE@@"
-    lines[line - 1] = json.dumps(obj).replace('"@@VALUE@@"', value)
-    out = tmp_path / "damaged.jsonl"
-    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return str(out)
 
 
 # line 1 header, 2 LoadProgress, 3 Loaded, 4 user, 5 TurnStarted, 6 PrefillProgress,
@@ -78,13 +60,3 @@ def test_ranges_fit_real_figures():
                         ("exitcode", -9), ("bandwidth_gbs", 4800.0), ("first_token_s", -1e-6), ("seed", 2**32)]:
         lo, hi = number_range(name, isinstance(value, int))
         assert lo <= value <= hi, name
-
-
-@pytest.mark.parametrize("keys,value", [("hardware.bandwidth_gbs", "1e308"), ("created", "1e308"),
-                                        ("settings.n_ctx", "1" + "0" * 30)])
-def test_kvtop_replay_of_absurd_numbers_exits_1_with_one_line(write_trace, tmp_path, keys, value):
-    bad = damaged(write_trace(tmp_path / "t.jsonl"), tmp_path, 1, keys, value)
-    r = subprocess.run([sys.executable, "-m", "tui", "replay", "--end", bad], capture_output=True, text=True,
-                       timeout=60, env=dict(os.environ, KVTOP_HOME=str(tmp_path / "home")))
-    assert r.returncode == 1, r.stderr
-    assert len(r.stderr.strip().splitlines()) == 1 and r.stderr.startswith("kvtop: ") and "line 1" in r.stderr

@@ -12,13 +12,3 @@ def test_take_sample_of_this_process():
     assert s.system.total > 0 and (s.gpus or s.gpu_note)
     two = take_sample(None, os.getpid())
     assert two.engine_rss is None and two.ui_rss > 0
-
-
-def test_the_probe_imports_no_ui():
-    import subprocess
-    import sys
-
-    code = ("import sys, runner.system.memory\n"
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('textual', 'rich')))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"

@@ -7,7 +7,7 @@ import sys
 
 import runner
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def all_runner_modules() -> list[str]:
@@ -31,3 +31,13 @@ def test_runner_imports_no_textual_or_rich():
             "print(','.join(bad))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.strip() == "", f"runner imported UI modules: {out.stdout.strip()}"
+
+
+def test_the_probe_imports_no_ui():
+    import subprocess
+    import sys
+
+    code = ("import sys, runner.system.memory\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('textual', 'rich')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
