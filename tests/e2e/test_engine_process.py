@@ -229,7 +229,10 @@ def test_cpu_probe_is_sane_and_its_ceiling_is_above_measured_decode(smollm_path,
     from runner.model.inspect import load_facts
 
     probe = cpu_profile(str(tmp_path), refresh=True)
-    assert probe.seconds < 5  # ~3 s quiet here: bandwidth, FLOPS, llama.cpp's kernels at 512 tokens and at 1-128
+    # how long it took is no test's business (~3 s quiet here, 22 s on a busy machine):
+    # what it measured is. The batch curve never slows with size, its top is the peak.
+    curve = [probe.tflops_at(n) for n in (1, 4, 16, 64, 128, 512)]
+    assert curve == sorted(curve) and 0 < curve[0] and curve[-1] <= probe.tflops * 1.0001
     assert 1 < probe.bandwidth_gbs < 2000 and 0.005 < probe.tflops < 500
     if not probe.disturbed:  # a probe taken on a busy machine is taken again (tests/unit/runner/system)
         assert cpu_profile(str(tmp_path)) == probe  # cached on disk per machine
