@@ -51,8 +51,14 @@ async def one_turn(pilot, text: str) -> None:
     await wait_until(pilot, lambda: app.turns and not app.turn_running, what="turn")
 
 
+# A wait is a condition with a generous ceiling, never a timing assert: on a busy 2-core
+# machine a pilot step that takes 0.1 s quiet can take seconds. A test's own ``timeout`` is
+# what it expects on a quiet machine; no wait gives up before MIN_WAIT_S.
+MIN_WAIT_S = 60.0
+
+
 async def wait_until(pilot, predicate, timeout: float = 60.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + max(timeout, MIN_WAIT_S)
     while not predicate():
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
