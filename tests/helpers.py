@@ -13,6 +13,16 @@ FIXED_HW = HardwareProfile(bandwidth_gbs=30.0, tflops=0.25, source="test profile
                            memory_free=16 * 2**30, memory_total=24 * 2**30, cpu_name="Test CPU 9000")
 
 
+# The CPU probe every unit test sees (tests/unit/conftest.py): no test measures this CPU.
+FIXED_PROBE = dict(bandwidth_gbs=30.0, tflops=0.25, threads=2, seconds=0.0, measured_at=0.0,
+                   machine="test-machine", busy=0.0, loadavg=0.0, f32_tflops=0.25,
+                   kernel_tflops={"q4_1": 0.25}, batch_tflops={"1": 0.1, "512": 0.25})
+
+
+class UnitTestRule(AssertionError):
+    """A unit test started a process, loaded a model or ran the probe (tests/unit/conftest.py)."""
+
+
 def test_paths(root) -> Paths:
     return Paths(str(root / "config"), str(root / "data"), str(root / "cache"))
 
