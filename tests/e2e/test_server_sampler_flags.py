@@ -1,0 +1,26 @@
+"""kvtop --server sends llama.cpp's sampler flags with each request, and the real
+llama-server samples with them: its /slots answer shows the task's own parameters."""
+
+import pytest
+from llama_server import get_json
+
+from runner import events as ev
+from runner.process.blocking import BlockingEngine
+from runner.server.engine import ServerEngine
+from runner.settings import Settings
+
+FLAGS = {"min_p": 0.2, "repeat_penalty": 1.3, "repeat_last_n": 32, "presence_penalty": 0.4,
+         "frequency_penalty": 0.3}
+
+
+def test_the_server_samples_with_the_flags_kvtop_was_given(served, smollm_path):
+    url, _ = served
+    e = BlockingEngine(ServerEngine(Settings(smollm_path, temp=0.7, n_predict=12, **FLAGS), url))
+    e.start()
+    try:
+        done = e.chat([{"role": "user", "content": "Name three colours."}], lambda x: None)
+        assert isinstance(done, ev.TurnDone) and done.text.strip()
+    finally:
+        e.close()
+    used = [s["params"] for s in get_json(url + "/slots") if "params" in s]
+    assert any(all(p.get(k) == pytest.approx(v) for k, v in FLAGS.items()) for p in used), used
