@@ -142,9 +142,12 @@ class QuitGuard:
         rc = 128 + signum
         self.arm(rc)
         if signum == signal.SIGHUP and hung_up(self._fds):
-            bounded(self.app.save_turn_in_flight)
+            bounded(self.app.save_turn_in_flight, 0.3)  # a write and an fsync
             self.hard_exit(rc)
-        self.app.quit_now(rc)
+        try:
+            self.app.quit_now(rc)
+        except Exception:  # an app not mounted yet, or mid-update: the deadline ends it
+            pass
 
     def _watch_terminal(self) -> None:
         """Wait for the terminal to hang up; then quit as on SIGHUP (which may never come:
