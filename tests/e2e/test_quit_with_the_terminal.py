@@ -230,6 +230,13 @@ def test_killing_the_terminal_mid_decode_leaves_no_process(terminal, tmp_path, s
     t0 = time.monotonic()
     terminal.kill()
     wait_gone(procs, GONE_S, t0)
+    # the reply so far is in the transcript: --resume brings it back
+    from runner.records.transcript import latest_session
+
+    with open(latest_session(str(tmp_path / "home" / "data" / "sessions")), encoding="utf-8") as fh:
+        turns = [r for r in map(json.loads, fh) if r.get("type") == "turn"]
+    assert [(t["user"], t["stop_reason"]) for t in turns] == [("Write a very long essay about oceans.", "quit")]
+    assert turns[0]["assistant"].strip()
 
 
 def test_a_terminal_that_hangs_up_without_a_sighup_is_noticed(terminal, tmp_path, smollm_path):
