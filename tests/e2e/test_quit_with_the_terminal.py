@@ -129,6 +129,10 @@ def terminal(tmp_path):
             p.kill()
         except psutil.Error:
             pass
+    try:  # nor the socket of its tmux server
+        os.unlink(os.path.join(os.environ.get("TMUX_TMPDIR", "/tmp"), f"tmux-{os.getuid()}", t.name))
+    except OSError:
+        pass
 
 
 class HangingServer:
