@@ -21,6 +21,8 @@ QUIT_CLOSE_S = 0.2  # on quit, each step of stopping the engine child (ask, SIGT
 class EngineLifecycle:
     """Mixed into the App."""
 
+    model_inspected = False  # the GGUF header and hardware are read (routing.on_model_inspected)
+
     def action_cancel_turn(self) -> None:
         if len(self.screen_stack) > 1:  # Esc closes a dialog first
             self.screen.dismiss()
@@ -61,7 +63,8 @@ class EngineLifecycle:
         self.query_one(StatusBar).set_problem(None)
         self.query_one(ChatLog).add("system", said + (
             f"; the next turn prefills the {fmt_int(n)} messages of this chat again" if n else ""))
-        self.pump_engine(self.session.engine)
+        if self.model_inspected:  # before, the inspection's end starts the session's engine:
+            self.pump_engine(self.session.engine)  # a second reader here would break it
 
     def follow_new_server(self, line: str) -> None:
         """The llama-server restarted (``kvtop --server``): the old server's turn is lost,
@@ -72,8 +75,11 @@ class EngineLifecycle:
         from .panes.kv import KVPane
         from .panes.prefill import PrefillPane
 
+        tail = self.query_one(StreamTail)
+        if self.current_reply is not None and tail.text:  # the reply so far (the transcript lags it)
+            self.current_reply.set_text(tail.text)
         self.fresh_engine("turn lost: the server restarted", line)
-        self.query_one(StreamTail).show("")
+        tail.show("")
         self.query_one(PrefillPane).clear()
         self.query_one(KVPane).clear()
         self.query_one(DecodePane).clear()

@@ -118,6 +118,7 @@ class EngineRouting:
     # ------------------------------------------------------------ loading
     def on_model_inspected(self, m: msg.ModelInspected) -> None:
         self.facts, self.hw, self.layout_kv = m.facts, m.hardware, m.layout
+        self.model_inspected = True  # from now on a new engine is pumped at once (fresh_engine)
         self.query_one(AboutBar).set_hardware(m.hardware)
         if self.layout_kv is not None:
             self.query_one(KVPane).set_layout(self.layout_kv, self.layout_kv.n_ctx, None)

@@ -90,3 +90,36 @@ async def test_a_turn_the_server_lost_stops_counting_no_token_and_keeps_its_repl
             assert "until lost" in screen_text(app) and "no token for" not in screen_text(app)
             assert app.query_one(StreamTail).text == ""
             assert chat.children[-1].text.count("wave") == 12  # the reply so far, whole
+
+
+async def test_a_restart_seen_before_the_model_is_inspected_does_not_read_the_engine_twice(tmp_path, smollm_shaped,
+                                                                                          monkeypatch):
+    """On a busy machine the GGUF header and the CPU probe can take longer than the server
+    takes to restart: the new engine must then be started once, by the inspection's end,
+    not also by the restart (a second reader of one engine is "the engine died")."""
+    import time as _time
+
+    import runner.model.inspect as inspect
+
+    real = inspect.load_facts
+    monkeypatch.setattr(inspect, "load_facts", lambda *a, **k: (_time.sleep(4.0), real(*a, **k))[1])
+    server = FakeServer(llama_routes(4))
+    with server as url:
+        app = make_app(Settings(smollm_shaped, n_ctx=1024, n_threads=2), lambda s: ServerEngine(s, url), tmp_path,
+                       servers=(url,), live_system=False, write_transcript=False)
+        async with app.run_test(size=(120, 40)) as pilot:
+            pane = app.query_one(ServerPane)
+            await wait_until(pilot, lambda: pane.snapshot is not None, timeout=10, what="polled")
+            assert app.loaded is None  # still inspecting
+            server.routes = llama_routes(2, **{"/metrics": Reply(FRESH_METRICS.encode(), content_type="text/plain"),
+                                               "/v1/chat/completions": Reply(events=[TOKEN, "[DONE]"])})
+            chat = app.query_one(ChatLog)
+            await wait_until(pilot, lambda: said(chat) == 1, timeout=10, what="the restart said")
+            await wait_until(pilot, lambda: app.loaded is not None and app.facts is not None, timeout=15,
+                             what="the new server attached and the model inspected")
+            await pilot.pause(1.0)
+            assert "slots 2" in app.query_one(StatusBar).render().plain
+            assert len(app.screen_stack) == 1, "no error dialog"
+            assert "died" not in screen_text(app) and app.loaded.total_slots == 2
+            await send(pilot, "Hi")
+            await wait_until(pilot, lambda: app.turns and not app.turn_running, timeout=10, what="a turn")
