@@ -49,9 +49,10 @@ class EngineLifecycle:
             return
         self.fresh_engine("turn lost: the engine was restarted", "engine restarted with the same settings")
 
-    def fresh_engine(self, lost: str, said: str) -> None:
+    def fresh_engine(self, lost: str, said: str, pump: bool = True) -> None:
         """A new engine for the same chat: the turn in flight is lost (``lost`` under it),
-        ``said`` goes in the chat, and the next turn prefills the whole chat again."""
+        ``said`` goes in the chat, and the next turn prefills the whole chat again.
+        ``pump=False``: the inspection's end starts it (a second reader would break it)."""
         old = self.session.engine
         self.session.restart(self.make_engine())
         self.stop_engine(old)
@@ -63,8 +64,8 @@ class EngineLifecycle:
         self.query_one(StatusBar).set_problem(None)
         self.query_one(ChatLog).add("system", said + (
             f"; the next turn prefills the {fmt_int(n)} messages of this chat again" if n else ""))
-        if self.model_inspected:  # before, the inspection's end starts the session's engine:
-            self.pump_engine(self.session.engine)  # a second reader here would break it
+        if pump:
+            self.pump_engine(self.session.engine)
 
     def follow_new_server(self, line: str) -> None:
         """The llama-server restarted (``kvtop --server``): the old server's turn is lost,
@@ -78,7 +79,9 @@ class EngineLifecycle:
         tail = self.query_one(StreamTail)
         if self.current_reply is not None and tail.text:  # the reply so far (the transcript lags it)
             self.current_reply.set_text(tail.text)
-        self.fresh_engine("turn lost: the server restarted", line)
+        # seen before the GGUF header and hardware are read (a busy machine): the
+        # inspection's end pumps the session's engine, this new one
+        self.fresh_engine("turn lost: the server restarted", line, pump=self.model_inspected)
         tail.show("")
         self.query_one(PrefillPane).clear()
         self.query_one(KVPane).clear()
