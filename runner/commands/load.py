@@ -125,6 +125,10 @@ def load_main(argv: list[str], live=None) -> int:
             return fail(str(exc))
         finally:
             client.close()
+    small = min(infos, key=lambda i: i.n_ctx)
+    if a.n_prompt + a.n_predict > small.n_ctx:
+        return fail(f"-p {a.n_prompt} + -n {a.n_predict} tokens do not fit a slot's context ({small.n_ctx} tokens): "
+                    f"give smaller -p/-n, or start llama-server with a larger -c")
     if live is not None and not a.no_tui and sys.stdout.isatty() and sys.stdin.isatty():
         out = live(a, urls, key, infos)
         return finish(a, urls, out) if out is not None else EXIT_INTERRUPTED

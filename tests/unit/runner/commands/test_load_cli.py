@@ -58,3 +58,11 @@ def test_an_unreachable_server_is_one_line_and_exit_1(capsys):
     rc = load_main([f"http://127.0.0.1:{free_port()}", "--quiet"])
     err = capsys.readouterr().err.strip()
     assert rc == 1 and err.startswith("kvtop: ") and "\n" not in err
+
+
+def test_a_request_larger_than_a_slot_is_refused_before_any_load(capsys):
+    with FakeLlamaServer() as srv:
+        rc = load_main([srv.url, "-p", "1000", "-n", "100", "--quiet"])
+        sent = len(srv.state.prompts)
+    err = capsys.readouterr().err
+    assert rc == 1 and "do not fit a slot's context (1024 tokens)" in err and sent == 0
