@@ -38,6 +38,7 @@ class TurnBridge:
         self.series = DecodeSeries()  # tok/s per KV position, stalls cut out
         self._last_post = 0.0
         self._last_prefill_post = 0.0
+        self._first_at_once = False  # a server turn without prefill progress: its first token at once
 
     def __call__(self, e: object) -> None:
         if isinstance(e, ev.TurnStarted):
@@ -45,14 +46,16 @@ class TurnBridge:
             self.in_turn = True
             # The first decode update waits one interval: redrawing as decode starts
             # stalls its first tokens (measured: 10 tokens at a fifth of the speed). Not
-            # for a llama-server's turn: it starts at its first chunk, often the first
-            # token itself, and a held token waited for the next chunk (a slow server's
+            # for a llama-server's turn that sent no prefill progress: it starts at its
+            # first token, and a held token waited for the next chunk (a slow server's
             # reply showed "model: …" for 30 s with its first token here).
-            self._last_post = self.clock() if e.template_name != "server" else float("-inf")
+            self._last_post = self.clock()
+            self._first_at_once = e.template_name == "server"
             self.post(msg.TurnBegan(e))
         elif isinstance(e, ev.ContextShifted):
             self.post(msg.ContextShiftNote(e))
         elif isinstance(e, ev.PrefillProgress):
+            self._first_at_once = False
             now = self.clock()
             if e.done >= e.total or now - self._last_prefill_post >= self.prefill_interval:
                 self._last_prefill_post = now
@@ -101,13 +104,14 @@ class TurnBridge:
 
     def _token(self, e: ev.TokenEvent) -> None:
         self.text.append(e.text)
+        at_once = self.first_t is None and self._first_at_once
         if self.first_t is None:
             self.first_t = e.t
         if e.token_id >= 0:
             self.last_pos = e.pos
             self.series.add(e.pos, e.t)
         now = self.clock()
-        if now - self._last_post >= self.interval:
+        if at_once or now - self._last_post >= self.interval:
             self._last_post = now
             self._flush_decode()
 
