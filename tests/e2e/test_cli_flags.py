@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+from tui.launch import version_text
+
 
 def kvtop(*args, timeout=120):
     return subprocess.run([sys.executable, "-m", "tui", *args], capture_output=True, text=True, timeout=timeout)
@@ -38,3 +40,27 @@ def test_refresh_below_the_token_batch_is_a_usage_error(tmp_path):
     """``--refresh 0.1`` silently became 0.25."""
     r = kvtop(str(tmp_path / "x.gguf"), "--refresh", "0.1")
     assert r.returncode == 2 and "0.25 to 10" in r.stderr
+
+
+@pytest.mark.parametrize("argv,needle", [(["-hf", "org/repo"], "downloads nothing"),
+                                         (["-f"], "expected one argument")])
+def test_misread_flags_give_a_usage_error_that_names_them(argv, needle):
+    r = subprocess.run([sys.executable, "-m", "tui", *argv], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and needle in r.stderr
+    assert "invalid choice" not in r.stderr  # "-f FILE" used to become "-fa FILE"
+
+
+def test_version_names_kvtop_llama_cpp_python_and_the_backends():
+    text = version_text()
+    from importlib.metadata import version
+
+    # the distribution is kvtop-llm ("kvtop" on PyPI is another tool): its version, not "not installed"
+    assert text.startswith(f"kvtop {version('kvtop-llm')}\n") and "llama-cpp-python 0.3.36" in text
+    assert "llama.cpp backends: CPU" in text and "GPU offload: " in text
+    r = subprocess.run([sys.executable, "-m", "tui", "-V"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() == text
+
+
+def test_refresh_must_be_positive():
+    r = subprocess.run([sys.executable, "-m", "tui", "--refresh", "0", "x.gguf"], capture_output=True, text=True)
+    assert r.returncode == 2 and "argument --refresh: must be a number from 0.25 to 10 (got 0)" in r.stderr

@@ -1,1 +1,33 @@
+"""tests/unit is fast on any machine: it runs no model, no CPU probe and no subprocess.
+The guard below makes that a rule, not a habit: a unit test that starts a process, loads
+weights into llama.cpp or runs the probe fails at once, naming what it did (such a test
+belongs in tests/e2e). The CPU figures every unit test sees are a fixed probe."""
+
+import subprocess
+
 import pytest
+
+from helpers import FIXED_PROBE, UnitTestRule
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _unit_tests_run_no_model_probe_or_process():
+    """Module scope, so it is in place before any module-scoped fixture of a test file
+    (autouse fixtures come first within a scope) and is gone again after the file."""
+    import llama_cpp
+
+    import runner.system.cpu_probe as cpu_probe
+
+    def no_process(self, args, *a, **kw):
+        raise UnitTestRule(f"tests/unit starts no process (move this test to tests/e2e): {str(args)[:200]}")
+
+    def no_model(*a, **kw):
+        raise UnitTestRule("tests/unit loads no model into llama.cpp (move this test to tests/e2e)")
+
+    probe = cpu_probe.CPUProbe(**FIXED_PROBE, version=cpu_probe.PROBE_VERSION)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(subprocess.Popen, "__init__", no_process)
+        mp.setattr(llama_cpp, "llama_model_load_from_file", no_model)
+        mp.setattr(cpu_probe, "probe_cpu", lambda *a, **kw: probe)
+        mp.setattr(cpu_probe, "probe_cpu_in_subprocess", lambda *a, **kw: probe)
+        yield

@@ -2,8 +2,6 @@
 chosen by --refresh otherwise, shown to the user, and obeyed by the bridge."""
 
 import random
-import subprocess
-import sys
 
 from rich.cells import cell_len
 from textual.content import Content
@@ -117,11 +115,6 @@ async def live_updates(tmp_path, smollm_shaped, refresh: float) -> int:
 async def test_the_app_redraws_decode_at_its_refresh(tmp_path, smollm_shaped):
     assert await live_updates(tmp_path / "slow", smollm_shaped, 5.0) == 1  # only the turn's last one
     assert await live_updates(tmp_path / "fast", smollm_shaped, 0.25) >= 4
-
-
-def test_refresh_must_be_positive():
-    r = subprocess.run([sys.executable, "-m", "tui", "--refresh", "0", "x.gguf"], capture_output=True, text=True)
-    assert r.returncode == 2 and "argument --refresh: must be a number from 0.25 to 10 (got 0)" in r.stderr
 
 
 def test_the_counted_height_of_a_pane_equals_its_wrapped_height():

@@ -1,4 +1,5 @@
-"""A context on the tiny random-weight llama (tests/gguf_factory.py), for the engine's units."""
+"""A context on the tiny random-weight llama (tests/gguf_factory.py) for the engine's
+own tests: llama.cpp runs in them, so they live in tests/e2e (tests/unit loads no model)."""
 
 import pytest
 
