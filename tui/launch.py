@@ -101,8 +101,9 @@ def launch_main(argv: list[str], terminal: bool = False, *, hardware=None, engin
     if a.hf_repo:
         p.error("-hf: kvtop downloads nothing; give the path of a local .gguf (llama-cli -hf keeps its "
                 "downloads in ~/.cache/llama.cpp)")
-    # a model that is not there is said first (exit 1), then a missing terminal (exit 2)
-    refused = refusal(a, terminal and (a.server or not model_missing(a)))
+    # what is wrong with the model or the server is said first (exit 1), then a missing
+    # terminal (exit 2): --server asks for a terminal once the server has answered
+    refused = refusal(a, terminal and not a.server and not model_missing(a))
     if refused:
         print(refused, file=sys.stderr)
         return 2

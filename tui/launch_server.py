@@ -62,6 +62,13 @@ def server_main(p: argparse.ArgumentParser, a: argparse.Namespace, argv: list[st
         return 1
     finally:
         client.close()
+    if guarded:
+        from .launch import refusal
+
+        refused = refusal(a, terminal=True)
+        if refused:
+            print(refused, file=sys.stderr)
+            return 2
     model = a.model_flag or a.model or (info.model_path if info.model_path and os.path.isfile(info.model_path) else "")
     a.ctx_size = info.n_ctx
     settings = settings_from_args(model or info.model_path or urls[0], a)

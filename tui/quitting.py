@@ -37,7 +37,7 @@ STEP_S = 0.1  # each step of the hard exit (a write to a terminal nobody reads c
 RESTORE = ("\x1b[?1000l\x1b[?1003l\x1b[?1015l\x1b[?1006l\x1b[?1016l"  # mouse reports off
            "\x1b[?2004l\x1b[?2048l\x1b[?7h"  # bracketed paste and in-band resize off, line wrap on
            "\x1b[<u\x1b[?1049l\x1b[?25h\x1b[?1004l")  # kitty keys off, main screen, cursor, no focus events
-NO_TERMINAL = "kvtop needs a terminal; for scripts use kvtop bench / estimate / replay --end"
+NO_TERMINAL = "kvtop needs a terminal; for scripts use kvtop bench / estimate / load"
 NO_REPLAY_TERMINAL = "kvtop replay needs a terminal; for scripts use kvtop bench / estimate"
 
 

@@ -34,7 +34,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 GONE_S = 2.0  # no kvtop process, nor its engine child, this long after the terminal died
 QUIT_S = 2.0  # from SIGTERM or Ctrl+Q to no process
 LOAD_S = 180.0  # the demo model's load on a machine busy with other tests (seconds when quiet)
-NO_TERMINAL = "kvtop needs a terminal; for scripts use kvtop bench / estimate / replay --end"
+NO_TERMINAL = "kvtop needs a terminal; for scripts use kvtop bench / estimate / load"
 
 
 class Terminal:
@@ -332,7 +332,7 @@ def test_without_a_terminal_kvtop_refuses_in_one_line(smollm_shaped, hanging_ser
     finally:
         os.close(master)
         os.close(slave)
-    # --server refuses before it asks the server anything (this one never answers a poll)
+    # --server asks for a terminal once the server has answered (this one never answers a poll)
     assert refused(["--server", hanging_server.url], home=tmp_path) == (2, NO_TERMINAL)
     assert hanging_server.hanging() == set()
     assert not os.path.exists(tmp_path / "data" / "sessions")  # nothing started, nothing written

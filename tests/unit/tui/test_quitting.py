@@ -41,7 +41,7 @@ def test_refusals_come_in_one_line(tmp_path, monkeypatch):
     good.write_text("Summarise this.")
     monkeypatch.setattr(quitting, "has_terminal", lambda: False)
     assert launch.refusal(args(prompt_file=str(good)), terminal=True) == quitting.NO_TERMINAL
-    assert quitting.NO_TERMINAL == "kvtop needs a terminal; for scripts use kvtop bench / estimate / replay --end"
+    assert quitting.NO_TERMINAL == "kvtop needs a terminal; for scripts use kvtop bench / estimate / load"
     assert launch.refusal(args(prompt_file=str(good)), terminal=False) is None  # in-process tests run without one
     monkeypatch.setattr(quitting, "has_terminal", lambda: True)
     assert launch.refusal(args(), terminal=True) is None
