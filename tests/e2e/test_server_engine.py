@@ -238,7 +238,8 @@ def test_kvtop_bench_through_the_server_gives_the_local_fields(served, smollm_pa
     assert list(pp) == list(tg) == list(local)  # llama-bench's fields, then kvtop's, as a local bench
     assert pp["kvtop_process"] == "server" and pp["kvtop_server"] == url and pp["model_filename"] == smollm_path
     assert (pp["n_prompt"], pp["n_gen"], tg["n_prompt"], tg["n_gen"]) == (128, 0, 0, 16)
-    assert len(pp["samples_ts"]) == 2 and pp["avg_ts"] > 20 and tg["avg_ts"] > 5
+    # measured, not how fast: a busy machine's server prefills at 10 tok/s
+    assert len(pp["samples_ts"]) == 2 and pp["avg_ts"] > 0 and tg["avg_ts"] > 0
     assert pp["n_threads"] is None and pp["backends"] == "?"  # the server's, not published: unknown rather than 0
     assert pp["model_type"] == "llama Q4_1" and pp["build_number"] > 0
     table = kvtop_cli("bench", "--server", url, "-p", "64", "-n", "8", "-r", "1")

@@ -147,8 +147,10 @@ async def test_the_estimate_fills_its_measured_column_while_the_turn_runs(tmp_pa
         await wait_until(pilot, lambda: pane.live and pane.live.get("decode"), timeout=10, what="live decode rate")
         assert app.turn_running
         live = dict(pane.live)
-        assert abs(live["prefill"] / 1024 - 1) < 0.05 and abs(live["decode"] / 40 - 1) < 0.1
-        assert 0.9 < live["ttft"] < 1.6  # 1 s of prefill, then the first token (script timing)
+        # the live figures are the turn's own: prefill from the engine's stamps, decode and
+        # TTFT on arrival (a busy machine delays arrival: room for that, not for N/A or 0)
+        assert abs(live["prefill"] / 1024 - 1) < 0.05 and 0.5 < live["decode"] / 40 < 1.5
+        assert 0.9 < live["ttft"] < 5  # 1 s of prefill, then the first token (script timing)
         row = next(line for line in pane.render().plain.split("\n") if line.startswith("tg tok/s"))
         assert row.split()[-2] == f"{live['decode']:.1f}"  # the measured column shows it, not N/A
         await wait_until(pilot, lambda: not app.turn_running, timeout=15, what="turn end")
