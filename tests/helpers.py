@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from contextlib import contextmanager
 
 from runner.system.hardware import HardwareProfile
 from runner.records.paths import Paths
@@ -109,3 +110,28 @@ def damaged(path, tmp_path, line: int, keys: str, value: str) -> str:
     out = tmp_path / "damaged.jsonl"
     out.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return str(out)
+
+
+@contextmanager
+def tiny_context(path: str, n_ctx: int = 256, n_ubatch: int = 16):
+    """(model, context) on a tiny random-weight llama, closed after: for the engine's own
+    tests (tests/e2e/engine)."""
+    import llama_cpp
+
+    from runner.engine.handles import Context, Model
+
+    llama_cpp.llama_backend_init()
+    mp = llama_cpp.llama_model_default_params()
+    mp.n_gpu_layers = 0
+    model = Model.load(path, mp)
+    assert model is not None
+    cp = llama_cpp.llama_context_default_params()
+    cp.n_ctx, cp.n_batch, cp.n_ubatch, cp.n_seq_max = n_ctx, n_ubatch, n_ubatch, 1
+    cp.n_threads = cp.n_threads_batch = 1
+    ctx = Context.create(model, cp)
+    assert ctx is not None
+    try:
+        yield model, ctx
+    finally:
+        ctx.close()
+        model.close()

@@ -3,27 +3,14 @@ own tests: llama.cpp runs in them, so they live in tests/e2e (tests/unit loads n
 
 import pytest
 
+from helpers import tiny_context
+
 
 @pytest.fixture(scope="module")
 def tiny_model(tiny_llama):
     """(model, context) with n_ctx 256 and n_ubatch 16, closed after the module."""
-    import llama_cpp
-
-    from runner.engine.handles import Context, Model
-
-    llama_cpp.llama_backend_init()
-    mp = llama_cpp.llama_model_default_params()
-    mp.n_gpu_layers = 0
-    model = Model.load(tiny_llama, mp)
-    assert model is not None
-    cp = llama_cpp.llama_context_default_params()
-    cp.n_ctx, cp.n_batch, cp.n_ubatch, cp.n_seq_max = 256, 16, 16, 1
-    cp.n_threads = cp.n_threads_batch = 1
-    ctx = Context.create(model, cp)
-    assert ctx is not None
-    yield model, ctx
-    ctx.close()
-    model.close()
+    with tiny_context(tiny_llama) as mc:
+        yield mc
 
 
 @pytest.fixture

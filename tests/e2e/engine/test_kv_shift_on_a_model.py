@@ -6,27 +6,19 @@ from where the prefix broke and says why."""
 import llama_cpp
 import pytest
 
+from helpers import tiny_context
+
 from runner import events as ev
 from runner.engine.context_shift import shift_line
-from runner.engine.handles import Context, Model, TokenBuffer
+from runner.engine.handles import TokenBuffer
 from runner.engine.kv_shift import shift_out, why_no_shift
 
 
 @pytest.fixture
 def tiny_model(tiny_llama):
-    llama_cpp.llama_backend_init()
-    mp = llama_cpp.llama_model_default_params()
-    mp.n_gpu_layers = 0
-    model = Model.load(tiny_llama, mp)
-    assert model is not None
-    cp = llama_cpp.llama_context_default_params()
-    cp.n_ctx, cp.n_batch, cp.n_ubatch, cp.n_seq_max = 256, 16, 16, 1
-    cp.n_threads = cp.n_threads_batch = 1
-    ctx = Context.create(model, cp)
-    assert ctx is not None
-    yield model, ctx
-    ctx.close()
-    model.close()
+    """A context of its own per test (each one moves cells around)."""
+    with tiny_context(tiny_llama) as mc:
+        yield mc
 
 
 def _logits(ctx, n_vocab: int) -> list[float]:
