@@ -54,6 +54,17 @@ def _no_writes_to_the_users_folders(_session_home, monkeypatch):
     monkeypatch.setenv("KVTOP_HOME", _session_home)
 
 
+@pytest.fixture(autouse=True)
+def _no_secret_outlives_its_test():
+    """kvtop registers an API key or URL password process-wide as it enters, so every
+    writer can strip it (runner/records/redact.py); one test's secrets never reach the next."""
+    from runner.records import redact
+
+    redact.forget_secrets()
+    yield
+    redact.forget_secrets()
+
+
 @pytest.fixture
 def kvtop_home(tmp_path, monkeypatch):
     monkeypatch.setenv("KVTOP_HOME", str(tmp_path / "home"))

@@ -15,11 +15,9 @@ import glob
 import json
 import os
 
-import pytest
 from fake_servers import FakeServer, Reply, json_reply, llama_routes, props
 
 from helpers import screen_text, send, wait_until
-from runner.records import redact
 
 KEY = "sk-SECRET123"
 PASSWORD = "pw-SECRET"
@@ -37,13 +35,6 @@ def chunks() -> list[str]:
             "timings": {"prompt_n": 12, "prompt_ms": 30.0, "predicted_n": len(REPLY), "predicted_ms": 80.0,
                         "cache_n": 0}}
     return out + [json.dumps(done), "[DONE]"]
-
-
-@pytest.fixture(autouse=True)
-def _own_secrets():
-    redact.forget_secrets()
-    yield
-    redact.forget_secrets()
 
 
 async def drive(app, seen: dict) -> None:

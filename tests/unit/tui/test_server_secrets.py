@@ -5,17 +5,8 @@ them (the key lives only in the HTTP client's header)."""
 
 import pytest
 
-from runner.records import redact
-
 KEY = "sk-SECRET123"
 PASSWORD = "pw-SECRET"
-
-
-@pytest.fixture(autouse=True)
-def _own_secrets():
-    redact.forget_secrets()
-    yield
-    redact.forget_secrets()
 
 
 @pytest.mark.parametrize("key_from", ["flag", "env"])

@@ -11,7 +11,6 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
-from runner.records import redact
 from runner.records.redact import scrub, scrub_argv, scrub_value
 from runner.records.trace import TraceWriter
 from runner.records.transcript import Transcript
@@ -21,13 +20,6 @@ from runner.server.http import ServerClient, ServerError
 
 KEY = "sk-SECRET123"
 PASSWORD = "pw-SECRET"
-
-
-@pytest.fixture(autouse=True)
-def _own_secrets():
-    redact.forget_secrets()
-    yield
-    redact.forget_secrets()
 
 
 def test_a_login_is_taken_out_of_the_url_where_it_enters():
