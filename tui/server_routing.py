@@ -3,7 +3,7 @@ server pane, with the many-users physics computed from the slots decoding now.""
 
 from __future__ import annotations
 
-from runner.physics.batching import batched_decode_ceiling, more_conversations_fit
+from runner.physics.batching import batched_decode_ceiling, compute_tok_s, more_conversations_fit
 from runner.physics.kv_bytes import kv_bytes_read_at_depth
 
 from . import messages as msg
@@ -55,7 +55,8 @@ class ServerRouting:
         decoding = [sl for sl in s.slots if sl.is_processing]
         kv = [float(kv_bytes_read_at_depth(lay, sl.n_prompt_tokens)) for sl in decoding] or [
             float(kv_bytes_read_at_depth(lay, 0))]
-        return batched_decode_ceiling(hw.bandwidth_gbs * 1e9, f.weights_bytes_active, kv), fit, avg
+        return batched_decode_ceiling(hw.bandwidth_gbs * 1e9, f.weights_bytes_active, kv,
+                                      compute_tok_s(f, hw.tflops)), fit, avg
 
     def action_next_server(self) -> None:
         """F4: chat with the next server of the fleet; its slots and physics fill the panes."""

@@ -160,7 +160,8 @@ def format_report(r: dict) -> str:
                  ("KV, all slots", fmt_bytes(sv["kv_bytes_all_slots"])),
                  (f"all slots at depth {sv['all_slots_decoding_at_depth']:,}",
                   f"{fmt_num(sv['batched_ceiling_tok_s'], ',.1f', ' tok/s')} together, "
-                  f"{fmt_num(sv['per_slot_ceiling_tok_s'], ',.1f', ' tok/s')} each (batched ceiling)")]
+                  f"{fmt_num(sv['per_slot_ceiling_tok_s'], ',.1f', ' tok/s')} each (batched ceiling"
+                  + (", compute-bound)" if sv.get("batched_bound") == "compute" else ")"))]
     width = max(len(k) for k, _ in rows)
     out = [f"{k:<{width}}  {v}" for k, v in rows]
     out += [f"note: {n}" for n in r["notes"]]
@@ -276,7 +277,7 @@ def server_facts(a) -> tuple[dict | None, str | None]:
 
 def server_block(server: dict, facts, hw, a) -> dict:
     """The many-users figures: every slot decoding at --prompt-tokens depth."""
-    from runner.physics.batching import batched_decode_ceiling
+    from runner.physics.batching import batched_decode_ceiling, compute_tok_s
     from runner.physics.kv_bytes import kv_bytes_read_at_depth, kv_layout
 
     out = dict(server)
@@ -285,9 +286,11 @@ def server_block(server: dict, facts, hw, a) -> dict:
     weights = decode_weight_bytes(facts)
     if hw.bandwidth_gbs and weights:
         kv = float(kv_bytes_read_at_depth(lay, a.prompt_tokens))
-        c = batched_decode_ceiling(hw.bandwidth_gbs * 1e9, weights, [kv] * server["total_slots"])
+        c = batched_decode_ceiling(hw.bandwidth_gbs * 1e9, weights, [kv] * server["total_slots"],
+                                   compute_tok_s(facts, hw.tflops))
     out["all_slots_decoding_at_depth"] = a.prompt_tokens
     out["batched_ceiling_tok_s"] = c.aggregate_tok_s if c else None
     out["per_slot_ceiling_tok_s"] = c.per_user_tok_s if c else None
+    out["batched_bound"] = c.bound if c else None
     out["kv_bytes_all_slots"] = lay.bytes_allocated * server["total_slots"]
     return out

@@ -7,8 +7,11 @@ every slot's KV at its depth, and makes one token for each slot:
     aggregate ceiling = B x bandwidth / (weights + sum of KV read at each depth)  tok/s
     per user          = aggregate / B
 
-One user is the special case B = 1: bandwidth / (weights + KV at d). The KV cells a
-server has left decide how many more conversations of the current average length fit.
+One user is the special case B = 1: bandwidth / (weights + KV at d). Batching shares
+the weight reads, not the arithmetic: every token still costs its FLOPs, so the
+aggregate never passes the compute ceiling (FLOPS / FLOPs per token), and a batch that
+reaches it is compute-bound. The KV cells a server has left decide how many more
+conversations of the current average length fit.
 """
 
 from __future__ import annotations
@@ -22,16 +25,20 @@ class BatchCeiling:
     step_bytes: float  # bytes one decode step reads
     aggregate_tok_s: float  # tokens per second across all of them
     per_user_tok_s: float
+    bound: str = "bandwidth"  # or "compute": the batch's FLOPs, not its reads, set the pace
 
 
 def batched_decode_ceiling(bandwidth_bytes_s: float, weights_bytes: float,
-                           kv_bytes_read: list[float]) -> BatchCeiling | None:
-    """``kv_bytes_read``: for each decoding slot, the KV bytes it reads at its depth."""
+                           kv_bytes_read: list[float], compute_tok_s: float | None = None) -> BatchCeiling | None:
+    """``kv_bytes_read``: for each decoding slot, the KV bytes it reads at its depth;
+    ``compute_tok_s``: the compute ceiling (tokens a second the FLOPS allow), if known."""
     b = len(kv_bytes_read)
     if b == 0 or bandwidth_bytes_s <= 0 or weights_bytes <= 0:
         return None
     step = weights_bytes + sum(kv_bytes_read)
     aggregate = b * bandwidth_bytes_s / step
+    if compute_tok_s is not None and 0 < compute_tok_s < aggregate:
+        return BatchCeiling(b, step, compute_tok_s, compute_tok_s / b, "compute")
     return BatchCeiling(b, step, aggregate, aggregate / b)
 
 
@@ -40,3 +47,11 @@ def more_conversations_fit(cells_total: int, cells_used: int, average_length: fl
     if average_length <= 0 or cells_total <= 0:
         return None
     return max(int((cells_total - cells_used) // average_length), 0)
+
+
+def compute_tok_s(facts, tflops: float | None) -> float | None:
+    """The compute ceiling of decode: FLOPS over the FLOPs one token costs (None unknown)."""
+    from runner.physics.phase_costs import decode_flops
+
+    flops = decode_flops(facts) if facts is not None else None
+    return tflops * 1e12 / flops if tflops and flops else None

@@ -122,7 +122,8 @@ class ServerPane(PaneWidget):
         if c is not None:
             measured = s.rates.gen_tok_s if s.rates else None
             parts += [("batched ceiling ", "$text-muted"), (fmt_rate(c.aggregate_tok_s), "$kvtop-ceiling"),
-                      (f" for {fmt_int(c.slots)} decoding ({fmt_rate(c.per_user_tok_s)} each)", "$text-muted")]
+                      (f" for {fmt_int(c.slots)} decoding ({fmt_rate(c.per_user_tok_s)} each"
+                       + (", compute-bound)" if c.bound == "compute" else ")"), "$text-muted")]
             if measured:
                 parts += [("  measured ", "$text-muted"), (fmt_rate(measured), "$kvtop-measured"),
                           f" {measured / c.aggregate_tok_s * 100:.0f}%"]
