@@ -60,7 +60,9 @@ async def test_a_real_turn_fills_every_pane_with_the_engines_figures(settings, t
 
 
 async def test_escape_cancels_a_long_prefill_and_the_next_turn_works(smollm_path, tmp_path):
-    settings = Settings(smollm_path, n_ctx=4096, temp=0, n_predict=8, n_ubatch=64, n_batch=64)
+    # one thread: with another process on one of two cores, llama.cpp's two threads wait
+    # for each other at every op and the next turn's 2,500-token prefill took minutes
+    settings = Settings(smollm_path, n_ctx=4096, temp=0, n_predict=8, n_ubatch=64, n_batch=64, n_threads=1)
     app = make_app(settings, EngineProcess, tmp_path, live_system=False)
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_until(pilot, lambda: app.loaded is not None, what="model load")
@@ -74,7 +76,7 @@ async def test_escape_cancels_a_long_prefill_and_the_next_turn_works(smollm_path
         assert pre.done < pre.total and pre.note == "cancelled"
         assert "cancelled" in app.query(ChatMessage)[-1].footer
         await send(pilot, "Hi")
-        await wait_until(pilot, lambda: len(app.turns) == 2 and not app.turn_running, what="next turn")
+        await wait_until(pilot, lambda: len(app.turns) == 2 and not app.turn_running, timeout=300, what="next turn")
         assert app.turns[-1].stop_reason in ("eog", "n_predict")
 
 
