@@ -40,6 +40,11 @@ def wait_for(predicate, timeout=30.0):
         time.sleep(0.05)
 
 
+def in_group(pgid: int, name: str | None = None) -> bool:
+    args = ["pgrep", "-g", str(pgid)] + (["-x", name] if name else [])
+    return subprocess.run(args, capture_output=True).returncode == 0
+
+
 def build_dirs(cache):
     return sorted(p.name for p in cache.iterdir() if p.name.startswith("build-"))
 
@@ -50,6 +55,7 @@ def test_an_interrupted_build_removes_its_folder_and_its_children(tmp_path, slow
     p = start(cache, slow_python)
     try:
         wait_for(lambda: cache.exists() and any((cache / d / "partial.tar.gz").exists() for d in build_dirs(cache)))
+        wait_for(lambda: in_group(p.pid, "sleep"))  # the long step is running, its file written
         os.kill(p.pid, sig)  # the script alone, as a terminal or a timeout would
         p.wait(timeout=30)
     finally:
@@ -58,8 +64,7 @@ def test_an_interrupted_build_removes_its_folder_and_its_children(tmp_path, slow
     assert p.returncode != 0
     assert build_dirs(cache) == [] and not list(cache.glob("llama-server-*"))
     # the stand-in's sleep (the build's long step) ended with it
-    gone = subprocess.run(["pgrep", "-g", str(p.pid)], capture_output=True, text=True)
-    assert gone.stdout.strip() == ""
+    wait_for(lambda: not in_group(p.pid), timeout=10)
 
 
 def test_a_second_build_waits_for_the_first_and_a_killed_builds_folder_is_removed(tmp_path, slow_python):
