@@ -222,6 +222,9 @@ def run_app(app, **run_kw) -> int:
     quit for seconds; here the loop closes without waiting for them."""
     import asyncio
 
+    from .quitting import follow_the_terminal_size
+
+    follow_the_terminal_size()
     loop = asyncio.new_event_loop()
     ran: list[bool] = []
     loop.call_soon(ran.append, True)

@@ -100,6 +100,9 @@ class LoadApp(App):
 
 def run_live(a, urls: list[str], key: str | None, infos):
     """The sweep with the live view; its result (None if the screen closed before it ended)."""
+    from .quitting import follow_the_terminal_size
+
+    follow_the_terminal_size()
     app = LoadApp(a, urls, key, infos)
     app.run()
     if app.result is None and app.driver is not None:  # closed some other way: leave the server idle

@@ -47,6 +47,22 @@ def has_terminal() -> bool:
     return os.isatty(0) and os.isatty(1)
 
 
+def follow_the_terminal_size() -> list[str]:
+    """Forget COLUMNS and LINES when the screen is a terminal; the names dropped.
+
+    Textual sizes the screen with ``shutil.get_terminal_size``, which believes those
+    variables before the terminal, and on every resize. Inherited ones are stale: a
+    process that imported ``readline`` without a terminal (pytest does) exports 80x24
+    to every child, so kvtop started from it in a 160x50 tmux window drew at 80x24
+    and never followed a resize. A full-screen app follows the terminal it draws on."""
+    try:
+        if not os.isatty(1):
+            return []
+    except OSError:
+        return []
+    return [name for name in ("COLUMNS", "LINES") if os.environ.pop(name, None) is not None]
+
+
 def terminal_fds() -> list[int]:
     fds = []
     for fd in (0, 1, 2):
