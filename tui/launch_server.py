@@ -60,6 +60,9 @@ def server_main(p: argparse.ArgumentParser, a: argparse.Namespace, argv: list[st
     except ServerError as exc:
         print(f"kvtop: {clean_line(str(exc), 400)}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # Ctrl+C while the server loads its model (a wait of up to 2 minutes)
+        print(f"kvtop: stopped before {clean_line(urls[0], 200)} answered", file=sys.stderr)
+        return 130
     finally:
         client.close()
     if guarded:
