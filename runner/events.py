@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from runner.engine.llama_log import LlamaBuffers
+from runner.llama_buffers import LlamaBuffers
 
 
 @dataclass(frozen=True)

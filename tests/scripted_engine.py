@@ -14,7 +14,7 @@ import threading
 import time
 
 from runner import events as ev
-from runner.engine.llama_log import KVBufferLine, LlamaBuffers
+from runner.llama_buffers import KVBufferLine, LlamaBuffers
 from runner.settings import Settings
 
 

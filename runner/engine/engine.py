@@ -33,7 +33,8 @@ from runner.engine.context_shift import Fitted, fit_turns, prompt_fits, reply_ro
 from runner.engine.decode import Decode, Sampling
 from runner.engine.handles import Context, Model
 from runner.engine.kv_shift import cached_after_shift, shift_for, why_no_shift
-from runner.engine.llama_log import CAPTURE, parse_buffers
+from runner.engine.llama_log import CAPTURE
+from runner.llama_buffers import parse_buffers
 from runner.engine.prefill import Prefill
 from runner.engine.prompt_cache import KVCache, PromptCacheFile, common_prefix, diff_windows, first_difference
 from runner.engine.timeline import TOKENS, PromptInfo, TurnClock, turn_metrics

@@ -66,7 +66,7 @@ class ComputeBuffer:
 
     @property
     def total(self) -> int:
-        """Compute plus output buffer (what runner.engine.llama_log adds as compute)."""
+        """Compute plus output buffer (what runner.llama_buffers adds as compute)."""
         return self.graph + self.output_buffer
 
 

@@ -108,7 +108,7 @@ def estimate_rows(facts, layout, hw, settings, *, buffers=None, peak_rss: int | 
 
     ``facts`` (runner.model.facts.ModelFacts), ``layout`` (runner.physics.kv_bytes.KVLayout),
     ``hw`` (runner.system.hardware.HardwareProfile), ``settings`` (runner.settings.Settings);
-    ``buffers``: llama.cpp's (runner.engine.llama_log.LlamaBuffers) once loaded;
+    ``buffers``: llama.cpp's (runner.llama_buffers.LlamaBuffers) once loaded;
     ``peak_rss``: the engine's peak RSS so far; ``turn``: the turn just finished
     (runner.events.TurnMetrics), None at load; ``turn_ran``: some earlier turn ran;
     ``others_cpu``: other processes' share of the CPU during that turn (0..1).

@@ -27,7 +27,7 @@ from dataclasses import asdict, fields, is_dataclass
 
 from runner import events as ev
 from runner.system.hardware import CPUProbe, GPUInfo, HardwareProfile
-from runner.engine.llama_log import KVBufferLine, LlamaBuffers
+from runner.llama_buffers import KVBufferLine, LlamaBuffers
 from runner.model.facts import LayerShape, ModelFacts
 from runner.records.redact import scrub_argv, scrub_json
 from runner.sanitize import clean_line

@@ -17,7 +17,7 @@ import sys
 import time
 
 from runner import events as ev
-from runner.engine.llama_log import LlamaBuffers
+from runner.llama_buffers import LlamaBuffers
 from runner.process.commands import Chat, Generate, Load, MeasurePrompt, Quit, Reset, Tokenize
 from runner.process.contract import QueuedCommands, ReaderGuard, Sink
 from runner.sanitize import clean_line

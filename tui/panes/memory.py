@@ -25,7 +25,7 @@ class MemoryPane(PaneWidget):
         super().__init__(**kw)
         self.border_title = "Memory"
         self.sample: MemorySample | None = None
-        self.buffers = None  # runner.engine.llama_log.LlamaBuffers
+        self.buffers = None  # runner.llama_buffers.LlamaBuffers
         self.peak_engine_rss: int | None = None
         self.stale = False  # holds a sample not drawn yet
         self.drawn_at = 0.0
