@@ -14,6 +14,13 @@ MIB = 1024**2
 GIB = 1024**3
 
 NA = "N/A"
+N_CTX_PAD = 256  # llama.cpp pads n_ctx (and a sliding window's cells) to a multiple of this
+
+
+def pad(n: int, to: int = N_CTX_PAD) -> int:
+    """``n`` rounded up to a multiple of ``to``."""
+    return (n + to - 1) // to * to
+
 
 _BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
 

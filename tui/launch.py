@@ -16,7 +16,8 @@ import sys
 from runner.demo import INSTALL_HINT, demo_model_path
 from runner.cli_types import nice_increment, refresh_seconds, replay_speed
 from runner.sanitize import clean_line
-from runner.settings import add_engine_flags, settings_from_args
+from runner.commands.engine_flags import add_engine_flags
+from runner.settings import settings_from_args
 
 
 class VersionAction(argparse.Action):

@@ -45,7 +45,7 @@ class BenchError(Exception):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from runner.settings import MAX_THREADS, add_engine_flags
+    from runner.commands.engine_flags import MAX_THREADS, add_engine_flags
 
     p = argparse.ArgumentParser(
         prog="kvtop bench", allow_abbrev=False, conflict_handler="resolve",

@@ -21,13 +21,9 @@ from dataclasses import dataclass
 
 from runner.model.facts import LayerShape, ModelFacts
 from runner.model.quant_types import KV_CACHE_TYPES, row_bytes
+from runner.units import pad  # llama.cpp's padding to N_CTX_PAD (256)
 
-N_CTX_PAD = 256
 F32 = KV_CACHE_TYPES["f32"]
-
-
-def pad(n: int, to: int = N_CTX_PAD) -> int:
-    return (n + to - 1) // to * to
 
 
 def kv_bytes_simple(layers: int, kv_heads: int, head_dim: int, tokens: int,

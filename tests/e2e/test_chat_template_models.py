@@ -68,7 +68,8 @@ def test_chat_template_flag_accepts_a_format_name_or_a_file(tmp_path):
 
 
 def test_chat_template_flag_reaches_the_settings():
-    from runner.settings import add_engine_flags, settings_from_args
+    from runner.commands.engine_flags import add_engine_flags
+    from runner.settings import settings_from_args
 
     p = argparse.ArgumentParser()
     add_engine_flags(p)

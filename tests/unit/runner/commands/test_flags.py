@@ -13,7 +13,7 @@ from runner.commands.common import json_safe
 def parsers():
     from runner.commands.bench import build_parser as bench_parser
     from runner.commands.estimate import build_parser as estimate_parser
-    from runner.settings import add_engine_flags
+    from runner.commands.engine_flags import add_engine_flags
 
     engine = argparse.ArgumentParser(prog="kvtop")
     engine.add_argument("model")
