@@ -296,7 +296,7 @@ class KvtopApp(EngineWorkers, ServerPolling, ServerRouting, EngineLifecycle, For
         take_screenshot(self, hide_chat)
 
     def debug_bundle(self, redact: bool = True, screenshot_svg: str | None = None) -> dict:
-        from runner.records.bundle import debug_bundle
+        from runner.commands.bundle import debug_bundle
 
         svg = self.screenshot_svg() if screenshot_svg is None else screenshot_svg
         return debug_bundle(self.session, self.facts, self.hw,

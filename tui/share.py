@@ -171,7 +171,7 @@ def run_export(app, choice: str | None) -> None:
 
 def _write_export(app, redact: bool) -> None:
     """The debug bundle (JSON) and the per-turn timings as CSV beside it."""
-    from runner.records.bundle import turn_dicts
+    from runner.commands.bundle import turn_dicts
 
     from .export import write_turns_csv
 

@@ -20,6 +20,7 @@ once became NaN inside a pane and crashed the replay's screen.
 from __future__ import annotations
 
 import json
+import os
 import platform
 import threading
 import time
@@ -189,13 +190,40 @@ def read_trace(path: str) -> Trace:
         except UnicodeDecodeError:
             raise TraceError(f"{path}: not UTF-8 text") from None
         except _Bundle:  # pretty-printed JSON, or one line with the bundle's version key
-            from runner.records.bundle import read_bundle_trace
-
             return read_bundle_trace(path)
 
 
 class _Bundle(Exception):
     pass
+
+
+# the writer (runner/commands/bundle.py) embeds at most its TRACE_LIMIT of trace, grown by
+# redaction, and an SVG
+BUNDLE_LIMIT = 512 * 2**20
+
+
+def read_bundle_trace(path: str):
+    """The trace a debug bundle embeds, checked as ``read_trace`` checks a trace file."""
+    try:
+        if os.path.getsize(path) > BUNDLE_LIMIT:
+            raise TraceError(f"{path}: over {BUNDLE_LIMIT // 2**20} MiB: not a kvtop debug bundle")
+        with open(path, encoding="utf-8", errors="strict") as fh:
+            data = json.load(fh)
+    except OSError as exc:
+        raise TraceError(f"{path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise TraceError(f"{path}: not UTF-8 text") from None
+    except ValueError as exc:
+        raise TraceError(f"{path}: neither a kvtop trace nor a debug bundle (not JSON: "
+                         f"{getattr(exc, 'msg', 'bad value')})") from None
+    except RecursionError:
+        raise TraceError(f"{path}: nested too deep: not a kvtop debug bundle") from None
+    if not isinstance(data, dict) or "kvtop_bundle_version" not in data:
+        raise TraceError(f"{path}: not a kvtop trace (first line has no kvtop-trace header)")
+    records = data.get("trace")
+    if not isinstance(records, list) or not records:
+        raise TraceError(f"{path}: this debug bundle holds no trace (its session recorded none)")
+    return parse_records(f"{path} (the bundle's trace)", enumerate(records, 1))
 
 
 def _json_line(path: str, n: int, line: str) -> tuple[int, object]:

@@ -62,7 +62,7 @@ async def test_the_dashboard_shows_the_turns_waterfall_and_the_versions_line(tmp
 def test_the_bundle_names_the_versions_the_cpu_and_the_load():
     from importlib.metadata import version
 
-    from runner.records.bundle import system_facts
+    from runner.commands.bundle import system_facts
     from runner.system.cpu_name import cpu_name
 
     f = system_facts()

@@ -46,7 +46,8 @@ async def test_the_replay_names_the_busy_cpu_as_the_live_run_did(tmp_path, smoll
     # a redacted debug bundle embeds the trace (its cpu records kept): the same verdicts
     import json
 
-    from runner.records.bundle import read_bundle_trace, trace_records
+    from runner.commands.bundle import trace_records
+    from runner.records.trace import read_bundle_trace
     from runner.records.redact import Redactor
 
     bundle = tmp_path / "bundle.json"

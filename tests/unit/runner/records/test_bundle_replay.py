@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from runner.records.bundle import trace_records
+from runner.commands.bundle import trace_records
 from runner.records.replay import count_turns, latest_trace
 from runner.records.trace import TraceError, read_trace
 

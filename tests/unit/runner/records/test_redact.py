@@ -4,7 +4,7 @@ the API key always (issue: sharing without leaking)."""
 
 import json
 
-from runner.records.bundle import trace_records
+from runner.commands.bundle import trace_records
 from runner.records.redact import Redactor, redact_text
 from runner.records.trace import read_trace
 

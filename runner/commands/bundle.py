@@ -4,7 +4,11 @@ estimate, the trace and a screenshot. Built from plain data; the UI only adds th
 
 By default the bundle is safe to post (``runner.records.redact``): the conversation,
 the home folder, the user and host names are left out, and it says so at its top.
-``kvtop replay BUNDLE`` replays the trace it embeds (``read_bundle_trace``).
+``kvtop replay BUNDLE`` replays the trace it embeds (``runner.records.trace.read_bundle_trace``).
+
+The writer sits with the commands, above runner/records/: it embeds ``kvtop estimate``'s
+report (runner/commands/estimate.py) and a session's trace, and the trace reader needs
+none of it.
 """
 
 from __future__ import annotations
@@ -17,7 +21,6 @@ from runner.records.redact import NOTE, NOTE_WITH_TEXT, Redactor, scrub_svg, scr
 
 BUNDLE_VERSION = 1
 TRACE_LIMIT = 32 * 2**20
-BUNDLE_LIMIT = 512 * 2**20  # a bundle embeds at most TRACE_LIMIT of trace, grown by redaction, and an SVG
 
 
 def trace_records(path: str | None, limit: int = TRACE_LIMIT) -> list | None:
@@ -112,29 +115,3 @@ def debug_bundle(session, facts, hw, ui: dict, screenshot_svg: str, redact: bool
         out = {k: (v if k in done else r.value(v, k)) for k, v in out.items()}
     # both kinds: no API key or URL login, wherever it hid (the SVG in its text only)
     return {k: scrub_svg(v) if k == "screenshot_svg" else scrub_value(v) for k, v in out.items()}
-
-
-def read_bundle_trace(path: str):
-    """The trace a debug bundle embeds, checked as ``read_trace`` checks a trace file."""
-    from runner.records.trace import TraceError, parse_records
-
-    try:
-        if os.path.getsize(path) > BUNDLE_LIMIT:
-            raise TraceError(f"{path}: over {BUNDLE_LIMIT // 2**20} MiB: not a kvtop debug bundle")
-        with open(path, encoding="utf-8", errors="strict") as fh:
-            data = json.load(fh)
-    except OSError as exc:
-        raise TraceError(f"{path}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise TraceError(f"{path}: not UTF-8 text") from None
-    except ValueError as exc:
-        raise TraceError(f"{path}: neither a kvtop trace nor a debug bundle (not JSON: "
-                         f"{getattr(exc, 'msg', 'bad value')})") from None
-    except RecursionError:
-        raise TraceError(f"{path}: nested too deep: not a kvtop debug bundle") from None
-    if not isinstance(data, dict) or "kvtop_bundle_version" not in data:
-        raise TraceError(f"{path}: not a kvtop trace (first line has no kvtop-trace header)")
-    records = data.get("trace")
-    if not isinstance(records, list) or not records:
-        raise TraceError(f"{path}: this debug bundle holds no trace (its session recorded none)")
-    return parse_records(f"{path} (the bundle's trace)", enumerate(records, 1))
