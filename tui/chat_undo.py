@@ -5,9 +5,10 @@ Why: many users press Ctrl+L out of habit, to redraw the terminal, and lost the 
 conversation. Now the notice after a new chat says how to get it back. What is put
 aside is the session's messages (``ChatSession.undo_new_chat``: the next turn sends
 them again, and the engine keeps the prefix its KV cache shares with them and prefills
-the rest) and the chat pane's lines as they were shown (each reply with its footer and
-its waterfall on click). An undo swaps: the chat it replaces is put aside in turn, so a
-second Ctrl+Z goes back. A reply that Ctrl+L cut is not part of the chat put aside: its
+the rest), the chat pane's lines as they were shown (each reply with its footer and
+its waterfall on click) and the Estimate pane's rows and forecast (the last turn's
+measured column and verdict: Ctrl+L clears them, so Ctrl+Z brings them back). An undo
+swaps: the chat it replaces is put aside in turn, so a second Ctrl+Z goes back. A reply that Ctrl+L cut is not part of the chat put aside: its
 question goes back into the prompt, where Enter asks it again.
 """
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 from textual.widgets import Input
 
 from .panes.chat import ChatLog, ChatMessage, StreamTail
+from .panes.estimate import EstimatePane
 
 UNDO_NOTICE = "New chat. Ctrl+Z (or /undo) brings the last one back."
 
@@ -25,6 +27,7 @@ class ChatUndo:
 
     _chat_aside: list[tuple] = []  # the put-aside chat's lines: (role, text, footer, turn index)
     _cut_question: str | None = None  # the question of the reply the last new chat cut
+    _estimate_aside: tuple | None = None  # the put-aside chat's Estimate pane (EstimatePane.shown)
 
     def _chat_lines(self, cut: bool) -> list[tuple]:
         """The chat pane's lines; ``cut``: without the running turn's question and reply."""
@@ -40,11 +43,12 @@ class ChatUndo:
         running = s.active is not None
         question = s.active.user if running else None
         lines = self._chat_lines(cut=running)
+        estimate = self.query_one(EstimatePane).shown()
         before = s.cleared
         s.new_chat()
         put_aside = s.cleared is not before
         if put_aside:
-            self._chat_aside, self._cut_question = lines, question
+            self._chat_aside, self._cut_question, self._estimate_aside = lines, question, estimate
         self.clear_chat()
         self.request_forecast()  # a draft's cached prefix is gone
         if put_aside and notice:
@@ -53,6 +57,8 @@ class ChatUndo:
     def action_undo_new_chat(self) -> None:
         """Ctrl+Z or ``/undo``: the chat the last new chat put aside is back."""
         lines_now = self._chat_lines(cut=False)
+        pane = self.query_one(EstimatePane)
+        estimate_now = pane.shown()
         refusal = self.session.undo_new_chat()
         if refusal is not None:
             self.notify(refusal, severity="warning", markup=False, timeout=4)
@@ -60,7 +66,11 @@ class ChatUndo:
         lines, self._chat_aside = self._chat_aside, lines_now
         question, self._cut_question = self._cut_question, None
         self.show_chat_lines(lines)
-        self.update_estimate()
+        estimate, self._estimate_aside = self._estimate_aside, estimate_now
+        if estimate is not None:
+            pane.show(estimate)
+        else:
+            self.update_estimate()
         self.request_forecast()  # the draft's cached prefix is another chat's now
         n = sum(1 for m in self.session.messages if m.role == "user")
         said = f"Chat of {n} turn{'s' if n != 1 else ''} brought back."

@@ -84,6 +84,17 @@ class EstimatePane(PaneWidget):
             self.live = self.live_roofline = self.forecast = None
             self.refresh(layout=True)
 
+    def shown(self) -> tuple:
+        """What the pane shows of a finished turn (its rows and forecast), to be shown
+        again by ``show`` (Ctrl+Z after Ctrl+L: tui/chat_undo.py). A running turn's live
+        figures and forecast are not part of it: that turn is cut, not put aside."""
+        return self.rows, None if self.live is not None else self.forecast
+
+    def show(self, shown: tuple) -> None:
+        self.rows, self.forecast = shown
+        self.live = self.live_roofline = None
+        self.refresh(layout=True)
+
     def set_live(self, key: str, value: float | None) -> None:
         if self.live is not None and value is not None and self.live.get(key) != value:
             self.live[key] = value

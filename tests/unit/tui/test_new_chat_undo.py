@@ -151,3 +151,36 @@ async def test_undo_with_nothing_put_aside_or_during_a_turn_says_why(tmp_path, s
         await pilot.press("ctrl+z")
         await pilot.pause(0.2)
         assert [m.content for m in app.session.messages] == [Q1, "".join(R1)]
+
+
+async def test_undo_brings_the_estimate_pane_back_as_it_was(tmp_path, smollm_shaped):
+    """The Estimate pane is part of what Ctrl+L clears (the cleared chat's last TTFT and
+    verdict read as the new chat's), so it is part of what Ctrl+Z brings back: before, it
+    stayed at the rows of a chat with no turn (no measured column, no forecast) beside the
+    restored chat. A second Ctrl+Z swaps back to the new chat's own."""
+    from tui.panes.estimate import EstimatePane
+
+    turns = [scripted_turn(i, 1000.0 * i, 30 * i, 0, r) for i, r in enumerate((R1, R2, R4), 1)]
+    app, _ = _app(tmp_path, smollm_shaped, turns, write_transcript=False)
+    async with app.run_test(size=(160, 50), notifications=True) as pilot:
+        await wait_until(pilot, lambda: app.loaded is not None, what="load")
+        await turn(pilot, Q1, 1)
+        await turn(pilot, Q2, 2)
+        estimate = app.query_one(EstimatePane)
+        before = estimate.render().plain
+        assert estimate.rows.row("ttft").measured is not None
+
+        await pilot.press("ctrl+l")
+        await pilot.pause(0.2)
+        assert estimate.render().plain != before and estimate.rows.row("ttft").measured is None
+        await turn(pilot, Q4, 3)  # the new chat's own turn
+        other = estimate.render().plain
+        assert other != before
+
+        await pilot.press("ctrl+z")
+        await pilot.pause(0.2)
+        assert estimate.render().plain == before
+
+        await pilot.press("ctrl+z")  # back to the new chat: its own estimate
+        await pilot.pause(0.2)
+        assert estimate.render().plain == other
