@@ -112,7 +112,7 @@ class Forecasting:
         machine's CPU (a remote server's load is not this machine's): None otherwise."""
         from runner.calibration.load import LoadedEngine
         from runner.physics.placement import effective_gpu_layers
-        from runner.server.http import is_loopback
+        from runner.server.urls import is_loopback
 
         L = self.session.loaded
         if L is None or (L.server and not is_loopback(L.server)):

@@ -32,7 +32,8 @@ def read_server_file(path: str) -> list[str]:
 def server_main(p: argparse.ArgumentParser, a: argparse.Namespace, argv: list[str], guarded: bool = False,
                 hardware=None) -> int:
     """``hardware``: a fixed HardwareProfile instead of the probe (a seam for tests)."""
-    from runner.server.http import ServerClient, ServerError, api_key_from_env, is_loopback
+    from runner.server.http import ServerClient, ServerError
+    from runner.server.urls import api_key_from_env, is_loopback
     from runner.server.props import read_server_info
     from runner.settings import settings_from_args
 

@@ -125,7 +125,7 @@ def open_engine(settings, in_process: bool, server: str | None = None, api_key: 
 
     if server:
         from runner.server.engine import ServerEngine
-        from runner.server.http import api_key_from_env
+        from runner.server.urls import api_key_from_env
 
         return BlockingEngine(ServerEngine(settings, server, api_key_from_env(api_key)))
     return BlockingEngine(InProcessEngine(settings) if in_process else EngineProcess(settings))

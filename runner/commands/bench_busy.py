@@ -23,7 +23,7 @@ def cpu_reading(eng, loaded) -> CPUReading | None:
     if not pid:  # the engine's own CPU cannot be told from the others'
         return None
     if loaded.server:
-        from runner.server.http import is_loopback
+        from runner.server.urls import is_loopback
 
         if not is_loopback(loaded.server):
             return None

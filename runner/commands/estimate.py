@@ -255,7 +255,8 @@ def server_facts(a) -> tuple[dict | None, str | None]:
     and the memory check count what the server allocated); (info, error)."""
     import os
 
-    from runner.server.http import ServerClient, ServerError, api_key_from_env, is_loopback
+    from runner.server.http import ServerClient, ServerError
+    from runner.server.urls import api_key_from_env, is_loopback
     from runner.server.props import read_server_info
 
     client = ServerClient(a.server, api_key_from_env(a.api_key))

@@ -23,7 +23,7 @@ def load_here(a, server: str | None):
     """Other processes' use of this CPU now (``CPULoad``), measured over ``LOAD_S``; None
     for a server elsewhere (its machine's load is not this one's) or without a model."""
     from runner.calibration.load import CPULoad
-    from runner.server.http import is_loopback
+    from runner.server.urls import is_loopback
     from runner.system.cpu_use import others_over
 
     if not a.model or (server and not is_loopback(server)):

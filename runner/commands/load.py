@@ -104,7 +104,8 @@ def load_main(argv: list[str], live=None) -> int:
     """``live(a, urls, key, infos) -> SweepResult``: the live view (tui/load_app.py), used
     on a terminal unless --no-tui; runner/ itself never imports the UI."""
     from runner.server.credentials import Credentials
-    from runner.server.http import ServerClient, ServerError, api_key_from_env
+    from runner.server.http import ServerClient, ServerError
+    from runner.server.urls import api_key_from_env
     from runner.server.props import read_server_info
 
     p = build_parser()

@@ -66,7 +66,7 @@ def physics_for(info, url: str, a) -> LoadPhysics:
     this machine's probe (a server elsewhere needs --bandwidth-gbs and --tflops)."""
     from runner.model.inspect import ModelFileError, load_facts
     from runner.physics.kv_bytes import kv_layout
-    from runner.server.http import is_loopback
+    from runner.server.urls import is_loopback
 
     def none(note: str) -> LoadPhysics:
         return LoadPhysics(None, None, None, None, info.total_slots, a.n_prompt, a.n_predict, note)

@@ -21,7 +21,8 @@ from runner.llama_buffers import LlamaBuffers
 from runner.process.commands import Chat, Generate, Load, MeasurePrompt, Quit, Reset, Tokenize
 from runner.process.contract import QueuedCommands, ReaderGuard, Sink
 from runner.sanitize import clean_line
-from runner.server.http import ServerClient, ServerError, is_loopback
+from runner.server.http import ServerClient, ServerError
+from runner.server.urls import is_loopback
 from runner.server.props import ServerInfo, read_server_info
 from runner.server.stream import TurnTranslator
 from runner.settings import Settings

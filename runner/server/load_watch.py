@@ -14,7 +14,8 @@ import os
 import threading
 import time
 
-from runner.server.http import ServerClient, is_loopback
+from runner.server.http import ServerClient
+from runner.server.urls import is_loopback
 from runner.server.monitor import ServerMonitor, ServerSnapshot
 
 

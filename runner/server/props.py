@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 from runner.sanitize import clean_line
 from runner.server.checks import MAX_CTX, MAX_SLOTS, Refused, count
-from runner.server.http import ServerClient, ServerError, is_loopback
+from runner.server.http import ServerClient, ServerError
+from runner.server.urls import is_loopback
 
 
 @dataclass(frozen=True)
