@@ -5,8 +5,8 @@ CPU is left out), so its forecast is a quiet machine's. On a busy one that forec
 was 5-27x short (181 ms forecast, 3.50 s measured) although kvtop measured the load
 it was forecasting through. This module prices that load; it is arithmetic only.
 
-The model. llama.cpp runs ``t`` threads that meet at a barrier after every graph op
-(a few hundred per token). Linux's scheduler shares the ``n`` cores evenly among the
+The model (``runner.system.cpu_pace``; the CPU probe uses it too). llama.cpp runs
+``t`` threads that meet at a barrier after every graph op (a few hundred per token). Linux's scheduler shares the ``n`` cores evenly among the
 runnable threads: with others keeping ``o`` cores busy, each engine thread holds a
 core ``pace = min(1, n / (t + o))`` of the time. An op advances only while all ``t``
 threads hold a core (a thread that is off its core stalls the barrier; the others
@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 
 from runner.calibration.busy import too_busy
 from runner.calibration.forecast import Forecast
+from runner.system.cpu_pace import slowdown, thread_pace  # noqa: F401 (the model above; imported from here too)
 
 NOTABLE = 1.05  # a forecast this much slower at today's load says so; below, it is the quiet one
 
@@ -45,18 +46,6 @@ class CPULoad:
     @classmethod
     def of_share(cls, share: float, n_cores: int) -> "CPULoad":
         return cls(max(share, 0.0) * n_cores, n_cores)
-
-
-def thread_pace(others_cores: float, n_cores: int, threads: int) -> float:
-    """The share of a core each of the engine's ``threads`` holds (0..1]."""
-    runnable = max(threads, 1) + max(others_cores, 0.0)
-    return min(1.0, n_cores / runnable) if n_cores > 0 else 1.0
-
-
-def slowdown(others_cores: float, n_cores: int, threads: int) -> float:
-    """How many times longer the CPU's work takes with others using ``others_cores``
-    of ``n_cores`` and the engine running ``threads`` threads (1.0: not slowed)."""
-    return 1.0 / thread_pace(others_cores, n_cores, threads) ** max(threads, 1)
 
 
 def mixed(factor: float, cpu_fraction: float) -> float:

@@ -3,8 +3,10 @@
 Cached per machine in the cache folder. A probe taken while other work held the CPU
 reads low (measured here: 19.6 GB/s busy, ~34 GB/s quiet), and a ceiling that a
 measured rate beats is not a ceiling: so the probe records how busy the machine was
-just before it, says so in the hardware line, and a disturbed probe is taken again
-once the machine is quiet (and whenever a turn beats it: tui/reprobe.py).
+just before it and says so in the hardware line. A probe taken under load is never the
+machine's ceiling (``cpu_profile`` says the rule): it is taken again once the machine
+is quiet (and whenever a turn beats it: tui/cpu_watch.py), and until then its figures
+are handed out with the load's price taken off (``without_load``).
 """
 
 from __future__ import annotations
@@ -42,6 +44,11 @@ class CPUProbe:
     # probes cached before it existed (every batch is then priced at the peak).
     batch_tflops: dict[str, float] | None = None
     version: int = 0  # PROBE_VERSION of the kvtop that took it (0: before versions)
+    # A disturbed probe as cpu_profile hands it out: its bandwidth and its FLOPS (every
+    # FLOPS figure) were multiplied by these to take the load's price off (without_load).
+    # None: the figures as measured (the cache always holds those).
+    bandwidth_factor: float | None = None
+    flops_factor: float | None = None
 
     def tflops_at(self, n: int) -> float:
         """The compute peak for a micro-batch of ``n`` tokens: ``tflops`` scaled by how
@@ -63,12 +70,53 @@ class CPUProbe:
         ceiling assumes (the hardware line)."""
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(self.measured_at))
         load = f", CPU {self.busy:.0%} busy before it" if self.busy is not None else ""
+        if self.flops_factor is not None:
+            load += (f": figures with that load taken off (bandwidth x{self.bandwidth_factor:.3g}, "
+                     f"FLOPS x{self.flops_factor:.3g}) until a quiet probe")
         return f"CPU probe ({self.threads} threads, {when}, FLOPS of {self.compute_peak}{load})"
 
     @property
     def disturbed(self) -> bool:
-        """Taken while other work held a quarter of the CPU or more: too low to trust."""
+        """Taken while other work held a quarter of the CPU or more (the app's busy test,
+        runner.calibration.busy): it measured the load, not the machine."""
         return self.busy is not None and self.busy >= BUSY_PROBE
+
+    @property
+    def quiet(self) -> bool:
+        """Taken on a quiet machine (and it recorded how busy): the machine's own figures."""
+        return self.busy is not None and not self.disturbed
+
+
+def without_load(probe: CPUProbe, n_cores: int | None = None) -> CPUProbe:
+    """A disturbed probe's figures as a quiet machine's, estimated by the model that prices
+    a forecast at today's load (runner.system.cpu_pace, runner.calibration.load) run
+    backwards; a probe that is not disturbed, as it is. The cores others kept busy: the
+    busy share of ``n_cores``, or, when the CPU was saturated (a share cannot exceed 100%
+    however long the queue), the load average less the probe's own threads, the larger.
+    The bandwidth probe's threads each sum their part once and the pool waits for the
+    last: slowed by one thread's pace. The FLOPS (llama.cpp's kernels and numpy's BLAS,
+    threads that meet after every op, the batch curve too): by ``slowdown``. Measured
+    here at 100% busy and a load average of 12 on 2 cores: 3.48 GB/s and 0.0074 TFLOPS,
+    10x and ~60x under the quiet machine's ~34 GB/s and 0.25-0.43 TFLOPS; the estimate
+    gives 20.7 GB/s and 0.26 TFLOPS. An estimate, said as such (``describe``)."""
+    from dataclasses import replace
+
+    from runner.system.cpu_pace import slowdown, thread_pace
+
+    if not probe.disturbed or probe.flops_factor is not None:
+        return probe
+    n = n_cores or os.cpu_count() or probe.threads
+    others = max(probe.busy * n, (probe.loadavg or 0.0) - probe.threads)
+    k_bw = 1.0 / thread_pace(others, n, probe.threads)
+    k_fl = slowdown(others, n, probe.threads)
+
+    def scaled(d: dict[str, float] | None) -> dict[str, float] | None:
+        return {key: v * k_fl for key, v in d.items()} if d else d
+
+    return replace(probe, bandwidth_gbs=probe.bandwidth_gbs * k_bw, tflops=probe.tflops * k_fl,
+                   f32_tflops=probe.f32_tflops * k_fl if probe.f32_tflops is not None else None,
+                   kernel_tflops=scaled(probe.kernel_tflops), batch_tflops=scaled(probe.batch_tflops),
+                   bandwidth_factor=k_bw, flops_factor=k_fl)
 
 
 def _probe_bandwidth(threads: int, nbytes: int = 256 * MIB, repeats: int = 3) -> float:
@@ -196,26 +244,39 @@ def probe_cpu(threads: int | None = None) -> CPUProbe:
 
 
 def cpu_profile(cache_dir: str | None = None, refresh: bool = False) -> CPUProbe:
-    """The CPU probe, cached on disk per machine; ``refresh`` re-runs it."""
+    """The machine's CPU figures, cached on disk per machine; ``refresh`` probes again.
+
+    The rule: a probe is the machine's ceiling only when taken on a quiet machine. One
+    taken while others held a quarter of the CPU or more (``disturbed``) measured the
+    load: here ~60x low FLOPS, kept as the ceiling for as long as the machine stayed busy.
+
+    - A quiet probe is kept whatever the load now, and a disturbed one never replaces it:
+      the load is priced where it acts, on the forecast (runner.calibration.load), as the
+      calibration leaves out turns run on a busy machine (runner.calibration.busy).
+    - A disturbed probe, one that did not record how busy, or one of an older kvtop is
+      taken again as soon as kvtop starts on a quiet machine (and the app takes it again
+      when the machine turns quiet: tui/cpu_watch.py).
+    - Until then the disturbed probe (as measured, in the cache) is handed out with the
+      load's price taken off (``without_load``), and the hardware line says so."""
     if cache_dir is None:
         from platformdirs import user_cache_dir
 
         cache_dir = user_cache_dir("kvtop")
     path = os.path.join(cache_dir, f"cpu-probe-{machine_key()}.json")
-    if not refresh:
-        try:
-            with open(path) as fh:
-                cached = CPUProbe(**json.load(fh))
-            # a probe taken on a busy machine (or by an older kvtop: one that did not record
-            # how busy, measured FLOPS with numpy's f32 matmul alone, or at one batch size
-            # only) is kept only while the machine is still busy
-            if cached.busy is not None and not cached.disturbed and cached.version >= PROBE_VERSION:
-                return cached
-            if (machine_busy(0.3) or 0.0) >= QUIET_PROBE:
-                return cached
-        except (OSError, ValueError, TypeError):
-            pass
+    cached = None
+    try:
+        with open(path) as fh:
+            cached = CPUProbe(**json.load(fh))
+    except (OSError, ValueError, TypeError):
+        pass
+    if cached is not None and not refresh:
+        if cached.quiet and cached.version >= PROBE_VERSION:
+            return cached
+        if (machine_busy(0.3) or 0.0) >= QUIET_PROBE:  # busy now: a new probe would read the load
+            return without_load(cached)
     probe = probe_cpu_in_subprocess()
+    if probe.disturbed and cached is not None and cached.quiet:
+        return cached  # a quiet probe is never replaced by one taken under load
     try:
         os.makedirs(cache_dir, exist_ok=True)
         tmp = path + ".tmp"
@@ -224,4 +285,4 @@ def cpu_profile(cache_dir: str | None = None, refresh: bool = False) -> CPUProbe
         os.replace(tmp, path)
     except OSError:
         pass
-    return probe
+    return without_load(probe)

@@ -4,6 +4,8 @@ the machine is quiet, and the CPU use of engine, UI and others adds up."""
 import json
 import os
 
+import pytest
+
 from runner.system import cpu_probe
 from runner.system.cpu_probe import CPUProbe, cpu_profile
 from runner.system.cpu_use import CPUReading, cpu_use
@@ -37,10 +39,58 @@ def test_a_disturbed_probe_is_taken_again_when_the_machine_is_quiet(tmp_path, mo
     assert cpu_profile(str(tmp_path)).bandwidth_gbs == 34.1 and calls == [1]  # the quiet one is kept
 
 
-def test_a_disturbed_probe_is_kept_while_the_machine_is_still_busy(tmp_path, monkeypatch):
+def _measured(tmp_path) -> CPUProbe:
+    with open(os.path.join(tmp_path, f"cpu-probe-{cpu_probe.machine_key()}.json")) as fh:
+        return CPUProbe(**json.load(fh))
+
+
+def test_a_disturbed_probe_is_not_the_ceiling_while_the_machine_stays_busy(tmp_path, monkeypatch):
+    """Issue 23: a probe taken with the CPU 100% busy (~60x low FLOPS) was the ceiling for
+    as long as the machine stayed busy. It is not probed again under load (that reads
+    the load again), but its figures are handed out with the load's price taken off, by
+    the model that prices forecasts at today's load, and the hardware line says so."""
+    from runner.system.cpu_pace import slowdown, thread_pace
+
     _cache(tmp_path, _probe(19.6, busy=0.61))
     calls = _fake(monkeypatch, busy_now=0.7, fresh=_probe(34.1, busy=0.04))
-    assert cpu_profile(str(tmp_path)).bandwidth_gbs == 19.6 and calls == []
+    got = cpu_profile(str(tmp_path))
+    n = os.cpu_count()
+    assert calls == [] and got.busy == 0.61 and got.disturbed  # still marked as taken under load
+    assert got.bandwidth_gbs == pytest.approx(19.6 / thread_pace(0.61 * n, n, 2)) and got.bandwidth_gbs > 19.6
+    assert got.tflops == pytest.approx(0.2 * slowdown(0.61 * n, n, 2)) and got.tflops > 0.2
+    assert got.kernel_tflops == {"q4_K": got.tflops} and got.tflops_at(16) == pytest.approx(got.tflops * 0.5)
+    assert "figures with that load taken off (bandwidth x" in got.describe()
+    assert _measured(tmp_path) == _probe(19.6, busy=0.61)  # the cache keeps what was measured
+
+
+def test_a_saturated_cpu_counts_the_queue_from_the_load_average():
+    """cpu_percent reads 100% however many threads wait: the load average (less the probe's
+    own threads) says how many. Figures measured here at 100% busy, load 11.9, 2 cores."""
+    p = CPUProbe(3.48, 0.0074, 2, 80.0, 1.7e9, "m", 1.0, 11.93, 0.0063, {"q4_K": 0.0074}, {"1": 0.0078, "512": 0.0074},
+                 cpu_probe.PROBE_VERSION)
+    q = cpu_probe.without_load(p, n_cores=2)
+    assert 15 < q.bandwidth_gbs < 34 and 0.15 < q.tflops < 0.45  # quiet: ~34 GB/s, 0.25-0.43 TFLOPS
+    assert cpu_probe.without_load(q, n_cores=2) == q  # taken off once
+    quiet = _probe(30.0, busy=0.1)
+    assert cpu_probe.without_load(quiet) is quiet
+
+
+def test_a_probe_under_load_never_replaces_a_quiet_one(tmp_path, monkeypatch):
+    """A re-probe (a turn beat its ceiling) on a busy machine keeps the quiet probe."""
+    quiet = _probe(30.0, busy=0.02)
+    _cache(tmp_path, quiet)
+    calls = _fake(monkeypatch, busy_now=0.9, fresh=_probe(3.5, busy=1.0))
+    assert cpu_profile(str(tmp_path), refresh=True) == quiet and calls == [1]
+    assert _measured(tmp_path) == quiet
+
+
+def test_a_first_probe_under_load_is_marked_and_taken_again_once_quiet(tmp_path, monkeypatch):
+    calls = _fake(monkeypatch, busy_now=0.9, fresh=_probe(3.5, busy=1.0))
+    first = cpu_profile(str(tmp_path))
+    assert calls == [1] and first.flops_factor is not None and first.bandwidth_gbs > 3.5
+    assert _measured(tmp_path).busy == 1.0  # marked in the cache: the next quiet start probes again
+    calls = _fake(monkeypatch, busy_now=0.02, fresh=_probe(34.0, busy=0.03))
+    assert cpu_profile(str(tmp_path)).bandwidth_gbs == 34.0 and calls == [1]
 
 
 def test_a_quiet_probe_is_kept(tmp_path, monkeypatch):
