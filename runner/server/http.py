@@ -114,8 +114,8 @@ class ServerClient:
         return json.dumps(payload).encode(), headers
 
     def _exchange(self, method: str, path: str, payload: dict | None = None,
-                  limit: int = MAX_JSON_BYTES) -> tuple[int, bytes]:
-        """(status, body) of one request, all of it within ``deadline_s``. A kept-alive
+                  limit: int = MAX_JSON_BYTES) -> tuple[int, bytes, http.client.HTTPMessage]:
+        """(status, body, headers) of one request, all of it within ``deadline_s``. A kept-alive
         connection the server has closed meanwhile is retried once on a new one."""
         body, headers = self._body(payload)
         deadline = time.monotonic() + self.deadline_s
@@ -149,7 +149,7 @@ class ServerClient:
                 self._give(conn)
             else:
                 _drop(conn, sock)
-            return r.status, data
+            return r.status, data, r.msg
 
     def _check(self, status: int, path: str, data: bytes) -> None:
         if status == 401:
@@ -168,7 +168,7 @@ class ServerClient:
             raise ServerError(f"{path} answered HTTP {status}{detail}", status)
 
     def _json(self, method: str, path: str, payload: dict | None = None) -> object:
-        status, data = self._exchange(method, path, payload)
+        status, data, _ = self._exchange(method, path, payload)
         self._check(status, path, data)
         try:
             return loads_bounded(data)
@@ -184,9 +184,14 @@ class ServerClient:
         return self._json("POST", path, payload)
 
     def get_text(self, path: str) -> str:
-        status, data = self._exchange("GET", path)
+        return self.get_text_and_header(path, "")[0]
+
+    def get_text_and_header(self, path: str, header: str) -> tuple[str, str | None]:
+        """The text ``get_text`` reads and the value of one response header (None when it
+        was not sent): llama-server's ``Process-Start-Time-Unix`` on ``/metrics``."""
+        status, data, headers = self._exchange("GET", path)
         self._check(status, path, data)
-        return data.decode("utf-8", errors="replace")
+        return data.decode("utf-8", errors="replace"), headers.get(header) if header else None
 
     # ------------------------------------------------------------ streams
     def stream_events(self, path: str, payload: dict) -> Iterator[dict]:

@@ -15,6 +15,9 @@ process. What a llama-server itself shows of that (its source, ``tools/server``)
   process that only grows, so the highest task id going back means a new process.
 - ``/metrics``: counters "since the server started" (``prompt_tokens_total``,
   ``tokens_predicted_total``) only grow within one process; going back means a restart.
+  Its ``Process-Start-Time-Unix`` header (``monitor.START_HEADER``) is one value per
+  process: another value is a restart, the one sign that shows a restart with the same
+  settings and no traffic (counters at 0 both sides, no task ids) at the next poll.
 - A gap (unreachable, or answering 503 while it loads its model) followed by answers:
   ``/props`` is read again and compared; same answers and counters that did not go back
   are a network blip, not a restart.
@@ -108,6 +111,7 @@ class _Seen:
     slots: tuple[int, int | None] | None = None  # (count, n_ctx of the first) from /slots
     totals: tuple[int | None, int | None] = (None, None)  # prompt, generated tokens since start
     top_task: int | None = None  # the highest id_task in /slots
+    started: str | None = None  # /metrics' Process-Start-Time-Unix: one value per process
 
 
 def _seen(snap) -> _Seen:
@@ -115,7 +119,7 @@ def _seen(snap) -> _Seen:
     r = snap.rates
     totals = (r.prompt_tokens_total, r.gen_tokens_total) if r is not None else (None, None)
     tasks = [s.id_task for s in snap.slots if s.id_task is not None and s.id_task >= 0]
-    return _Seen(slots, totals, max(tasks) if tasks else None)
+    return _Seen(slots, totals, max(tasks) if tasks else None, snap.started)
 
 
 def _signs(old: _Seen, new: _Seen) -> list[str]:
@@ -127,6 +131,8 @@ def _signs(old: _Seen, new: _Seen) -> list[str]:
         out.append("its token counters started over")
     if old.top_task is not None and new.top_task is not None and new.top_task < old.top_task:
         out.append("its task ids started over")
+    if old.started is not None and new.started is not None and old.started != new.started:
+        out.append("it started again")  # the only sign of a restart with the same settings and no traffic
     return out
 
 

@@ -23,6 +23,11 @@ from runner.server.checks import MAX_CTX, MAX_REQUESTS, MAX_SLOTS, MAX_TASK_ID, 
 from runner.server.http import ServerClient, ServerError
 
 COUNTER = {"prompt": "prompt_tokens_total", "gen": "tokens_predicted_total"}
+# llama-server's /metrics answer carries the process's start (its source: server.cpp,
+# ``res->headers["Process-Start-Time-Unix"]``): one value per process, another after a
+# restart. Not a Unix time in the vendored build (ggml_time_us: the monotonic clock's
+# µs, 12001830957 on a machine up 3 h 20 min), so it is compared, never read as a time.
+START_HEADER = "Process-Start-Time-Unix"
 PROPS_RETRY_S = 30.0  # /props that hangs must not cost every poll its deadline
 METRIC_LINE = re.compile(r"^(llamacpp:[A-Za-z_]+)(?:\{[^}]*\})?\s+(\S+)")
 
@@ -61,6 +66,7 @@ class ServerSnapshot:
     rates: ServerRates | None
     metrics_note: str | None
     model: str | None = None  # the served model's file name, from /props
+    started: str | None = None  # /metrics' START_HEADER: which process answered (runner/server/identity.py)
 
     @property
     def busy(self) -> int:
@@ -181,13 +187,15 @@ class ServerMonitor:
                 self._last = None  # rates restart after the server comes back
                 return ServerSnapshot(url, now, False, str(exc), (), None, None, None, self.model)
             slots_note = _note(exc, "--slots")
-        rates, metrics_note = None, None
+        rates, metrics_note, started = None, None, None
         try:
-            metrics, metrics_note = check_metrics(parse_metrics(self.client.get_text("/metrics")))
+            text, started = self.client.get_text_and_header("/metrics", START_HEADER)
+            metrics, metrics_note = check_metrics(parse_metrics(text))
             rates = self._rates(now, metrics, slots if not slots_note else None)
         except ServerError as exc:
             metrics_note = _note(exc, "--metrics")
-        return ServerSnapshot(url, now, True, None, slots, slots_note, rates, metrics_note, self._model())
+        started = (clean_line(started, 40) or None) if started else None
+        return ServerSnapshot(url, now, True, None, slots, slots_note, rates, metrics_note, self._model(), started)
 
     def _rates(self, now: float, m: dict[str, float], slots: tuple[SlotState, ...] | None) -> ServerRates:
         """Rates over the last interval: the growth of each counter plus what the slots

@@ -48,8 +48,10 @@ class Server:
         self.props_reads = 0
 
     def start(self, slots: int, n_ctx: int, **kw) -> None:
-        """A (new) process: empty slots, counters at 0."""
+        """A (new) process: empty slots, counters at 0, its own start on /metrics (the
+        vendored build's Process-Start-Time-Unix: the monotonic clock's µs at start)."""
         self.props = props(slots, n_ctx, **kw)
+        self.started = str(int(getattr(self, "started", "12001830957")) + 2_919_967)
         self.slots = [slot(i, n_ctx) for i in range(slots)]
         self.totals = (0, 0)
 
@@ -73,6 +75,10 @@ class Server:
 
     def get_text(self, path: str):
         return self._answer(path)
+
+    def get_text_and_header(self, path: str, header: str):
+        text = self._answer(path)
+        return text, self.started if path == "/metrics" and header == "Process-Start-Time-Unix" else None
 
 
 def watched(server: Server):
@@ -184,3 +190,25 @@ def test_hostile_props_give_unknowns_never_an_error_or_an_absurd_number(answer):
 def test_a_model_path_with_markup_and_newlines_becomes_one_plain_line():
     i = ServerIdentity.from_props(props(1, 512, model="C:\\models\\[bold]evil\n.gguf"))
     assert i.model == "[bold]evil .gguf" and "\n" not in i.model
+
+
+def test_a_restart_with_the_same_settings_and_no_traffic_is_seen_at_the_next_poll():
+    """Counters at 0 both sides, no task ids, the same /props and no gap between two
+    polls: only /metrics' Process-Start-Time-Unix header (one value per process) shows it."""
+    srv = Server(slots=2, n_ctx=2048)
+    _, poll = watched(srv)
+    assert poll() is None and poll() is None  # the same process: the same start
+    srv.start(slots=2, n_ctx=2048)
+    r = poll()
+    assert r is not None and r.changed == ()
+    assert r.line() == "llama-server restarted: now 2 slots, n_ctx 2,048/slot (same settings; it started again)"
+    assert poll() is None
+
+
+def test_a_server_that_sends_no_start_header_is_watched_as_before():
+    srv = Server(slots=2, n_ctx=2048)
+    srv.get_text_and_header = lambda path, header: (srv.get_text(path), None)
+    _, poll = watched(srv)
+    poll()
+    srv.start(slots=2, n_ctx=2048)
+    assert poll() is None  # nothing to tell it by (an older llama-server, a proxy that drops headers)

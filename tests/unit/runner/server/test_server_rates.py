@@ -24,6 +24,9 @@ class FakeClient:
     def get_text(self, path):
         return self.metrics
 
+    def get_text_and_header(self, path, header):
+        return self.metrics, None
+
 
 def slot(processing, task, processed, decoded):
     return {"id": 0, "n_ctx": 4096, "is_processing": processing, "id_task": task, "n_prompt_tokens": 2690,
