@@ -51,3 +51,16 @@ def pack(items: list, width: int, gap: str = "  ") -> list[Content]:
     if line is not None:
         lines.append(line)
     return lines
+
+
+# a TTFT segment's colour, the same in the F2 waterfall and the prefill pane's compact one
+SEGMENT_STYLES = ["$kvtop-kv-full", "$kvtop-kv-sliding", "$kvtop-kv-latent", "$kvtop-kv-recurrent",
+                  "$kvtop-reused", "$kvtop-warn"]
+
+
+def segment_style(label: str, i: int) -> str:
+    if label.startswith(("ubatch", "prefill")):
+        return "$kvtop-measured"
+    if label.startswith("wait"):
+        return "$kvtop-critical"
+    return SEGMENT_STYLES[i % len(SEGMENT_STYLES)]

@@ -28,19 +28,9 @@ from runner.physics.diagnosis import predicted_ubatch_seconds
 from runner.physics.verdicts import ttft_verdict
 from runner.sanitize import clean_line
 
-from .format import fmt_int, fmt_seconds
+from .format import fmt_int, fmt_seconds, segment_style
 
-SEGMENT_STYLES = ["$kvtop-kv-full", "$kvtop-kv-sliding", "$kvtop-kv-latent", "$kvtop-kv-recurrent",
-                  "$kvtop-reused", "$kvtop-warn"]
 KEYS_HINT = "←/→ other turns · Esc closes"
-
-
-def segment_style(label: str, i: int) -> str:
-    if label.startswith(("ubatch", "prefill")):
-        return "$kvtop-measured"
-    if label.startswith("wait"):
-        return "$kvtop-critical"
-    return SEGMENT_STYLES[i % len(SEGMENT_STYLES)]
 
 
 @dataclass(frozen=True)

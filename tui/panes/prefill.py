@@ -10,7 +10,7 @@ from typing import Callable
 
 from textual.content import Content
 
-from ..format import bar, fmt_int, fmt_rate, fmt_seconds, pack
+from ..format import bar, fmt_int, fmt_rate, fmt_seconds, pack, segment_style
 from .base import PaneWidget
 
 
@@ -19,8 +19,6 @@ def compact_waterfall(ttft: float, timeline, width: int) -> list[Content]:
     ■ prefill 99% ■ template 1%"), in F2's colours: a screenshot of the dashboard says
     where the first token's time went without opening F2. The micro-batches count as
     one "prefill"; segments under 1% are left out."""
-    from ..waterfall import segment_style
-
     merged: dict[str, tuple[float, str]] = {}
     ubatches = 0
     for i, (label, _start, dt) in enumerate(timeline):
