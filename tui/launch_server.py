@@ -30,8 +30,10 @@ def read_server_file(path: str) -> list[str]:
 
 
 def server_main(p: argparse.ArgumentParser, a: argparse.Namespace, argv: list[str], guarded: bool = False,
-                hardware=None) -> int:
-    """``hardware``: a fixed HardwareProfile instead of the probe (a seam for tests)."""
+                hardware=None, run=None) -> int:
+    """``hardware``: a fixed HardwareProfile instead of the probe (a seam for tests);
+    ``run``: what runs the app (default: tui/run.py's ``run_until_quit``; ``kvtop`` passes
+    ``tui.launch.run_until_quit``, the seam tests replace)."""
     from runner.server.http import ServerClient, ServerError
     from runner.server.urls import api_key_from_env, is_loopback
     from runner.server.props import read_server_info
@@ -67,7 +69,7 @@ def server_main(p: argparse.ArgumentParser, a: argparse.Namespace, argv: list[st
     finally:
         client.close()
     if guarded:
-        from .launch import refusal
+        from .run import refusal
 
         refused = refusal(a, terminal=True)
         if refused:
@@ -78,11 +80,11 @@ def server_main(p: argparse.ArgumentParser, a: argparse.Namespace, argv: list[st
     settings = settings_from_args(model or info.model_path or urls[0], a)
     settings = type(settings)(**{**settings.__dict__, "n_ctx": info.n_ctx})
     return run_server_app(settings, urls, key, a, argv, local_model=bool(model),
-                          local=is_loopback(urls[0]), guarded=guarded, hardware=hardware)
+                          local=is_loopback(urls[0]), guarded=guarded, hardware=hardware, run=run)
 
 
 def run_server_app(settings, urls, key, a, argv, local_model: bool, local: bool, guarded: bool = False,
-                   hardware=None) -> int:
+                   hardware=None, run=None) -> int:
     from runner.records.paths import default_paths
     from runner.server.engine import ServerEngine
     from runner.system.hardware import HardwareProfile
@@ -104,6 +106,7 @@ def run_server_app(settings, urls, key, a, argv, local_model: bool, local: bool,
                       model_readable=local_model, refresh=a.refresh, trace_path=a.trace, ui_nice=a.ui_nice,
                       prompt_file=a.prompt_file, prompt_text=a.prompt, bundle_text=a.bundle_text)
     app = KvtopApp(settings, lambda s: ServerEngine(s, urls[0], key), default_paths(), opts)
-    from .launch import run_until_quit  # signals, the summary with the server's own figures
+    if run is None:
+        from .run import run_until_quit as run  # signals, the summary with the server's own figures
 
-    return run_until_quit(app, guarded=guarded)
+    return run(app, guarded=guarded)

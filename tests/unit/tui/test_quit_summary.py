@@ -18,11 +18,12 @@ def launch_with(monkeypatch, tmp_path):
     app ran, the app)."""
     import runner.process.parent as parent
     import tui.collector
+    import tui.run
     from tui import launch
     from tui.app import KvtopApp
 
     monkeypatch.setenv("KVTOP_HOME", str(tmp_path / "home"))
-    monkeypatch.setattr(launch.signal, "signal", lambda *a: None)  # not this test process's handlers
+    monkeypatch.setattr(tui.run.signal, "signal", lambda *a: None)  # not this test process's handlers
     monkeypatch.setattr(tui.collector, "freeze_startup_objects", lambda: None)
     seen = {}
 
