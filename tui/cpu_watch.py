@@ -41,6 +41,26 @@ class CPUWatch:
                 recent = [(t, o) for t, o in self._others_recent if now.wall - t < LOAD_WINDOW_S]
                 self._others_recent = (*recent, (now.wall, use.others))
         self._cpu_last = now
+        self.probe_again_when_quiet()
+
+    _quiet_reprobed = False
+
+    def probe_again_when_quiet(self) -> None:
+        """A CPU probe taken under load is not this machine's ceiling (runner.system.cpu_probe
+        ``cpu_profile``): its figures are the load's price taken off, an estimate. Once the
+        machine is quiet (others under QUIET_PROBE of the cores at every reading of the
+        last LOAD_WINDOW_S) and no turn runs, it is taken again: once a session, in a worker,
+        and said like the re-probe after a beaten ceiling."""
+        from runner.system.cpu_probe import QUIET_PROBE
+
+        cpu = getattr(self.hw, "cpu", None)
+        recent = self._others_recent
+        if (cpu is None or cpu.flops_factor is None or self._quiet_reprobed or self.session.turn_running
+                or self.session.replaying or len(recent) < LOAD_WINDOW_S - 1):
+            return
+        if max(o for _, o in recent) < QUIET_PROBE * (os.cpu_count() or 1):
+            self._quiet_reprobed = True
+            self.reprobe(f"the machine is quiet now (the last probe ran at {cpu.busy:.0%} CPU)")
 
     def cpu_load_now(self):
         """Other processes' use of the CPU over the last seconds (``runner.calibration.load.

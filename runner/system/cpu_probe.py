@@ -97,7 +97,7 @@ def without_load(probe: CPUProbe, n_cores: int | None = None) -> CPUProbe:
     last: slowed by one thread's pace. The FLOPS (llama.cpp's kernels and numpy's BLAS,
     threads that meet after every op, the batch curve too): by ``slowdown``. Measured
     here at 100% busy and a load average of 12 on 2 cores: 3.48 GB/s and 0.0074 TFLOPS,
-    10x and ~60x under the quiet machine's ~34 GB/s and 0.25-0.43 TFLOPS; the estimate
+    10x and ~60x under the quiet machine's ~34 GB/s and ~0.45 TFLOPS; the estimate
     gives 20.7 GB/s and 0.26 TFLOPS. An estimate, said as such (``describe``)."""
     from dataclasses import replace
 
