@@ -7,7 +7,8 @@ columns and as many rows as its panes need (at least SHOT_ROWS), every pane on i
 
 How: inside ``batch_update`` (nothing reaches the terminal) the screen is laid out
 again at that size, the chart redrawn for it, the compositor's full frame exported
-as Textual's own screenshot does, and the layout put back. The panes render from the
+as Textual's own screenshot does, and the layout put back (Textual's private calls
+this needs are in tui/textual_private.py). The panes render from the
 same state as on screen, so the figures are the same ones; only the sizes differ.
 """
 
@@ -17,6 +18,8 @@ import io
 
 from rich.console import Console
 from textual.geometry import Size
+
+from .textual_private import forget_arrangement, reflow_now, refresh_layout, whole_frame
 
 SHOT_COLUMNS = 160
 SHOT_ROWS = 48
@@ -44,16 +47,14 @@ def _forget_sizes(app) -> None:
     next idle, too late for a layout done now): drop them."""
     for widget in app.screen.walk_children(with_self=True):
         widget.refresh(layout=True)
-        widget._clear_arrangement_cache()
+        forget_arrangement(widget)
 
 
 def _reflow(screen, size: Size) -> None:
     """Lay the screen out at ``size`` now, and tell each widget its new size, without the
     Resize events Textual's own layout posts: handled after the shot, those would lay
     the screen out at the shot's size again (and again, back and forth)."""
-    screen._compositor.reflow(screen, size)
-    for widget, (region, _order, _clip, virtual_size, container_size, _, _) in screen._compositor.layers:
-        widget._size_updated(region.size, virtual_size, container_size)
+    reflow_now(screen, size)
 
 
 def _relayout(app, size: Size) -> None:
@@ -78,7 +79,7 @@ def whole_dashboard_svg(app, title: str = "kvtop") -> str:
             _relayout(app, size)
             console = Console(width=size.width, height=size.height, file=io.StringIO(), force_terminal=True,
                               color_system="truecolor", record=True, legacy_windows=False, safe_box=False)
-            console.print(app.screen._compositor.render_update(full=True, screen_stack=app._background_screens))
+            console.print(whole_frame(app))
             svg = console.export_svg(title=title)
         finally:
             app.page = page
@@ -91,5 +92,5 @@ def whole_dashboard_svg(app, title: str = "kvtop") -> str:
 def _settle(app) -> None:
     """Once the messages posted during the shot are handled: lay the screen out afresh."""
     _forget_sizes(app)
-    app.screen._refresh_layout()
+    refresh_layout(app.screen)
     app.screen.refresh(layout=True)

@@ -26,19 +26,7 @@ from .panes.prefill import PrefillPane
 from .panes.status import StatusBar
 from .prompt_input import expanded_draft
 from .screens import PreflightScreen
-
-
-def _release_removed_widget_caches() -> None:
-    """Textual 8.2 memoises ``StylesCache.get_inner_outer`` with ``functools.lru_cache``
-    on the method, so up to 1,024 StylesCache objects of *removed* widgets (each holding
-    its rendered lines) stay alive. After a new chat removes the transcript's widgets,
-    clearing that cache lets them go (found by the soak in bench/soak.py)."""
-    try:
-        from textual._styles_cache import StylesCache
-
-        StylesCache.get_inner_outer.cache_clear()
-    except (ImportError, AttributeError):
-        pass
+from .textual_private import release_removed_widget_caches
 
 
 class EngineRouting:
@@ -113,7 +101,7 @@ class EngineRouting:
         self.query_one(DecodePane).clear()
         self.query_one(EstimatePane).drop_live()
         self.update_estimate()  # the rows of a chat with no turn: the cleared one's are gone
-        self.call_after_refresh(_release_removed_widget_caches)
+        self.call_after_refresh(release_removed_widget_caches)  # tui/textual_private.py
 
     # ------------------------------------------------------------ loading
     def on_model_inspected(self, m: msg.ModelInspected) -> None:
