@@ -72,20 +72,73 @@ def kvtop_home(tmp_path, monkeypatch):
 
 
 _SERVER_BUILD: dict = {}
+MAX_WORKERS = 4  # pytest -n auto: one worker per usable core, at most this many
 
 
-def pytest_collection_finish(session):
-    """Build llama-server before the first test when a selected test needs it: set-up,
-    not a test, so pytest-timeout's per-test limit never cuts the build (~6 minutes on 2
-    quiet cores, far longer on a busy machine). A failed build fails only the tests that
-    need the server, with the build's own error."""
-    if session.config.option.collectonly:
+def _worker_index(config) -> int | None:
+    """This process's index among pytest-xdist's workers (gw0 -> 0); None in the
+    controller or in a run without workers."""
+    wid = getattr(config, "workerinput", {}).get("workerid")
+    return int(wid[2:]) if wid and wid.startswith("gw") else None
+
+
+def pytest_xdist_auto_num_workers(config) -> int:
+    from runner.settings import usable_cores
+
+    return max(1, min(usable_cores(), MAX_WORKERS))
+
+
+def pytest_configure(config):
+    """Each xdist worker runs on a core of its own (``sched_setaffinity``), so every kvtop,
+    engine and llama-server it starts sees one usable core and takes one thread by kvtop's
+    own default (runner/settings.py). Two workers on two cores each running llama.cpp with
+    two threads would make four threads that wait at every barrier for a core; beside a
+    CPU hog that made turns minutes long."""
+    index = _worker_index(config)
+    if index is None or not hasattr(os, "sched_setaffinity"):
         return
-    if not any("llama_server_bin" in getattr(item, "fixturenames", ()) for item in session.items):
+    cores = sorted(os.sched_getaffinity(0))
+    workers = int(config.workerinput.get("workercount", len(cores)))
+    if len(cores) > 1 and workers > 1:
+        os.sched_setaffinity(0, {cores[index % len(cores)]})
+
+
+def _needs_server(config) -> bool:
+    """Whether the run selects a test file that uses the real llama-server (read from the
+    files: the xdist controller collects nothing itself)."""
+    paths = config.args or [os.path.join(ROOT, "tests")]
+    for arg in paths:
+        path = os.path.abspath(str(arg).split("::")[0])
+        files = [path] if os.path.isfile(path) else [
+            os.path.join(d, f) for d, _, fs in os.walk(path) for f in fs if f.startswith("test_") and f.endswith(".py")]
+        for name in files:
+            try:
+                with open(name, encoding="utf-8") as fh:
+                    text = fh.read()
+            except OSError:
+                continue
+            if "llama_server_bin" in text or "def test" in text and "served" in text:
+                return True
+    return False
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session):
+    """With workers (pytest -n), the controller builds llama-server before they start, so
+    its notice shows; each worker then finds the binary in the cache (or waits on the
+    build's lock) from ``pytest_collection_finish``."""
+    config = session.config
+    if _worker_index(config) is not None or not getattr(config.option, "numprocesses", None):
         return
+    if config.option.collectonly or os.environ.get("KVTOP_LLAMA_SERVER") or not _needs_server(config):
+        return
+    _build_server(config)
+
+
+def _build_server(config) -> None:
     from llama_server import server_binary
 
-    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None and not os.environ.get("KVTOP_LLAMA_SERVER"):
         reporter.write_line("kvtop: llama-server for the server tests (built once into the build cache "
                             "if it is not there: ~6 minutes on 2 cores)")
@@ -93,6 +146,18 @@ def pytest_collection_finish(session):
         _SERVER_BUILD["bin"] = server_binary()
     except Exception as exc:  # reported by every test that needs the server
         _SERVER_BUILD["error"] = exc
+
+
+def pytest_collection_finish(session):
+    """Build llama-server before the first test when a selected test needs it: set-up,
+    not a test, so pytest-timeout's per-test limit never cuts the build (~6 minutes on 2
+    quiet cores, far longer on a busy machine). A failed build fails only the tests that
+    need the server, with the build's own error."""
+    if session.config.option.collectonly or _SERVER_BUILD:
+        return
+    if not any("llama_server_bin" in getattr(item, "fixturenames", ()) for item in session.items):
+        return
+    _build_server(session.config)
 
 
 @pytest.fixture(scope="session")

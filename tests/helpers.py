@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from contextlib import contextmanager
 
@@ -60,6 +61,13 @@ async def one_turn(pilot, text: str) -> None:
     await wait_until(pilot, lambda: app.loaded is not None, what="load")
     await send(pilot, text)
     await wait_until(pilot, lambda: app.turns and not app.turn_running, what="turn")
+
+
+def cores() -> int:
+    """The cores this test may use: one per pytest-xdist worker (tests/conftest.py pins
+    each worker), so a real engine or llama-server started with this many threads never
+    has two threads waiting for one core."""
+    return len(os.sched_getaffinity(0))
 
 
 # A wait is a condition with a generous ceiling, never a timing assert: on a busy 2-core

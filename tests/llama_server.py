@@ -77,8 +77,9 @@ def llama_server(binary: str, model: str, *extra: str, slots: int = 2, ctx: int 
     starts it where another one ran (a restart on the same URL)."""
     port = port or free_port()
     log = open(os.path.join(log_dir, f"llama-server-{port}.log"), "wb")
+    # threads: the cores this test may use (one per pytest-xdist worker, tests/conftest.py)
     cmd = [binary, "-m", model, "--host", "127.0.0.1", "--port", str(port), "-c", str(ctx * slots),
-           "-np", str(slots), "-t", "2", "--metrics", "--slots", *extra]
+           "-np", str(slots), "-t", str(len(os.sched_getaffinity(0))), "--metrics", "--slots", *extra]
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from helpers import cores
 
 
 def run(*args, timeout=300):
@@ -52,12 +53,12 @@ def test_a_bench_run_calibrates_the_forecast_the_app_shows(smollm_path, tmp_path
     from runner.settings import Settings
 
     env = {**os.environ, "KVTOP_HOME": str(tmp_path)}
-    r = subprocess.run([sys.executable, "-m", "tui", "bench", smollm_path, "-r", "3", "-p", "256", "-n", "16", "-t", "2"],
+    r = subprocess.run([sys.executable, "-m", "tui", "bench", smollm_path, "-r", "3", "-p", "256", "-n", "16", "-t", str(cores())],
                        capture_output=True, text=True, timeout=300, env=env)
     assert r.returncode == 0, r.stderr
     # the batch threads are not the batch size (a new user read "batch 2" as -b 2)
-    assert "kvtop: threads 2 (set by -t), batch threads 2, n_batch 512, n_ubatch 512" in r.stdout
-    cal = calibration_for(Settings(smollm_path, n_threads=2), str(tmp_path / "cache"))
+    assert f"kvtop: threads {cores()} (set by -t), batch threads {cores()}, n_batch 512, n_ubatch 512" in r.stdout
+    cal = calibration_for(Settings(smollm_path, n_threads=cores()), str(tmp_path / "cache"))
     busy = busy_tests(r.stderr)  # the app's busy test: such a test is not calibrated (the bench says so)
     assert cal.turns == 3 * (("pp256" not in busy) + ("tg16" not in busy))
     assert sorted((n, d) for n, d, _ in cal.samples.prefill) == ([] if "tg16" in busy else [(1, 0)] * 3) + \
@@ -75,11 +76,11 @@ def test_kvtop_estimate_shows_the_forecast_the_bench_calibrated(smollm_path, tmp
     """Before any run: the roofline, said to be one; after a bench with the same settings:
     calibrated, in --json (forecast.basis, n_samples) and in the human output."""
     env = {**os.environ, "KVTOP_HOME": str(tmp_path)}
-    args = [sys.executable, "-m", "tui", "estimate", smollm_path, "-t", "2", "--bandwidth-gbs", "30", "--tflops", "0.25"]
+    args = [sys.executable, "-m", "tui", "estimate", smollm_path, "-t", str(cores()), "--bandwidth-gbs", "30", "--tflops", "0.25"]
     before = json.loads(subprocess.run(args + ["--json"], capture_output=True, text=True, timeout=120, env=env).stdout)
     assert before["forecast"]["basis"] == "roofline" and before["forecast"]["n_samples"] == 0
     assert before["forecast"]["ttft_s"] > 0 and before["forecast"]["decode_tok_s"] > 0
-    r = subprocess.run([sys.executable, "-m", "tui", "bench", smollm_path, "-r", "2", "-p", "512", "-n", "16", "-t", "2"],
+    r = subprocess.run([sys.executable, "-m", "tui", "bench", smollm_path, "-r", "2", "-p", "512", "-n", "16", "-t", str(cores())],
                        capture_output=True, text=True, timeout=300, env=env)
     assert r.returncode == 0, r.stderr
     after = json.loads(subprocess.run(args + ["--json"], capture_output=True, text=True, timeout=120, env=env).stdout)
@@ -89,7 +90,7 @@ def test_kvtop_estimate_shows_the_forecast_the_bench_calibrated(smollm_path, tmp
         return
     assert fc["basis"] == "calibrated" and fc["n_samples"] == 4
     (measured,) = json.loads(subprocess.run([sys.executable, "-m", "tui", "bench", smollm_path, "-r", "1", "-p", "512",
-                                             "-n", "0", "-t", "2", "--json"], capture_output=True, text=True,
+                                             "-n", "0", "-t", str(cores()), "--json"], capture_output=True, text=True,
                                             timeout=300, env=env).stdout)
     assert 0.5 < fc["prefill_tok_s"] / measured["avg_ts"] < 2  # this machine's rate, not the 0.25 TFLOPS roof
     human = subprocess.run(args, capture_output=True, text=True, timeout=120, env=env).stdout

@@ -12,6 +12,7 @@ import subprocess
 import sys
 
 import pytest
+from helpers import cores
 
 from runner.commands.bench_output import FIELDS
 
@@ -107,7 +108,7 @@ def llama_bench_binary() -> str | None:
 
 @pytest.mark.skipif(llama_bench_binary() is None, reason="no llama-bench built in ~/.cache/kvtop-build (optional)")
 def test_the_table_reads_as_llama_benchs_own(smollm_path):
-    args = ["-p", "16", "-n", "4", "-r", "1", "-t", "2", "-ub", "64", "-fa", "0,1"]
+    args = ["-p", "16", "-n", "4", "-r", "1", "-t", str(cores()), "-ub", "64", "-fa", "0,1"]
     theirs = subprocess.run([llama_bench_binary(), "-m", smollm_path, *args], capture_output=True, text=True,
                             timeout=300).stdout
     ours = bench(smollm_path, *args)

@@ -9,6 +9,7 @@ The first tests check the choice itself, without a model.
 import argparse
 
 import pytest
+from helpers import cores
 
 from runner.engine.chat_template import check_override, pick_family, render_chat
 
@@ -78,7 +79,7 @@ def test_chat_template_flag_reaches_the_settings():
 
 
 def _chat(path: str, **kw):
-    settings = Settings(path, n_ctx=1024, n_threads=2, temp=0.0, seed=1, n_predict=48, **kw)
+    settings = Settings(path, n_ctx=1024, n_threads=cores(), temp=0.0, seed=1, n_predict=48, **kw)
     eng = BlockingEngine(EngineProcess(settings))
     started = []
     try:

@@ -3,6 +3,8 @@ the dropped turn's cells are cut out and the rest moved back, so the turn comput
 the new message and its reply reads like one; Gemma-3's sliding-window cache (smaller
 than the context without --swa-full) cannot shift: it recomputes, and says why."""
 
+from helpers import cores
+
 from runner import events as ev
 from runner.engine.context_shift import shift_line
 from runner.engine.engine import Engine
@@ -25,7 +27,7 @@ QUESTIONS = [
 def _chat_until_shift(path: str, **kw):
     seen: list = []
     kw = {"n_ctx": 512, "n_predict": 48, **kw}
-    engine = Engine(Settings(path, n_threads=2, temp=0.0, seed=1, **kw), seen.append)
+    engine = Engine(Settings(path, n_threads=cores(), temp=0.0, seed=1, **kw), seen.append)
     engine.load()
     try:
         msgs = []

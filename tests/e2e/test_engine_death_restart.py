@@ -15,7 +15,7 @@ import signal
 import time
 
 import pytest
-from helpers import make_app, send, wait_until
+from helpers import cores, make_app, send, wait_until
 
 from runner.process.parent import EngineProcess
 from runner.settings import Settings
@@ -68,7 +68,7 @@ def pids():
 
 def settings(smollm_path, **kw) -> Settings:
     kw.setdefault("n_predict", 8)
-    return Settings(smollm_path, n_ctx=2048, temp=0, n_threads=2, **kw)
+    return Settings(smollm_path, n_ctx=2048, temp=0, n_threads=cores(), **kw)
 
 
 async def loaded(pilot, pids) -> int:

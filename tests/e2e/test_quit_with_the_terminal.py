@@ -345,7 +345,6 @@ def write_trace(path, model: str) -> str:
     from helpers import FIXED_HW
     from scripted_engine import scripted_turn, smollm_loaded
 
-    from runner import events as ev
     from runner.model.inspect import load_facts
     from runner.records.trace import TraceWriter
     from runner.settings import Settings

@@ -7,6 +7,7 @@ import threading
 import time
 
 import pytest
+from helpers import cores
 from llama_server import get_json, healthy, llama_server, post_json
 
 from runner import events as ev
@@ -150,7 +151,7 @@ def test_a_server_without_slots_and_metrics_says_so(llama_server_bin, smollm_pat
 
     port = free_port()
     proc = subprocess.Popen([llama_server_bin, "-m", smollm_path, "--host", "127.0.0.1", "--port", str(port),
-                             "-c", "1024", "-t", "2", "--no-slots"], stdout=subprocess.DEVNULL,
+                             "-c", "1024", "-t", str(cores()), "--no-slots"], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:

@@ -31,9 +31,40 @@ def wait_screen(session, predicate, timeout=60, what=""):
     raise AssertionError(f"timed out waiting for {what}; screen:\n{capture(session)}")
 
 
-def engine_pids():
-    out = subprocess.run(["pgrep", "-f", "runner.process.child"], capture_output=True, text=True).stdout
-    return {int(x) for x in out.split()}
+def engine_pids(session) -> set[int]:
+    """The engine children running under this test's tmux pane (not the whole machine's:
+    other pytest workers run engines of their own at the same time)."""
+    import psutil
+
+    out = tmux("list-panes", "-t", session, "-F", "#{pane_pid}", check=False).stdout.split()
+    if not out:
+        return set()
+    try:
+        kids = psutil.Process(int(out[0])).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return set()
+    found = set()
+    for p in kids:
+        try:
+            if "runner.process.child" in " ".join(p.cmdline()):
+                found.add(p.pid)
+        except psutil.Error:
+            pass
+    return found
+
+
+def alive(pids: set[int]) -> set[int]:
+    """Those of ``pids`` still running (a zombie has exited)."""
+    import psutil
+
+    left = set()
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                left.add(pid)
+        except psutil.NoSuchProcess:
+            pass
+    return left
 
 
 @pytest.fixture
@@ -45,7 +76,6 @@ def session(tmp_path):
 
 @pytest.mark.parametrize("size", [(120, 40), (80, 24)])
 def test_chat_in_a_real_terminal(session, tmp_path, size):
-    before = engine_pids()
     home = tmp_path / "home"
     cmd = (f"KVTOP_HOME={home} {sys.executable} -m tui -n 24 --temp 0 -c 1024; "
            f"echo KVTOP-EXIT=$?; sleep 30")
@@ -56,7 +86,8 @@ def test_chat_in_a_real_terminal(session, tmp_path, size):
     assert "you: Say hello to the world" in screen
     assert "model:" in screen
     assert "tok/s" in screen
-    assert any(p not in before for p in engine_pids())  # the engine runs in its own process
+    kids = engine_pids(session)
+    assert kids  # the engine runs in its own process
     tmux("send-keys", "-t", session, "C-s")
     wait_screen(session, lambda s: "saved" in s, what="the screenshot path")
     shots = sorted((home / "data" / "screenshots").glob("*.svg"))
@@ -68,12 +99,11 @@ def test_chat_in_a_real_terminal(session, tmp_path, size):
     tmux("send-keys", "-t", session, "C-q")
     wait_screen(session, lambda s: "KVTOP-EXIT=0" in s, timeout=20, what="a clean exit")
     time.sleep(0.5)
-    assert engine_pids() <= before, "the engine child outlived the UI"
+    assert not alive(kids), "the engine child outlived the UI"
 
 
 @pytest.mark.parametrize("stop", ["SIGTERM", "SIGHUP", "C-c"])
 def test_stopping_during_a_turn_stops_the_engine(session, tmp_path, stop):
-    before = engine_pids()
     home = tmp_path / "home"
     cmd = f"KVTOP_HOME={home} {sys.executable} -m tui -n -1 --temp 0 -c 4096; echo KVTOP-EXIT=$?; sleep 30"
     tmux("new-session", "-d", "-s", session, "-x", "120", "-y", "40", cmd)
@@ -81,7 +111,7 @@ def test_stopping_during_a_turn_stops_the_engine(session, tmp_path, stop):
     tmux("send-keys", "-t", session, "Write a very long essay about oceans.", "Enter")
     # the KV pane (on the first page at any size) projects the fill from the decode rate
     wait_screen(session, lambda s: re.search(r"at [\d.,]+ tok/s", s), what="decode to start")
-    kids = engine_pids() - before
+    kids = engine_pids(session)
     assert len(kids) == 1
     ui = int(subprocess.run(["ps", "-o", "ppid=", "-p", str(next(iter(kids)))],
                             capture_output=True, text=True).stdout)
@@ -91,6 +121,6 @@ def test_stopping_during_a_turn_stops_the_engine(session, tmp_path, stop):
         os.kill(ui, getattr(signal, stop))
     screen = wait_screen(session, lambda s: "KVTOP-EXIT=" in s, timeout=20, what=f"exit after {stop}")
     time.sleep(0.5)
-    assert not (engine_pids() & kids), f"the engine child outlived {stop}"
+    assert not alive(kids), f"the engine child outlived {stop}"
     # the terminal is restored: the shell's own output is on a normal screen again
     assert "n_ctx" not in screen
