@@ -81,13 +81,15 @@ class ScriptedEngine:
     accepts_input = True
 
     def __init__(self, settings: Settings, loaded: ev.Loaded, turns: list[list[object]], *,
-                 speed: float = 0.0, max_gap: float = 1.0, load_s: float = 0.0, real_clock: bool = False):
+                 speed: float = 0.0, max_gap: float = 1.0, load_s: float = 0.0, real_clock: bool = False,
+                 load_gate: threading.Event | None = None):
         self.settings = settings.resolved()
         self.loaded = loaded
         self.turn_scripts = list(turns)
         self.speed = speed
         self.max_gap = max_gap
         self.load_s = load_s
+        self.load_gate = load_gate  # the load ends when the test sets it (not after a time a busy machine may pass)
         self.real_clock = real_clock  # stamp events with time.monotonic() as they are played, as engines do
         self.chats: list[list[dict]] = []
         self.commands: list[object] = []
@@ -136,6 +138,11 @@ class ScriptedEngine:
                     break
                 if cmd == ("load",):
                     if self.load_s and self._closed.wait(self.load_s):
+                        break
+                    while self.load_gate is not None and not self.load_gate.wait(0.02):
+                        if self._closed.is_set():
+                            break
+                    if self._closed.is_set():
                         break
                     sink(ev.LoadProgress(1.0))
                     sink(self.loaded)

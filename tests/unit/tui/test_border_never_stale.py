@@ -6,6 +6,7 @@ turn it was typed during had ended, then "203 tok, 19 new: does not fit in 256" 
 a turn that then ran."""
 
 import dataclasses
+import threading
 from types import SimpleNamespace
 
 from helpers import make_app, wait_until
@@ -13,10 +14,10 @@ from runner.settings import Settings
 from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
 
 
-def _app(tmp_path, model, turns, speed=0.0, n_ctx=4096, load_s=0.0, **kw):
+def _app(tmp_path, model, turns, speed=0.0, n_ctx=4096, load_gate=None, **kw):
     loaded = dataclasses.replace(smollm_loaded(model), n_ctx=n_ctx)
     return make_app(Settings(model, n_ctx=n_ctx, n_threads=2),
-                    lambda s: ScriptedEngine(s, loaded, turns, speed=speed, real_clock=speed > 0, load_s=load_s),
+                    lambda s: ScriptedEngine(s, loaded, turns, speed=speed, real_clock=speed > 0, load_gate=load_gate),
                     tmp_path, live_system=False, write_transcript=False, record_trace=False, **kw)
 
 
@@ -74,11 +75,13 @@ async def test_ctrl_l_measures_the_draft_against_the_empty_chat(tmp_path, smollm
 async def test_a_draft_typed_before_the_model_loaded_is_forecast_once_it_has(tmp_path, smollm_shaped):
     """--resume with a slow load: the restored chat is in the prompt the draft joins."""
     resumed = [{"role": "user", "content": "old question"}, {"role": "assistant", "content": "old answer"}]
-    app = _app(tmp_path, smollm_shaped, [], load_s=1.0, resume_messages=resumed)
+    loading = threading.Event()  # the load ends when the test says, however busy the machine
+    app = _app(tmp_path, smollm_shaped, [], load_gate=loading, resume_messages=resumed)
     async with app.run_test(size=(200, 50)) as pilot:
         await _type(pilot, "new one")
         await pilot.pause(0.2)
         assert app.loaded is None and _border(app) == ""  # nothing to forecast with yet
+        loading.set()
         expected = _size(["old question", "old answer", "new one"])
         await wait_until(pilot, lambda: _border(app).startswith(f"{expected} tok"), timeout=10,
                          what="the forecast once loaded")
