@@ -1,11 +1,13 @@
 """Message handlers: engine messages in, session calls and pane updates out (main thread).
 
 Every turn-scoped message is checked with ``session.is_current``: after a new chat or
-a restart, the old turn's late events are dropped, never drawn.
+a restart, the old turn's late events are dropped, never drawn. Engine messages still
+queued while the app shuts down (its widgets already removed) are dropped too.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 
@@ -27,6 +29,20 @@ from .panes.status import StatusBar
 from .prompt_input import expanded_draft
 from .screens import PreflightScreen
 from .textual_private import release_removed_widget_caches
+
+
+def while_running(handler):
+    """Drop an engine message that arrives once the app has begun shutting down: the
+    engine's thread keeps posting until it is stopped, and a token handled after the
+    dashboard's widgets were removed raised NoMatches (seen at the end of a pilot test
+    that quit mid-decode, 1 run in 7 beside a CPU hog)."""
+    @functools.wraps(handler)
+    def guarded(self, m):
+        if not self.is_running:
+            return None
+        return handler(self, m)
+
+    return guarded
 
 
 class EngineRouting:
@@ -71,6 +87,7 @@ class EngineRouting:
                 self._replay_notice_at = now
                 self.notify("this is a replay: input is off (Ctrl+Q quits)", markup=False, timeout=3)
 
+    @while_running
     def on_prompt_file_read(self, m: msg.PromptFileRead) -> None:
         if m.error is not None:
             self.notify(m.error, severity="error", markup=False)
@@ -104,6 +121,7 @@ class EngineRouting:
         self.call_after_refresh(release_removed_widget_caches)  # tui/textual_private.py
 
     # ------------------------------------------------------------ loading
+    @while_running
     def on_model_inspected(self, m: msg.ModelInspected) -> None:
         self.facts, self.hw, self.layout_kv = m.facts, m.hardware, m.layout
         self.model_inspected = True  # from now on a new engine is pumped at once (fresh_engine)
@@ -125,9 +143,11 @@ class EngineRouting:
             self.shutdown_engine()
             self.exit(return_code=1)
 
+    @while_running
     def on_engine_load_progress(self, m: msg.EngineLoadProgress) -> None:
         self.query_one(StatusBar).set_loading(m.fraction)
 
+    @while_running
     def on_engine_loaded(self, m: msg.EngineLoaded) -> None:
         L = m.loaded
         if self.options.ui_nice and L.pid not in (0, os.getpid()):
@@ -167,6 +187,7 @@ class EngineRouting:
         self.notify(text, severity="warning", markup=False)
 
     # ------------------------------------------------------------ a turn
+    @while_running
     def on_context_shift_note(self, m: msg.ContextShiftNote) -> None:
         """The context was full: the dim line goes above the reply it concerns."""
         from runner.engine.context_shift import shift_line
@@ -177,6 +198,7 @@ class EngineRouting:
         self.query_one(ChatLog).note(shift_line(m.shift), before=self.current_reply)
         self.request_forecast()  # the prompt a draft would join lost its oldest turns
 
+    @while_running
     def on_turn_began(self, m: msg.TurnBegan) -> None:
         if not self.session.is_current(m.started.turn_id):
             return
@@ -202,6 +224,7 @@ class EngineRouting:
         # (and the calibration may have changed): measure it again once the turn is in
         self.call_later(self.request_forecast)
 
+    @while_running
     def on_prefill_update(self, m: msg.PrefillUpdate) -> None:
         if not self.session.is_current(m.progress.turn_id):
             return
@@ -210,6 +233,7 @@ class EngineRouting:
         self.query_one(KVPane).set_cells(m.progress.done)
         self.measure_live("prefill", m.progress.tok_s or None)
 
+    @while_running
     def on_decode_update(self, m: msg.DecodeUpdate) -> None:
         if not self.session.is_current(m.turn_id):
             return
@@ -232,6 +256,7 @@ class EngineRouting:
         self.query_one(MemoryPane).redraw_if_stale()
         self.query_one(KVPane).set_cells(m.pos + 1, m.tok_s)
 
+    @while_running
     def on_turn_finished(self, m: msg.TurnFinished) -> None:
         r = m.result
         if not self.session.is_current(r.turn_id):
@@ -270,6 +295,7 @@ class EngineRouting:
                         "(--context-shift)." if self.settings.context_shift and not self.options.servers else
                         "Context full: Ctrl+L starts a new chat.", severity="warning", markup=False)
 
+    @while_running
     def on_turn_lost(self, m: msg.TurnLost) -> None:
         """The engine lost the turn (a server that went away): the reply so far stays in
         the chat above the reason, and nothing of it stays live: the stream tail empties
@@ -287,10 +313,12 @@ class EngineRouting:
         self._turn_over()
         self.notify(clean_line(m.reason, 400), severity="error", markup=False)
 
+    @while_running
     def on_cache_reset(self, m: msg.CacheReset) -> None:
         if not self.session.turn_running:
             self.query_one(KVPane).set_cells(0)
 
+    @while_running
     def on_prompt_cache_note(self, m: msg.PromptCacheNote) -> None:
         e = m.event
         self.session.on_prompt_cache(e)
@@ -298,16 +326,19 @@ class EngineRouting:
         self.query_one(PrefillPane).set_cache_note(
             f"prompt cache {e.action}: {fmt_int(e.tokens)} tokens, {fmt_bytes(e.bytes)} in {fmt_seconds(e.seconds)}")
 
+    @while_running
     def on_notice(self, m: msg.Notice) -> None:
         self.notify(m.text, severity="warning", markup=False)
 
     # ------------------------------------------------------------ replay
+    @while_running
     def on_recorded_user(self, m: msg.RecordedUser) -> None:
         self.session.recorded_user(m.text)
         chat = self.query_one(ChatLog)
         chat.add("user", m.text)
         self.current_reply = chat.add("assistant", "", streaming=True)
 
+    @while_running
     def on_recorded_new_chat(self, m: msg.RecordedNewChat) -> None:
         self.start_new_chat(notice=False)  # put aside, as live: a recorded undo brings it back
         if self.options.banner:  # a replay must keep saying what it is
