@@ -141,7 +141,7 @@ def _build_server(config) -> None:
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None and not os.environ.get("KVTOP_LLAMA_SERVER"):
         reporter.write_line("kvtop: llama-server for the server tests (built once into the build cache "
-                            "if it is not there: ~6 minutes on 2 cores)")
+                            "if it is not there: about 10 minutes on 2 busy cores)")
     try:
         _SERVER_BUILD["bin"] = server_binary()
     except Exception as exc:  # reported by every test that needs the server
@@ -150,8 +150,8 @@ def _build_server(config) -> None:
 
 def pytest_collection_finish(session):
     """Build llama-server before the first test when a selected test needs it: set-up,
-    not a test, so pytest-timeout's per-test limit never cuts the build (~6 minutes on 2
-    quiet cores, far longer on a busy machine). A failed build fails only the tests that
+    not a test, so pytest-timeout's per-test limit never cuts the build (about 10 minutes on 2 busy
+    cores). A failed build fails only the tests that
     need the server, with the build's own error."""
     if session.config.option.collectonly or _SERVER_BUILD:
         return
