@@ -89,11 +89,21 @@ def pytest_xdist_auto_num_workers(config) -> int:
 
 
 def pytest_configure(config):
-    """Each xdist worker runs on a core of its own (``sched_setaffinity``), so every kvtop,
-    engine and llama-server it starts sees one usable core and takes one thread by kvtop's
-    own default (runner/settings.py). Two workers on two cores each running llama.cpp with
-    two threads would make four threads that wait at every barrier for a core; beside a
-    CPU hog that made turns minutes long."""
+    """Ctrl+C reaches what the tests start, and each xdist worker runs on a core of its own.
+
+    A run started in the background of a script (``pytest &``) begins with SIGINT
+    ignored, and every process it starts inherits that: the tests that press Ctrl+C on
+    kvtop or on the llama-server build then failed (bash cannot trap a signal ignored at
+    entry). The tests run as from a terminal: SIGINT interrupts.
+
+    ``sched_setaffinity``: every kvtop, engine and llama-server a worker starts sees one
+    usable core and takes one thread by kvtop's own default (runner/settings.py). Two
+    workers on two cores each running llama.cpp with two threads would make four threads
+    that wait at every barrier for a core; beside a CPU hog that made turns minutes long."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     index = _worker_index(config)
     if index is None or not hasattr(os, "sched_setaffinity"):
         return
