@@ -160,9 +160,9 @@ def _build_server(config) -> None:
 
 def pytest_collection_finish(session):
     """Build llama-server before the first test when a selected test needs it: set-up,
-    not a test, so pytest-timeout's per-test limit never cuts the build (about 10 minutes on 2 busy
-    cores). A failed build fails only the tests that
-    need the server, with the build's own error."""
+    not a test, so pytest-timeout's per-test limit never cuts the build (about 10 minutes
+    on 2 busy cores). A failed build fails only the tests that need the server, with the
+    build's own error."""
     if session.config.option.collectonly or _SERVER_BUILD:
         return
     if not any("llama_server_bin" in getattr(item, "fixturenames", ()) for item in session.items):

@@ -18,8 +18,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def server_binary() -> str:
     """The cached binary; built the first time (about 10 minutes on 2 busy cores). Called
-    once per test run from ``pytest_collection_finish`` (set-up,
-    not a test: no per-test timeout cuts it). The build runs in a session of its own, so
+    once per test run before the first test (set-up, not a test: no per-test timeout
+    cuts it). The build runs in a session of its own, so
     an interrupted run stops the compilers too (the script removes its folder)."""
     env_bin = os.environ.get("KVTOP_LLAMA_SERVER")
     if env_bin:
