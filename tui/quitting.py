@@ -47,8 +47,8 @@ def has_terminal() -> bool:
     return os.isatty(0) and os.isatty(1)
 
 
-def follow_the_terminal_size() -> list[str]:
-    """Forget COLUMNS and LINES when the screen is a terminal; the names dropped.
+def follow_the_terminal_size() -> None:
+    """Forget COLUMNS and LINES when the screen is a terminal.
 
     Textual sizes the screen with ``shutil.get_terminal_size``, which believes those
     variables before the terminal, and on every resize. Inherited ones are stale: a
@@ -57,10 +57,11 @@ def follow_the_terminal_size() -> list[str]:
     and never followed a resize. A full-screen app follows the terminal it draws on."""
     try:
         if not os.isatty(1):
-            return []
+            return
     except OSError:
-        return []
-    return [name for name in ("COLUMNS", "LINES") if os.environ.pop(name, None) is not None]
+        return
+    for name in ("COLUMNS", "LINES"):
+        os.environ.pop(name, None)
 
 
 def terminal_fds() -> list[int]:
