@@ -1,7 +1,15 @@
 """``kvtop load`` against the real llama-server (4 slots, the demo model): rows for 1 and
-4 users where the total rises and each user's rate falls, the tokens kvtop counts equal
-to the server's own ``tokens_predicted_total`` growth, ordered percentiles, and Ctrl+C
-in the middle of a level leaving no slot busy."""
+4 users where each user's rate falls (the four shared the server's steps) and the total
+holds, the tokens kvtop counts equal to the server's own ``tokens_predicted_total``
+growth, ordered percentiles, and Ctrl+C in the middle of a level leaving no slot busy.
+
+Why the total is not asserted to rise: each test worker owns one core, so the server
+runs one thread, and one CPU thread decoding SmolLM2 is compute-bound, not
+bandwidth-bound. Measured here, 4 runs each: one thread, 1 user 43-47 tok/s and 4 users
+44-49 tok/s in total (12-13 each); two threads, 55-65 and 80-90. The CI run of
+2026-12-01 saw 23.4 and 21.6 (a busy core). Batching pays where a step reads the weights
+from memory faster than one core computes on them; bench/load_vs_independent.py prints
+the total per level (1, 2, 4 users) on whatever threads it is given."""
 
 from __future__ import annotations
 
@@ -55,9 +63,12 @@ def test_rows_for_one_and_four_users(four_slots):
     assert abs(counted - server_delta) <= 0.05 * server_delta, (counted, server_delta)
     assert abs(four["server_generated_tokens"] - four["generated_tokens"]) <= 0.05 * four["generated_tokens"]
     assert one["prompt_tokens"] == 16 and four["prompt_tokens"] == 16  # exact, as the server counted them
-    # batching shares each read of the weights: more in total, less for each user
-    assert four["gen_tok_s"] > one["gen_tok_s"], (one, four)
-    assert four["per_user_gen_tok_s"] < one["per_user_gen_tok_s"], (one, four)
+    # four conversations shared each step: each one streamed at well under one user's rate
+    # (a quarter on a compute-bound thread, more where batching pays; the server's timings)
+    assert four["per_user_gen_tok_s"] < 0.75 * one["per_user_gen_tok_s"], (one, four)
+    # ... and they ran together, not one after another: the total did not fall to a quarter
+    assert four["gen_tok_s"] > 0.5 * one["gen_tok_s"], (one, four)
+    assert four["gen_tok_s"] <= 4 * four["per_user_gen_tok_s"] * 1.25, four  # the window holds the steps
     for row in rows:
         for name in ("ttft", "itl"):
             p50, p95, p99 = (row[f"{name}_p{q}_s"] for q in (50, 95, 99))
