@@ -87,6 +87,12 @@ class CPUWatch:
     def on_recorded_cpu(self, m: msg.RecordedCPU) -> None:
         self._recorded_share = m.others_cpu  # read by the turn's end, the next message
 
+    def on_hardware_probing(self, m: msg.HardwareProbing) -> None:
+        from .panes.status import StatusBar
+
+        if self.is_running:  # posted by the inspect worker, which may outlive the app
+            self.query_one(StatusBar).set_probing(m.running)
+
 
 BEATEN = 1.02  # a measured rate this far above its ceiling means the ceiling is wrong
 

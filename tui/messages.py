@@ -136,6 +136,16 @@ class PromptFileRead(Message):
         self.error = error
 
 
+class HardwareProbing(Message):
+    """The hardware probe at start (the CPU's bandwidth and FLOPS, seconds and more on a
+    busy machine) began (``running``) or ended: the engine starts only after it, so the
+    status bar says what runs instead of a frozen "loading 0%"."""
+
+    def __init__(self, running: bool) -> None:
+        super().__init__()
+        self.running = running
+
+
 class HardwareReprobed(Message):
     """The CPU was probed again (a measured rate beat its ceiling): the new profile."""
 

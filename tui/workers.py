@@ -1,8 +1,9 @@
 """The app's worker threads. None of them touches a widget: they only ``post_message``.
 
 * ``inspect_model``: reads the GGUF header and the hardware (the CPU probe can take
-  seconds), posts ``ModelInspected``; the app then asks about memory if needed and
-  starts the engine.
+  seconds, over 30 on a busy machine: ``HardwareProbing`` says so on the status bar),
+  posts ``ModelInspected``; the app then asks about memory if needed and starts the
+  engine.
 * ``pump_engine``: starts the engine and is its **one reader** for the engine's life:
   every event goes to the trace, then through the bridge as messages. Commands go to
   the engine from the main thread (``ChatSession``); nothing else reads it.
@@ -46,7 +47,13 @@ class EngineWorkers:
         except Exception as exc:  # never let a worker error kill the UI
             self.post_message(msg.EngineFailed(clean_line(f"{type(exc).__name__}: {exc}")))
             return
-        hw = opts.hardware or hardware_profile(s.n_gpu_layers, cache_dir=self.paths.cache_dir)
+        hw = opts.hardware
+        if hw is None:
+            self.post_message(msg.HardwareProbing(True))
+            try:  # ended in any case: a probe that raised must not leave the bar counting
+                hw = hardware_profile(s.n_gpu_layers, cache_dir=self.paths.cache_dir)
+            finally:
+                self.post_message(msg.HardwareProbing(False))
         self.session.open_trace(facts, hw, lambda text: self.post_message(msg.Notice(text)))
         layout = kv_layout(facts, s.n_ctx, s.cache_type_k, s.cache_type_v, s.swa_full, s.n_ubatch)
         fits = memory_check(facts, layout, hw, s.n_gpu_layers, offload=OffloadSettings.from_settings(s))

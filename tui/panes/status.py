@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 
 from textual.content import Content
 
@@ -43,6 +44,20 @@ class StatusBar(PaneWidget):
         self.fields: list[tuple[str, str]] = []
         self.load_fraction: float | None = 0.0
         self.problem: str | None = None
+        self.probe_since: float | None = None
+        self._probe_timer = None
+
+    def set_probing(self, running: bool) -> None:
+        """The CPU probe runs before the engine starts and can take over 30 s on a busy
+        machine: a frozen "loading 0%" said nothing, so the bar says what is measured
+        and counts its seconds (redrawn each second) until the probe ends."""
+        if self._probe_timer is not None:
+            self._probe_timer.stop()
+            self._probe_timer = None
+        self.probe_since = time.monotonic() if running else None
+        if running:
+            self._probe_timer = self.set_interval(1.0, self.refresh)
+        self.refresh()
 
     def set_loading(self, fraction: float) -> None:
         self.load_fraction = fraction
@@ -86,6 +101,9 @@ class StatusBar(PaneWidget):
             parts += [(f" ({self.meta_name})", "$text-muted")]
         if self.problem:
             parts += ["  ", (self.problem, "bold $kvtop-critical")]
+        elif self.probe_since is not None:
+            seconds = time.monotonic() - self.probe_since
+            parts += [f"  measuring this machine's CPU (bandwidth, FLOPS)… {seconds:.0f} s"]
         elif self.load_fraction is not None:
             w = max(0, min(30, self.size.width - len(self.model_label) - 30))
             parts += ["  loading ", bar(w, [(self.load_fraction, "$kvtop-measured")]),
