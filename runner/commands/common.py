@@ -1,6 +1,7 @@
 """What the headless commands share: exit codes and the one-line error.
 
-Exit codes: 0 ok, 1 runtime error (one line on stderr), 2 usage error (argparse).
+Exit codes: 0 ok, 1 runtime error (one line on stderr), 2 usage error (argparse),
+130 stopped by Ctrl+C (128 + SIGINT, what a shell reports).
 """
 
 from __future__ import annotations
@@ -11,12 +12,22 @@ import sys
 from runner.sanitize import clean_line
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
+EXIT_INTERRUPTED = 130
 
 
 def fail(msg: str) -> int:
     """One line on stderr, exit code 1."""
     print(f"kvtop: {clean_line(msg, 400)}", file=sys.stderr)
     return EXIT_ERROR
+
+
+def stopped_before(url: str) -> int:
+    """Ctrl+C while a llama-server still loads its model (``read_server_info`` waits out
+    its 503s, for up to minutes): one line on stderr and 130, as ``kvtop --server`` does
+    (tui/launch_server.py), not a traceback out of the wait's ``time.sleep``. ``url``
+    carries no login (runner/server/credentials.py took it out)."""
+    print(f"kvtop: stopped before {clean_line(url, 200)} answered", file=sys.stderr)
+    return EXIT_INTERRUPTED
 
 
 def json_safe(x):

@@ -9,7 +9,7 @@ import argparse
 import json
 
 from runner.cli_types import non_negative_int, positive_float, positive_int
-from runner.commands.common import EXIT_OK, fail, json_safe
+from runner.commands.common import EXIT_OK, fail, json_safe, stopped_before
 from runner.commands.estimate_devices import add_offload_flags, device_lines, device_report, offload_settings
 from runner.commands.estimate_forecast import add_forecast_flags, forecast_block, forecast_line, load_here
 from runner.model.facts import ModelFacts
@@ -216,7 +216,10 @@ def estimate_main(argv: list[str]) -> int:
 
     server = None
     if a.server:
-        server, err = server_facts(a)
+        try:
+            server, err = server_facts(a)
+        except KeyboardInterrupt:  # Ctrl+C while the server loads its model (a wait of up to 2 minutes)
+            return stopped_before(a.server)
         if err:
             return fail(err)
     try:

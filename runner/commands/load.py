@@ -21,10 +21,8 @@ import sys
 from dataclasses import dataclass, field
 
 from runner.cli_types import int_in, positive_float, positive_int
-from runner.commands.common import EXIT_ERROR, EXIT_OK, fail
+from runner.commands.common import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, fail, stopped_before
 from runner.commands.load_output import FORMATS, knee, meets, render, write_plot
-
-EXIT_INTERRUPTED = 130
 
 
 def _float_list(text: str) -> list[float]:
@@ -124,6 +122,8 @@ def load_main(argv: list[str], live=None) -> int:
             infos.append(read_server_info(client, wait_s=30))
         except ServerError as exc:
             return fail(str(exc))
+        except KeyboardInterrupt:  # Ctrl+C while the server loads its model
+            return stopped_before(url)
         finally:
             client.close()
     small = min(infos, key=lambda i: i.n_ctx)
