@@ -45,6 +45,7 @@ from .cpu_watch import CeilingCheck, CPUWatch
 from .dashboard import WIDE_COLUMNS, DashboardLayout, MetricsScroll, PagerBar
 from .forecasting import Forecasting
 from .lifecycle import EngineLifecycle
+from .load_view import LoadView
 from .machine_figures import MachineFigures
 from .routing import EngineRouting
 from .server_routing import ServerRouting
@@ -56,7 +57,7 @@ KVTOP_THEME_NAMES = frozenset(t.name for t in THEMES)
 _SVG_BAD_XML = dict.fromkeys(i for i in range(32) if i not in (9, 10, 13))
 
 
-class KvtopApp(EngineWorkers, ServerPolling, ServerRouting, EngineLifecycle, Forecasting, CPUWatch, CeilingCheck,
+class KvtopApp(LoadView, EngineWorkers, ServerPolling, ServerRouting, EngineLifecycle, Forecasting, CPUWatch, CeilingCheck,
                ChatUndo, EngineRouting, MachineFigures, DashboardLayout, App[int]):
     CSS_PATH = "app.tcss"
     # app.tcss paints every Screen opaque, which would hide the dashboard behind a dialog
@@ -149,6 +150,8 @@ class KvtopApp(EngineWorkers, ServerPolling, ServerRouting, EngineLifecycle, For
         yield AboutBar(self.settings, server=bool(self.options.servers), live=self.options.live_system, id="about")
         with Horizontal(id="body"):
             with Vertical(id="chat-column"):
+                if self.options.load is not None:  # kvtop load: the load pane in the chat's place
+                    yield from self.compose_load()
                 yield ChatLog(id="chat")
                 yield StreamTail(id="stream-tail")
                 # A steady cursor: blinking redraws the screen twice a second, for ever,
@@ -172,7 +175,7 @@ class KvtopApp(EngineWorkers, ServerPolling, ServerRouting, EngineLifecycle, For
                     yield DecodePane(chart_interval(self.refresh_s), id="decode", classes="pane")
                     yield EstimatePane(id="estimate", classes="pane")
                     yield MemoryPane(id="memory", classes="pane")
-        yield KeyBar(several_servers=len(self.options.servers) > 1, id="keys")
+        yield KeyBar(several_servers=len(self.options.servers) > 1, load=self.options.load is not None, id="keys")
 
     def on_mount(self) -> None:
         register_all(self)
@@ -207,6 +210,8 @@ class KvtopApp(EngineWorkers, ServerPolling, ServerRouting, EngineLifecycle, For
             self.set_class(True, "-server")
             self.set_class(len(self.options.servers) > 1, "-fleet")
             self.start_server_polling()
+        if self.options.load is not None:
+            self.start_load()
         self.inspect_model()
         if self.options.prompt_file:
             self.read_prompt_file(self.options.prompt_file)

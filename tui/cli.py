@@ -22,10 +22,10 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "load":
         from runner.commands.load import load_main
 
-        def live(*args):  # the live view on a terminal (Textual only imported then)
-            from .load_app import run_live
+        def live(*args):  # the --server dashboard with the sweep, on a terminal (Textual only imported then)
+            from .launch_server import load_live
 
-            return run_live(*args)
+            return load_live(*args)
 
         return load_main(argv[1:], live)
     if argv and argv[0] == "replay":

@@ -85,6 +85,15 @@ def server_main(p: argparse.ArgumentParser, a: argparse.Namespace, argv: list[st
 
 def run_server_app(settings, urls, key, a, argv, local_model: bool, local: bool, guarded: bool = False,
                    hardware=None, run=None) -> int:
+    app = server_app(settings, urls, key, a, argv, local_model, local, hardware)
+    if run is None:
+        from .run import run_until_quit as run  # signals, the summary with the server's own figures
+
+    return run(app, guarded=guarded)
+
+
+def server_app(settings, urls, key, a, argv, local_model: bool, local: bool, hardware=None, **more):
+    """The ``kvtop --server`` app; ``more``: further AppOptions (kvtop load's ``load``)."""
     from runner.records.paths import default_paths
     from runner.server.engine import ServerEngine
     from runner.system.hardware import HardwareProfile
@@ -104,9 +113,41 @@ def run_server_app(settings, urls, key, a, argv, local_model: bool, local: bool,
 
     opts = AppOptions(argv=scrub_argv([sys.argv[0]] + argv), servers=tuple(urls), api_key=key, hardware=hardware,
                       model_readable=local_model, refresh=a.refresh, trace_path=a.trace, ui_nice=a.ui_nice,
-                      prompt_file=a.prompt_file, prompt_text=a.prompt, bundle_text=a.bundle_text)
-    app = KvtopApp(settings, lambda s: ServerEngine(s, urls[0], key), default_paths(), opts)
-    if run is None:
-        from .run import run_until_quit as run  # signals, the summary with the server's own figures
+                      prompt_file=a.prompt_file, prompt_text=a.prompt, bundle_text=a.bundle_text, **more)
+    return KvtopApp(settings, lambda s: ServerEngine(s, urls[0], key), default_paths(), opts)
 
-    return run(app, guarded=guarded)
+
+def load_app(la, urls: list[str], key, infos, hardware=None):
+    """``kvtop load``'s live view: the ``kvtop --server`` dashboard of the first server (its
+    GGUF read as --server reads it, or load's --model), with the load pane and the sweep
+    (tui/load_view.py). No chat, so no transcript and no trace; kvtop's own priority is
+    left alone (the sweep's client runs in this process, and its CPU is measured)."""
+    import argparse
+
+    from runner.server.urls import is_loopback
+    from runner.settings import settings_from_args
+
+    from .load_view import LoadRun
+
+    info = infos[0]
+    model = la.model or (info.model_path if info.model_path and os.path.isfile(info.model_path) else "")
+    flags = argparse.Namespace(n_ctx=info.n_ctx, n_gpu_layers=la.n_gpu_layers, cache_type_k=la.cache_type_k,
+                               cache_type_v=la.cache_type_v)
+    settings = settings_from_args(model or info.model_path or urls[0], flags)
+    a = argparse.Namespace(bandwidth_gbs=la.bandwidth_gbs, tflops=la.tflops, refresh=None, trace=None, ui_nice=0,
+                           prompt_file=None, prompt=None, bundle_text=False)
+    return server_app(settings, urls, key, a, ["load", *urls], local_model=bool(model), local=is_loopback(urls[0]),
+                      hardware=hardware, load=LoadRun(la, urls, key, infos), write_transcript=False,
+                      record_trace=False)
+
+
+def load_live(la, urls: list[str], key, infos):
+    """The sweep with its live view (tui/cli.py); its result, None when it never ended."""
+    from .run import run_app
+
+    app = load_app(la, urls, key, infos)
+    try:
+        run_app(app)
+    finally:
+        app.shutdown_engine()
+    return app.options.load.settle()

@@ -230,3 +230,30 @@ class ServerRestarted(Message):
         super().__init__()
         self.index = index
         self.restart = restart
+
+
+class LoadLevelDone(Message):
+    """``kvtop load``: one level's rows (a fleet's: one per server, then the "all" row)."""
+
+    def __init__(self, rows: list[dict]) -> None:
+        super().__init__()
+        self.rows = rows
+
+
+class LoadProgress(Message):
+    """``kvtop load``: what the sweep does now ("level 2/4: 2 users"); only the newest counts."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, LoadProgress)
+
+
+class LoadEnded(Message):
+    """``kvtop load``: the sweep ended (done, stopped or failed): a ``SweepResult``."""
+
+    def __init__(self, result) -> None:
+        super().__init__()
+        self.result = result

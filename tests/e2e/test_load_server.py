@@ -1,7 +1,8 @@
 """``kvtop load`` against the real llama-server (4 slots, the demo model): rows for 1 and
 4 users where each user's rate falls (the four shared the server's steps) and the total
 holds, the tokens kvtop counts equal to the server's own ``tokens_predicted_total``
-growth, ordered percentiles, and Ctrl+C in the middle of a level leaving no slot busy.
+growth, ordered percentiles, and Ctrl+C in the middle of a level leaving no slot busy; the
+live view (the --server dashboard with the load pane) driven by a pilot, Esc included.
 
 Why the total is not asserted to rise: each test worker owns one core, so the server
 runs one thread, and one CPU thread decoding SmolLM2 is compute-bound, not
@@ -113,3 +114,75 @@ def test_ctrl_c_mid_level_leaves_no_slot_busy(four_slots):
     assert p.returncode == 130, err
     assert "Traceback" not in err
     assert busy(four_slots) == 0  # kvtop waited for the server to stop every task
+
+
+def test_the_live_view_is_the_server_dashboard_with_the_curve_and_esc_leaves_no_slot_busy(four_slots, tmp_path,
+                                                                                          monkeypatch, capsys):
+    """``kvtop load URL`` on a terminal, as load_main runs it, with a pilot for the user: the
+    --server dashboard (server, KV, decode, memory panes) and the load pane filling in a
+    row per level; Esc in the middle of the third level stops it with no slot busy, q
+    quits, and the rows of the two levels that ended are printed after the screen closed."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from runner.commands.load import load_main
+    from tui.launch_server import load_app
+    from tui.panes.load import LoadPane
+    from tui.panes.server import ServerPane
+
+    seen: dict = {}
+
+    async def user(app) -> None:
+        run = app.options.load
+        async with app.run_test(size=(160, 48)) as pilot:
+            pane, server = app.query_one(LoadPane), app.query_one(ServerPane)
+
+            async def until(cond, timeout=240.0, what="") -> None:
+                deadline = time.monotonic() + timeout
+                while not cond():
+                    assert time.monotonic() < deadline, what
+                    await asyncio.sleep(0.1)
+
+            await until(lambda: len(pane.rows) == 2 and busy(four_slots) >= 2, what="levels 1 and 2, then the 4 users")
+            await pilot.pause()
+            seen["panes"] = {w.id for w in app.query(".pane")}  # at 160x48 estimate and memory are on page 2
+            seen["shown"] = {w.id for w in app.query(".pane") if w.display}
+            seen["polled"] = server.snapshot is not None
+            seen["table"] = app.query_one("#load-table").render().plain
+            seen["level3"] = app.query_one("#load-status").render().plain
+            app.save_screenshot(filename="load_dash.svg", path=str(tmp_path))
+            await pilot.press("escape")
+            await until(lambda: run.result is not None, timeout=60, what="stopped")
+            seen["busy_after"] = busy(four_slots)
+            seen["status"] = app.query_one("#load-status").render().plain
+            seen["running_after_esc"] = app.is_running
+            # the dashboard goes on: its next poll of /slots shows the four slots idle
+            await until(lambda: "0/4 busy" in server.render().plain, timeout=30, what="the server pane's next poll")
+            await pilot.pause(0.5)  # the dashboard re-plans its rows after the pane's new lines
+            app.save_screenshot(filename="load_dash_stopped.svg", path=str(tmp_path))
+            await pilot.press("q")
+            await until(lambda: not app.is_running, timeout=10, what="quit")
+
+    def live(a, urls, key, infos):
+        app = load_app(a, urls, key, infos)
+        try:
+            asyncio.run(user(app))
+        finally:
+            app.options.load.stop()  # a failed check must not leave the sweep running on
+        return app.options.load.settle()
+
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)  # a terminal, as far as load_main asks
+    monkeypatch.setattr(sys, "stdin", SimpleNamespace(isatty=lambda: True))
+    rc = load_main([four_slots, "--users", "1,2,4", "-p", "16", "-n", "24", "--requests", "1", "--no-warmup",
+                    "--bandwidth-gbs", "20", "--tflops", "0.5", "-o", "json"], live)
+    out = capsys.readouterr().out
+    print("screenshot:", tmp_path / "load_dash.svg")
+    assert {"server", "kv", "decode", "load"} <= seen["shown"] and seen["polled"], seen
+    assert {"estimate", "memory"} <= seen["panes"], seen
+    assert "1 users:" in seen["table"] and "2 users:" in seen["table"] and "roof" in seen["table"], seen
+    assert "level 3/3: 4 users" in seen["level3"], seen
+    assert seen["running_after_esc"] and "stopped" in seen["status"], seen
+    assert seen["busy_after"] == 0  # /slots: no is_processing left
+    assert rc == 130
+    rows = json.loads(out)  # printed after the screen closed: the two levels that ended
+    assert [r["users"] for r in rows] == [1, 2] and all(r["generated_tokens"] == 24 * r["users"] for r in rows)

@@ -31,6 +31,14 @@ KEYS = (
     ("F3", "markdown", "md", "toggle_markdown"),
 )
 NEXT_SERVER = ("F4", "next server", "next", "next_server")
+LOAD_KEYS = (  # kvtop load's live view (tui/load_view.py): no chat, so none of its keys
+    ("Esc", "stop the load", "stop", "stop_load"),
+    ("q", "quit once stopped", "quit", "quit_when_stopped"),
+    ("^C", "stop, then quit", "stop+quit", "quit"),
+    ("F1", "help", "help", "help"),
+    ("^S", "screenshot", "shot", "screenshot"),
+    ("^T", "theme", "theme", "change_theme"),
+)
 GAP = 2
 
 
@@ -53,9 +61,11 @@ def fit_keys(keys, width: int) -> list[tuple[str, str, str]]:
 
 
 class KeyBar(PaneWidget):
-    def __init__(self, several_servers: bool = False, **kw) -> None:
+    def __init__(self, several_servers: bool = False, load: bool = False, **kw) -> None:
         super().__init__(**kw)
         self.keys = KEYS[:3] + (NEXT_SERVER,) + KEYS[3:] if several_servers else KEYS
+        if load:
+            self.keys = LOAD_KEYS + ((NEXT_SERVER,) if several_servers else ())
         self._spans: list[tuple[int, int, str]] = []  # (first cell, end, action) as last drawn
 
     def render(self) -> Content:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from textual.app import ComposeResult
-from textual.containers import Vertical
+from textual.containers import Vertical, VerticalScroll
 from textual.content import Content
 
 from runner.commands.load_output import meets
@@ -89,9 +89,10 @@ def table(rows: list[dict], plan: LoadChartPlan) -> Content:
     for r in level_rows(rows):
         level = f"{r['users']} users" if r["users"] is not None else f"{r['rate']:g}/s"
         ttft = "?" if r["ttft_p95_s"] is None else f"{r['ttft_p95_s']:.2f} s"
-        roof = f"  roof {fmt_rate(r['batched_roof_tok_s'])}" if r["batched_roof_tok_s"] else ""
+        roof = f", roof {fmt_rate(r['batched_roof_tok_s'])}" if r["batched_roof_tok_s"] else ""
+        failed = f", {r['failed']} failed" if r["failed"] else ""
         lines.append(Content(f"{level:>9}: {fmt_rate(r['gen_tok_s'])} in all, {fmt_rate(r['per_user_gen_tok_s'])} "
-                             f"each, TTFT p95 {ttft}{roof}  ({r['completed']} ok, {r['failed']} failed)"))
+                             f"each, TTFT p95 {ttft}{roof}; {r['completed']} ok{failed}"))
     return Content("\n").join(lines)
 
 
@@ -103,7 +104,8 @@ class LoadPane(Vertical):
 
     def compose(self) -> ComposeResult:
         yield PanePlot(id="load-chart")
-        yield PaneStatic(Content(""), id="load-table", markup=False)
+        with VerticalScroll(id="load-lines"):  # a small terminal: the lines scroll, the chart keeps its rows
+            yield PaneStatic(Content(""), id="load-table", markup=False)
 
     def add_rows(self, rows: list[dict]) -> None:
         self.rows += rows
@@ -127,3 +129,5 @@ class LoadPane(Vertical):
         draw(plt, plan, colors, chart.size.width or 80, chart.size.height or 12)
         chart.refresh()
         self.query_one("#load-table", PaneStatic).update(table(self.rows, plan))
+        scroll = self.query_one("#load-lines")
+        scroll.call_after_refresh(scroll.scroll_end, animate=False)  # the newest level in view

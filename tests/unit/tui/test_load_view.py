@@ -1,6 +1,7 @@
 """kvtop load's live view: the chart's plan as numbers (the curve, the roof over it, the
-knee against the targets) and the app itself on the stand-in server: rows arrive level
-by level, Esc stops the load with no request left in flight."""
+knee against the targets) and the app itself on the stand-in server: the ``kvtop --server``
+dashboard with the load pane in the chat's place, rows arriving level by level, Esc (or q)
+stopping the load with no request left in flight, Ctrl+C stopping it and then quitting."""
 
 from __future__ import annotations
 
@@ -56,14 +57,30 @@ async def wait_for(pilot, cond, timeout=20.0):
     assert cond()
 
 
-async def test_rows_fill_the_pane_level_by_level():
-    from tui.load_app import LoadApp
+def live_app(a, url):
+    """kvtop load's live view as ``kvtop load URL`` builds it on a terminal."""
+    from helpers import FIXED_HW
+
+    from tui.launch_server import load_app
+
+    return load_app(a, [url], None, infos(), hardware=FIXED_HW)
+
+
+async def test_the_server_dashboard_shows_and_rows_fill_the_load_pane_level_by_level():
+    from tui.panes.chat import ChatLog
     from tui.panes.load import LoadPane
+    from tui.panes.server import ServerPane
 
     with FakeLlamaServer() as srv:
-        app = LoadApp(args(), [srv.url], None, infos())
-        async with app.run_test(size=(100, 30)) as pilot:
-            await wait_for(pilot, lambda: app.result is not None)
+        app = live_app(args(), srv.url)
+        run = app.options.load
+        async with app.run_test(size=(120, 40)) as pilot:
+            # the --server dashboard: its panes, the server polled; no chat, no prompt
+            server = app.query_one(ServerPane)
+            await wait_for(pilot, lambda: server.snapshot is not None)
+            assert {"#kv", "#server", "#decode", "#memory"} <= {f"#{w.id}" for w in app.query(".pane")}
+            assert not app.query_one(ChatLog).display and app.query_one("#prompt").disabled
+            await wait_for(pilot, lambda: run.result is not None)
             await pilot.pause()
             pane = app.query_one(LoadPane)
             assert [r["users"] for r in pane.rows] == [1, 2]
@@ -72,17 +89,37 @@ async def test_rows_fill_the_pane_level_by_level():
             assert "done" in app.query_one("#load-status").render().plain
             await pilot.press("q")
         assert not app.is_running
+    assert run.settle() is run.result and [r["users"] for r in run.result.rows] == [1, 2]
 
 
-async def test_esc_stops_the_load_and_the_server_is_left_idle():
-    from tui.load_app import LoadApp
-
+async def test_esc_stops_the_load_and_the_server_is_left_idle_then_q_quits():
     with FakeLlamaServer(token_s=0.05) as srv:
-        app = LoadApp(args(users=[3], n_predict=400, requests=5), [srv.url], None, infos())
-        async with app.run_test(size=(100, 30)) as pilot:
+        app = live_app(args(users=[3], n_predict=400, requests=5), srv.url)
+        run = app.options.load
+        async with app.run_test(size=(120, 40)) as pilot:
             await wait_for(pilot, lambda: srv.state.busy == 3)
-            await pilot.press("escape")
-            await wait_for(pilot, lambda: app.result is not None, timeout=10)
-            assert app.result.stopped and app.result.rows == []
+            await pilot.press("q")  # q while it runs: stops it, does not quit
+            await wait_for(pilot, lambda: run.result is not None, timeout=10)
+            assert app.is_running and run.result.stopped and run.result.rows == []
             assert srv.state.busy == 0 and len(srv.state.prompts) == 3
             assert "stopped" in app.query_one("#load-status").render().plain
+            await pilot.press("q")
+        assert not app.is_running
+
+
+async def test_esc_mid_level_stops_and_ctrl_c_quits_once_the_server_is_idle():
+    with FakeLlamaServer(token_s=0.05) as srv:
+        app = live_app(args(users=[2], n_predict=400, requests=5), srv.url)
+        run = app.options.load
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_for(pilot, lambda: srv.state.busy == 2)
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: run.result is not None, timeout=10)
+            assert app.is_running and run.result.stopped and srv.state.busy == 0
+        app = live_app(args(users=[2], n_predict=400, requests=5), srv.url)
+        run = app.options.load
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_for(pilot, lambda: srv.state.busy == 2)
+            await pilot.press("ctrl+c")  # stop, then quit by itself once stopped
+            await wait_for(pilot, lambda: not app.is_running, timeout=10)
+        assert run.result.stopped and srv.state.busy == 0

@@ -1,0 +1,148 @@
+"""``kvtop load``'s live view: the dashboard ``kvtop --server`` shows, with the load pane
+in the chat's place (tui/launch_server.py ``load_app`` builds it).
+
+The sweep (``runner.commands.load.sweep``, the same code as the headless command) runs
+on a worker thread that only posts messages: a level's rows (``LoadLevelDone``), what
+it does now (``LoadProgress``) and its end (``LoadEnded``); the handlers update the
+pane on the main thread. Esc stops the load (every stream in flight is closed and the
+sweep waits until the server has no busy slot); q quits once it has stopped; Ctrl+C
+(or Ctrl+Q) stops it and quits when it has, a second one at once. The rows are
+printed to stdout after the screen closes, as the headless command prints them.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from textual import work
+from textual.app import ComposeResult
+from textual.content import Content
+
+from . import messages as msg
+from .panes.base import PaneStatic
+from .panes.chat import TypedKeys
+from .panes.load import LoadPane
+
+SETTLE_S = 30.0  # after the screen closed mid-level: the sweep's own wait for idle slots is 15 s
+
+
+class LoadRun:
+    """What ``kvtop load`` asked for (its flags, the servers, the key, their /props) and
+    where the sweep stands. ``result`` is set on the main thread when ``LoadEnded``
+    arrives; ``final`` by the worker itself, for a screen that closed before."""
+
+    def __init__(self, a, urls: list[str], key, infos) -> None:
+        self.a, self.urls, self.key, self.infos = a, urls, key, infos
+        self.driver = None  # runner.server.load_driver.LoadDriver, once the sweep made it
+        self.result = None
+        self.final = None
+        self.stopping = False
+        self.quit_when_ended = False
+        self.ended = threading.Event()
+
+    def stop(self) -> None:
+        self.stopping = True
+        if self.driver is not None:
+            self.driver.stop()  # closes sockets only: quick, safe on the main thread
+
+    def settle(self):
+        """After the screen closed: a sweep still running is stopped and waited for (the
+        server left idle); what it measured, or None when it never ended."""
+        if self.result is None and not self.ended.is_set():
+            self.stop()
+            self.ended.wait(SETTLE_S)
+        return self.result or self.final
+
+
+class LoadView:
+    """Mixed into the App; every method does nothing special without a ``LoadRun``."""
+
+    def compose_load(self) -> ComposeResult:
+        run = self.options.load
+        yield PaneStatic(Content("kvtop load: starting"), id="load-status", markup=False)  # the URL: the status bar
+        pane = LoadPane(run.a.slo_ttft, run.a.slo_tok_s, id="load", classes="pane")
+        pane.border_title = "Load: tok/s by users"
+        yield pane
+
+    def start_load(self) -> None:
+        self.set_class(True, "-load")
+        prompt = self.query_one("#prompt")
+        prompt.disabled = True  # no chat while the load runs: it would be measured with it
+        # q quits once the load has stopped (before: it stops it); ? is still help
+        self.typed_keys.SHORTCUTS = {**TypedKeys.SHORTCUTS, "q": "quit_when_stopped"}
+        self.run_load_sweep()
+
+    @work(thread=True, exclusive=True, group="load", exit_on_error=False)
+    def run_load_sweep(self) -> None:
+        from runner.commands.load import SweepResult, sweep
+
+        run = self.options.load
+        seen: list[dict] = []
+
+        def ready(driver) -> None:
+            run.driver = driver
+            if run.stopping:
+                driver.stop()
+
+        def rows(level_rows: list[dict]) -> None:
+            seen.extend(level_rows)
+            self.post_message(msg.LoadLevelDone(level_rows))
+
+        try:
+            result = sweep(run.a, run.urls, run.key, run.infos, on_rows=rows, driver_ready=ready,
+                           say=lambda text: self.post_message(msg.LoadProgress(text)))
+        except Exception as exc:  # a bug must not leave the screen saying "level 2/4" for ever
+            result = SweepResult(rows=seen, error=f"{type(exc).__name__}: {exc}")
+        run.final = result
+        run.ended.set()
+        self.post_message(msg.LoadEnded(result))
+
+    def say_load(self, text: str) -> None:
+        self.query_one("#load-status", PaneStatic).update(Content(f"kvtop load: {text}"))
+
+    def on_load_level_done(self, m: msg.LoadLevelDone) -> None:
+        self.query_one(LoadPane).add_rows(m.rows)
+
+    def on_load_progress(self, m: msg.LoadProgress) -> None:
+        if self.options.load.result is None:
+            self.say_load(m.text)
+
+    async def on_load_ended(self, m: msg.LoadEnded) -> None:
+        run = self.options.load
+        run.result = r = m.result
+        end = "stopped" if r.stopped else "error: " + r.error if r.error else "done"
+        knee = [n for n in r.notes if n.startswith("knee")]
+        self.say_load(f"{end}; q quits and prints the table" + ("; " + knee[0] if knee else ""))
+        if run.quit_when_ended:
+            await self.action_quit()
+
+    def action_stop_load(self) -> None:
+        """Esc (and its key on the key bar): stop the load; the screen stays."""
+        run = self.options.load
+        if run is not None and run.result is None and not run.stopping:
+            run.stop()
+            self.say_load("stopping: closing the streams, waiting for the server's slots to be idle")
+
+    def action_cancel_turn(self) -> None:
+        """Esc: stops the load (a dialog open: closes it, as without a load)."""
+        if self.options.load is None or len(self.screen_stack) > 1:
+            super().action_cancel_turn()
+        else:
+            self.action_stop_load()
+
+    async def action_quit(self) -> None:
+        """Ctrl+C, Ctrl+Q: a load still running is stopped first, and the app quits once the
+        server is idle; pressed again while it stops, it quits at once (``settle`` waits)."""
+        run = self.options.load
+        if run is None or run.result is not None or run.quit_when_ended:
+            await super().action_quit()
+            return
+        run.quit_when_ended = True
+        self.action_stop_load()
+
+    async def action_quit_when_stopped(self) -> None:
+        """q in kvtop load: quits once the load has ended; while it runs, stops it."""
+        if self.options.load is None or self.options.load.result is not None:
+            await self.action_quit()
+        else:
+            self.action_stop_load()
