@@ -13,6 +13,7 @@ printed to stdout after the screen closes, as the headless command prints them.
 from __future__ import annotations
 
 import threading
+import time
 
 from textual import work
 from textual.app import ComposeResult
@@ -24,6 +25,7 @@ from .panes.chat import TypedKeys
 from .panes.load import LoadPane
 
 SETTLE_S = 30.0  # after the screen closed mid-level: the sweep's own wait for idle slots is 15 s
+PROBE_WAIT_S = 120.0  # the dashboard's CPU probe takes over 30 s on a busy machine
 
 
 class LoadRun:
@@ -88,6 +90,7 @@ class LoadView:
             seen.extend(level_rows)
             self.post_message(msg.LoadLevelDone(level_rows))
 
+        self._wait_for_the_probe(run)
         try:
             result = sweep(run.a, run.urls, run.key, run.infos, on_rows=rows, driver_ready=ready,
                            say=lambda text: self.post_message(msg.LoadProgress(text)))
@@ -96,6 +99,20 @@ class LoadView:
         run.final = result
         run.ended.set()
         self.post_message(msg.LoadEnded(result))
+
+    def _wait_for_the_probe(self, run) -> None:
+        """A server on this machine and no --bandwidth-gbs/--tflops: the roof comes from this
+        CPU's probe, which the dashboard takes too (tui/workers.py). The sweep waits for the
+        dashboard's, cached, rather than take its own at the same time (each would measure
+        the other) or under the load. Worker thread: it reads a flag, touches no widget."""
+        from runner.server.urls import is_loopback
+
+        if run.a.bandwidth_gbs or run.a.tflops or not is_loopback(run.urls[0]) or self.model_inspected:
+            return
+        self.post_message(msg.LoadProgress("waiting for the dashboard's CPU probe (the roof uses it)"))
+        deadline = time.monotonic() + PROBE_WAIT_S
+        while not self.model_inspected and not run.stopping and time.monotonic() < deadline:
+            time.sleep(0.1)
 
     def say_load(self, text: str) -> None:
         self.query_one("#load-status", PaneStatic).update(Content(f"kvtop load: {text}"))
