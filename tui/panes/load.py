@@ -28,9 +28,13 @@ class LoadChartPlan:
     xs: list[float] = field(default_factory=list)
     measured: list[float] = field(default_factory=list)
     per_user: list[float] = field(default_factory=list)
-    roof: list[float] = field(default_factory=list)  # empty when any level has no roof
+    roof: list[float] = field(default_factory=list)  # empty when any level has no roof, or it is off the scale
+    roof_above: str | None = None  # the roof, named when it is too far above the curve to draw
     knee: float | None = None  # the level (x) the targets hold up to
     y_top: float = 1.0
+
+
+ROOF_SCALE = 3.0  # the roof is drawn when at most this many times the curve's top, as the decode chart's ceiling
 
 
 def level_rows(rows: list[dict]) -> list[dict]:
@@ -47,12 +51,17 @@ def plan_load_chart(rows: list[dict], slo_ttft: float | None, slo_tok_s: float |
     plan.xs = [float(r["users"] if r["users"] is not None else r["rate"]) for r in pts]
     plan.measured = [r["gen_tok_s"] for r in pts]
     plan.per_user = [r["per_user_gen_tok_s"] or 0.0 for r in pts]
-    if all(r["batched_roof_tok_s"] for r in pts):
-        plan.roof = [r["batched_roof_tok_s"] for r in pts]
+    roof = [r["batched_roof_tok_s"] for r in pts]
+    top = max(plan.measured + plan.per_user + [1e-9])
+    if all(roof) and max(roof) <= ROOF_SCALE * top:
+        plan.roof = roof
+    elif all(roof):  # a roof 20x above (a busy CPU, a bandwidth given for another machine) would
+        # squash the curve onto the bottom row: the legend names it instead
+        plan.roof_above = f"batched roof up to {fmt_rate(max(roof))}, {max(roof) / top:.0f}x: above the scale"
     if slo_ttft is not None or slo_tok_s is not None:
         ok = [x for x, r in zip(plan.xs, pts) if meets(r, slo_ttft, slo_tok_s)]
         plan.knee = max(ok) if ok else None
-    plan.y_top = max(plan.measured + plan.roof + [1.0]) * 1.1
+    plan.y_top = max(plan.measured + plan.per_user + plan.roof + [1.0]) * 1.1
     return plan
 
 
@@ -61,8 +70,8 @@ def draw(plt, plan: LoadChartPlan, colors: dict, width: int, height: int) -> Non
     if not plan.xs:
         return
     marker = "braille"
-    plt.plot(plan.xs, plan.measured, marker=marker, color=colors["measured"])
     plt.plot(plan.xs, plan.per_user, marker=marker, color=colors["per_user"])
+    plt.plot(plan.xs, plan.measured, marker=marker, color=colors["measured"])  # on top where they cross
     if plan.roof:
         plt.plot(plan.xs, plan.roof, marker=marker, color=colors["ceiling"])
     if plan.knee is not None:
@@ -83,6 +92,8 @@ def table(rows: list[dict], plan: LoadChartPlan) -> Content:
                    ("per user  ", "$text-muted")]
     if plan.roof:
         parts += [("━ ", "$kvtop-ceiling"), ("batched roof  ", "$text-muted")]
+    elif plan.roof_above:
+        parts += [("↑ ", "$kvtop-ceiling"), (plan.roof_above + "  ", "$text-muted")]
     if plan.knee is not None:
         parts += [("│ ", "$kvtop-warn"), (f"knee at {plan.knee:g}", "$text-muted")]
     lines = [Content.assemble(*parts)]

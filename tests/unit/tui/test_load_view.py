@@ -23,12 +23,25 @@ def row(users, gen, per_user, ttft95, roof=None, server="http://a"):
 
 
 def test_the_plan_draws_the_curve_under_its_roof_and_marks_the_knee():
-    rows = [row(1, 10.0, 10.0, 0.2, 40.0), row(2, 18.0, 9.0, 0.3, 70.0), row(4, 28.0, 7.0, 0.9, 110.0)]
+    rows = [row(1, 10.0, 10.0, 0.2, 30.0), row(2, 18.0, 9.0, 0.3, 55.0), row(4, 28.0, 7.0, 0.9, 80.0)]
     plan = plan_load_chart(rows, 0.5, None)
     assert plan.xs == [1.0, 2.0, 4.0] and plan.measured == [10.0, 18.0, 28.0] and plan.per_user == [10.0, 9.0, 7.0]
-    assert plan.roof == [40.0, 70.0, 110.0] and plan.y_top >= 110.0
+    assert plan.roof == [30.0, 55.0, 80.0] and plan.y_top >= 80.0 and plan.roof_above is None
     assert plan.knee == 2.0
     assert plan_load_chart(rows, None, None).knee is None
+
+
+def test_a_roof_far_above_the_curve_is_named_not_drawn():
+    """A roof 20x above (measured on a busy 2-core CPU: 6 tok/s under a 206-409 tok/s roof)
+    drew the curve on the bottom row; the legend names it, as the decode chart does."""
+    from tui.panes.load import table
+
+    rows = [row(1, 6.4, 7.8, 0.7, 206.0), row(2, 5.2, 3.6, 3.0, 409.0)]
+    plan = plan_load_chart(rows, None, None)
+    assert plan.roof == [] and plan.y_top >= 7.8 and plan.y_top < 10
+    assert plan.roof_above == "batched roof up to 409 tok/s, 52x: above the scale"
+    legend = table(rows, plan).plain.splitlines()[0]
+    assert "52x: above the scale" in legend and "━ batched roof" not in legend
 
 
 def test_a_fleet_plots_its_all_rows_and_no_roof_when_one_is_unknown():
