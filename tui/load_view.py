@@ -70,7 +70,7 @@ class LoadView:
         self.set_class(True, "-load")
         prompt = self.query_one("#prompt")
         prompt.disabled = True  # no chat while the load runs: it would be measured with it
-        # q quits once the load has stopped (before: it stops it); ? is still help
+        # q: while the load runs it stops it, once stopped it quits; ? is still help
         self.typed_keys.SHORTCUTS = {**TypedKeys.SHORTCUTS, "q": "quit_when_stopped"}
         self.run_load_sweep()
 
@@ -115,7 +115,10 @@ class LoadView:
             time.sleep(0.1)
 
     def say_load(self, text: str) -> None:
-        self.query_one("#load-status", PaneStatic).update(Content(f"kvtop load: {text}"))
+        from runner.sanitize import clean_line
+
+        # an error may hold the server's own words: one line, no control characters, no markup
+        self.query_one("#load-status", PaneStatic).update(Content(f"kvtop load: {clean_line(text, 600)}"))
 
     def on_load_level_done(self, m: msg.LoadLevelDone) -> None:
         self.query_one(LoadPane).add_rows(m.rows)
