@@ -132,42 +132,122 @@ def _needs_server(config) -> bool:
     return False
 
 
+BUILD_NOTICE = ("kvtop: llama-server for the server tests (built once into the build cache if it is not "
+                "there: about 10 minutes on 2 busy cores, while the tests that need no server run)")
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionstart(session):
-    """With workers (pytest -n), the controller builds llama-server before they start, so
-    its notice shows; each worker then finds the binary in the cache (or waits on the
-    build's lock) from ``pytest_collection_finish``."""
+    """With workers (pytest -n), the controller starts the llama-server build in the
+    background before they start, and its notice shows. The workers run the tests that
+    need no server first (``pytest_collection_modifyitems``), and wait for the build
+    only when they reach a test that needs it (``pytest_runtest_protocol``, outside
+    pytest-timeout's limit). On a fresh busy 2-core machine that overlap took minutes
+    off the first run: the build's serial tail and the tests' waits leave a core idle."""
     config = session.config
     if _worker_index(config) is not None or not getattr(config.option, "numprocesses", None):
         return
     if config.option.collectonly or os.environ.get("KVTOP_LLAMA_SERVER") or not _needs_server(config):
         return
-    _build_server(config)
+    _start_background_build(config)
+
+
+def _start_background_build(config) -> None:
+    """The build script in a session of its own (so it can be stopped as a whole), its
+    output in a log; a worker that calls the script while it runs waits on its lock."""
+    import subprocess
+    import sys
+    import tempfile
+
+    from llama_server import cached_binary
+
+    if cached_binary():
+        return
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(BUILD_NOTICE)
+    log = tempfile.NamedTemporaryFile(prefix="kvtop-llama-server-build-", suffix=".log", delete=False)
+    _SERVER_BUILD["controller"] = subprocess.Popen(
+        ["bash", os.path.join(ROOT, ".ci", "build-llama-server")], cwd=ROOT, stdin=subprocess.DEVNULL,
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=dict(os.environ, PYTHON=sys.executable))
+    _SERVER_BUILD["controller_log"] = log.name
+    log.close()
+
+
+def pytest_unconfigure(config):
+    """The controller never leaves its build running: one the run did not wait for (a
+    Ctrl+C, or no selected test needed it) is stopped; its trap removes its folder."""
+    import signal
+    import subprocess
+
+    proc = _SERVER_BUILD.pop("controller", None)
+    if proc is None:
+        return
+    stopped = proc.poll() is None
+    if stopped:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            proc.wait()
+    log = _SERVER_BUILD.pop("controller_log", None)
+    if log and (stopped or proc.returncode == 0):  # kept only when it explains a failed build
+        try:
+            os.unlink(log)
+        except OSError:
+            pass
 
 
 def _build_server(config) -> None:
     from llama_server import server_binary
 
     reporter = config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None and not os.environ.get("KVTOP_LLAMA_SERVER"):
-        reporter.write_line("kvtop: llama-server for the server tests (built once into the build cache "
-                            "if it is not there: about 10 minutes on 2 busy cores)")
+    if reporter is not None and _worker_index(config) is None:
+        reporter.write_line(BUILD_NOTICE.split(", while")[0] + ")")
     try:
         _SERVER_BUILD["bin"] = server_binary()
     except Exception as exc:  # reported by every test that needs the server
         _SERVER_BUILD["error"] = exc
 
 
+def _uses_server(item) -> bool:
+    return "llama_server_bin" in getattr(item, "fixturenames", ())
+
+
+def pytest_collection_modifyitems(config, items):
+    """The files whose tests use llama-server run last (each file stays whole and in its
+    order, so --dist loadfile keeps a file's module fixtures on one worker): a first run
+    builds the server meanwhile. Every worker collects the same order."""
+    server_files = {item.path for item in items if _uses_server(item)}
+    items.sort(key=lambda item: item.path in server_files)
+
+
 def pytest_collection_finish(session):
-    """Build llama-server before the first test when a selected test needs it: set-up,
-    not a test, so pytest-timeout's per-test limit never cuts the build (about 10 minutes
-    on 2 busy cores). A failed build fails only the tests that need the server, with the
-    build's own error."""
+    """Without workers, build llama-server before the first test when a selected test
+    needs it: set-up, not a test, so pytest-timeout's per-test limit never cuts the build
+    (about 10 minutes on 2 busy cores). A worker leaves it to the controller's build,
+    waited for when its first server test comes (below). A failed build fails only the
+    tests that need the server, with the build's own error."""
     if session.config.option.collectonly or _SERVER_BUILD:
         return
-    if not any("llama_server_bin" in getattr(item, "fixturenames", ()) for item in session.items):
+    if _worker_index(session.config) is not None or not any(_uses_server(item) for item in session.items):
         return
     _build_server(session.config)
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item, nextitem):
+    """A worker's first server test waits for the build here, before pytest-timeout's
+    own wrapper starts the test's clock (the script waits on the controller's lock,
+    then finds the binary; if that build failed, this worker tries once itself)."""
+    if not _SERVER_BUILD and _worker_index(item.config) is not None and _uses_server(item) \
+            and not os.environ.get("KVTOP_LLAMA_SERVER"):
+        _build_server(item.config)
+    yield
 
 
 @pytest.fixture(scope="session")

@@ -44,6 +44,18 @@ def server_binary() -> str:
     return out.strip().splitlines()[-1]
 
 
+def cached_binary() -> str | None:
+    """The binary ``.ci/build-llama-server`` would print without building (the same
+    pin, cache folder and name), or None when it is not built yet."""
+    import re
+
+    with open(os.path.join(ROOT, "pyproject.toml"), encoding="utf-8") as fh:
+        pin = re.search(r'"llama-cpp-python==([^"]+)"', fh.read())
+    cache = os.environ.get("KVTOP_BUILD_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "kvtop-build")
+    path = os.path.join(cache, f"llama-server-{pin.group(1) if pin else ''}", "llama-server")
+    return path if os.access(path, os.X_OK) else None
+
+
 def get_json(url: str, timeout: float = 5):
     with urllib.request.urlopen(url, timeout=timeout) as r:
         return json.loads(r.read())
