@@ -15,6 +15,7 @@ from runner.system.cpu_use import CPUReading, cpu_use, read_cpu
 from runner.units import fmt_rate
 
 from . import messages as msg
+from .guards import while_running
 from .panes.memory import MemoryPane
 
 
@@ -87,6 +88,7 @@ class CPUWatch:
     def on_recorded_cpu(self, m: msg.RecordedCPU) -> None:
         self._recorded_share = m.others_cpu  # read by the turn's end, the next message
 
+    @while_running
     def on_hardware_probing(self, m: msg.HardwareProbing) -> None:
         from .panes.status import StatusBar
 
@@ -134,6 +136,7 @@ class CeilingCheck:
         now = f"{hw.cpu.bandwidth_gbs:.1f} GB/s, {hw.cpu.tflops:.3f} TFLOPS" if hw.cpu else "?"
         self.post_message(msg.HardwareReprobed(hw, f"{why}: the CPU was probed again: {now} (was {was})"))
 
+    @while_running
     def on_hardware_reprobed(self, m: msg.HardwareReprobed) -> None:
         from .panes.decode import DecodePane
 

@@ -20,6 +20,7 @@ from runner.process.commands import ChatMessage, MeasurePrompt
 from runner.sanitize import clean_line, clean_text
 
 from . import messages as msg
+from .guards import while_running
 from .format import fmt_int, fmt_seconds
 from .panes.estimate import EstimatePane
 from .prompt_input import expanded_draft
@@ -233,6 +234,7 @@ class Forecasting:
             return
         self.session.engine.submit(MeasurePrompt(request_id, history + (ChatMessage("user", text),)))
 
+    @while_running
     def on_forecast_note(self, m: msg.ForecastNote) -> None:
         if m.request_id == self._measure_id:
             if (inp := self._prompt()) is not None:

@@ -10,6 +10,7 @@ from runner.sanitize import clean_line
 from runner.units import fmt_int
 
 from . import messages as msg
+from .guards import while_running
 from .panes.chat import ChatLog
 from .panes.status import StatusBar
 from .screens import ErrorScreen
@@ -91,6 +92,7 @@ class EngineLifecycle:
         if result == "restart":
             self.action_restart_engine()
 
+    @while_running
     def on_engine_failed(self, m: msg.EngineFailed) -> None:
         if self._stopping or not self.session.on_engine_gone(clean_line(m.reason, 600)):
             return  # reported once

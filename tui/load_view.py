@@ -20,6 +20,7 @@ from textual.app import ComposeResult
 from textual.content import Content
 
 from . import messages as msg
+from .guards import while_running
 from .panes.base import PaneStatic
 from .panes.chat import TypedKeys
 from .panes.load import LoadPane
@@ -120,13 +121,16 @@ class LoadView:
         # an error may hold the server's own words: one line, no control characters, no markup
         self.query_one("#load-status", PaneStatic).update(Content(f"kvtop load: {clean_line(text, 600)}"))
 
+    @while_running
     def on_load_level_done(self, m: msg.LoadLevelDone) -> None:
         self.query_one(LoadPane).add_rows(m.rows)
 
+    @while_running
     def on_load_progress(self, m: msg.LoadProgress) -> None:
         if self.options.load.result is None:
             self.say_load(m.text)
 
+    @while_running
     async def on_load_ended(self, m: msg.LoadEnded) -> None:
         run = self.options.load
         run.result = r = m.result

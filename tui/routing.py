@@ -7,7 +7,6 @@ queued while the app shuts down (its widgets already removed) are dropped too.
 
 from __future__ import annotations
 
-import functools
 import os
 import time
 
@@ -18,6 +17,7 @@ from runner.sanitize import clean_line, clean_text
 
 from . import messages as msg
 from .format import fmt_bytes, fmt_int, fmt_seconds
+from .guards import while_running
 from .panes.about import AboutBar
 from .panes.chat import ChatLog, StreamTail, turn_footer
 from .panes.decode import DecodePane
@@ -29,20 +29,6 @@ from .panes.status import StatusBar
 from .prompt_input import expanded_draft
 from .screens import PreflightScreen
 from .textual_private import release_removed_widget_caches
-
-
-def while_running(handler):
-    """Drop an engine message that arrives once the app has begun shutting down: the
-    engine's thread keeps posting until it is stopped, and a token handled after the
-    dashboard's widgets were removed raised NoMatches (seen at the end of a pilot test
-    that quit mid-decode, 1 run in 7 beside a CPU hog)."""
-    @functools.wraps(handler)
-    def guarded(self, m):
-        if not self.is_running:
-            return None
-        return handler(self, m)
-
-    return guarded
 
 
 class EngineRouting:

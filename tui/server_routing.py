@@ -7,9 +7,11 @@ from runner.physics.batching import batched_decode_ceiling, compute_tok_s, more_
 from runner.physics.kv_bytes import kv_bytes_read_at_depth
 
 from . import messages as msg
+from .guards import while_running
 
 
 class ServerRouting:
+    @while_running
     def on_server_polled(self, m: msg.ServerPolled) -> None:
         s = m.snapshot
         self.server_snapshots[m.index] = s
@@ -25,6 +27,7 @@ class ServerRouting:
         # a change in the pane's lines re-plans the dashboard (PaneWidget.refresh asks for it)
         self.query_one(ServerPane).set_snapshot(s, ceiling, fit, avg)
 
+    @while_running
     def on_server_restarted(self, m: msg.ServerRestarted) -> None:
         """A server restarted: it is a new server. Said once, in the chat and the server
         pane; for the server the chat follows, a fresh engine (its ``Loaded`` refreshes the
