@@ -7,6 +7,7 @@ one-line reason instead of a traceback; every number is checked before use.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from runner.sanitize import clean_line
 from runner.server.checks import MAX_CTX, MAX_SLOTS, Refused, count
@@ -69,7 +70,14 @@ def read_server_info(client: ServerClient, wait_s: float = 120.0) -> ServerInfo:
         raise
     if not isinstance(health, dict) or "status" not in health:
         raise ServerError(f"{client.url} does not look like llama-server (/health has no status)")
-    props = client.get_json("/props")
+    try:
+        props = client.get_json("/props")
+    except ServerError as exc:
+        path = urlsplit(client.url).path.rstrip("/")
+        if exc.status == 404 and path:  # llama-server answers /v1/health too, so /v1 got this far
+            raise ServerError(f"{exc} at {clean_line(client.url, 200)}: give llama-server's root URL, "
+                              f"without {clean_line(path, 80)}", exc.status) from None
+        raise
     if not isinstance(props, dict) or "default_generation_settings" not in props:
         raise ServerError(f"{client.url} does not look like llama-server (/props has no default_generation_settings)")
     gen = props.get("default_generation_settings")

@@ -86,3 +86,21 @@ def test_count_bounds():
     for bad in (True, None, [1], -1, MAX_CTX + 1):
         with pytest.raises(Refused):
             count(bad, "n_ctx", MAX_CTX)
+
+
+def test_an_openai_style_url_is_told_to_drop_its_path():
+    """``http://host:port/v1`` (what OpenAI clients take): llama-server answers /v1/health
+    too, so only /props failed, with a bare 404; the line now says what to give."""
+    from fake_servers import HEALTH
+
+    from runner.server.http import ServerError
+    from runner.server.props import read_server_info
+
+    with FakeServer({"/v1/health": json_reply(HEALTH)}) as url:
+        client = ServerClient(url + "/v1", deadline_s=5.0)
+        try:
+            with pytest.raises(ServerError) as err:
+                read_server_info(client, wait_s=0)
+        finally:
+            client.close()
+    assert "give llama-server's root URL, without /v1" in str(err.value), err.value
