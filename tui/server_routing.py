@@ -26,6 +26,11 @@ class ServerRouting:
         ceiling, fit, avg = self.server_physics(s)
         # a change in the pane's lines re-plans the dashboard (PaneWidget.refresh asks for it)
         self.query_one(ServerPane).set_snapshot(s, ceiling, fit, avg)
+        if s.slots:
+            from .panes.kv import KVPane
+
+            self.query_one(KVPane).set_server_cells(tuple(sl.n_prompt_tokens for sl in s.slots),
+                                                    sum(sl.n_ctx for sl in s.slots))
 
     @while_running
     def on_server_restarted(self, m: msg.ServerRestarted) -> None:

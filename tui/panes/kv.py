@@ -25,6 +25,15 @@ class KVPane(PaneWidget):
         self.n_ctx = 0
         self.slots = 1  # a server's slots: the allocated KV is every slot's
         self.rate: float | None = None
+        self.server_cells: tuple[tuple[int, ...], int] | None = None  # (each slot's cells, total)
+
+    def set_server_cells(self, used: tuple[int, ...], total: int) -> None:
+        """A llama-server's poll: the cells every slot holds. The bar above is this chat's
+        slot, which stays empty while others (``kvtop load``, other clients) fill the rest:
+        without this line the pane read "0/1,024 cells" beside four busy slots."""
+        before = self.wrapped_height()
+        self.server_cells = (used, total)
+        self.refresh(layout=self.wrapped_height() != before)
 
     def set_layout(self, layout, n_ctx: int, allocated_bytes: float | None, slots: int = 1) -> None:
         """``n_ctx``: the chat's own context (a server slot's); ``layout``: everything
@@ -62,6 +71,13 @@ class KVPane(PaneWidget):
                              *((("  ", ""), (fmt_bytes(lay.bytes_per_token), ""), ("/token", "$text-muted"))
                                if lay is not None else ())),
         ]
+        if self.server_cells is not None:
+            per_slot, total = self.server_cells
+            used_all = sum(per_slot)
+            lines.append(Content.assemble(
+                (f"all {fmt_int(self.slots)} slots ", "$text-muted"), (f"{fmt_int(used_all)}/{fmt_int(total)} cells", "bold"),
+                (f" {used_all / max(total, 1) * 100:.1f}%", "$text-muted"),
+                *(((" · ", "$text-muted"), (fmt_bytes(sum(lay.bytes_used(n) for n in per_slot)), "")) if lay is not None else ())))
         if lay is not None:
             used = lay.bytes_used(self.cells)
             lines.append(Content.assemble(
