@@ -178,7 +178,7 @@ def sweep(a, urls: list[str], key: str | None, infos, on_rows=None, driver_ready
         for li, level in enumerate(levels):
             if driver.stopped:
                 break
-            say(f"level {li + 1}/{len(levels)}: " + (f"rate {level:g}/s" if a.rate else f"{level} users"))
+            say(f"level {li + 1}/{len(levels)}: " + (f"rate {level:g}/s" if a.rate else f"{level} user{'s' if level != 1 else ''}"))
             run = one_level(driver, a, level, li)
             if run.stopped:
                 break  # a level cut short is not a measurement
@@ -197,7 +197,7 @@ def sweep(a, urls: list[str], key: str | None, infos, on_rows=None, driver_ready
         driver.stop()
         idle = driver.wait_idle()
         out.notes.append("stopped: streams in flight closed; " +
-                         ("no slot busy after" if idle else "a slot was still busy 15 s after (or /slots is off)"))
+                         ("no slot was busy afterwards" if idle else "a slot was still busy 15 s after (or /slots is off)"))
         say(out.notes[-1])
     out.notes += summary_notes(out.rows, a)
     return out
@@ -256,7 +256,7 @@ def summary_notes(rows: list[dict], a) -> list[str]:
         mine = [r for r in rows if r["server"] == "all"] or rows
         k = knee(mine, a.slo_ttft, a.slo_tok_s)
         bad = [r for r in mine if not meets(r, a.slo_ttft, a.slo_tok_s)]
-        level = (lambda r: f"{r['users']} users" if r["users"] is not None else f"rate {r['rate']:g}/s")
+        level = (lambda r: f"{r['users']} user{'s' if r['users'] != 1 else ''}" if r["users"] is not None else f"rate {r['rate']:g}/s")
         notes.append("knee: " + (f"{level(k)} is the most that meets the targets" if k else "no level meets the targets")
                      + (f"; {level(bad[0])} misses them" if bad else ""))
     return notes

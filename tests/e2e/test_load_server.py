@@ -179,7 +179,7 @@ def test_the_live_view_is_the_server_dashboard_with_the_curve_and_esc_leaves_no_
     print("screenshot:", tmp_path / "load_dash.svg")
     assert {"server", "kv", "decode", "load"} <= seen["shown"] and seen["polled"], seen
     assert {"estimate", "memory"} <= seen["panes"], seen
-    assert "1 users:" in seen["table"] and "2 users:" in seen["table"] and "roof" in seen["table"], seen
+    assert "1 user:" in seen["table"] and "2 users:" in seen["table"] and "roof" in seen["table"], seen
     assert "level 3/3: 4 users" in seen["level3"], seen
     assert seen["running_after_esc"] and "stopped" in seen["status"], seen
     assert seen["busy_after"] == 0  # /slots: no is_processing left

@@ -98,7 +98,7 @@ def table(rows: list[dict], plan: LoadChartPlan) -> Content:
         parts += [("│ ", "$kvtop-warn"), (f"knee at {plan.knee:g}", "$text-muted")]
     lines = [Content.assemble(*parts)]
     for r in level_rows(rows):
-        level = f"{r['users']} users" if r["users"] is not None else f"{r['rate']:g}/s"
+        level = f"{r['users']} user{'s' if r['users'] != 1 else ''}" if r["users"] is not None else f"{r['rate']:g}/s"
         ttft = "?" if r["ttft_p95_s"] is None else f"{r['ttft_p95_s']:.2f} s"
         roof = f", roof {fmt_rate(r['batched_roof_tok_s'])}" if r["batched_roof_tok_s"] else ""
         failed = f", {r['failed']} failed" if r["failed"] else ""

@@ -98,7 +98,7 @@ async def test_the_server_dashboard_shows_and_rows_fill_the_load_pane_level_by_l
             pane = app.query_one(LoadPane)
             assert [r["users"] for r in pane.rows] == [1, 2]
             text = app.query_one("#load-table").render().plain
-            assert "1 users:" in text and "2 users:" in text
+            assert "1 user:" in text and "2 users:" in text
             assert "done" in app.query_one("#load-status").render().plain
             await pilot.press("q")
         assert not app.is_running
