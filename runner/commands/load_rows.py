@@ -11,6 +11,9 @@ Definitions (the README's table repeats them):
 - ``prompt_tok_s``: prompt tokens computed / the time some prompt was being computed
   (each request's ``prompt_ms`` from the server, ending at its first token on this clock).
 - ``ttft_*``, ``itl_*``, ``e2e_*``: the client's clock, linear-interpolated percentiles.
+- ``kv_cells_used``: the most cells the busy slots held at a /slots poll (every 0.5 s),
+  and never less than the largest request held at its end (its prompt, what the cache
+  gave it and its reply): a level shorter than a poll's interval once read 0.
 """
 
 from __future__ import annotations
@@ -66,6 +69,14 @@ def _prefill_spans(done) -> list[tuple[float, float]]:
     return [(r.chunks[0][0] - r.prompt_ms / 1000.0, r.chunks[0][0]) for r in done if r.chunks and r.prompt_ms]
 
 
+def _peak_cells(polled: int | None, done) -> int | None:
+    """One server's peak cells: its polls' peak, or more where one request held more."""
+    held = [r.prompt_n + (r.cache_n or 0) + r.tokens for r in done if r.prompt_n is not None]
+    if polled is None and not held:
+        return None
+    return max(polled or 0, max(held, default=0))
+
+
 def _pcts(prefix: str, xs: list[float]) -> dict:
     return {f"{prefix}_p{q}_s": percentile(xs, q) for q in (50, 95, 99)}
 
@@ -85,7 +96,7 @@ def build_row(run, server: int | None, physics=None, servers: int = 1) -> dict:
     idx = range(servers) if server is None else [server]
     server_gen = [run.watch.generated(i) for i in idx]
     deferred = [run.watch.max_deferred[i] for i in idx]
-    kv = [run.watch.max_kv[i] for i in idx]
+    kv = [_peak_cells(run.watch.max_kv[i], [r for r in done if r.server == i]) for i in idx]
     users = run.users if run.users is None or server is None else len(range(server, run.users, servers))
     own, others = run.watch.cpu()
     row = {

@@ -98,3 +98,13 @@ def test_the_roof_caps_the_batch_at_the_servers_slots(smollm_shaped):
     one, four, eight = phys.roofs(1)[0], phys.roofs(4)[0], phys.roofs(8)[0]
     assert one < four == eight  # batching shares the weights; a fifth user waits for a slot
     assert four < 4 * one
+
+
+def test_kv_cells_are_never_fewer_than_one_request_held():
+    """A level shorter than the 0.5 s between /slots polls saw no busy slot: the row said
+    0 cells for a completed 32 + 16 token request (a new user's trial)."""
+    r = request(0, 0.0, 0.1, 16, 0.01)  # 32 prompt tokens (the server's timings), 16 generated
+    unseen = SimpleNamespace(users=1, rate=None, results=[r], t_start=0.0, t_end=0.3, watch=watch(kv=(0,)))
+    assert build_row(unseen, None)["kv_cells_used"] == 32 + 16
+    seen = SimpleNamespace(users=1, rate=None, results=[r], t_start=0.0, t_end=0.3, watch=watch(kv=(70,)))
+    assert build_row(seen, None)["kv_cells_used"] == 70  # the polls saw more (another slot too)
