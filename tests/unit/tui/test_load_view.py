@@ -31,6 +31,15 @@ def test_the_plan_draws_the_curve_under_its_roof_and_marks_the_knee():
     assert plan_load_chart(rows, None, None).knee is None
 
 
+def test_the_roof_is_the_lower_of_bandwidth_and_compute():
+    """As the server pane's batched ceiling: a trial saw the load pane's 261 tok/s roof
+    beside the server pane's compute-bound 132 tok/s for the same 2 users."""
+    rows = [row(1, 40.0, 40.0, 0.2, 130.0), row(2, 60.0, 30.0, 0.3, 261.0)]
+    for r in rows:
+        r["compute_roof_tok_s"] = 132.0
+    assert plan_load_chart(rows, None, None).roof == [130.0, 132.0]
+
+
 def test_a_roof_far_above_the_curve_is_named_not_drawn():
     """A roof 20x above (measured on a busy 2-core CPU: 6 tok/s under a 206-409 tok/s roof)
     drew the curve on the bottom row; the legend names it, as the decode chart does."""
@@ -39,9 +48,9 @@ def test_a_roof_far_above_the_curve_is_named_not_drawn():
     rows = [row(1, 6.4, 7.8, 0.7, 206.0), row(2, 5.2, 3.6, 3.0, 409.0)]
     plan = plan_load_chart(rows, None, None)
     assert plan.roof == [] and plan.y_top >= 7.8 and plan.y_top < 10
-    assert plan.roof_above == "batched roof up to 409 tok/s, 52x: above the scale"
+    assert plan.roof_above == "roof up to 409 tok/s, 52x: above the scale"
     legend = table(rows, plan).plain.splitlines()[0]
-    assert "52x: above the scale" in legend and "━ batched roof" not in legend
+    assert "52x: above the scale" in legend and "━ roof" not in legend
 
 
 def test_a_fleet_plots_its_all_rows_and_no_roof_when_one_is_unknown():
