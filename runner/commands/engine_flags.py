@@ -33,8 +33,10 @@ def add_engine_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("-ngl", "--n-gpu-layers", "--gpu-layers", dest="n_gpu_layers", type=int_in(-1, INT32_MAX), default=0)
     g.add_argument("-fa", "--flash-attn", dest="flash_attn", choices=["on", "off", "auto"], default="auto",
                    nargs="?", const="on", help="on, off or auto; a bare -fa (older llama.cpp) means on")
-    g.add_argument("-ctk", "--cache-type-k", dest="cache_type_k", choices=list(KV_CACHE_TYPES), default="f16")
-    g.add_argument("-ctv", "--cache-type-v", dest="cache_type_v", choices=list(KV_CACHE_TYPES), default="f16")
+    g.add_argument("-ctk", "--cache-type-k", dest="cache_type_k", choices=list(KV_CACHE_TYPES), default="f16",
+                   help="K cache type (default: f16)")
+    g.add_argument("-ctv", "--cache-type-v", dest="cache_type_v", choices=list(KV_CACHE_TYPES), default="f16",
+                   help="V cache type (default: f16)")
     g.add_argument("--swa-full", dest="swa_full", action="store_true",
                    help="keep a full-size cache for sliding-window layers")
     g.add_argument("--mlock", action="store_true")

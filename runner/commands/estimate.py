@@ -179,8 +179,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--server", metavar="URL", help="estimate for a running llama-server: its model, slots and n_ctx")
     p.add_argument("--api-key", metavar="KEY", help="the server's --api-key (default: $LLAMA_API_KEY)")
     p.add_argument("-c", "--ctx", "--ctx-size", dest="ctx", type=positive_int, default=DEFAULT_CTX)
-    p.add_argument("-ctk", "--cache-type-k", choices=list(KV_CACHE_TYPES), default="f16")
-    p.add_argument("-ctv", "--cache-type-v", choices=list(KV_CACHE_TYPES), default="f16")
+    p.add_argument("-ctk", "--cache-type-k", choices=list(KV_CACHE_TYPES), default="f16",
+                   help="K cache type (default: f16)")
+    p.add_argument("-ctv", "--cache-type-v", choices=list(KV_CACHE_TYPES), default="f16",
+                   help="V cache type (default: f16)")
     p.add_argument("--swa-full", action="store_true")
     p.add_argument("-b", "--batch-size", type=positive_int, default=512)
     p.add_argument("-ub", "--ubatch-size", type=positive_int, default=512)

@@ -73,8 +73,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--tflops", type=positive_float, metavar="X", help="the server machine's peak TFLOPS")
     r.add_argument("-ngl", "--n-gpu-layers", dest="n_gpu_layers", type=int_in(-1), default=0, metavar="N",
                    help="the server's -ngl: which device's figures the roof uses (default: 0, the CPU)")
-    r.add_argument("-ctk", "--cache-type-k", dest="cache_type_k", choices=list(KV_CACHE_TYPES), default="f16")
-    r.add_argument("-ctv", "--cache-type-v", dest="cache_type_v", choices=list(KV_CACHE_TYPES), default="f16")
+    r.add_argument("-ctk", "--cache-type-k", dest="cache_type_k", choices=list(KV_CACHE_TYPES), default="f16",
+                   help="K cache type (default: f16; the server's -ctk)")
+    r.add_argument("-ctv", "--cache-type-v", dest="cache_type_v", choices=list(KV_CACHE_TYPES), default="f16",
+                   help="V cache type (default: f16; the server's -ctv)")
     o = p.add_argument_group("output")
     o.add_argument("-o", "--output", choices=FORMATS, default="md", help="md (default), csv, json or jsonl")
     o.add_argument("--plot", metavar="FILE.svg", help="also write throughput vs users with the roof as SVG")
