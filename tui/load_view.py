@@ -137,6 +137,9 @@ class LoadView:
         end = "stopped" if r.stopped else "error: " + r.error if r.error else "done"
         knee = [n for n in r.notes if n.startswith("knee")]
         self.say_load(f"{end}; q quits and prints the table" + ("; " + knee[0] if knee else ""))
+        from .panes.keys import KeyBar
+
+        self.query_one(KeyBar).load_ended()
         if run.quit_when_ended:
             await self.action_quit()
 

@@ -39,6 +39,9 @@ LOAD_KEYS = (  # kvtop load's live view (tui/load_view.py): no chat, so none of 
     ("^S", "screenshot", "shot", "screenshot"),
     ("^T", "theme", "theme", "change_theme"),
 )
+LOAD_STOPPED_KEYS = (  # once the sweep has ended or stopped: nothing left to stop
+    ("q", "quit and print the table", "quit", "quit_when_stopped"),
+) + LOAD_KEYS[3:]
 GAP = 2
 
 
@@ -67,6 +70,11 @@ class KeyBar(PaneWidget):
         if load:
             self.keys = LOAD_KEYS + ((NEXT_SERVER,) if several_servers else ())
         self._spans: list[tuple[int, int, str]] = []  # (first cell, end, action) as last drawn
+
+    def load_ended(self) -> None:
+        """The load stopped or finished: Esc and Ctrl+C have nothing left to stop."""
+        self.keys = LOAD_STOPPED_KEYS + tuple(k for k in self.keys if k == NEXT_SERVER)
+        self.refresh()
 
     def render(self) -> Content:
         parts: list = [" "]
