@@ -73,6 +73,14 @@ class LoadView:
         prompt.disabled = True  # no chat while the load runs: it would be measured with it
         # q: while the load runs it stops it, once stopped it quits; ? is still help
         self.typed_keys.SHORTCUTS = {**TypedKeys.SHORTCUTS, "q": "quit_when_stopped"}
+        # no chat turn runs: the chat's panes say where the load shows, not a bare "no turn yet"
+        from .panes.decode import DecodePane
+        from .panes.prefill import PrefillPane
+
+        elsewhere = "no chat turn: the load shows in the Server, KV and Load panes"
+        self.query_one(PrefillPane).note = elsewhere
+        self.query_one(PrefillPane).refresh(layout=True)
+        self.query_one(DecodePane).set_idle_label("(no chat turn)")
         self.run_load_sweep()
 
     @work(thread=True, exclusive=True, group="load", exit_on_error=False)

@@ -41,6 +41,7 @@ class DecodeSummary(PaneWidget):
 
 
 class DecodePane(Vertical):
+    idle_label = "no turn yet"  # kvtop load's view: no chat turn, the load is elsewhere
     def __init__(self, chart_interval: float = 4.0, **kw) -> None:
         super().__init__(**kw)
         self.chart_interval = chart_interval  # seconds between chart redraws while decoding (plotext is not cheap)
@@ -61,6 +62,11 @@ class DecodePane(Vertical):
         yield ChartLegend(id="decode-legend")
 
     def on_mount(self) -> None:
+        self._show()
+
+    def set_idle_label(self, label: str) -> None:
+        """What the rate says before any turn (``kvtop load``: no chat turn runs)."""
+        self.idle_label = label
         self._show()
 
     def set_ceilings(self, ceilings: Ceilings) -> None:
@@ -126,7 +132,7 @@ class DecodePane(Vertical):
         ceiling, binding = binding_ceiling(bw, comp)
         pct = self.rate / ceiling * 100 if self.rate and ceiling else None
         style = "$kvtop-ok" if pct and pct >= 60 else "$kvtop-warn" if pct and pct >= 25 else "$kvtop-critical"
-        label = {"done": "turn avg", "decoding": "live", "lost": "until lost"}.get(self.state, "no turn yet")
+        label = {"done": "turn avg", "decoding": "live", "lost": "until lost"}.get(self.state, self.idle_label)
         first = Content.assemble((fmt_rate(self.rate), "bold $kvtop-measured"), (f" {label}", "$text-muted"),
                                  "  ", (f"{pct:.0f}% of ceiling" if pct is not None else "", style))
         if self.waiting_s is not None:

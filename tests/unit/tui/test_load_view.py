@@ -126,6 +126,9 @@ async def test_esc_stops_the_load_and_the_server_is_left_idle_then_q_quits():
             assert srv.state.busy == 0 and len(srv.state.prompts) == 3
             assert "stopped" in app.query_one("#load-status").render().plain
             await pilot.pause()
+            from tui.panes.prefill import PrefillPane
+
+            assert "no chat turn: the load shows in the Server" in app.query_one(PrefillPane).render().plain
             keys = app.query_one("#keys").render().plain
             assert "quit and print the table" in keys and "stop the load" not in keys, keys  # nothing left to stop
             await pilot.press("q")
