@@ -71,19 +71,21 @@ class KVPane(PaneWidget):
                              *((("  ", ""), (fmt_bytes(lay.bytes_per_token), ""), ("/token", "$text-muted"))
                                if lay is not None else ())),
         ]
-        if self.server_cells is not None:
+        allocated = None if lay is None else fmt_bytes(
+            self.allocated_llama if self.allocated_llama is not None else lay.bytes_allocated)
+        if self.server_cells is not None:  # one line for the whole server, in place of the slot's bytes
             per_slot, total = self.server_cells
             used_all = sum(per_slot)
             lines.append(Content.assemble(
                 (f"all {fmt_int(self.slots)} slots ", "$text-muted"), (f"{fmt_int(used_all)}/{fmt_int(total)} cells", "bold"),
                 (f" {used_all / max(total, 1) * 100:.1f}%", "$text-muted"),
-                *(((" · ", "$text-muted"), (fmt_bytes(sum(lay.bytes_used(n) for n in per_slot)), "")) if lay is not None else ())))
-        if lay is not None:
-            used = lay.bytes_used(self.cells)
+                *(((" · ", "$text-muted"), fmt_bytes(sum(lay.bytes_used(n) for n in per_slot)),
+                   (" of ", "$text-muted"), allocated) if lay is not None else ())))
+        elif lay is not None:
             lines.append(Content.assemble(
-                ("used ", "$text-muted"), fmt_bytes(used), (" of ", "$text-muted"),
-                fmt_bytes(self.allocated_llama if self.allocated_llama is not None else lay.bytes_allocated),
+                ("used ", "$text-muted"), fmt_bytes(lay.bytes_used(self.cells)), (" of ", "$text-muted"), allocated,
                 (" allocated" + (f" ({self.slots} slots)" if self.slots > 1 else ""), "$text-muted")))
+        if lay is not None:
             for k in lay.kinds:
                 used_k = k.bytes_used(self.cells)
                 what = "state" if k.kind == "recurrent" else fmt_int(k.cells)
