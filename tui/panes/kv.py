@@ -80,7 +80,7 @@ class KVPane(PaneWidget):
                 (f"all {fmt_int(self.slots)} slots ", "$text-muted"), (f"{fmt_int(used_all)}/{fmt_int(total)} cells", "bold"),
                 (f" {used_all / max(total, 1) * 100:.1f}%", "$text-muted"),
                 *(((" · ", "$text-muted"), fmt_bytes(sum(lay.bytes_used(n) for n in per_slot)),
-                   (" of ", "$text-muted"), allocated) if lay is not None else ())))
+                   (" of ", "$text-muted"), allocated, (" allocated", "$text-muted")) if lay is not None else ())))
         elif lay is not None:
             lines.append(Content.assemble(
                 ("used ", "$text-muted"), fmt_bytes(lay.bytes_used(self.cells)), (" of ", "$text-muted"), allocated,
