@@ -257,7 +257,7 @@ class KvtopApp(LoadView, EngineWorkers, ServerPolling, ServerRouting, EngineLife
         self.start_new_chat()  # the old chat is put aside: Ctrl+Z brings it back (tui/chat_undo.py)
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen(self.refresh_s, self.refresh_why))
+        self.push_screen(HelpScreen(self.refresh_s, self.refresh_why, load=self.options.load is not None))
 
     def action_attach_file(self) -> None:
         """Start a ``/file PATH`` message: the file's text is sent when Enter is pressed."""

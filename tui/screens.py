@@ -41,6 +41,23 @@ KEYS = [
     ("Ctrl+Q Ctrl+C", "quit (the engine process is stopped)"),
 ]
 
+# kvtop load's live view (tui/load_view.py): no chat and no prompt, so only the keys that
+# act there; Enter, Ctrl+L, Ctrl+Z, Ctrl+R, Ctrl+O, F2 and F3 belong to the chat
+LOAD_KEYS = [
+    ("Esc", "stop the load: every stream in flight is closed and kvtop waits until no slot of the "
+            "server is busy (the dashboard stays); in a dialog, close it"),
+    ("q", "while the load runs: stop it (as Esc); once it has stopped or ended: quit and print the table"),
+    ("Ctrl+C Ctrl+Q", "stop the load and quit once the server is idle; again while it stops: quit at once"),
+    ("F1  ?", "this help (Esc, F1 or q closes it)"),
+    ("Ctrl+S", "save an SVG screenshot (kvtop names it; the path is shown)"),
+    ("Ctrl+T", "pick a theme (remembered)"),
+    ("Ctrl+P", "command palette"),
+    ("F4", "several servers: show the next one's slots and physics (the load goes on to all of them)"),
+    ("F6", "next page of panes when they do not all fit (or click a page's name above them)"),
+    ("Tab", "move the cursor between the panes (Shift+Tab back; or click a pane)"),
+    ("↑ ↓ PgUp PgDn Home End", "scroll the pane the cursor is in; the mouse wheel scrolls what it is over"),
+]
+
 PANES = [
     ("Prefill", "prompt tokens done/total; reused-from-cache tokens are pre-filled in their own colour"),
     ("Decode", "live tok/s vs the bandwidth ceiling (bandwidth / bytes read per token) and the compute ceiling; "
@@ -51,25 +68,37 @@ PANES = [
     ("Estimate", "roofline, forecast (calibrated here) and measured, and why they differ"),
 ]
 
+LOAD_PANES = [
+    ("Load", "tok/s by users: all users together and each one's rate under the batched roof, TTFT p95 "
+             "per level, the knee; the line above it says which level runs"),
+    ("Server", "every slot of the server, its counters as rates, the batched ceiling against the "
+               "measured generation rate"),
+    ("KV cache", "cells used of n_ctx, a line for the cells of every slot"),
+    ("Decode", "no chat turn runs: the decode ceilings for this model and machine"),
+    ("Memory", "RAM, CPU of kvtop and others; the server process's RSS when it runs on this machine"),
+    ("Estimate", "roofline for this model and machine"),
+]
+
 
 class HelpScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,f1,q,question_mark", "dismiss", "Close")]
 
-    def __init__(self, refresh_s: float = 1.0, refresh_why: str = "") -> None:
+    def __init__(self, refresh_s: float = 1.0, refresh_why: str = "", load: bool = False) -> None:
         super().__init__()
         self.refresh_s = refresh_s
         self.refresh_why = refresh_why
+        self.keys, self.panes = (LOAD_KEYS, LOAD_PANES) if load else (KEYS, PANES)
 
     def compose(self) -> ComposeResult:
         """Two columns, so a long description wraps under itself, not under the keys."""
         with VerticalScroll(id="help-box", classes="dialog"):
             yield Static(Content.styled("kvtop keys", "bold"), markup=False)
-            for key, what in KEYS:
+            for key, what in self.keys:
                 with Horizontal(classes="help-row"):
                     yield Static(Content.styled(key, "bold $accent"), markup=False, classes="help-key")
                     yield Static(Content(what), markup=False, classes="help-what")
             yield Static(Content.styled("panes", "bold"), markup=False, classes="help-heading")
-            for pane, what in PANES:
+            for pane, what in self.panes:
                 with Horizontal(classes="help-row"):
                     yield Static(Content.styled(pane, "bold $primary"), markup=False, classes="help-key")
                     yield Static(Content(what), markup=False, classes="help-what")

@@ -151,3 +151,33 @@ async def test_esc_mid_level_stops_and_ctrl_c_quits_once_the_server_is_idle():
             await pilot.press("ctrl+c")  # stop, then quit by itself once stopped
             await wait_for(pilot, lambda: not app.is_running, timeout=10)
         assert run.result.stopped and srv.state.busy == 0
+
+
+async def test_f1_lists_the_keys_of_the_load_view_not_the_chats():
+    """A trial's F1 in kvtop load listed Enter, Ctrl+L, Ctrl+Z, Ctrl+R, F2 and F3: keys of
+    the chat, which is not there. The help names what works, and Esc closes it without
+    stopping the load."""
+    from helpers import screen_text
+
+    from tui.screens import HelpScreen
+
+    with FakeLlamaServer(token_s=0.05) as srv:
+        app = live_app(args(users=[2], n_predict=400, requests=5), srv.url)
+        run = app.options.load
+        async with app.run_test(size=(120, 48)) as pilot:
+            await wait_for(pilot, lambda: srv.state.busy == 2)
+            await pilot.press("f1")
+            await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
+            await pilot.pause()
+            text = screen_text(app)
+            for gone in ("send the message", "Ctrl+L", "new chat", "Ctrl+Z", "Ctrl+R", "restart the engine",
+                         "F2", "waterfall", "F3", "Markdown", "Ctrl+O", "attach", "/file"):
+                assert gone not in text, (gone, text)
+            for shown in ("stop the load", "quit once the server is idle", "Ctrl+S", "Ctrl+T", "F6", "PgUp",
+                          "tok/s by users"):
+                assert shown in text, (shown, text)
+            await pilot.press("escape")  # closes the help; the load goes on
+            await wait_for(pilot, lambda: not isinstance(app.screen, HelpScreen))
+            assert run.result is None and not run.stopping and srv.state.busy == 2
+            await pilot.press("ctrl+c")
+            await wait_for(pilot, lambda: not app.is_running, timeout=10)
