@@ -147,6 +147,9 @@ def levels_of(a, infos) -> list:
     return [u for u in (1, 2, 4, 8) if u <= max(slots, 1)]
 
 
+STOPPED = "stopped: streams in flight closed; "
+
+
 @dataclass
 class SweepResult:
     rows: list[dict] = field(default_factory=list)
@@ -198,9 +201,10 @@ def sweep(a, urls: list[str], key: str | None, infos, on_rows=None, driver_ready
         out.stopped = True
         driver.stop()
         idle = driver.wait_idle()
-        out.notes.append("stopped: streams in flight closed; " +
-                         ("no slot was busy afterwards" if idle else "a slot was still busy 15 s after (or /slots is off)"))
-        say(out.notes[-1])
+        # a note, not progress: ``finish`` prints it once, with the table or alone (the live view
+        # shows it in its status line); said here too, a stop on a terminal read it twice
+        out.notes.append(STOPPED + ("no slot was busy afterwards" if idle
+                                    else "a slot was still busy 15 s after (or /slots is off)"))
     out.notes += summary_notes(out.rows, a)
     return out
 
@@ -212,6 +216,11 @@ def run_sweep(a, urls: list[str], key: str | None, infos) -> int:
 def finish(a, urls: list[str], out: SweepResult) -> int:
     """The rows on stdout (and the plot); the exit code: 130 after a stop, 1 after an error."""
     error = out.error
+    notes_printed = bool(out.rows) and a.output == "md"  # md prints the notes under the table
+    if not notes_printed:
+        for note in out.notes:
+            if note.startswith(STOPPED):
+                progress(a, note)
     if out.rows:
         from runner.records.redact import scrub, scrub_json
 

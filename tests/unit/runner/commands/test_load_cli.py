@@ -66,3 +66,34 @@ def test_a_request_larger_than_a_slot_is_refused_before_any_load(capsys):
         sent = len(srv.state.prompts)
     err = capsys.readouterr().err
     assert rc == 1 and "do not fit a slot's context (1024 tokens)" in err and sent == 0
+
+
+@pytest.mark.parametrize("output, where", [("md", "out"), ("json", "err")])
+def test_ctrl_c_says_the_stop_line_once(output, where, capsys):
+    """Ctrl+C in the second level (as SIGINT does: KeyboardInterrupt in the main thread). A
+    trial read the stop line twice on its terminal: on stderr as progress, then under the
+    md table. Once: with the table's notes, or on stderr where no note is printed (json)."""
+    import _thread
+    import threading
+    import time
+
+    with FakeLlamaServer(token_s=0.02) as srv:
+        def interrupt() -> None:
+            deadline = time.monotonic() + 20
+            while srv.state.busy < 3 and time.monotonic() < deadline:  # level 2: 3 users (level 1 has 1)
+                time.sleep(0.02)
+            _thread.interrupt_main()
+
+        threading.Thread(target=interrupt, daemon=True).start()
+        rc = load_main([srv.url, "--users", "1,3", "-p", "8", "-n", "30", "--requests", "2", "--no-warmup",
+                        "-o", output])
+        busy_after = srv.state.busy
+    out, err = capsys.readouterr()
+    assert rc == 130 and busy_after == 0, err
+    stop = "stopped: streams in flight closed; no slot was busy afterwards"
+    assert (out + err).count(stop) == 1, (out, err)
+    assert stop in (out if where == "out" else err)
+    if output == "md":
+        assert out.splitlines()[2].startswith("|     1 |"), out  # level 1's row, with the note under it
+    else:
+        assert [r["users"] for r in json.loads(out)] == [1]
