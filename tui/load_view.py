@@ -6,8 +6,10 @@ on a worker thread that only posts messages: a level's rows (``LoadLevelDone``),
 it does now (``LoadProgress``) and its end (``LoadEnded``); the handlers update the
 pane on the main thread. Esc stops the load (every stream in flight is closed and the
 sweep waits until the server has no busy slot); q quits once it has stopped; Ctrl+C
-(or Ctrl+Q) stops it and quits when it has, a second one at once. The rows are
-printed to stdout after the screen closes, as the headless command prints them.
+(or Ctrl+Q) stops it and quits when it has, a second one at once. At the end the server
+is polled at once, and the status says done (or stopped) when that poll is in the server
+pane with no slot busy, so the two never disagree. The rows are printed to stdout after
+the screen closes, as the headless command prints them.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from .panes.base import PaneStatic
 from .panes.chat import TypedKeys
 from .panes.load import LoadPane
 
+IDLE_POLL_S = 10.0  # after the load's end: how long the status waits for a poll showing the slots idle
 SETTLE_S = 30.0  # after the screen closed mid-level: the sweep's own wait for idle slots is 15 s
 PROBE_WAIT_S = 120.0  # the dashboard's CPU probe takes over 30 s on a busy machine
 
@@ -40,6 +43,8 @@ class LoadRun:
         self.result = None
         self.final = None
         self.stopping = False
+        self.ended_at = None  # time.monotonic() when LoadEnded arrived: a poll taken after it shows the end
+        self.end_said = False  # the status says done/stopped (after that poll, or IDLE_POLL_S)
         self.quit_when_ended = False
         self.ended = threading.Event()
 
@@ -140,16 +145,55 @@ class LoadView:
 
     @while_running
     async def on_load_ended(self, m: msg.LoadEnded) -> None:
+        """The sweep ended. The status says done (or stopped) only once a poll of the server,
+        taken after this, is in the server pane: said at once, it read "done" beside the
+        last poll's busy slots for up to a poll's interval."""
         run = self.options.load
         run.result = r = m.result
-        end = "stopped" if r.stopped else "error: " + r.error if r.error else "done"
-        knee = [n for n in r.notes if n.startswith("knee")]
-        self.say_load(f"{end}; q quits and prints the table" + ("; " + knee[0] if knee else ""))
         from .panes.keys import KeyBar
 
         self.query_one(KeyBar).load_ended()
         if run.quit_when_ended:
             await self.action_quit()
+            return
+        poller = getattr(self, "fleet_poller", None)
+        if r.error or poller is None:
+            self.say_load_end()
+            return
+        run.ended_at = time.monotonic()
+        self.say_load(("stopping: the streams are closed" if r.stopped else "finishing: the last requests ended")
+                      + "; waiting for the server pane to show its slots idle (q quits and prints the table)")
+        for i in range(len(self.options.servers)):
+            poller.poll_now(i)
+        self.set_timer(IDLE_POLL_S, self.say_load_end)
+
+    def load_server_polled(self, snapshot) -> None:
+        """A poll of the server on screen is in its pane (tui/server_routing.py): one taken after
+        the load's end with no slot busy lets the status say how the load ended."""
+        run = self.options.load
+        if run is None or run.ended_at is None or run.end_said or snapshot.t < run.ended_at:
+            return
+        if snapshot.busy == 0:
+            self.say_load_end()
+
+    def say_load_end(self) -> None:
+        run = self.options.load
+        if run.end_said:
+            return
+        run.end_said = True
+        r = run.result
+        from runner.commands.load import STOPPED
+
+        if r.stopped:
+            end = next((n for n in r.notes if n.startswith(STOPPED)), "stopped")
+        else:
+            end = "error: " + r.error if r.error else "done"
+        snap = self.server_snapshots.get(self.server_index) if run.ended_at is not None else None
+        if snap is not None and snap.busy:  # IDLE_POLL_S went by: say what the pane shows
+            end += (f"; the server still has {snap.busy} slot{'s' if snap.busy != 1 else ''} busy "
+                    f"{IDLE_POLL_S:g} s after (another client's requests?)")
+        knee = [n for n in r.notes if n.startswith("knee")]
+        self.say_load(f"{end}; q quits and prints the table" + ("; " + knee[0] if knee else ""))
 
     def action_stop_load(self) -> None:
         """Esc (and its key on the key bar): stop the load; the screen stays."""

@@ -51,6 +51,7 @@ class FleetPoller:
         self._stopped = threading.Event()
         self._threads: list[threading.Thread] = []
         self._idle = 0  # pool threads waiting for a job
+        self._asap: set[int] = set()  # poll_now while that server's poll was in flight
 
     def period(self, index: int) -> float:
         """Seconds from the end of one poll of ``index`` to the next."""
@@ -63,6 +64,18 @@ class FleetPoller:
         now, n = time.monotonic(), len(self.monitors)
         self._due = [now + i / n for i in range(n)]
         threading.Thread(target=self._schedule, name="kvtop-fleet", daemon=True).start()
+
+    def poll_now(self, index: int) -> None:
+        """Poll ``index`` as soon as it is free (kvtop load's end: the pane catches up with the
+        slots now, not a period later); a poll in flight ends first, then the next is at once."""
+        with self._lock:
+            if not 0 <= index < len(self._due):
+                return
+            if self._busy[index]:
+                self._asap.add(index)  # that poll may have begun before: one more right after it
+            else:
+                self._due[index] = min(self._due[index], time.monotonic())
+        self._wake.set()
 
     def stop(self) -> None:
         self._stopped.set()
@@ -122,6 +135,7 @@ class FleetPoller:
             with self._lock:
                 self._cost[index] = time.thread_time() - cpu
                 self._busy[index] = False
-                self._due[index] = time.monotonic() + self.period(index)
+                self._due[index] = time.monotonic() + (0.0 if index in self._asap else self.period(index))
+                self._asap.discard(index)
                 self._idle += 1
             self._wake.set()

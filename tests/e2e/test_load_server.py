@@ -96,15 +96,18 @@ def busy(url: str) -> int:
     return sum(1 for s in get_json(url + "/slots") if s.get("is_processing"))
 
 
-def test_ctrl_c_mid_level_leaves_no_slot_busy(four_slots):
-    p = subprocess.Popen([sys.executable, "-m", "tui", "load", four_slots, "--users", "4", "-p", "16", "-n", "900",
-                          "--requests", "3", "--no-warmup", "--no-tui", "-o", "json"],
+def test_ctrl_c_mid_level_leaves_no_slot_busy_and_says_so_once(four_slots):
+    """Ctrl+C in the second level: the first level's row is printed, no slot is left busy,
+    and the stop line is printed once (a trial read it twice on its terminal: on stderr as
+    progress, then again under the table on stdout)."""
+    p = subprocess.Popen([sys.executable, "-m", "tui", "load", four_slots, "--users", "1,4", "-p", "16", "-n", "64",
+                          "--requests", "2", "--no-warmup", "--no-tui"],
                          cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 120
-        while busy(four_slots) < 2 and time.monotonic() < deadline:
+        while busy(four_slots) < 2 and time.monotonic() < deadline:  # 1 user first: only level 2 has 2
             time.sleep(0.1)
-        assert busy(four_slots) >= 2  # requests in flight (all four once the machine is quiet)
+        assert busy(four_slots) >= 2  # level 2's requests in flight (all four once the machine is quiet)
         p.send_signal(signal.SIGINT)
         out, err = p.communicate(timeout=30)
     finally:
@@ -114,6 +117,34 @@ def test_ctrl_c_mid_level_leaves_no_slot_busy(four_slots):
     assert p.returncode == 130, err
     assert "Traceback" not in err
     assert busy(four_slots) == 0  # kvtop waited for the server to stop every task
+    lines = out.splitlines()
+    assert lines[0].startswith("| users |") and lines[2].lstrip("| ").startswith("1 |"), out
+    assert not any(line.lstrip("| ").startswith("4 |") for line in lines), out  # a level cut short is no row
+    stop = "stopped: streams in flight closed; no slot was busy afterwards"
+    assert (out + err).count(stop) == 1, (out, err)
+    assert stop in out  # under the table, with the notes
+    assert "level 2/2: 4 users" in err
+
+
+def test_ctrl_c_with_nothing_measured_says_the_stop_on_stderr(four_slots):
+    """No row to print (json, or md before a level ended): the stop line goes to stderr, once."""
+    p = subprocess.Popen([sys.executable, "-m", "tui", "load", four_slots, "--users", "4", "-p", "16", "-n", "900",
+                          "--requests", "3", "--no-warmup", "--no-tui", "-o", "json"],
+                         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while busy(four_slots) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert busy(four_slots) >= 2
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 130 and "Traceback" not in err, err
+    assert out == "" and err.count("stopped: streams in flight closed") == 1, (out, err)
+    assert busy(four_slots) == 0
 
 
 def test_the_live_view_is_the_server_dashboard_with_the_curve_and_esc_leaves_no_slot_busy(four_slots, tmp_path,
@@ -154,9 +185,12 @@ def test_the_live_view_is_the_server_dashboard_with_the_curve_and_esc_leaves_no_
             await pilot.press("escape")
             await until(lambda: run.result is not None, timeout=60, what="stopped")
             seen["busy_after"] = busy(four_slots)
-            seen["status"] = app.query_one("#load-status").render().plain
             seen["running_after_esc"] = app.is_running
-            # the dashboard goes on: its next poll of /slots shows the four slots idle
+            # the status says stopped once the server pane's poll (asked for at the end) shows the slots idle
+            await until(lambda: "stopped" in app.query_one("#load-status").render().plain, timeout=30,
+                        what="the status says stopped")
+            seen["status"] = app.query_one("#load-status").render().plain
+            seen["pane_when_stopped"] = server.render().plain
             await until(lambda: "0/4 busy" in server.render().plain, timeout=30, what="the server pane's next poll")
             await pilot.pause(0.5)  # the dashboard re-plans its rows after the pane's new lines
             app.save_screenshot(filename="load_dash_stopped.svg", path=str(tmp_path))
@@ -182,6 +216,7 @@ def test_the_live_view_is_the_server_dashboard_with_the_curve_and_esc_leaves_no_
     assert "1 user:" in seen["table"] and "2 users:" in seen["table"] and "roof" in seen["table"], seen
     assert "level 3/3: 4 users" in seen["level3"], seen
     assert seen["running_after_esc"] and "stopped" in seen["status"], seen
+    assert "0/4 busy" in seen["pane_when_stopped"], seen  # the status and the pane agree
     assert seen["busy_after"] == 0  # /slots: no is_processing left
     assert rc == 130
     rows = json.loads(out)  # printed after the screen closed: the two levels that ended

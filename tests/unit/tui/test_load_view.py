@@ -108,7 +108,7 @@ async def test_the_server_dashboard_shows_and_rows_fill_the_load_pane_level_by_l
             assert [r["users"] for r in pane.rows] == [1, 2]
             text = app.query_one("#load-table").render().plain
             assert "1 user:" in text and "2 users:" in text
-            assert "done" in app.query_one("#load-status").render().plain
+            await wait_for(pilot, lambda: "done" in app.query_one("#load-status").render().plain)
             await pilot.press("q")
         assert not app.is_running
     assert run.settle() is run.result and [r["users"] for r in run.result.rows] == [1, 2]
@@ -124,7 +124,8 @@ async def test_esc_stops_the_load_and_the_server_is_left_idle_then_q_quits():
             await wait_for(pilot, lambda: run.result is not None, timeout=10)
             assert app.is_running and run.result.stopped and run.result.rows == []
             assert srv.state.busy == 0 and len(srv.state.prompts) == 3
-            assert "stopped" in app.query_one("#load-status").render().plain
+            await wait_for(pilot, lambda: "stopped: streams in flight closed; no slot was busy afterwards"
+                           in app.query_one("#load-status").render().plain)
             await pilot.pause()
             from tui.panes.prefill import PrefillPane
 
@@ -181,3 +182,33 @@ async def test_f1_lists_the_keys_of_the_load_view_not_the_chats():
             assert run.result is None and not run.stopping and srv.state.busy == 2
             await pilot.press("ctrl+c")
             await wait_for(pilot, lambda: not app.is_running, timeout=10)
+
+
+async def test_the_status_says_done_only_once_the_server_pane_shows_the_slots_idle():
+    """A trial saw "done" in the status line while the server pane, polled a second before,
+    still showed the load's slots busy: the screen contradicted itself until the next poll.
+    The status now waits for a poll taken after the end (asked for at once)."""
+    from tui.panes.server import ServerPane
+
+    with FakeLlamaServer(token_s=0.03) as srv:
+        app = live_app(args(users=[2], n_predict=100, requests=1), srv.url)
+        run = app.options.load
+        async with app.run_test(size=(120, 40)) as pilot:
+            server = app.query_one(ServerPane)
+            status = app.query_one("#load-status")
+            await wait_for(pilot, lambda: "2/4 busy" in server.render().plain)  # the pane saw the load
+            await wait_for(pilot, lambda: run.result is not None)
+            said, seen = "", []
+            deadline = time.monotonic() + 15
+            while "done" not in said and time.monotonic() < deadline:
+                said = status.render().plain
+                seen.append((said, server.render().plain))
+                await asyncio.sleep(0.01)
+            assert "done" in said, seen[-1]
+            for text, pane in seen:  # nothing it said while the pane showed busy slots claims the end
+                if "0/4 busy" not in pane:
+                    assert "done" not in text, (text, pane)
+            assert "0/4 busy" in seen[-1][1], seen[-1]
+            assert time.monotonic() - run.ended_at < 5  # a poll asked for at once, not a late fallback
+            await pilot.press("q")
+        assert not app.is_running

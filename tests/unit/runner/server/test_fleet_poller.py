@@ -93,3 +93,33 @@ def test_a_costly_poll_waits_longer_before_the_next():
     assert poller.period(0) == 1.0 and poller.period(1) == 1.0
     poller._cost[0] = 0.5  # 100,000 slots parsed: half a second of CPU
     assert poller.period(0) == 0.5 * COST_FACTOR
+
+
+def test_poll_now_polls_at_once_and_again_after_a_poll_in_flight():
+    """kvtop load's end asks for a poll now, so the server pane shows the slots as they are
+    after the load, not a period later; asked while a poll runs (it may have begun before
+    the end), the next poll follows that one at once."""
+
+    class Slow:
+        def __init__(self):
+            self.starts: list[float] = []
+
+        def poll(self):
+            self.starts.append(time.monotonic())
+            time.sleep(0.3)
+            return self.starts[-1]
+
+    mon, rec = Slow(), Recorder()
+    poller = FleetPoller([mon], rec, interval_s=30.0)
+    poller.start()
+    try:
+        assert wait_for(lambda: rec.polls[0] == 1, timeout=5.0)  # the first poll; the next is 30 s away
+        assert not wait_for(lambda: len(mon.starts) > 1, timeout=0.5)
+        asked = time.monotonic()
+        poller.poll_now(0)
+        assert wait_for(lambda: len(mon.starts) == 2, timeout=2.0) and mon.starts[1] - asked < 1.0
+        poller.poll_now(0)  # asked while that poll is in flight
+        assert wait_for(lambda: rec.polls[0] == 3, timeout=3.0), rec.polls  # one more right after it
+        assert not wait_for(lambda: len(mon.starts) > 3, timeout=0.5)  # then the period again
+    finally:
+        poller.stop()
