@@ -8,11 +8,11 @@ it was forecasting through. This module prices that load; it is arithmetic only.
 The model (``runner.system.cpu_pace``; the CPU probe uses it too). llama.cpp runs
 ``t`` threads that meet at a barrier after every graph op (a few hundred per token). Linux's scheduler shares the ``n`` cores evenly among the
 runnable threads: with others keeping ``o`` cores busy, each engine thread holds a
-core ``pace = min(1, n / (t + o))`` of the time. An op advances only while all ``t``
-threads hold a core (a thread that is off its core stalls the barrier; the others
-spin), which they do about ``pace ** t`` of the time, so the CPU's work takes
-``1 / pace ** t`` as long. One thread is slowed by ``1 / pace``; threads that fit
-beside the others' work (``t + o <= n``) are not slowed at all.
+core ``pace = min(1, n / (t + o))`` of the time. One thread is slowed by ``1 / pace``;
+threads that meet at a barrier lose more, decode's short ops most (``max(1 / pace **
+t, t / pace)``), prefill's long ones less (the geometric mean of that and ``1 / pace``),
+as measured (the table in ``runner.system.cpu_pace``). Threads that fit beside the
+others' work (``t + o <= n``) are not slowed at all.
 
 A load under the busy test (``runner.calibration.busy``: a quarter of the CPU) is not
 priced: the calibration admits turns run at such loads, so its forecast already holds it.
@@ -71,7 +71,7 @@ def at_load(fc: Forecast, load: CPULoad | None, engine: LoadedEngine) -> Forecas
     if load is None or fc.ttft_s is None or not too_busy(load.share):
         return fc  # below the busy test the calibration's own turns ran at such loads: nothing to add
     o, n = load.others_cores, load.n_cores
-    k_pre = mixed(slowdown(o, n, engine.threads_batch), engine.cpu_fraction)
+    k_pre = mixed(slowdown(o, n, engine.threads_batch, long_ops=True), engine.cpu_fraction)
     k_one = slowdown(o, n, 1)  # the template and the tokenizer run on one CPU thread
     k_tok = mixed(slowdown(o, n, engine.threads), engine.cpu_fraction)
     pre = fc.prefill_s * k_pre if fc.prefill_s is not None else None

@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass, field
 
 from runner.physics.machine import predict_here
+from runner.settings import usable_cores
 from runner.units import MIB
 
 FULL_PRECISION_KV = ("f16", "f32", "bf16")
@@ -70,6 +71,8 @@ class EstimateContext:
     kv_quantised: bool = False
     weights_bytes: int | None = None
     others_cpu: float | None = None  # other processes' share of the machine's CPU during the turn (0..1)
+    threads: int = 0  # the engine's decode threads (0: not known)
+    n_cores: int = 0  # the cores the engine may use (0: not known)
 
     @property
     def on_cpu(self) -> bool:
@@ -129,6 +132,9 @@ def estimate_rows(facts, layout, hw, settings, *, buffers=None, peak_rss: int | 
         kv_quantised=(settings.cache_type_k not in FULL_PRECISION_KV
                       or settings.cache_type_v not in FULL_PRECISION_KV),
         weights_bytes=f.weights_bytes, others_cpu=others_cpu,
+        threads=settings.resolved().n_threads,
+        # the probe's threads are the machine's cores, and the trace records them: a replay says what was said live
+        n_cores=hw.cpu.threads if hw.cpu is not None else usable_cores(),
     )
     kw = {}
     if turn is not None:

@@ -31,6 +31,7 @@ BUSY_SHARE = 0.25  # other processes took at least a quarter of the CPU: named b
 SHORT_PROMPT_TOKENS = 64  # below this the matmuls are too thin to keep the units busy
 SMALL_UBATCH = 128
 TINY_MODEL_BYTES = 512 * MIB  # per-token overhead, not weight reads, bounds decode
+PACKED_DECODE_GAP = 10.0  # decode this many times under its ceiling with threads packed: named as the cause
 STALL_SHARE = 0.2  # stalls named when they are at least this share of decode time ...
 STALL_MIN_S = 0.1  # ... and at least this long
 
@@ -181,8 +182,29 @@ def estimate_verdict(rows: EstimateRows) -> str:
     busy = rows.context.others_cpu
     if busy is not None and busy >= BUSY_SHARE and any(g > TOLERANCE for g in gaps.values()):
         # the machine was not kvtop's: that comes before anything about the model
-        return f"other processes used {busy:.0%} of the CPU during this turn; " + _verdict(rows, ratios, gaps)
+        head = f"other processes used {busy:.0%} of the CPU during this turn; "
+        advice = packed_threads(rows.context)
+        if advice and gaps.get("decode", 1.0) >= PACKED_DECODE_GAP:
+            return head + f"{_phrase('decode', ratios['decode'])}: {advice}"
+        return head + _verdict(rows, ratios, gaps)
     return _verdict(rows, ratios, gaps)
+
+
+def packed_threads(ctx) -> str:
+    """Advice when the engine has more threads than the cores other processes leave free
+    (``""`` otherwise). llama.cpp's threads meet at a barrier after every op; Linux
+    shares the CPU between sessions first (autogroup), so an engine whose threads
+    outnumber the free cores gets them packed onto the same core, where each op waits
+    for a time slice. Measured here (2 cores, one busy process in another session):
+    SmolLM2 decoded 0.90 tok/s with -t 2 and 45.6 with -t 1 (71.5 and 49.1 quiet)."""
+    if not (ctx.on_cpu and ctx.threads > 1 and ctx.n_cores > 0 and ctx.others_cpu is not None):
+        return ""
+    held = ctx.others_cpu * ctx.n_cores
+    free = max(1, int(ctx.n_cores - held + 0.25))  # a core three-quarters held counts as held
+    if ctx.threads <= free:
+        return ""
+    return (f"llama.cpp's {ctx.threads} threads wait for each other after every op and other processes "
+            f"hold {held:.1f} of {ctx.n_cores} cores, so threads share a core: try -t {free}")
 
 
 def _verdict(rows: EstimateRows, ratios: dict, gaps: dict) -> str:

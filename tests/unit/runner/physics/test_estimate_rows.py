@@ -5,6 +5,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from runner.settings import usable_cores
+
 from helpers import FIXED_HW
 from runner.events import TurnMetrics
 from runner.model.inspect import load_facts
@@ -72,7 +74,9 @@ def test_the_same_rows_as_the_app_built(smollm, case):
     want = rows_from_dicts(*the_apps_former_dicts(facts, lay, FIXED_HW, s, buffers, 251 * MIB, mt, ran))
     for key in EstimateRows.KEYS:
         assert got.row(key) == want.row(key), key
-    assert got.context == want.context and got.note == want.note == "hardware: test profile"
+    # the threads and cores are new since the former dicts (the packed-threads verdict needs them)
+    assert got.context.threads == 2 and got.context.n_cores == usable_cores()  # FIXED_HW has no probe
+    assert replace(got.context, threads=0, n_cores=0) == want.context and got.note == want.note == "hardware: test profile"
     if mt is not None:
         assert got.turn == TurnFigures.from_metrics(mt) and got.turn.prefill_tokens == want.turn.prefill_tokens
 

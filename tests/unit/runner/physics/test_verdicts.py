@@ -241,3 +241,22 @@ def test_ttft_verdict_largest_part():
     m = metrics(0.1, [("template", 0, 0.01), ("ubatch 1", 0.01, 0.02), ("first decode + sample", 0.03, 0.07)],
                 [(16, 0.02)])
     assert ttft_verdict(m) == "first decode + sample is the largest part: 70 ms of 100 ms"
+
+
+def test_threads_packed_onto_a_shared_core_are_named_with_the_thread_count_that_fits():
+    """Measured here: SmolLM2 with -t 2 decoded 0.90 tok/s while one busy process (in
+    another session) held one of the 2 cores, 45.6 with -t 1. The verdict names the
+    threads and the -t that fits, not the model."""
+    from dataclasses import replace
+
+    busy = replace(CPU_TINY, others_cpu=0.5, threads=2, n_cores=2)
+    r = rows(busy, turn=steady(0.9), ttft=(0.3, 2.2), prefill=(220.0, 30.5), decode=(150.0, 0.9))
+    assert estimate_verdict(r) == (
+        "other processes used 50% of the CPU during this turn; decode at 0.01x of the ceiling: llama.cpp's "
+        "2 threads wait for each other after every op and other processes hold 1.0 of 2 cores, so threads "
+        "share a core: try -t 1")
+    # one thread, or threads that fit beside the others' work: no such advice
+    for ctx in (replace(busy, threads=1), replace(busy, others_cpu=0.3, n_cores=8, threads=4)):
+        assert "try -t" not in estimate_verdict(rows(ctx, turn=steady(0.9), decode=(150.0, 0.9)))
+    # a decode merely slowed (not 10x under its ceiling) keeps the usual verdict
+    assert "try -t" not in estimate_verdict(rows(busy, turn=steady(40.0), decode=(150.0, 40.0)))
