@@ -51,6 +51,9 @@ class Forecast:
     quiet_ttft_s: float | None = None
     quiet_reply_s: float | None = None
     others_cpu: float | None = None
+    # the engine's threads outnumber the cores the others leave free: the scheduler packs
+    # them onto a shared core and the price above is far short (runner.physics.verdicts.packed_threads)
+    free_cores: int | None = None
 
     @property
     def new_tokens(self) -> int:
@@ -65,7 +68,7 @@ class Forecast:
         return {"ttft_s": self.ttft_s, "prefill_tok_s": self.prefill_tok_s, "decode_tok_s": self.decode_tok_s,
                 "reply_s": self.reply_s, "reply_tokens": self.reply_tokens, "basis": self.basis,
                 "n_samples": self.n_turns, "quiet_ttft_s": self.quiet_ttft_s if self.others_cpu is not None
-                else self.ttft_s, "others_cpu": self.others_cpu}
+                else self.ttft_s, "others_cpu": self.others_cpu, "free_cores": self.free_cores}
 
 
 class Forecaster:

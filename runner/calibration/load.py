@@ -81,7 +81,21 @@ def at_load(fc: Forecast, load: CPULoad | None, engine: LoadedEngine) -> Forecas
     reply = ttft + max(fc.reply_tokens - 1, 0) / tok_s if tok_s else None
     return replace(fc, ttft_s=ttft, prefill_s=pre, prefill_tok_s=fc.new_tokens / pre if pre else None,
                    decode_tok_s=tok_s, reply_s=reply, quiet_ttft_s=fc.ttft_s, quiet_reply_s=fc.reply_s,
-                   others_cpu=load.share)
+                   others_cpu=load.share, free_cores=packed_free_cores(o, n, engine))
+
+
+def packed_free_cores(others_cores: float, n_cores: int, engine: LoadedEngine) -> int | None:
+    """The cores other processes leave free when the engine's CPU threads outnumber them
+    (None when they fit). Linux shares the CPU between sessions first (autogroup) and
+    kvtop's engine runs in a session of its own, so its threads are then packed onto a
+    shared core where each op waits for a time slice: measured here, SmolLM2 with -t 2
+    beside one busy process of another session decoded 0.90 tok/s (-t 1: 45.6; quiet:
+    71.5) and prefilled 30.5 tok/s (-t 1: 74.1). The price above does not reach that, so
+    the forecast says so instead of pretending."""
+    if engine.cpu_fraction <= 0 or max(engine.threads, engine.threads_batch) <= 1:
+        return None
+    free = max(1, int(n_cores - others_cores + 0.25))  # a core three-quarters held counts as held
+    return free if max(engine.threads, engine.threads_batch) > free else None
 
 
 def slowed(fc: Forecast) -> bool:
@@ -109,5 +123,9 @@ def load_note(fc: Forecast) -> str:
 
     if not slowed(fc) or fc.others_cpu is None:
         return ""
-    return (f"at today's load: other processes use {fc.others_cpu:.0%} of the CPU "
+    line = (f"at today's load: other processes use {fc.others_cpu:.0%} of the CPU "
             f"(TTFT {fmt_seconds(fc.quiet_ttft_s)} on a quiet machine)")
+    if fc.free_cores is not None:
+        line += (f"; more threads than the {fc.free_cores} free core{'s' if fc.free_cores != 1 else ''}: "
+                 f"expect far slower still (try -t {fc.free_cores})")
+    return line

@@ -138,3 +138,16 @@ def test_kvtop_estimate_json_prices_the_load(smollm_shaped, tmp_path, monkeypatc
     assert busy_block["ttft_s"] > busy_block["quiet_ttft_s"]
     assert "at today's load" in forecast_line({"forecast": busy_block})[1]
     assert "today's load" not in forecast_line({"forecast": quiet_block})[1]
+
+
+def test_threads_that_outnumber_the_free_cores_are_said_not_priced():
+    """Beside another session's busy process, -t 2 on 2 cores decoded 0.90 tok/s against
+    -t 1's 45.6: no price reaches that, so the note says it and names the -t that fits."""
+    fc = at_load(quiet(), CPULoad.of_share(0.5, 2), LoadedEngine(2, 2, 1.0))
+    assert fc.free_cores == 1 and fc.to_dict()["free_cores"] == 1
+    assert load_note(fc).endswith("more threads than the 1 free core: expect far slower still (try -t 1)")
+    one = at_load(quiet(), CPULoad.of_share(0.5, 2), LoadedEngine(1, 1, 1.0))
+    assert one.free_cores is None and "try -t" not in load_note(one)
+    roomy = at_load(quiet(), CPULoad.of_share(0.3, 8), LoadedEngine(4, 4, 1.0))  # 2.4 of 8 cores held
+    assert roomy.free_cores is None
+    assert at_load(quiet(), CPULoad.of_share(0.5, 2), LoadedEngine(2, 2, 0.0)).free_cores is None  # all on a GPU
