@@ -89,9 +89,12 @@ def test_kvtop_estimate_shows_the_forecast_the_bench_calibrated(smollm_path, tmp
         assert fc["n_samples"] == 2 * (2 - len(busy_tests(r.stderr)))
         return
     assert fc["basis"] == "calibrated" and fc["n_samples"] == 4
-    (measured,) = json.loads(subprocess.run([sys.executable, "-m", "tui", "bench", smollm_path, "-r", "1", "-p", "512",
-                                             "-n", "0", "-t", str(cores()), "--json"], capture_output=True, text=True,
-                                            timeout=300, env=env).stdout)
-    assert 0.5 < fc["prefill_tok_s"] / measured["avg_ts"] < 2  # this machine's rate, not the 0.25 TFLOPS roof
+    m = subprocess.run([sys.executable, "-m", "tui", "bench", smollm_path, "-r", "1", "-p", "512", "-n", "0",
+                        "-t", str(cores()), "--json"], capture_output=True, text=True, timeout=300, env=env)
+    (measured,) = json.loads(m.stdout)
     human = subprocess.run(args, capture_output=True, text=True, timeout=120, env=env).stdout
+    if busy_tests(m.stderr):  # the load changed after the calibration: that run is neither a sample nor a yardstick
+        assert "forecast" in human and "(calibrated on 4 turns)" in human
+        return
+    assert 0.5 < fc["prefill_tok_s"] / measured["avg_ts"] < 2  # this machine's rate, not the 0.25 TFLOPS roof
     assert "forecast" in human and "(calibrated on 5 turns)" in human  # the measuring bench ran one more
