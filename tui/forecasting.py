@@ -61,7 +61,12 @@ def forecast_basis_line(fc: Forecast, width: int) -> str:
     text = f"forecast: {fc.label()}"
     if slowed(fc) and fc.others_cpu is not None:  # the load is said before what the forecast rests on
         share = f"others use {fc.others_cpu:.0%} of the CPU"
-        busy = next((t for t in (f"{text}; {share}", f"forecast: {fc.basis}; {share}", share) if len(t) <= width), None)
+        texts = (f"{text}; {share}", f"forecast: {fc.basis}; {share}", share)
+        if fc.free_cores is not None:  # threads packed onto a shared core: the advice outranks the rest
+            packed = f"more threads than free cores: try -t {fc.free_cores}"
+            texts = (f"{text}; {share}; {packed}", f"{share}; {packed}", f"{share}; try -t {fc.free_cores}",
+                     packed) + texts
+        busy = next((t for t in texts if len(t) <= width), None)
         if busy:
             return busy
     return text if len(text) <= width else fc.basis if len(fc.basis) <= width else ""

@@ -29,13 +29,15 @@ async def test_a_busy_machine_is_priced_in_the_border_and_the_estimate(tmp_path,
         inp.insert_text_at_cursor("Tell me about tides")
         await wait_until(pilot, lambda: "TTFT ≈" in _border(app), timeout=5, what="the forecast")
         assert "at today's load" in _border(app), _border(app)
-        assert str(inp.border_title).endswith("; others use 75% of the CPU")
+        # 2 threads, 1.5 of 2 cores held: the threads would share a core, said before Enter with what to do
+        assert str(inp.border_title).endswith("others use 75% of the CPU; more threads than free cores: try -t 1")
         await pilot.press("enter")
         pane = app.query_one(EstimatePane)
         await wait_until(pilot, lambda: pane.forecast is not None, timeout=5, what="the turn's forecast")
         fc = pane.forecast
         assert fc.others_cpu == 0.75 and fc.ttft_s > fc.quiet_ttft_s
         assert "at today's load: other processes use 75% of the CPU" in pane.render().plain
+        assert "expect far slower still (try -t 1)" in pane.render().plain.replace("\n", " ")
 
 
 async def test_a_quiet_machine_says_nothing_of_load(tmp_path, smollm_shaped):
