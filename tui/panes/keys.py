@@ -33,7 +33,7 @@ KEYS = (
 NEXT_SERVER = ("F4", "next server", "next", "next_server")
 LOAD_KEYS = (  # kvtop load's live view (tui/load_view.py): no chat, so none of its keys
     ("Esc", "stop the load", "stop", "stop_load"),
-    ("q", "quit once stopped", "quit", "quit_when_stopped"),
+    ("q", "stop (q again quits)", "stop", "quit_when_stopped"),
     ("^C", "stop, then quit", "stop+quit", "quit"),
     ("F1", "help", "help", "help"),
     ("^S", "screenshot", "shot", "screenshot"),

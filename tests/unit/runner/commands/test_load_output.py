@@ -43,7 +43,10 @@ def test_csv_has_a_header_of_every_field_and_a_line_per_row():
 def test_md_is_a_table_with_the_notes_under_it():
     out = format_md(ROWS, ["a note"])
     lines = out.splitlines()
-    assert lines[0].startswith("| users |") and "gen t/s" in lines[0] and "roof t/s" in lines[0]
+    assert lines[0].startswith("| users |") and "gen t/s (all, with waits)" in lines[0] and "bw roof t/s" in lines[0]
+    # what each rate covers is in its heading: the total counts the waits for first tokens, the per-user rate
+    # is the server's decode; the roof columns say which roof (a trial read 'roof' as the pane's lower one)
+    assert "per user decode t/s" in lines[0] and "compute roof t/s" in lines[0]
     assert set(lines[1]) <= set("|-: ")
     assert "30.00" in lines[4]
     assert "0.450 / 0.900 / 0.900" in lines[4]  # TTFT p50/95/99 in seconds
