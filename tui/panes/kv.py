@@ -64,13 +64,14 @@ class KVPane(PaneWidget):
         w = max(0, width - 2)
         n_ctx = max(self.n_ctx, 1)
         lay = self.layout_
-        lines = [
-            bar(w, [(self.cells / n_ctx, "$kvtop-kv-full")]),
-            Content.assemble((f"{fmt_int(self.cells)}/{fmt_int(self.n_ctx)} cells", "bold"),
-                             (f" {self.cells / n_ctx * 100:.1f}%", "$text-muted"),
-                             *((("  ", ""), (fmt_bytes(lay.bytes_per_token), ""), ("/token", "$text-muted"))
-                               if lay is not None else ())),
-        ]
+        cells = Content.assemble((f"{fmt_int(self.cells)}/{fmt_int(self.n_ctx)} cells", "bold"),
+                                 (f" {self.cells / n_ctx * 100:.1f}%", "$text-muted"),
+                                 *((("  ", ""), (fmt_bytes(lay.bytes_per_token), ""), ("/token", "$text-muted"))
+                                   if lay is not None else ()))
+        if self.server_cells is not None and cells.cell_length + 10 <= width:
+            # beside the all-slots line: this is the chat's own slot (a load's trial read "0/1,024 cells" as the server's)
+            cells = Content.assemble(("this chat ", "$text-muted"), cells)
+        lines = [bar(w, [(self.cells / n_ctx, "$kvtop-kv-full")]), cells]
         allocated = None if lay is None else fmt_bytes(
             self.allocated_llama if self.allocated_llama is not None else lay.bytes_allocated)
         if self.server_cells is not None:  # one line for the whole server, in place of the slot's bytes

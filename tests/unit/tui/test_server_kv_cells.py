@@ -23,4 +23,4 @@ async def test_the_kv_pane_counts_the_cells_of_every_slot(tmp_path, smollm_shape
                              what="attached and polled")
             await wait_until(pilot, lambda: "all 4 slots 142/4,096 cells 3.5%" in kv.render().plain, timeout=10,
                              what="every slot's cells on the KV pane")
-            assert kv.cells == 0 and "0/1,024 cells" in kv.render().plain  # this chat's own slot: empty
+            assert kv.cells == 0 and "this chat 0/1,024 cells" in kv.render().plain  # the chat's own slot: empty, and said so
