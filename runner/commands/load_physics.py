@@ -61,6 +61,21 @@ class LoadPhysics:
                 "compute_roof_tok_s": comp_sum if comp_known else None, "more_conversations_fit": fit}
 
 
+def server_share(tflops, source: str, hw, url: str, n_gpu_layers: int) -> tuple[float | None, str]:
+    """The probe's FLOPS scaled to the local server's CPU threads when it runs fewer than
+    the probe did (read from its command line); as they are otherwise (on a GPU, or the
+    threads unknown: llama.cpp's default is every physical core, as the probe's)."""
+    from runner.server.props import local_server_threads
+
+    probe_threads = hw.cpu.threads if hw.cpu is not None else None
+    if not tflops or not probe_threads or (hw.gpus and n_gpu_layers):
+        return tflops, source
+    threads = local_server_threads(url)
+    if threads is None or threads >= probe_threads:
+        return tflops, source
+    return tflops * threads / probe_threads, f"{source}; x{threads}/{probe_threads} for the server's -t {threads}"
+
+
 def physics_for(info, url: str, a) -> LoadPhysics:
     """The served model's facts from its GGUF header (when the file is readable here) and
     this machine's probe (a server elsewhere needs --bandwidth-gbs and --tflops)."""
@@ -90,6 +105,7 @@ def physics_for(info, url: str, a) -> LoadPhysics:
 
         hw = hardware_profile(a.n_gpu_layers, cache_dir=default_paths().cache_dir)
         bw, tf, source = hw.bandwidth_gbs, hw.tflops, hw.source
+        tf, source = server_share(tf, source, hw, url, a.n_gpu_layers)
     return LoadPhysics(facts, layout, bw, tf, info.total_slots, a.n_prompt, a.n_predict,
                        f"roof: {bw or 0:.1f} GB/s, {tf or 0:.2f} TFLOPS ({source}); KV {a.cache_type_k}/"
                        f"{a.cache_type_v} at depth {a.n_prompt + a.n_predict // 2}")

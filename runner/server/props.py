@@ -125,3 +125,39 @@ def listening_pid(url: str) -> int | None:
     except (psutil.Error, OSError):
         return None
     return None
+
+
+def threads_from_cmdline(argv: list[str]) -> int | None:
+    """The decode threads a llama-server command line asks for (``-t N``, ``--threads N``,
+    ``--threads=N``), or None when it leaves llama.cpp's default (the physical cores)."""
+    found = None
+    for i, arg in enumerate(argv):
+        value = None
+        if arg in ("-t", "--threads") and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif arg.startswith("--threads="):
+            value = arg.split("=", 1)[1]
+        if value is not None:
+            try:
+                n = int(value)
+            except ValueError:
+                continue
+            found = n if n > 0 else None  # -t -1 (or 0): llama.cpp's default
+    return found
+
+
+def local_server_threads(url: str) -> int | None:
+    """The decode threads of the llama-server listening on ``url`` on this machine, read
+    from its command line (llama-server does not publish them), or None when unknown.
+    The compute roof is the probe's FLOPS on its threads; a server run with fewer (a
+    trial's ``-t 1`` on 2 cores) has only that share of them: its roof was 132 tok/s
+    beside a measured 20."""
+    import psutil
+
+    pid = listening_pid(url)
+    if not pid:
+        return None
+    try:
+        return threads_from_cmdline(psutil.Process(pid).cmdline())
+    except (psutil.Error, OSError):
+        return None
