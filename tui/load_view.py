@@ -62,6 +62,10 @@ class LoadRun:
         return self.result or self.final
 
 
+CHAT_ONLY_ACTIONS = frozenset({"new_chat", "undo_new_chat", "waterfall", "toggle_markdown", "restart_engine",
+                               "attach_file"})
+
+
 class LoadView:
     """Mixed into the App; every method does nothing special without a ``LoadRun``."""
 
@@ -194,6 +198,13 @@ class LoadView:
                     f"{IDLE_POLL_S:g} s after (another client's requests?)")
         knee = [n for n in r.notes if n.startswith("knee")]
         self.say_load(f"{end}; q quits and prints the table" + ("; " + knee[0] if knee else ""))
+
+    def check_action(self, action: str, parameters) -> bool | None:
+        """kvtop load shows no chat, so the chat's keys do nothing there: a trial's Ctrl+R
+        restarted the engine behind the hidden chat and wrote a line nobody saw."""
+        if self.options.load is not None and action in CHAT_ONLY_ACTIONS:
+            return False
+        return super().check_action(action, parameters)
 
     def action_stop_load(self) -> None:
         """Esc (and its key on the key bar): stop the load; the screen stays."""

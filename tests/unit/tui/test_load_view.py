@@ -212,3 +212,24 @@ async def test_the_status_says_done_only_once_the_server_pane_shows_the_slots_id
             assert time.monotonic() - run.ended_at < 5  # a poll asked for at once, not a late fallback
             await pilot.press("q")
         assert not app.is_running
+
+
+async def test_the_chats_keys_do_nothing_in_the_load_view():
+    """No chat in kvtop load: a trial's Ctrl+R restarted the engine behind the hidden chat
+    and wrote a line nobody saw; Ctrl+L, Ctrl+Z, F2, F3 and Ctrl+O acted on it too."""
+    from tui.panes.chat import ChatLog
+
+    with FakeLlamaServer(token_s=0.05) as srv:
+        app = live_app(args(users=[2], n_predict=400, requests=5), srv.url)
+        run = app.options.load
+        async with app.run_test(size=(120, 48)) as pilot:
+            await wait_for(pilot, lambda: srv.state.busy == 2)
+            chat = app.query_one(ChatLog)
+            before = (len(chat.children), app.session.engine, app.screen)
+            for key in ("ctrl+r", "ctrl+l", "ctrl+z", "f2", "f3", "ctrl+o"):
+                await pilot.press(key)
+            await pilot.pause(0.3)
+            assert (len(chat.children), app.session.engine, app.screen) == before  # no restart, no screen, no chat line
+            assert run.result is None and not run.stopping and srv.state.busy == 2  # the load goes on
+            await pilot.press("ctrl+c")
+            await wait_for(pilot, lambda: not app.is_running, timeout=10)
