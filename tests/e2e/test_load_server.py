@@ -96,6 +96,21 @@ def busy(url: str) -> int:
     return sum(1 for s in get_json(url + "/slots") if s.get("is_processing"))
 
 
+def interrupt_when_two_busy(p, url: str) -> tuple[str, str]:
+    """Ctrl+C to a headless ``kvtop load`` once two of the server's slots are busy; its output."""
+    try:
+        deadline = time.monotonic() + 120
+        while busy(url) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert busy(url) >= 2  # requests in flight (all four once the machine is quiet)
+        p.send_signal(signal.SIGINT)
+        return p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
 def test_ctrl_c_mid_level_leaves_no_slot_busy_and_says_so_once(four_slots):
     """Ctrl+C in the second level: the first level's row is printed, no slot is left busy,
     and the stop line is printed once (a trial read it twice on its terminal: on stderr as
@@ -103,17 +118,7 @@ def test_ctrl_c_mid_level_leaves_no_slot_busy_and_says_so_once(four_slots):
     p = subprocess.Popen([sys.executable, "-m", "tui", "load", four_slots, "--users", "1,4", "-p", "16", "-n", "64",
                           "--requests", "2", "--no-warmup", "--no-tui"],
                          cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 120
-        while busy(four_slots) < 2 and time.monotonic() < deadline:  # 1 user first: only level 2 has 2
-            time.sleep(0.1)
-        assert busy(four_slots) >= 2  # level 2's requests in flight (all four once the machine is quiet)
-        p.send_signal(signal.SIGINT)
-        out, err = p.communicate(timeout=30)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+    out, err = interrupt_when_two_busy(p, four_slots)  # 1 user first: only level 2 has 2 in flight
     assert p.returncode == 130, err
     assert "Traceback" not in err
     assert busy(four_slots) == 0  # kvtop waited for the server to stop every task
@@ -131,17 +136,7 @@ def test_ctrl_c_with_nothing_measured_says_the_stop_on_stderr(four_slots):
     p = subprocess.Popen([sys.executable, "-m", "tui", "load", four_slots, "--users", "4", "-p", "16", "-n", "900",
                           "--requests", "3", "--no-warmup", "--no-tui", "-o", "json"],
                          cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 120
-        while busy(four_slots) < 2 and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert busy(four_slots) >= 2
-        p.send_signal(signal.SIGINT)
-        out, err = p.communicate(timeout=30)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+    out, err = interrupt_when_two_busy(p, four_slots)
     assert p.returncode == 130 and "Traceback" not in err, err
     assert out == "" and err.count("stopped: streams in flight closed") == 1, (out, err)
     assert busy(four_slots) == 0
