@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 
 from runner.calibration.busy import too_busy
 from runner.calibration.forecast import Forecast
-from runner.system.cpu_pace import slowdown, thread_pace  # noqa: F401 (the model above; imported from here too)
+from runner.system.cpu_pace import free_cores, slowdown, thread_pace  # noqa: F401 (the model above; imported from here too)
 
 NOTABLE = 1.05  # a forecast this much slower at today's load says so; below, it is the quiet one
 
@@ -94,7 +94,7 @@ def packed_free_cores(others_cores: float, n_cores: int, engine: LoadedEngine) -
     the forecast says so instead of pretending."""
     if engine.cpu_fraction <= 0 or max(engine.threads, engine.threads_batch) <= 1:
         return None
-    free = max(1, int(n_cores - others_cores + 0.25))  # a core three-quarters held counts as held
+    free = free_cores(others_cores, n_cores)
     return free if max(engine.threads, engine.threads_batch) > free else None
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 
 from runner.physics.estimate_rows import EstimateRows, TurnFigures
+from runner.system.cpu_pace import free_cores
 from runner.units import MIB, fmt_bytes, fmt_seconds
 
 TOLERANCE = 1.25  # within 25% either way: "near the hardware's limits"
@@ -200,7 +201,7 @@ def packed_threads(ctx) -> str:
     if not (ctx.on_cpu and ctx.threads > 1 and ctx.n_cores > 0 and ctx.others_cpu is not None):
         return ""
     held = ctx.others_cpu * ctx.n_cores
-    free = max(1, int(ctx.n_cores - held + 0.25))  # a core three-quarters held counts as held
+    free = free_cores(held, ctx.n_cores)
     if ctx.threads <= free:
         return ""
     return (f"llama.cpp's {ctx.threads} threads wait for each other after every op and other processes "

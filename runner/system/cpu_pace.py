@@ -49,3 +49,9 @@ def slowdown(others_cores: float, n_cores: int, threads: int, long_ops: bool = F
         return one
     short = max(one ** t, t * one)
     return math.sqrt(one * short) if long_ops else short
+
+
+def free_cores(others_cores: float, n_cores: int) -> int:
+    """The cores other processes leave free, at least one (a core three-quarters held
+    counts as held). More engine threads than this are packed onto a shared core."""
+    return max(1, int(n_cores - max(others_cores, 0.0) + 0.25))
