@@ -41,12 +41,11 @@ from .panes.prefill import PrefillPane
 from .panes.status import StatusBar
 from .prompt_input import PromptInput
 from .chat_undo import ChatUndo
-from .cpu_watch import CeilingCheck, CPUWatch
+from .cpu_watch import CPUWatch, CPUWatching
 from .dashboard import WIDE_COLUMNS, DashboardLayout, MetricsScroll, PagerBar
-from .forecasting import Forecasting
+from .forecasting import Estimates, ForecastBorder, Forecasting
 from .lifecycle import EngineLifecycle
 from .load_view import LoadView
-from .machine_figures import MachineFigures
 from .routing import EngineRouting
 from .server_routing import ServerRouting
 from .screens import HelpScreen
@@ -57,8 +56,8 @@ KVTOP_THEME_NAMES = frozenset(t.name for t in THEMES)
 _SVG_BAD_XML = dict.fromkeys(i for i in range(32) if i not in (9, 10, 13))
 
 
-class KvtopApp(LoadView, EngineWorkers, ServerPolling, ServerRouting, EngineLifecycle, Forecasting, CPUWatch, CeilingCheck,
-               ChatUndo, EngineRouting, MachineFigures, DashboardLayout, App[int]):
+class KvtopApp(LoadView, EngineWorkers, ServerPolling, ServerRouting, EngineLifecycle, Forecasting, CPUWatching,
+               ChatUndo, EngineRouting, DashboardLayout, App[int]):
     CSS_PATH = "app.tcss"
     # app.tcss paints every Screen opaque, which would hide the dashboard behind a dialog
     # (on screen and in Ctrl+S); a dialog's screen lets it show through, dimmed. Inline
@@ -95,7 +94,11 @@ class KvtopApp(LoadView, EngineWorkers, ServerPolling, ServerRouting, EngineLife
         self.session = ChatSession(engine_factory(self.settings), self.settings, paths, argv=opts.argv,
                                    write_transcript=opts.write_transcript, record_trace=opts.record_trace,
                                    trace_path=opts.trace_path, resume=opts.resume_messages, clock=opts.clock)
-        self.facts = self.hw = self.layout_kv = None  # known once the model is inspected
+        self.facts = self.hw = None  # known once the model is inspected
+        self.here = None  # runner.physics.here.Here: the model on this machine, once facts and hardware are known
+        self.estimates = Estimates(self)  # the Estimate pane's rows and forecast, the calibration
+        self.forecast_border = ForecastBorder(self)  # the prompt's forecast before Enter
+        self.cpu_watch = CPUWatch(self)  # memory and CPU samples, today's load, the CPU re-probes
         self.collector = TurnCollector()
         self.current_reply = None  # the ChatMessage widget of the turn in flight
         self.server_snapshots: dict[int, object] = {}  # kvtop --server: the last poll of each server
@@ -203,8 +206,8 @@ class KvtopApp(LoadView, EngineWorkers, ServerPolling, ServerRouting, EngineLife
         if self.options.memory_sample is not None:
             self.query_one(MemoryPane).set_sample(self.options.memory_sample)
         if self.options.live_system:
-            self.sample_memory()
-            self.set_interval(MEMORY_SAMPLE_S, self.sample_memory)
+            self.cpu_watch.sample()
+            self.set_interval(MEMORY_SAMPLE_S, self.cpu_watch.sample)
         prompt.focus()
         if self.options.servers:
             self.set_class(True, "-server")
@@ -280,7 +283,8 @@ class KvtopApp(LoadView, EngineWorkers, ServerPolling, ServerRouting, EngineLife
         def source():  # every turn of the session, and the one in flight
             return list(self.turns), live_turn(self)
 
-        screen = WaterfallScreen(source, self.facts, self.roofline_prefill_s(), prefill_interval(self.refresh_s))
+        prefill_s = self.here.prefill_seconds if self.here is not None else None  # at this machine's roofline
+        screen = WaterfallScreen(source, self.facts, prefill_s, prefill_interval(self.refresh_s))
         if turn is not None and 0 <= turn < len(screen.turns):
             screen.pos = turn
         self.push_screen(screen)

@@ -50,7 +50,7 @@ class ChatUndo:
         if put_aside:
             self._chat_aside, self._cut_question, self._estimate_aside = lines, question, estimate
         self.clear_chat()
-        self.request_forecast()  # a draft's cached prefix is gone
+        self.forecast_border.request()  # a draft's cached prefix is gone
         if put_aside and notice:
             self.notify(UNDO_NOTICE, markup=False, timeout=8)
 
@@ -70,8 +70,8 @@ class ChatUndo:
         if estimate is not None:
             pane.show(estimate)
         else:
-            self.update_estimate()
-        self.request_forecast()  # the draft's cached prefix is another chat's now
+            self.estimates.update()
+        self.forecast_border.request()  # the draft's cached prefix is another chat's now
         n = sum(1 for m in self.session.messages if m.role == "user")
         said = f"Chat of {n} turn{'s' if n != 1 else ''} brought back."
         if self.session.cleared:

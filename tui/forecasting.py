@@ -1,15 +1,21 @@
 """Forecasts on screen: before Enter (the prompt's border) and when a turn starts (the
-Estimate pane's forecast column), and the calibration each finished turn adds.
+Estimate pane's forecast column), the Estimate pane's rows, and the calibration each
+finished turn adds.
 
-Mixed into the App. The draft is measured by the engine (``MeasurePrompt``: its own
-template and tokenizer, matched against its KV cache), never on the UI thread; typing
-is debounced so a burst of keys asks once. The forecast itself is arithmetic on the
-calibration (runner.calibration), cheap enough for the main thread.
+Two objects the App holds, each with one job: ``Estimates`` (``app.estimates``) feeds
+the Estimate pane: the machine model's rows (runner.physics.here ``Here``), the
+calibration and its forecast at today's load, a turn's live figures; ``ForecastBorder``
+(``app.forecast_border``) writes the prompt's borders before Enter. The draft is
+measured by the engine (``MeasurePrompt``: its own template and tokenizer, matched
+against its KV cache), never on the UI thread; typing is debounced so a burst of keys
+asks once. The forecast itself is arithmetic on the calibration (runner.calibration),
+cheap enough for the main thread. ``Forecasting`` is only the App's message handlers.
 """
 
 from __future__ import annotations
 
-from textual import work
+from functools import partial
+
 from textual.css.query import NoMatches
 from textual.widgets import Input
 
@@ -23,6 +29,7 @@ from . import messages as msg
 from .guards import while_running
 from .format import fmt_int, fmt_seconds
 from .panes.estimate import EstimatePane
+from .panes.memory import MemoryPane
 from .prompt_input import expanded_draft
 
 REPLY_TOKENS = 256  # the reply length a forecast before Enter assumes (when -n does not say)
@@ -72,15 +79,27 @@ def forecast_basis_line(fc: Forecast, width: int) -> str:
     return text if len(text) <= width else fc.basis if len(fc.basis) <= width else ""
 
 
-class Forecasting:
-    """The App's forecast and calibration handlers (see the module's docstring)."""
+class Estimates:
+    """The Estimate pane's content and the forecast's calibration (see the module's docstring)."""
 
-    calibration = None
-    forecast_basis = None
-    turn_forecast: Forecast | None = None
-    _measure_id = 0
-    _forecast_timer = None
-    _calibration_warned = False
+    def __init__(self, app) -> None:
+        self.app = app
+        self.calibration = None
+        self.basis = None  # the machine's roofline as the forecast's shape
+        self.turn_forecast: Forecast | None = None
+        self._calibration_warned = False
+
+    def update(self, mt=None, others_cpu: float | None = None) -> None:
+        """The rows the machine model computes, with what was measured: at load, after
+        each turn (``mt``, and the share of the CPU others took during it)."""
+        app = self.app
+        if app.here is None:
+            return
+        L = app.session.loaded
+        buffers = L.buffers if L is not None and L.server is None else None  # a server's are in its log
+        rows = app.here.estimate_rows(buffers=buffers, peak_rss=app.query_one(MemoryPane).peak_engine_rss,
+                                      turn=mt, turn_ran=bool(app.session.turns), others_cpu=others_cpu)
+        app.query_one(EstimatePane).set_rows(rows)
 
     # ------------------------------------------------------------ calibration
     def setup_calibration(self) -> None:
@@ -88,25 +107,26 @@ class Forecasting:
         from runner.calibration.basis import roofline_basis
         from runner.calibration.calibration import calibration_for
 
-        if self.facts is None or self.layout_kv is None or self.hw is None or self.session.replaying:
+        app, here = self.app, self.app.here
+        if here is None or app.session.replaying:
             return
-        s = self.settings.resolved()
-        L = self.session.loaded
-        self.calibration = calibration_for(s, self.paths.cache_dir, L.server if L is not None else None,
-                                           tuple(g.name for g in self.hw.gpus))
-        self.forecast_basis = roofline_basis(self.facts, self.layout_kv, self.hw, s)
-        self.request_forecast()  # loaded, restarted or re-probed: a draft's forecast was made without it
+        s = app.settings.resolved()
+        L = app.session.loaded
+        self.calibration = calibration_for(s, app.paths.cache_dir, L.server if L is not None else None,
+                                           tuple(g.name for g in here.hw.gpus))
+        self.basis = roofline_basis(here.facts, here.layout, here.hw, s)
+        app.forecast_border.request()  # loaded, restarted or re-probed: a draft's forecast was made without it
 
     def forecast(self, prompt_tokens: int, cached: int | None, reply_tokens: int) -> Forecast | None:
         """The calibration's (a quiet machine's) forecast, priced at today's load."""
         from runner.calibration.load import at_load
 
-        if self.calibration is None or self.forecast_basis is None:
+        if self.calibration is None or self.basis is None:
             return None
-        fc = self.calibration.forecaster(self.forecast_basis).forecast(prompt_tokens, cached or 0, reply_tokens)
+        fc = self.calibration.forecaster(self.basis).forecast(prompt_tokens, cached or 0, reply_tokens)
         engine = self.engine_on_this_cpu()
         if engine is not None:
-            fc = at_load(fc, self.cpu_load_now(), engine)
+            fc = at_load(fc, self.app.cpu_watch.load_now(), engine)
         if cached is None:  # not known (a server's slot): say so rather than claim 0 cached
             from dataclasses import replace
 
@@ -117,17 +137,15 @@ class Forecasting:
         """The engine's threads and the CPU's share of its work, when it runs on this
         machine's CPU (a remote server's load is not this machine's): None otherwise."""
         from runner.calibration.load import LoadedEngine
-        from runner.physics.placement import effective_gpu_layers
+        from runner.physics.here import cpu_share
         from runner.server.urls import is_loopback
 
-        L = self.session.loaded
+        app = self.app
+        L = app.session.loaded
         if L is None or (L.server and not is_loopback(L.server)):
             return None
-        n_layer = (self.facts.n_layers if self.facts is not None else None) or 0
-        on_gpu = min(effective_gpu_layers(L.n_gpu_layers, n_layer), n_layer) if self.hw is not None and self.hw.gpus else 0
-        cpu_fraction = 1.0 - on_gpu / n_layer if n_layer else 1.0
-        threads = L.n_threads or self.settings.n_threads or 1
-        return LoadedEngine(threads, L.n_threads_batch or threads, cpu_fraction)
+        threads = L.n_threads or app.settings.n_threads or 1
+        return LoadedEngine(threads, L.n_threads_batch or threads, cpu_share(app.facts, app.hw, L.n_gpu_layers))
 
     def calibrate(self, metrics, others_cpu: float | None = None) -> None:
         """A finished turn's samples into the calibration (after its forecast was shown).
@@ -136,19 +154,20 @@ class Forecasting:
         machine 30x slow (a new user's "decode 1.8 tok/s (calibrated on 2 turns)")."""
         from runner.calibration.busy import too_busy
 
-        if self.calibration is None or self.session.replaying:
+        app = self.app
+        if self.calibration is None or app.session.replaying:
             return
         if too_busy(others_cpu):  # the bench's rule too (runner.commands.bench)
             said = (f"This turn was not added to the forecast's calibration: other processes used "
                     f"{others_cpu:.0%} of the CPU while it ran.")
-            self.notify(said, severity="information", markup=False)
+            app.notify(said, severity="information", markup=False)
             return
         try:
             self.calibration.record(metrics)
         except OSError as exc:
             if not self._calibration_warned:
                 self._calibration_warned = True
-                self.notify(f"calibration not saved: {clean_line(str(exc))}", severity="warning", markup=False)
+                app.notify(f"calibration not saved: {clean_line(str(exc))}", severity="warning", markup=False)
 
     def reply_tokens(self) -> int:
         """The reply a forecast assumes: ``-n``, else REPLY_TOKENS, but no more than the
@@ -157,14 +176,15 @@ class Forecasting:
         a 50-token draft was said not to fit (50 + 256 > 256), then ran."""
         from runner.engine.context_shift import reply_room
 
-        n = self.settings.n_predict
+        settings = self.app.settings
+        n = settings.n_predict
         if n and n > 0:
             return n
-        loaded = self.session.loaded
-        n_ctx = loaded.n_ctx if loaded is not None and loaded.n_ctx else self.settings.n_ctx
+        loaded = self.app.session.loaded
+        n_ctx = loaded.n_ctx if loaded is not None and loaded.n_ctx else settings.n_ctx
         return min(REPLY_TOKENS, reply_room(n_ctx, 0)) if n_ctx else REPLY_TOKENS
 
-    # ------------------------------------------------------------ turn start
+    # ------------------------------------------------------------ a turn
     def forecast_turn(self, started) -> None:
         """The Estimate pane's forecast and roofline as soon as the prompt's size is
         known; its measured column then fills as the turn runs (``measure_live``)."""
@@ -173,89 +193,98 @@ class Forecasting:
 
         n, cached, reply = started.prompt_tokens, started.reused_tokens, self.reply_tokens()
         self.turn_forecast = self.forecast(n, cached, reply)
-        roof = Forecaster(self.forecast_basis, Samples()).forecast(n, cached, reply) if self.forecast_basis else None
-        self.query_one(EstimatePane).begin_turn(self.turn_forecast, roof)
+        roof = Forecaster(self.basis, Samples()).forecast(n, cached, reply) if self.basis else None
+        self.app.query_one(EstimatePane).begin_turn(self.turn_forecast, roof)
         if self.turn_forecast is not None:
-            self.session.record_forecast(self.turn_forecast)
+            self.app.session.record_forecast(self.turn_forecast)
 
-    def on_recorded_forecast(self, m: msg.RecordedForecast) -> None:
+    def recorded_forecast(self, forecast: Forecast) -> None:
         """A replay shows the forecast the live run showed (it has no calibration of its own)."""
-        self.turn_forecast = m.forecast
-        self.session.record_forecast(m.forecast)  # with the turn (a replay writes no trace)
-        self.query_one(EstimatePane).set_forecast(m.forecast)
+        self.turn_forecast = forecast
+        self.app.session.record_forecast(forecast)  # with the turn (a replay writes no trace)
+        self.app.query_one(EstimatePane).set_forecast(forecast)
 
     def measure_live(self, key: str, value: float | None) -> None:
         """A running turn's TTFT (at its first token), prefill and decode rates so far."""
-        self.query_one(EstimatePane).set_live(key, value)
+        self.app.query_one(EstimatePane).set_live(key, value)
 
-    # ------------------------------------------------------------ before Enter
+
+class ForecastBorder:
+    """The prompt's borders before Enter: the draft measured by the engine, its forecast
+    below, what it rests on above (see the module's docstring)."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+        self.measure_id = 0  # the draft the newest answer must be about
+        self._timer = None
+
     def _prompt(self) -> Input | None:
         """The prompt, or None while the app is closing (a debounce timer can fire then)."""
         try:
-            return self.query_one("#prompt", Input)
+            return self.app.query_one("#prompt", Input)
         except NoMatches:
             return None
 
-    def on_input_changed(self, event: Input.Changed) -> None:
-        if event.input.id != "prompt":
-            return
-        if self._forecast_timer is not None:
-            self._forecast_timer.stop()
-        self._forecast_timer = self.set_timer(FORECAST_DEBOUNCE_S, self.request_forecast)
+    def changed(self) -> None:
+        """A key in the prompt: ask once the typing pauses."""
+        if self._timer is not None:
+            self._timer.stop()
+        self._timer = self.app.set_timer(FORECAST_DEBOUNCE_S, self.request)
 
-    def request_forecast(self) -> None:
-        self._forecast_timer = None
+    def request(self) -> None:
+        self._timer = None
         inp = self._prompt()
         if inp is None:
             return
+        app = self.app
         draft = clean_text(expanded_draft(inp)).strip()  # a pasted chip counts as its whole text
-        self._measure_id += 1
-        if not draft or self.session.loaded is None or self.session.replaying or self.calibration is None:
+        self.measure_id += 1
+        if not draft or app.session.loaded is None or app.session.replaying or app.estimates.calibration is None:
             inp.border_subtitle = inp.border_title = ""
             return
-        if not self.session.engine.alive():
+        if not app.session.engine.alive():
             inp.border_subtitle = inp.border_title = ""
             return
-        history = tuple(self.session.messages)
+        history = tuple(app.session.messages)
         if draft == "/file" or draft.startswith("/file "):
             path = draft[6:].strip()
             if path:
-                self.measure_file(self._measure_id, history, path)
+                app.run_worker(partial(self._measure_file, self.measure_id, history, path), name="measure_file",
+                               group="forecast-file", exclusive=True, exit_on_error=False, thread=True)
             else:
                 inp.border_subtitle = inp.border_title = ""
             return
-        self.session.engine.submit(MeasurePrompt(self._measure_id, history + (ChatMessage("user", draft),)))
+        app.session.engine.submit(MeasurePrompt(self.measure_id, history + (ChatMessage("user", draft),)))
 
-    @work(thread=True, exclusive=True, group="forecast-file", exit_on_error=False)
-    def measure_file(self, request_id: int, history: tuple, path: str) -> None:
-        """``/file PATH``: read it as sending would (bounded, refusing what is not text),
-        then measure it; a file that cannot be sent says why in the border."""
+    def _measure_file(self, request_id: int, history: tuple, path: str) -> None:
+        """In a worker: ``/file PATH`` read as sending would (bounded, refusing what is not
+        text), then measured; a file that cannot be sent says why in the border."""
         from runner.records.prompt_file import PromptFileError, read_prompt_file
 
         try:
             text = read_prompt_file(path)
         except PromptFileError as exc:
-            self.post_message(msg.ForecastNote(request_id, clean_line(str(exc), 200)))
+            self.app.post_message(msg.ForecastNote(request_id, clean_line(str(exc), 200)))
             return
-        self.session.engine.submit(MeasurePrompt(request_id, history + (ChatMessage("user", text),)))
+        self.app.session.engine.submit(MeasurePrompt(request_id, history + (ChatMessage("user", text),)))
 
-    @while_running
-    def on_forecast_note(self, m: msg.ForecastNote) -> None:
-        if m.request_id == self._measure_id:
+    def note(self, m: msg.ForecastNote) -> None:
+        if m.request_id == self.measure_id:
             if (inp := self._prompt()) is not None:
                 inp.border_subtitle = m.text
 
-    def on_prompt_sized(self, m: msg.PromptSized) -> None:
-        e = m.measured
-        if e.request_id != self._measure_id:  # the draft changed since: a newer answer comes
+    def sized(self, e) -> None:
+        """The engine measured the draft (``PromptMeasured``): its forecast in the borders."""
+        if e.request_id != self.measure_id:  # the draft changed since: a newer answer comes
             return
         inp = self._prompt()
         if inp is None:
             return
-        reply = self.reply_tokens()
+        estimates = self.app.estimates
+        reply = estimates.reply_tokens()
         if e.n_ctx:  # a reply stops where the context is full: forecast only that much
             reply = max(min(reply, e.n_ctx - e.prompt_tokens), 0)
-        fc = self.forecast(e.prompt_tokens, e.cached_tokens, reply)
+        fc = estimates.forecast(e.prompt_tokens, e.cached_tokens, reply)
         width = max(inp.size.width - 4, 10)
         line = forecast_line(fc, e.n_ctx, width) if fc else ""
         basis = forecast_basis_line(fc, width) if fc else ""
@@ -271,11 +300,30 @@ class Forecasting:
         inp.border_subtitle = line
         inp.border_title = basis
 
-    def clear_forecast(self) -> None:
+    def clear(self) -> None:
         """The draft was sent (or the chat cleared): its forecast no longer applies."""
-        self._measure_id += 1
-        if self._forecast_timer is not None:
-            self._forecast_timer.stop()
-            self._forecast_timer = None
+        self.measure_id += 1
+        if self._timer is not None:
+            self._timer.stop()
+            self._timer = None
         if (inp := self._prompt()) is not None:
             inp.border_subtitle = inp.border_title = ""
+
+
+class Forecasting:
+    """The App's handlers of what the forecasts need (mixed into the App; the work is
+    ``Estimates``' and ``ForecastBorder``'s)."""
+
+    def on_recorded_forecast(self, m: msg.RecordedForecast) -> None:
+        self.estimates.recorded_forecast(m.forecast)
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "prompt":
+            self.forecast_border.changed()
+
+    @while_running
+    def on_forecast_note(self, m: msg.ForecastNote) -> None:
+        self.forecast_border.note(m)
+
+    def on_prompt_sized(self, m: msg.PromptSized) -> None:
+        self.forecast_border.sized(m.measured)

@@ -13,6 +13,7 @@ import time
 from textual.widgets import Input
 
 from runner.pacing import CHAT_INTERVAL_S
+from runner.physics.here import Here
 from runner.sanitize import clean_line, clean_text
 
 from . import messages as msg
@@ -86,7 +87,7 @@ class EngineRouting:
             self.notify(refusal, severity="warning", markup=False)
             return
         self.query_one("#prompt", Input).value = ""
-        self.clear_forecast()
+        self.forecast_border.clear()
         chat = self.query_one(ChatLog)
         chat.add("user", text)
         self.current_reply = chat.add("assistant", "", streaming=True)
@@ -103,19 +104,20 @@ class EngineRouting:
         self.query_one(KVPane).clear()
         self.query_one(DecodePane).clear()
         self.query_one(EstimatePane).drop_live()
-        self.update_estimate()  # the rows of a chat with no turn: the cleared one's are gone
+        self.estimates.update()  # the rows of a chat with no turn: the cleared one's are gone
         self.call_after_refresh(release_removed_widget_caches)  # tui/textual_private.py
 
     # ------------------------------------------------------------ loading
     @while_running
     def on_model_inspected(self, m: msg.ModelInspected) -> None:
-        self.facts, self.hw, self.layout_kv = m.facts, m.hardware, m.layout
+        self.facts, self.hw = m.facts, m.hardware
+        self.here = Here.known(m.facts, m.layout, m.hardware, self.settings)
         self.model_inspected = True  # from now on a new engine is pumped at once (fresh_engine)
         self.query_one(AboutBar).set_hardware(m.hardware)
-        if self.layout_kv is not None:
-            self.query_one(KVPane).set_layout(self.layout_kv, self.layout_kv.n_ctx, None)
-            self.query_one(DecodePane).set_ceilings(self._ceilings)
-        self.update_estimate()
+        if self.here is not None:
+            self.query_one(KVPane).set_layout(self.here.layout, self.here.layout.n_ctx, None)
+            self.query_one(DecodePane).set_here(self.here)
+        self.estimates.update()
         # a served model is loaded already: the memory warning is for models kvtop loads
         if m.preflight is not None and m.preflight.fits is False and not self.options.servers:
             self.push_screen(PreflightScreen(m.preflight.message), self._preflight_done)
@@ -147,27 +149,21 @@ class EngineRouting:
         self.query_one(StatusBar).set_loaded(L, self.settings.threads_why, self.refresh_s, self.facts)
         if L.server is None:  # a server's buffers are in its own log, not ours
             self.query_one(MemoryPane).set_buffers(L.buffers)
-        if self.facts is not None and L.server is None:
-            from runner.physics.kv_bytes import kv_layout
-
-            s = self.settings
-            self.layout_kv = kv_layout(self.facts, L.n_ctx, s.cache_type_k, s.cache_type_v, s.swa_full, L.n_ubatch)
-            self.query_one(KVPane).set_layout(self.layout_kv, L.n_ctx, L.buffers.kv_mib * 2**20)
-            self.query_one(DecodePane).set_ceilings(self._ceilings)  # at the loaded n_ctx
-        elif self.facts is not None:
-            from runner.physics.kv_bytes import kv_layout
-
+        if self.here is not None and L.server is None:
+            self.here = self.here.resized(L.n_ctx, L.n_ubatch)
+            self.query_one(KVPane).set_layout(self.here.layout, L.n_ctx, L.buffers.kv_mib * 2**20)
+            self.query_one(DecodePane).set_here(self.here)  # at the loaded n_ctx
+        elif self.here is not None:
             # a server: this chat's slot holds L.n_ctx tokens; every slot's KV is allocated
-            s, slots = self.settings, max(L.total_slots or 1, 1)
-            self.layout_kv = kv_layout(self.facts, L.n_ctx * slots, s.cache_type_k, s.cache_type_v, s.swa_full,
-                                       s.n_ubatch)
-            self.query_one(KVPane).set_layout(self.layout_kv, L.n_ctx, None, slots)
-            self.query_one(DecodePane).set_ceilings(self._ceilings)
+            slots = max(L.total_slots or 1, 1)
+            self.here = self.here.resized(L.n_ctx * slots)
+            self.query_one(KVPane).set_layout(self.here.layout, L.n_ctx, None, slots)
+            self.query_one(DecodePane).set_here(self.here)
         if self.current_reply is not None and self.session.turn_running:
             self.current_reply.set_footer("")
         self.session.on_loaded(L, self._warn)
-        self.update_estimate()
-        self.setup_calibration()
+        self.estimates.update()
+        self.estimates.setup_calibration()
 
     def _warn(self, text: str) -> None:
         self.notify(text, severity="warning", markup=False)
@@ -182,7 +178,7 @@ class EngineRouting:
             return
         self.session.on_context_shifted(m.shift)
         self.query_one(ChatLog).note(shift_line(m.shift), before=self.current_reply)
-        self.request_forecast()  # the prompt a draft would join lost its oldest turns
+        self.forecast_border.request()  # the prompt a draft would join lost its oldest turns
 
     @while_running
     def on_turn_began(self, m: msg.TurnBegan) -> None:
@@ -195,8 +191,8 @@ class EngineRouting:
         active = self.session.active
         self.query_one(PrefillPane).begin(m.started, active.shift if active is not None else None)
         self.query_one(KVPane).set_cells(m.started.reused_tokens)
-        self.forecast_turn(m.started)
-        self.turn_cpu_begin()
+        self.estimates.forecast_turn(m.started)
+        self.cpu_watch.turn_begin()
 
     live_first_token: tuple[float | None, int] = (None, 0)  # the running turn's TTFT and tokens so far
 
@@ -208,7 +204,7 @@ class EngineRouting:
         self.query_one(MemoryPane).redraw_if_stale()
         # a draft typed during the turn was measured against the chat without its reply
         # (and the calibration may have changed): measure it again once the turn is in
-        self.call_later(self.request_forecast)
+        self.call_later(self.forecast_border.request)
 
     @while_running
     def on_prefill_update(self, m: msg.PrefillUpdate) -> None:
@@ -217,7 +213,7 @@ class EngineRouting:
         self.query_one(MemoryPane).redraw_if_stale()
         self.query_one(PrefillPane).progress(m.progress)
         self.query_one(KVPane).set_cells(m.progress.done)
-        self.measure_live("prefill", m.progress.tok_s or None)
+        self.estimates.measure_live("prefill", m.progress.tok_s or None)
 
     @while_running
     def on_decode_update(self, m: msg.DecodeUpdate) -> None:
@@ -231,12 +227,12 @@ class EngineRouting:
             self._last_chat_update = now
             self.current_reply.set_text(m.text)
         self.query_one(DecodePane).update_live(m, now)
-        self.measure_live("decode", m.tok_s)
+        self.estimates.measure_live("decode", m.tok_s)
         active = self.session.active
         if m.first_t is not None and active is not None and not self.session.replaying:
             ttft = m.first_t - active.t_submit  # submit -> first token, one clock for every process
             ttft = ttft if 0 <= ttft < 86400 else None
-            self.measure_live("ttft", ttft)
+            self.estimates.measure_live("ttft", ttft)
             started = active.started.prompt_tokens if active.started else m.pos
             self.live_first_token = (ttft, max(m.pos - started + 1, 1))
         self.query_one(MemoryPane).redraw_if_stale()
@@ -247,7 +243,7 @@ class EngineRouting:
         r = m.result
         if not self.session.is_current(r.turn_id):
             if hasattr(r, "metrics"):  # a turn a new chat cut: kept in the records, off the screen
-                self.session.on_cut_turn_done(r, self.turn_others_share())
+                self.session.on_cut_turn_done(r, self.cpu_watch.turn_others_share())
             return
         self._turn_over()
         if not hasattr(r, "metrics"):  # refused before prefill
@@ -265,16 +261,16 @@ class EngineRouting:
         reply, self.current_reply = self.current_reply, None
         if reply is not None:
             reply.finish(text, turn_footer(r))
-        others_cpu = self.turn_others_share()
+        others_cpu = self.cpu_watch.turn_others_share()
         self.session.on_turn_done(r, text, lambda t: self.notify(t, severity="error", markup=False), others_cpu)
         if reply is not None:
             reply.turn_index = len(self.turns) - 1  # a click on the reply opens its waterfall
         self.query_one(PrefillPane).finish(mt, r.stop_reason)
         self.query_one(DecodePane).finish(mt, m.series, m.stalls)
         self.query_one(KVPane).set_cells(mt.kv_cells_used, mt.decode_tok_s)
-        self.update_estimate(mt, others_cpu)
-        self.calibrate(mt, others_cpu)  # after this turn's forecast was compared, never before
-        self.check_ceilings(mt)
+        self.estimates.update(mt, others_cpu)
+        self.estimates.calibrate(mt, others_cpu)  # after this turn's forecast was compared, never before
+        self.cpu_watch.check_ceilings(mt)
         prompt_cache_outcome(self, mt)
         if r.stop_reason == "context_full":
             self.notify("Context full: the reply stopped; the next turn leaves the oldest turns out "

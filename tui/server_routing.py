@@ -3,8 +3,7 @@ server pane, with the many-users physics computed from the slots decoding now.""
 
 from __future__ import annotations
 
-from runner.physics.batching import batched_decode_ceiling, compute_tok_s, more_conversations_fit
-from runner.physics.kv_bytes import kv_bytes_read_at_depth
+from runner.physics.here import server_physics
 
 from . import messages as msg
 from .guards import while_running
@@ -23,7 +22,7 @@ class ServerRouting:
             return
         from .panes.server import ServerPane
 
-        ceiling, fit, avg = self.server_physics(s)
+        ceiling, fit, avg = server_physics(self.here, s.slots)  # the machine model computes, the pane draws
         # a change in the pane's lines re-plans the dashboard (PaneWidget.refresh asks for it)
         self.query_one(ServerPane).set_snapshot(s, ceiling, fit, avg)
         if s.slots:
@@ -49,23 +48,6 @@ class ServerRouting:
             return
         self.query_one(ServerPane).set_restart(line, time.strftime("%H:%M:%S"))
         self.follow_new_server(line)
-
-    def server_physics(self, s):
-        """(batched ceiling of the slots decoding now, more conversations that fit, their length)."""
-        f, lay, hw = self.facts, self.layout_kv, self.hw
-        if not s.slots:
-            return None, None, None
-        used = [sl.n_prompt_tokens for sl in s.slots if sl.n_prompt_tokens > 0]
-        avg = sum(used) / len(used) if used else None
-        cells_total = sum(sl.n_ctx for sl in s.slots)
-        fit = more_conversations_fit(cells_total, sum(used), avg) if avg else None
-        if f is None or lay is None or hw is None or not hw.bandwidth_gbs or f.weights_bytes_active is None:
-            return None, fit, avg
-        decoding = [sl for sl in s.slots if sl.is_processing]
-        kv = [float(kv_bytes_read_at_depth(lay, sl.n_prompt_tokens)) for sl in decoding] or [
-            float(kv_bytes_read_at_depth(lay, 0))]
-        return batched_decode_ceiling(hw.bandwidth_gbs * 1e9, f.weights_bytes_active, kv,
-                                      compute_tok_s(f, hw.tflops)), fit, avg
 
     def action_next_server(self) -> None:
         """F4: chat with the next server of the fleet; its slots and physics fill the panes."""

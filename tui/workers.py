@@ -29,9 +29,7 @@ class EngineWorkers:
     @work(thread=True, exclusive=True, group="inspect", exit_on_error=False)
     def inspect_model(self) -> None:
         from runner.model.inspect import ModelFileError, load_facts
-        from runner.physics.kv_bytes import kv_layout
-        from runner.physics.memory_check import memory_check
-        from runner.physics.offload import OffloadSettings
+        from runner.physics.here import Here
         from runner.system.hardware import hardware_profile
 
         s, opts = self.settings, self.options
@@ -55,9 +53,8 @@ class EngineWorkers:
             finally:
                 self.post_message(msg.HardwareProbing(False))
         self.session.open_trace(facts, hw, lambda text: self.post_message(msg.Notice(text)))
-        layout = kv_layout(facts, s.n_ctx, s.cache_type_k, s.cache_type_v, s.swa_full, s.n_ubatch)
-        fits = memory_check(facts, layout, hw, s.n_gpu_layers, offload=OffloadSettings.from_settings(s))
-        self.post_message(msg.ModelInspected(facts, hw, layout, fits))
+        here = Here.at(facts, hw, s)  # the KV cache at the settings' n_ctx, before the engine says its own
+        self.post_message(msg.ModelInspected(facts, hw, here.layout, here.memory_check()))
 
     @work(thread=True, exclusive=True, group="engine", exit_on_error=False)
     def pump_engine(self, engine: EngineClient) -> None:

@@ -46,10 +46,10 @@ async def test_a_turn_through_the_server_fills_every_pane(served, smollm_path, t
         assert re.search(r"gen [\d.,]+ tok/s", text)  # the server's own counters as rates
         assert "batched ceiling" in text and "tok/s" in text
         # the KV allocated is every slot's (2 of 4,096 tokens), the fill is this chat's slot
-        assert app.layout_kv.n_ctx == 2 * 4096
+        assert app.here.layout.n_ctx == 2 * 4096
         kv_text = app.query_one(KVPane).render().plain  # the pane scrolls in this layout
         assert "all 2 slots" in kv_text and "of 180.00 MiB allocated" in kv_text and "/4,096 cells" in kv_text
-        assert app.query_one(EstimatePane).rows.kv.predicted == app.layout_kv.bytes_allocated
+        assert app.query_one(EstimatePane).rows.kv.predicted == app.here.layout.bytes_allocated
         await pilot.press("f2")
         await wait_until(pilot, lambda: "network + server queue" in screen_text(app), timeout=5, what="waterfall")
 

@@ -57,7 +57,7 @@ async def test_a_restart_with_two_slots_is_a_new_server_and_the_next_turn_finish
                 assert app.query_one(StreamTail).text == ""
                 await wait_until(pilot, lambda: "0/2 busy" in app.query_one(ServerPane).render().plain,
                                  timeout=10, what="the pane's 2 slots")
-                assert app.layout_kv is None or app.layout_kv.n_ctx == 2 * 1024  # every slot's KV
+                assert app.here is None or app.here.layout.n_ctx == 2 * 1024  # every slot's KV
                 # the next turn works on the new server, and finishes
                 turns = len(app.turns)
                 t0 = time.monotonic()

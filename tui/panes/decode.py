@@ -9,21 +9,18 @@ with the ceiling drawn beside it when it is on the same scale.
 from __future__ import annotations
 
 import time
-from typing import Callable
 
 from textual.app import ComposeResult
 from textual.color import Color
 from textual.containers import Vertical
 from textual.content import Content
 
+from runner.physics.here import Here
 from runner.physics.roofline import binding_ceiling
 
 from ..format import fmt_int, fmt_rate, fmt_seconds
 from .base import PaneWidget, PanePlot
 from .decode_chart import ChartLegend, draw, legend, plan_chart
-
-Ceilings = Callable[[int], tuple[float | None, float | None]]
-
 
 class DecodeSummary(PaneWidget):
     """Three fixed lines; ``refresh`` without a re-layout."""
@@ -46,7 +43,7 @@ class DecodePane(Vertical):
         super().__init__(**kw)
         self.chart_interval = chart_interval  # seconds between chart redraws while decoding (plotext is not cheap)
         self.border_title = "Decode"
-        self.ceilings: Ceilings = lambda depth: (None, None)
+        self.here: Here | None = None  # the machine model the ceilings come from, once known
         self.rate: float | None = None
         self.pos = 0
         self.series: tuple[tuple[int, float], ...] = ()
@@ -69,10 +66,15 @@ class DecodePane(Vertical):
         self.idle_label = label
         self._show()
 
-    def set_ceilings(self, ceilings: Ceilings) -> None:
-        """The model is known: show its ceilings (at depth 0) before the first turn."""
-        self.ceilings = ceilings
+    def set_here(self, here: Here | None) -> None:
+        """The model on this machine is known (or changed: the loaded n_ctx, a re-probed
+        CPU): show its ceilings (at depth 0) before the first turn."""
+        self.here = here
         self._show()
+
+    def ceilings(self, depth: int) -> tuple[float | None, float | None]:
+        """(bandwidth, compute) ceilings at ``depth``, as the machine model computes them."""
+        return self.here.ceilings(depth) if self.here is not None else (None, None)
 
     def begin(self, now: float) -> None:
         """The chart's first redraw in a turn waits half an interval: it is the costliest

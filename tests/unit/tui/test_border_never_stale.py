@@ -42,7 +42,7 @@ async def test_a_draft_typed_during_a_turn_is_forecast_again_when_it_ends(tmp_pa
     turn = scripted_turn(1, 1000.0, 900, 0, reply, pp_tok_s=900, tg_tok_s=30)  # ~1 s prefill, ~1 s decode
     app = _app(tmp_path, smollm_shaped, [turn], speed=1.0)
     async with app.run_test(size=(200, 50)) as pilot:
-        await wait_until(pilot, lambda: app.loaded is not None and app.calibration is not None, what="load")
+        await wait_until(pilot, lambda: app.loaded is not None and app.estimates.calibration is not None, what="load")
         await _type(pilot, "Tell me about tides")
         await pilot.press("enter")
         await wait_until(pilot, lambda: app.turn_running, what="the turn")
@@ -60,7 +60,7 @@ async def test_a_draft_typed_during_a_turn_is_forecast_again_when_it_ends(tmp_pa
 async def test_ctrl_l_measures_the_draft_against_the_empty_chat(tmp_path, smollm_shaped):
     app = _app(tmp_path, smollm_shaped, [scripted_turn(1, 1000.0, 40, 0, ["Yes", "."])])
     async with app.run_test(size=(200, 50)) as pilot:
-        await wait_until(pilot, lambda: app.loaded is not None and app.calibration is not None, what="load")
+        await wait_until(pilot, lambda: app.loaded is not None and app.estimates.calibration is not None, what="load")
         await _type(pilot, "first question here")
         await pilot.press("enter")
         await wait_until(pilot, lambda: app.turns and not app.turn_running, what="the turn")
@@ -91,7 +91,7 @@ async def test_the_border_fits_what_the_turn_runs_and_refuses_what_it_refuses(tm
     """-c 256: 224 tokens run (the reply gets the 32 cells left), 260 are refused."""
     app = _app(tmp_path, smollm_shaped, [scripted_turn(1, 1000.0, 224, 0, ["ok"])], n_ctx=256)
     async with app.run_test(size=(200, 50)) as pilot:
-        await wait_until(pilot, lambda: app.loaded is not None and app.calibration is not None, what="load")
+        await wait_until(pilot, lambda: app.loaded is not None and app.estimates.calibration is not None, what="load")
         await _type(pilot, "word " * 220)
         await wait_until(pilot, lambda: "fit" in _border(app), timeout=5, what="a forecast")
         assert _border(app).startswith("224 tok") and _border(app).endswith("; fits"), _border(app)

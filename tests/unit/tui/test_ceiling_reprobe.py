@@ -40,10 +40,10 @@ async def test_a_turn_that_beats_the_ceiling_probes_again_once(tmp_path, smollm_
     app.notify = lambda text, **kw: notes.append(text)
     async with app.run_test(size=(160, 50)) as pilot:
         await wait_until(pilot, lambda: app.loaded is not None, what="load")
-        before = app._ceilings(340)[0]
+        before = app.here.ceilings(340)[0]
         await send(pilot, "go")
         await wait_until(pilot, lambda: app.hw.bandwidth_gbs == 60.0, timeout=10, what="the new probe")
-        assert calls == [True] and app._ceilings(340)[0] > 4 * before
+        assert calls == [True] and app.here.ceilings(340)[0] > 4 * before
         assert any("beat its" in n and "probed again: 60.0 GB/s" in n and "(was 12.0 GB/s" in n for n in notes)
         await send(pilot, "again")
         await wait_until(pilot, lambda: len(app.turns) == 2 and not app.turn_running, what="turn 2")

@@ -169,14 +169,14 @@ async def test_the_border_says_a_draft_fits_once_the_oldest_turns_go(tmp_path, s
 
     app = _app(tmp_path, smollm_shaped, record_trace=False)
     async with app.run_test(size=(200, 60)) as pilot:
-        await wait_until(pilot, lambda: app.loaded is not None and app.calibration is not None, what="load")
+        await wait_until(pilot, lambda: app.loaded is not None and app.estimates.calibration is not None, what="load")
         prompt = app.query_one("#prompt")
         prompt.focus()
         prompt.insert_text_at_cursor("one more question")
         await wait_until(pilot, lambda: "fits" in str(prompt.border_subtitle or ""), timeout=10, what="the forecast")
         assert "oldest" not in str(prompt.border_subtitle)
         # as the engine answers when the shift would leave two turns out
-        app.post_message(msg.PromptSized(ev.PromptMeasured(app._measure_id, 300, 250, 4096, 2)))
+        app.post_message(msg.PromptSized(ev.PromptMeasured(app.forecast_border.measure_id, 300, 250, 4096, 2)))
         await wait_until(pilot, lambda: "oldest" in str(prompt.border_subtitle or "") + str(prompt.border_title or ""),
                          timeout=5, what="the shift")
         below, above = str(prompt.border_subtitle), str(prompt.border_title)

@@ -12,7 +12,7 @@ async def test_the_decode_ceilings_show_before_the_first_message(tmp_path, smoll
     async with app.run_test(size=(160, 50)) as pilot:
         await wait_until(pilot, lambda: app.loaded is not None, what="load")
         await pilot.pause()
-        bw, comp = decode_ceilings_at(app.facts, app.layout_kv, app.hw.bandwidth_gbs, app.hw.tflops, 0)
+        bw, comp = decode_ceilings_at(app.facts, app.here.layout, app.hw.bandwidth_gbs, app.hw.tflops, 0)
         text = screen_text(app)
         assert f"bandwidth ceiling {fmt_rate(bw)} at depth 0" in text
         assert f"compute ceiling {fmt_rate(comp)}" in text and "bandwidth-bound" in text

@@ -22,8 +22,8 @@ def _border(app) -> str:
 async def test_a_busy_machine_is_priced_in_the_border_and_the_estimate(tmp_path, smollm_shaped):
     app = _app(tmp_path, smollm_shaped, [scripted_turn(1, 1000.0, 600, 0, ["Hi", "."])])
     async with app.run_test(size=(200, 50)) as pilot:
-        app.cpu_load_now = lambda: CPULoad.of_share(0.75, 2)  # the Memory pane's last seconds
-        await wait_until(pilot, lambda: app.loaded is not None and app.calibration is not None, what="load")
+        app.cpu_watch.load_now = lambda: CPULoad.of_share(0.75, 2)  # the Memory pane's last seconds
+        await wait_until(pilot, lambda: app.loaded is not None and app.estimates.calibration is not None, what="load")
         inp = app.query_one("#prompt")
         inp.focus()
         inp.insert_text_at_cursor("Tell me about tides")
@@ -43,8 +43,8 @@ async def test_a_busy_machine_is_priced_in_the_border_and_the_estimate(tmp_path,
 async def test_a_quiet_machine_says_nothing_of_load(tmp_path, smollm_shaped):
     app = _app(tmp_path, smollm_shaped, [])
     async with app.run_test(size=(200, 50)) as pilot:
-        app.cpu_load_now = lambda: CPULoad.of_share(0.05, 2)
-        await wait_until(pilot, lambda: app.loaded is not None and app.calibration is not None, what="load")
+        app.cpu_watch.load_now = lambda: CPULoad.of_share(0.05, 2)
+        await wait_until(pilot, lambda: app.loaded is not None and app.estimates.calibration is not None, what="load")
         inp = app.query_one("#prompt")
         inp.focus()
         inp.insert_text_at_cursor("Tell me about tides")

@@ -29,7 +29,7 @@ def _basis(app) -> str:
 
 async def _loaded(pilot) -> None:
     app = pilot.app
-    await wait_until(pilot, lambda: app.loaded is not None and app.calibration is not None, what="load")
+    await wait_until(pilot, lambda: app.loaded is not None and app.estimates.calibration is not None, what="load")
 
 
 async def _one_turn(pilot, text: str) -> None:
@@ -86,8 +86,8 @@ async def test_the_calibration_is_there_on_the_next_run(tmp_path, smollm_shaped)
     again = _app(tmp_path, smollm_shaped, [])
     async with again.run_test(size=(160, 50)) as pilot:
         await _loaded(pilot)
-        assert again.calibration.turns == 1
-        fc = again.forecast(600, 0, 10)
+        assert again.estimates.calibration.turns == 1
+        fc = again.estimates.forecast(600, 0, 10)
         # the scripted machine prefilled 600 tokens at 900 tok/s: the forecast says so
         assert fc.basis == "calibrated" and abs(fc.prefill_tok_s / 900 - 1) < 0.05
 
@@ -226,7 +226,7 @@ async def test_a_turn_on_a_busy_machine_is_not_calibrated(tmp_path, smollm_shape
     app = _app(tmp_path, smollm_shaped, turns)
     shares = iter([0.6, 0.1])
     async with app.run_test(size=(160, 48)) as pilot:
-        app.turn_others_share = lambda: next(shares)
+        app.cpu_watch.turn_others_share = lambda: next(shares)
         notices = []
         real_notify = app.notify
         app.notify = lambda text, **kw: (notices.append(str(text)), real_notify(text, **kw))[1]

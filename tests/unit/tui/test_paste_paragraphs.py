@@ -45,7 +45,7 @@ def _sent(app) -> list[str]:
 async def test_a_pasted_letter_is_forecast_and_sent_whole(tmp_path, smollm_shaped):
     app = _app(tmp_path, smollm_shaped)
     async with app.run_test(size=(200, 50)) as pilot:
-        await wait_until(pilot, lambda: app.loaded is not None and app.calibration is not None, what="load")
+        await wait_until(pilot, lambda: app.loaded is not None and app.estimates.calibration is not None, what="load")
         prompt = app.query_one("#prompt", PromptInput)
         await _paste(pilot, LETTER.replace("\n", "\r\n") + "\r\n")  # as a terminal may send it
         chip = f"[pasted text #1: 5 paragraphs, {WORDS} words]"

@@ -18,7 +18,7 @@ QUIET = CPUProbe(34.0, 0.3, 2, 0.5, 1.7e9, "m", 0.02, 0.1)
 
 
 class Clock:
-    """The readings cpu_tick takes: ``others`` cores busy beside an idle engine and UI."""
+    """The readings CPUWatch.tick takes: ``others`` cores busy beside an idle engine and UI."""
 
     def __init__(self):
         self.wall, self.busy, self.others = 0.0, 0.0, 0.0
@@ -57,18 +57,18 @@ async def test_a_probe_taken_under_load_is_taken_again_once_the_machine_is_quiet
         assert "taken off" in app.hw.source  # the hardware line says what the figures are
         clock.others = 0.95 * (os.cpu_count() or 1)  # still busy: no probe (it would read the load)
         for _ in range(8):
-            app.cpu_tick()
+            app.cpu_watch.tick()
         await pilot.pause()
         assert calls == []
         clock.others = 0.0  # quiet from now on
         for _ in range(8):
-            app.cpu_tick()
+            app.cpu_watch.tick()
         await wait_until(pilot, lambda: app.hw.cpu == QUIET, timeout=10, what="the new probe")
         assert calls == [True]
         assert any(n.startswith("the machine is quiet now (the last probe ran at 100% CPU)") and "34.0 GB/s" in n
                    for n in notes)
         for _ in range(8):
-            app.cpu_tick()
+            app.cpu_watch.tick()
         await pilot.pause()
         assert calls == [True]  # once
 
@@ -78,6 +78,6 @@ async def test_a_quiet_probe_is_not_taken_again(tmp_path, smollm_shaped, monkeyp
     async with app.run_test(size=(160, 50)) as pilot:
         await wait_until(pilot, lambda: app.loaded is not None, what="load")
         for _ in range(8):
-            app.cpu_tick()
+            app.cpu_watch.tick()
         await pilot.pause()
         assert calls == []

@@ -25,7 +25,7 @@ async def test_the_replay_names_the_busy_cpu_as_the_live_run_did(tmp_path, smoll
     shares = iter([0.74, 0.05])
     live = []
     async with app.run_test(size=(160, 50)) as pilot:
-        app.turn_others_share = lambda: next(shares)
+        app.cpu_watch.turn_others_share = lambda: next(shares)
         await wait_until(pilot, lambda: app.loaded is not None, what="load")
         for text in ("hello", "again"):
             inp = app.query_one("#prompt")

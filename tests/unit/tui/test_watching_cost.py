@@ -61,7 +61,7 @@ async def test_a_deferred_memory_sample_keeps_its_peak_and_is_drawn_with_the_nex
 async def test_the_kv_pane_keeps_its_height_when_decode_starts(tmp_path, smollm_shaped):
     app = scripted_app(tmp_path, smollm_shaped, PIECES)
     async with app.run_test(size=(160, 50)) as pilot:
-        await wait_until(pilot, lambda: app.loaded is not None and app.layout_kv is not None, what="load")
+        await wait_until(pilot, lambda: app.loaded is not None and app.here is not None, what="load")
         await pilot.pause()
         kv = app.query_one(KVPane)
         before = kv.size.height
@@ -80,7 +80,7 @@ async def test_the_estimate_compares_peak_memory_only_after_a_turn(tmp_path, smo
     app = scripted_app(tmp_path, smollm_shaped, PIECES)
     async with app.run_test(size=(160, 50)) as pilot:
         app.query_one(MemoryPane).set_sample(sample(26))
-        await wait_until(pilot, lambda: app.loaded is not None and app.layout_kv is not None, what="load")
+        await wait_until(pilot, lambda: app.loaded is not None and app.here is not None, what="load")
         await pilot.pause()
         row = next(line for line in screen_text(app).split("\n") if "peak mem" in line)
         assert "26.0 MiB" not in row and "26.00 MiB" not in row and "N/A" in row
