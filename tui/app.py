@@ -147,7 +147,7 @@ class KvtopApp(LoadView, EngineWorkers, ServerPolling, ServerRouting, EngineLife
 
     def compose(self) -> ComposeResult:
         yield StatusBar(clean_line(os.path.basename(self.settings.model)), id="status")
-        yield AboutBar(self.settings, server=bool(self.options.servers), live=self.options.live_system, id="about")
+        yield AboutBar(self.settings, server=not self.session.engine.capabilities.runs_model, live=self.options.live_system, id="about")
         with Horizontal(id="body"):
             with Vertical(id="chat-column"):
                 if self.options.load is not None:  # kvtop load: the load pane in the chat's place
@@ -165,7 +165,7 @@ class KvtopApp(LoadView, EngineWorkers, ServerPolling, ServerRouting, EngineLife
                 with MetricsScroll(id="metrics"):
                     yield PrefillPane(prefill_interval(self.refresh_s), self.options.clock, id="prefill", classes="pane")
                     yield KVPane(id="kv", classes="pane")
-                    if self.options.servers:  # what the server does for everyone, right under the turn's panes
+                    if self.session.engine.capabilities.slots:  # what the server does for everyone, right under the turn's panes
                         from .panes.fleet import FleetPane
                         from .panes.server import ServerPane
 
@@ -195,9 +195,10 @@ class KvtopApp(LoadView, EngineWorkers, ServerPolling, ServerRouting, EngineLife
         if self.prefs.notice:
             self.notify(self.prefs.notice, severity="warning", markup=False)
         prompt = self.query_one("#prompt", Input)
-        if self.session.replaying:
+        if not self.session.engine.capabilities.takes_input:
             prompt.placeholder = "Replay: input is off (Ctrl+Q quits)"
             prompt.disabled = True
+        if self.session.engine.capabilities.replaying:
             self.query_one(MemoryPane).set_not_sampled(
                 "RSS, RAM and GPU memory are not recorded in a trace; llama.cpp's buffers are")
         if self.options.memory_sample is not None:
@@ -206,7 +207,7 @@ class KvtopApp(LoadView, EngineWorkers, ServerPolling, ServerRouting, EngineLife
             self.sample_memory()
             self.set_interval(MEMORY_SAMPLE_S, self.sample_memory)
         prompt.focus()
-        if self.options.servers:
+        if self.session.engine.capabilities.slots:
             self.set_class(True, "-server")
             self.set_class(len(self.options.servers) > 1, "-fleet")
             self.start_server_polling()

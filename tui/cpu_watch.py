@@ -57,7 +57,7 @@ class CPUWatch:
         cpu = getattr(self.hw, "cpu", None)
         recent = self._others_recent
         if (cpu is None or cpu.flops_factor is None or self._quiet_reprobed or self.session.turn_running
-                or self.session.replaying or len(recent) < LOAD_WINDOW_S - 1):
+                or self.session.engine.capabilities.replaying or len(recent) < LOAD_WINDOW_S - 1):
             return
         if max(o for _, o in recent) < QUIET_PROBE * (os.cpu_count() or 1):
             self._quiet_reprobed = True
@@ -110,7 +110,7 @@ class CeilingCheck:
 
         hw = self.hw
         if (self._reprobed or hw is None or hw.cpu is None or self.facts is None or self.layout_kv is None
-                or self.session.replaying or self.session.loaded is None or self.session.loaded.server):
+                or self.session.engine.capabilities.replaying or self.session.loaded is None or not self.session.engine.capabilities.runs_model):
             return
         beaten = []
         depth = mt.prompt_tokens + mt.decode_tokens // 2

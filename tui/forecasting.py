@@ -88,7 +88,7 @@ class Forecasting:
         from runner.calibration.basis import roofline_basis
         from runner.calibration.calibration import calibration_for
 
-        if self.facts is None or self.layout_kv is None or self.hw is None or self.session.replaying:
+        if self.facts is None or self.layout_kv is None or self.hw is None or self.session.engine.capabilities.replaying:
             return
         s = self.settings.resolved()
         L = self.session.loaded
@@ -136,7 +136,7 @@ class Forecasting:
         machine 30x slow (a new user's "decode 1.8 tok/s (calibrated on 2 turns)")."""
         from runner.calibration.busy import too_busy
 
-        if self.calibration is None or self.session.replaying:
+        if self.calibration is None or self.session.engine.capabilities.replaying:
             return
         if too_busy(others_cpu):  # the bench's rule too (runner.commands.bench)
             said = (f"This turn was not added to the forecast's calibration: other processes used "
@@ -210,7 +210,7 @@ class Forecasting:
             return
         draft = clean_text(expanded_draft(inp)).strip()  # a pasted chip counts as its whole text
         self._measure_id += 1
-        if not draft or self.session.loaded is None or self.session.replaying or self.calibration is None:
+        if not draft or self.session.loaded is None or self.session.engine.capabilities.replaying or self.calibration is None:
             inp.border_subtitle = inp.border_title = ""
             return
         if not self.session.engine.alive():

@@ -45,7 +45,7 @@ class EngineLifecycle:
                 "the chat stays and the next turn prefills it again.", offer_restart=True), self._error_closed)
 
     def action_restart_engine(self) -> None:
-        if self.session.replaying:
+        if not self.session.engine.capabilities.can_restart:
             self.notify("a replay has no engine to restart", markup=False)
             return
         self.fresh_engine("turn lost: the engine was restarted", "engine restarted with the same settings")

@@ -39,7 +39,7 @@ class MachineFigures:
         if self.facts is None or self.layout_kv is None or self.hw is None:
             return
         L = self.session.loaded
-        buffers = L.buffers if L is not None and L.server is None else None  # a server's are in its log
+        buffers = L.buffers if L is not None and self.session.engine.capabilities.llama_buffers else None  # a server's are in its log
         rows = estimate_rows(self.facts, self.layout_kv, self.hw, self.settings, buffers=buffers,
                              peak_rss=self.query_one(MemoryPane).peak_engine_rss, turn=mt,
                              turn_ran=bool(self.session.turns), others_cpu=others_cpu)

@@ -34,11 +34,11 @@ class EngineWorkers:
         from runner.physics.offload import OffloadSettings
         from runner.system.hardware import hardware_profile
 
-        s, opts = self.settings, self.options
+        s, opts, caps = self.settings, self.options, self.session.engine.capabilities
         try:
-            facts = opts.facts or load_facts(s.model, need_weights=not opts.servers)
+            facts = opts.facts or load_facts(s.model, need_weights=caps.runs_model)
         except ModelFileError as exc:
-            if opts.servers:  # the server runs the model: the physics waits for a readable GGUF
+            if not caps.runs_model:  # the server runs the model: the physics waits for a readable GGUF
                 self.post_message(msg.Notice(f"no GGUF header for the physics ({exc}): give --model PATH"))
                 self.post_message(msg.ModelInspected(None, opts.hardware, None, None))
                 return
