@@ -24,6 +24,7 @@ from runner.process.contract import EngineClient
 from runner.records.paths import Paths
 from runner.sanitize import clean_line
 from runner.session.chat import ChatSession
+from runner.session.source import EngineSource
 from runner.settings import Settings, usable_cores
 from themes import APP_VARIABLE_DEFAULTS, DEFAULT_THEME, THEMES, register_all
 
@@ -83,16 +84,19 @@ class KvtopApp(LoadView, EngineWorkers, ServerPolling, ServerRouting, EngineLife
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
     ]
 
-    def __init__(self, settings: Settings, engine_factory: Callable[[Settings], EngineClient], paths: Paths,
+    def __init__(self, settings: Settings, engines: EngineSource | Callable[[Settings], EngineClient], paths: Paths,
                  options: AppOptions | None = None) -> None:
+        """``engines``: what the command line chose (``runner.session.source``); a bare
+        factory (the tests' seam) makes the first engine, the options' servers the rest."""
         super().__init__()
         self.options = opts = options or AppOptions()
         self.settings = settings.resolved()
         self.paths = paths
-        self.engine_factory = engine_factory
+        self.engines = engines if isinstance(engines, EngineSource) else \
+            EngineSource(servers=opts.servers, api_key=opts.api_key, given=engines)
         self.refresh_s, self.refresh_why = refresh_interval(opts.refresh, self.settings.n_threads, usable_cores())
         self.prefs = load_preferences(paths.config_file)
-        self.session = ChatSession(engine_factory(self.settings), self.settings, paths, argv=opts.argv,
+        self.session = ChatSession(self.engines.engine(self.settings), self.settings, paths, argv=opts.argv,
                                    write_transcript=opts.write_transcript, record_trace=opts.record_trace,
                                    trace_path=opts.trace_path, resume=opts.resume_messages, clock=opts.clock)
         self.facts = self.hw = self.layout_kv = None  # known once the model is inspected
@@ -106,14 +110,6 @@ class KvtopApp(LoadView, EngineWorkers, ServerPolling, ServerRouting, EngineLife
         self._quitting = False
         self.quit_begun: Callable[[int], None] | None = None  # kvtop's QuitGuard arms its deadline here
         self.typed_keys = TypedKeys(self)  # raw keystrokes for the prompt, inserted in one edit
-
-    def make_engine(self) -> EngineClient:
-        """A fresh engine with the same settings (a restart), on the server the chat follows."""
-        if self.options.servers:
-            from runner.server.engine import ServerEngine
-
-            return ServerEngine(self.settings, self.options.servers[self.server_index], self.options.api_key)
-        return self.engine_factory(self.settings)
 
     @property
     def engine(self) -> EngineClient:

@@ -55,7 +55,7 @@ class EngineLifecycle:
         ``said`` goes in the chat, and the next turn prefills the whole chat again.
         ``pump=False``: the inspection's end starts it (a second reader would break it)."""
         old = self.session.engine
-        self.session.restart(self.make_engine())
+        self.session.restart(self.engines.engine(self.settings, self.server_index))  # on the server the chat follows
         self.stop_engine(old)
         if self.current_reply is not None:
             self.current_reply.set_footer(lost)

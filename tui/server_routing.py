@@ -76,8 +76,6 @@ class ServerRouting:
         self.attach_server((self.server_index + 1) % len(servers))
 
     def attach_server(self, index: int) -> None:
-        from runner.server.engine import ServerEngine
-
         from .panes.chat import ChatLog
         from .panes.fleet import FleetPane
         from .panes.server import ServerPane
@@ -86,7 +84,7 @@ class ServerRouting:
         old = self.session.engine
         self.session.new_chat()
         self.clear_chat()
-        self.session.restart(ServerEngine(self.settings, url, self.options.api_key))
+        self.session.restart(self.engines.engine(self.settings, index))
         self.stop_engine(old)
         self.server_index = index
         self.query_one(FleetPane).select(index)
