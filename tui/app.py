@@ -45,20 +45,20 @@ from .chat_undo import ChatUndo
 from .cpu_watch import CeilingCheck, CPUWatch
 from .dashboard import WIDE_COLUMNS, DashboardLayout, MetricsScroll, PagerBar
 from .forecasting import Forecasting
-from .lifecycle import EngineLifecycle
+from .lifecycle import EngineControl, EngineLifecycle
 from .load_view import LoadView
 from .machine_figures import MachineFigures
 from .routing import EngineRouting
 from .server_routing import ServerRouting
 from .screens import HelpScreen
-from .workers import EngineWorkers, ServerPolling
+from .workers import EngineWorkers, FleetWatch
 
 ABOUT_REFRESH_S = 10.0
 KVTOP_THEME_NAMES = frozenset(t.name for t in THEMES)
 _SVG_BAD_XML = dict.fromkeys(i for i in range(32) if i not in (9, 10, 13))
 
 
-class KvtopApp(LoadView, EngineWorkers, ServerPolling, ServerRouting, EngineLifecycle, Forecasting, CPUWatch, CeilingCheck,
+class KvtopApp(LoadView, EngineWorkers, ServerRouting, EngineLifecycle, Forecasting, CPUWatch, CeilingCheck,
                ChatUndo, EngineRouting, MachineFigures, DashboardLayout, App[int]):
     CSS_PATH = "app.tcss"
     # app.tcss paints every Screen opaque, which would hide the dashboard behind a dialog
@@ -92,11 +92,11 @@ class KvtopApp(LoadView, EngineWorkers, ServerPolling, ServerRouting, EngineLife
         self.options = opts = options or AppOptions()
         self.settings = settings.resolved()
         self.paths = paths
-        self.engines = engines if isinstance(engines, EngineSource) else \
-            EngineSource(servers=opts.servers, api_key=opts.api_key, given=engines)
+        self.control = EngineControl(self, engines if isinstance(engines, EngineSource) else
+                                     EngineSource(servers=opts.servers, api_key=opts.api_key, given=engines))
         self.refresh_s, self.refresh_why = refresh_interval(opts.refresh, self.settings.n_threads, usable_cores())
         self.prefs = load_preferences(paths.config_file)
-        self.session = ChatSession(self.engines.engine(self.settings), self.settings, paths, argv=opts.argv,
+        self.session = ChatSession(self.control.source.engine(self.settings), self.settings, paths, argv=opts.argv,
                                    write_transcript=opts.write_transcript, record_trace=opts.record_trace,
                                    trace_path=opts.trace_path, resume=opts.resume_messages, clock=opts.clock)
         self.facts = self.hw = self.layout_kv = None  # known once the model is inspected
@@ -104,9 +104,9 @@ class KvtopApp(LoadView, EngineWorkers, ServerPolling, ServerRouting, EngineLife
         self.current_reply = None  # the ChatMessage widget of the turn in flight
         self.server_snapshots: dict[int, object] = {}  # kvtop --server: the last poll of each server
         self.server_index = 0  # which server the chat and the panes follow
+        self.fleet_watch: FleetWatch | None = None  # kvtop --server: the polls (tui/workers.py)
         self.last_saved: str | None = None
         self.last_saved_whole: str | None = None  # Ctrl+S's whole-dashboard SVG (tui/full_shot.py)
-        self._stopping = False
         self._quitting = False
         self.quit_begun: Callable[[int], None] | None = None  # kvtop's QuitGuard arms its deadline here
         self.typed_keys = TypedKeys(self)  # raw keystrokes for the prompt, inserted in one edit
@@ -206,7 +206,8 @@ class KvtopApp(LoadView, EngineWorkers, ServerPolling, ServerRouting, EngineLife
         if self.session.engine.capabilities.slots:
             self.set_class(True, "-server")
             self.set_class(len(self.options.servers) > 1, "-fleet")
-            self.start_server_polling()
+            self.fleet_watch = FleetWatch(self)
+            self.fleet_watch.start()
         if self.options.load is not None:
             self.start_load()
         self.inspect_model()
@@ -313,7 +314,7 @@ class KvtopApp(LoadView, EngineWorkers, ServerPolling, ServerRouting, EngineLife
 
     def on_unmount(self) -> None:
         self.collector.turn_ended()  # never leave the collector paused behind us
-        self.shutdown_engine()
+        self.control.shutdown()
 
 
 def resumed(messages: list[dict]) -> tuple[ChatMessage, ...]:

@@ -149,5 +149,5 @@ def load_live(la, urls: list[str], key, infos):
     try:
         run_app(app)
     finally:
-        app.shutdown_engine()
+        app.control.shutdown()
     return app.options.load.settle()

@@ -120,13 +120,13 @@ class EngineRouting:
         if m.preflight is not None and m.preflight.fits is False and self.session.engine.capabilities.runs_model:
             self.push_screen(PreflightScreen(m.preflight.message), self._preflight_done)
         else:
-            self.pump_engine(self.session.engine)
+            self.control.pump(self.session.engine)
 
     def _preflight_done(self, go: bool | None) -> None:
         if go:
-            self.pump_engine(self.session.engine)
+            self.control.pump(self.session.engine)
         else:
-            self.shutdown_engine()
+            self.control.shutdown()
             self.exit(return_code=1)
 
     @while_running

@@ -23,7 +23,7 @@ class ServerRouting:
             return
         from .panes.server import ServerPane
 
-        ceiling, fit, avg = self.server_physics(s)
+        ceiling, fit, avg = server_physics(s, self.facts, self.layout_kv, self.hw)
         # a change in the pane's lines re-plans the dashboard (PaneWidget.refresh asks for it)
         self.query_one(ServerPane).set_snapshot(s, ceiling, fit, avg)
         if s.slots:
@@ -48,24 +48,7 @@ class ServerRouting:
             self.notify(f"{self.options.servers[m.index]}: {line}", markup=False)
             return
         self.query_one(ServerPane).set_restart(line, time.strftime("%H:%M:%S"))
-        self.follow_new_server(line)
-
-    def server_physics(self, s):
-        """(batched ceiling of the slots decoding now, more conversations that fit, their length)."""
-        f, lay, hw = self.facts, self.layout_kv, self.hw
-        if not s.slots:
-            return None, None, None
-        used = [sl.n_prompt_tokens for sl in s.slots if sl.n_prompt_tokens > 0]
-        avg = sum(used) / len(used) if used else None
-        cells_total = sum(sl.n_ctx for sl in s.slots)
-        fit = more_conversations_fit(cells_total, sum(used), avg) if avg else None
-        if f is None or lay is None or hw is None or not hw.bandwidth_gbs or f.weights_bytes_active is None:
-            return None, fit, avg
-        decoding = [sl for sl in s.slots if sl.is_processing]
-        kv = [float(kv_bytes_read_at_depth(lay, sl.n_prompt_tokens)) for sl in decoding] or [
-            float(kv_bytes_read_at_depth(lay, 0))]
-        return batched_decode_ceiling(hw.bandwidth_gbs * 1e9, f.weights_bytes_active, kv,
-                                      compute_tok_s(f, hw.tflops)), fit, avg
+        self.control.follow_new_server(line)
 
     def action_next_server(self) -> None:
         """F4: chat with the next server of the fleet; its slots and physics fill the panes."""
@@ -73,24 +56,22 @@ class ServerRouting:
         if len(servers) < 2:
             self.notify("one server: give --server more than once for a fleet", markup=False)
             return
-        self.attach_server((self.server_index + 1) % len(servers))
+        self.control.attach_server((self.server_index + 1) % len(servers))
 
-    def attach_server(self, index: int) -> None:
-        from .panes.chat import ChatLog
-        from .panes.fleet import FleetPane
-        from .panes.server import ServerPane
 
-        url = self.options.servers[index]
-        old = self.session.engine
-        self.session.new_chat()
-        self.clear_chat()
-        self.session.restart(self.engines.engine(self.settings, index))
-        self.stop_engine(old)
-        self.server_index = index
-        self.query_one(FleetPane).select(index)
-        pane = self.query_one(ServerPane)
-        pane.url = url
-        pane.restart_note = None  # the other server's
-        pane.set_snapshot(self.server_snapshots.get(index))
-        self.query_one(ChatLog).add("system", f"attached to {url}: a new chat on this server")
-        self.pump_engine(self.session.engine)
+def server_physics(s, f, lay, hw):
+    """(batched ceiling of the slots decoding now, more conversations that fit, their length)
+    for snapshot ``s``, from the model's facts ``f``, its KV layout and the hardware."""
+    if not s.slots:
+        return None, None, None
+    used = [sl.n_prompt_tokens for sl in s.slots if sl.n_prompt_tokens > 0]
+    avg = sum(used) / len(used) if used else None
+    cells_total = sum(sl.n_ctx for sl in s.slots)
+    fit = more_conversations_fit(cells_total, sum(used), avg) if avg else None
+    if f is None or lay is None or hw is None or not hw.bandwidth_gbs or f.weights_bytes_active is None:
+        return None, fit, avg
+    decoding = [sl for sl in s.slots if sl.is_processing]
+    kv = [float(kv_bytes_read_at_depth(lay, sl.n_prompt_tokens)) for sl in decoding] or [
+        float(kv_bytes_read_at_depth(lay, 0))]
+    return batched_decode_ceiling(hw.bandwidth_gbs * 1e9, f.weights_bytes_active, kv,
+                                  compute_tok_s(f, hw.tflops)), fit, avg
