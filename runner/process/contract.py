@@ -2,8 +2,10 @@
 
 An engine is the model kvtop runs in its child process (``EngineProcess``), the same
 engine in this process (``InProcessEngine``, for benchmarks), a recorded trace
-(``ReplayEngine``), the scripted engine the UI tests use, and (next) a llama-server
-that kvtop attaches to. The app talks to all of them the same way:
+(``ReplayEngine``), the scripted engine the UI tests use, and a llama-server that
+kvtop attaches to (``ServerEngine``); ``runner.session.source.EngineSource`` builds
+each. The app talks to all of them the same way, and asks each what it can do
+(``capabilities``), never which kind it is:
 
 * ``start()`` begins loading and returns at once; ``Loaded`` or ``LoadFailed`` follow
   as events.
