@@ -15,6 +15,7 @@ import time
 
 from runner import events as ev
 from runner.llama_buffers import KVBufferLine, LlamaBuffers
+from runner.process.contract import LOCAL
 from runner.settings import Settings
 
 
@@ -78,7 +79,7 @@ class ScriptedEngine:
     script with its ``TurnDone`` marked cancelled, as the real engine does."""
 
     kind = "scripted"
-    accepts_input = True
+    capabilities = LOCAL  # it plays what a model kvtop runs reports
 
     def __init__(self, settings: Settings, loaded: ev.Loaded, turns: list[list[object]], *,
                  speed: float = 0.0, max_gap: float = 1.0, load_s: float = 0.0, real_clock: bool = False,

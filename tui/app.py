@@ -24,6 +24,7 @@ from runner.process.contract import EngineClient
 from runner.records.paths import Paths
 from runner.sanitize import clean_line
 from runner.session.chat import ChatSession
+from runner.session.source import EngineSource
 from runner.settings import Settings, usable_cores
 from themes import APP_VARIABLE_DEFAULTS, DEFAULT_THEME, THEMES, register_all
 
@@ -44,19 +45,19 @@ from .chat_undo import ChatUndo
 from .cpu_watch import CPUWatch, CPUWatching
 from .dashboard import WIDE_COLUMNS, DashboardLayout, MetricsScroll, PagerBar
 from .forecasting import Estimates, ForecastBorder, Forecasting
-from .lifecycle import EngineLifecycle
+from .lifecycle import EngineControl, EngineLifecycle
 from .load_view import LoadView
 from .routing import EngineRouting
 from .server_routing import ServerRouting
 from .screens import HelpScreen
-from .workers import EngineWorkers, ServerPolling
+from .workers import EngineWorkers, FleetWatch
 
 ABOUT_REFRESH_S = 10.0
 KVTOP_THEME_NAMES = frozenset(t.name for t in THEMES)
 _SVG_BAD_XML = dict.fromkeys(i for i in range(32) if i not in (9, 10, 13))
 
 
-class KvtopApp(LoadView, EngineWorkers, ServerPolling, ServerRouting, EngineLifecycle, Forecasting, CPUWatching,
+class KvtopApp(LoadView, EngineWorkers, ServerRouting, EngineLifecycle, Forecasting, CPUWatching,
                ChatUndo, EngineRouting, DashboardLayout, App[int]):
     CSS_PATH = "app.tcss"
     # app.tcss paints every Screen opaque, which would hide the dashboard behind a dialog
@@ -82,16 +83,19 @@ class KvtopApp(LoadView, EngineWorkers, ServerPolling, ServerRouting, EngineLife
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
     ]
 
-    def __init__(self, settings: Settings, engine_factory: Callable[[Settings], EngineClient], paths: Paths,
+    def __init__(self, settings: Settings, engines: EngineSource | Callable[[Settings], EngineClient], paths: Paths,
                  options: AppOptions | None = None) -> None:
+        """``engines``: what the command line chose (``runner.session.source``); a bare
+        factory (the tests' seam) makes the first engine, the options' servers the rest."""
         super().__init__()
         self.options = opts = options or AppOptions()
         self.settings = settings.resolved()
         self.paths = paths
-        self.engine_factory = engine_factory
+        self.control = EngineControl(self, engines if isinstance(engines, EngineSource) else
+                                     EngineSource(servers=opts.servers, api_key=opts.api_key, given=engines))
         self.refresh_s, self.refresh_why = refresh_interval(opts.refresh, self.settings.n_threads, usable_cores())
         self.prefs = load_preferences(paths.config_file)
-        self.session = ChatSession(engine_factory(self.settings), self.settings, paths, argv=opts.argv,
+        self.session = ChatSession(self.control.source.engine(self.settings), self.settings, paths, argv=opts.argv,
                                    write_transcript=opts.write_transcript, record_trace=opts.record_trace,
                                    trace_path=opts.trace_path, resume=opts.resume_messages, clock=opts.clock)
         self.facts = self.hw = None  # known once the model is inspected
@@ -103,20 +107,12 @@ class KvtopApp(LoadView, EngineWorkers, ServerPolling, ServerRouting, EngineLife
         self.current_reply = None  # the ChatMessage widget of the turn in flight
         self.server_snapshots: dict[int, object] = {}  # kvtop --server: the last poll of each server
         self.server_index = 0  # which server the chat and the panes follow
+        self.fleet_watch: FleetWatch | None = None  # kvtop --server: the polls (tui/workers.py)
         self.last_saved: str | None = None
         self.last_saved_whole: str | None = None  # Ctrl+S's whole-dashboard SVG (tui/full_shot.py)
-        self._stopping = False
         self._quitting = False
         self.quit_begun: Callable[[int], None] | None = None  # kvtop's QuitGuard arms its deadline here
         self.typed_keys = TypedKeys(self)  # raw keystrokes for the prompt, inserted in one edit
-
-    def make_engine(self) -> EngineClient:
-        """A fresh engine with the same settings (a restart), on the server the chat follows."""
-        if self.options.servers:
-            from runner.server.engine import ServerEngine
-
-            return ServerEngine(self.settings, self.options.servers[self.server_index], self.options.api_key)
-        return self.engine_factory(self.settings)
 
     @property
     def engine(self) -> EngineClient:
@@ -150,7 +146,7 @@ class KvtopApp(LoadView, EngineWorkers, ServerPolling, ServerRouting, EngineLife
 
     def compose(self) -> ComposeResult:
         yield StatusBar(clean_line(os.path.basename(self.settings.model)), id="status")
-        yield AboutBar(self.settings, server=bool(self.options.servers), live=self.options.live_system, id="about")
+        yield AboutBar(self.settings, server=not self.session.engine.capabilities.runs_model, live=self.options.live_system, id="about")
         with Horizontal(id="body"):
             with Vertical(id="chat-column"):
                 if self.options.load is not None:  # kvtop load: the load pane in the chat's place
@@ -168,7 +164,7 @@ class KvtopApp(LoadView, EngineWorkers, ServerPolling, ServerRouting, EngineLife
                 with MetricsScroll(id="metrics"):
                     yield PrefillPane(prefill_interval(self.refresh_s), self.options.clock, id="prefill", classes="pane")
                     yield KVPane(id="kv", classes="pane")
-                    if self.options.servers:  # what the server does for everyone, right under the turn's panes
+                    if self.session.engine.capabilities.slots:  # what the server does for everyone, right under the turn's panes
                         from .panes.fleet import FleetPane
                         from .panes.server import ServerPane
 
@@ -198,9 +194,10 @@ class KvtopApp(LoadView, EngineWorkers, ServerPolling, ServerRouting, EngineLife
         if self.prefs.notice:
             self.notify(self.prefs.notice, severity="warning", markup=False)
         prompt = self.query_one("#prompt", Input)
-        if self.session.replaying:
+        if not self.session.engine.capabilities.takes_input:
             prompt.placeholder = "Replay: input is off (Ctrl+Q quits)"
             prompt.disabled = True
+        if self.session.engine.capabilities.replaying:
             self.query_one(MemoryPane).set_not_sampled(
                 "RSS, RAM and GPU memory are not recorded in a trace; llama.cpp's buffers are")
         if self.options.memory_sample is not None:
@@ -209,10 +206,11 @@ class KvtopApp(LoadView, EngineWorkers, ServerPolling, ServerRouting, EngineLife
             self.cpu_watch.sample()
             self.set_interval(MEMORY_SAMPLE_S, self.cpu_watch.sample)
         prompt.focus()
-        if self.options.servers:
+        if self.session.engine.capabilities.slots:
             self.set_class(True, "-server")
             self.set_class(len(self.options.servers) > 1, "-fleet")
-            self.start_server_polling()
+            self.fleet_watch = FleetWatch(self)
+            self.fleet_watch.start()
         if self.options.load is not None:
             self.start_load()
         self.inspect_model()
@@ -320,7 +318,7 @@ class KvtopApp(LoadView, EngineWorkers, ServerPolling, ServerRouting, EngineLife
 
     def on_unmount(self) -> None:
         self.collector.turn_ended()  # never leave the collector paused behind us
-        self.shutdown_engine()
+        self.control.shutdown()
 
 
 def resumed(messages: list[dict]) -> tuple[ChatMessage, ...]:

@@ -77,7 +77,7 @@ class ChatUndo:
         if self.session.cleared:
             said += " Ctrl+Z again goes back to the other one."
         prompt = self.query_one("#prompt", Input)
-        if question and not prompt.value and not self.session.replaying:
+        if question and not prompt.value and self.session.engine.capabilities.takes_input:
             prompt.value = question
             prompt.cursor_position = len(question)
             said += " The question Ctrl+L cut is in the prompt: Enter asks it again."

@@ -80,7 +80,7 @@ class CPUWatch:
         cpu = getattr(app.hw, "cpu", None)
         recent = self.others_recent
         if (cpu is None or cpu.flops_factor is None or self.quiet_reprobed or app.session.turn_running
-                or app.session.replaying or len(recent) < LOAD_WINDOW_S - 1):
+                or app.session.engine.capabilities.replaying or len(recent) < LOAD_WINDOW_S - 1):
             return
         if max(o for _, o in recent) < QUIET_PROBE * (os.cpu_count() or 1):
             self.quiet_reprobed = True
@@ -113,8 +113,8 @@ class CPUWatch:
         while the machine was busy): probe again, once a session, in a worker, and say so."""
         app = self.app
         here = app.here
-        if (self.reprobed or here is None or here.hw.cpu is None or app.session.replaying
-                or app.session.loaded is None or app.session.loaded.server):
+        if (self.reprobed or here is None or here.hw.cpu is None or app.session.engine.capabilities.replaying
+                or app.session.loaded is None or not app.session.engine.capabilities.runs_model):
             return
         beaten = here.beaten_by(mt)
         if beaten:

@@ -96,7 +96,7 @@ class Estimates:
         if app.here is None:
             return
         L = app.session.loaded
-        buffers = L.buffers if L is not None and L.server is None else None  # a server's are in its log
+        buffers = L.buffers if L is not None and app.session.engine.capabilities.llama_buffers else None  # a server's are in its log
         rows = app.here.estimate_rows(buffers=buffers, peak_rss=app.query_one(MemoryPane).peak_engine_rss,
                                       turn=mt, turn_ran=bool(app.session.turns), others_cpu=others_cpu)
         app.query_one(EstimatePane).set_rows(rows)
@@ -108,7 +108,7 @@ class Estimates:
         from runner.calibration.calibration import calibration_for
 
         app, here = self.app, self.app.here
-        if here is None or app.session.replaying:
+        if here is None or app.session.engine.capabilities.replaying:
             return
         s = app.settings.resolved()
         L = app.session.loaded
@@ -155,7 +155,7 @@ class Estimates:
         from runner.calibration.busy import too_busy
 
         app = self.app
-        if self.calibration is None or app.session.replaying:
+        if self.calibration is None or app.session.engine.capabilities.replaying:
             return
         if too_busy(others_cpu):  # the bench's rule too (runner.commands.bench)
             said = (f"This turn was not added to the forecast's calibration: other processes used "
@@ -239,7 +239,7 @@ class ForecastBorder:
         app = self.app
         draft = clean_text(expanded_draft(inp)).strip()  # a pasted chip counts as its whole text
         self.measure_id += 1
-        if not draft or app.session.loaded is None or app.session.replaying or app.estimates.calibration is None:
+        if not draft or app.session.loaded is None or app.session.engine.capabilities.replaying or app.estimates.calibration is None:
             inp.border_subtitle = inp.border_title = ""
             return
         if not app.session.engine.alive():

@@ -126,9 +126,8 @@ def launch_main(argv: list[str], terminal: bool = False, *, hardware=None, engin
         return 1
     settings = settings_from_args(model, a)
 
-    from runner.process.inprocess import InProcessEngine
-    from runner.process.parent import EngineProcess
     from runner.records.paths import default_paths
+    from runner.session.source import EngineSource
 
     paths = default_paths()
     resume, resume_note = (), None
@@ -142,8 +141,7 @@ def launch_main(argv: list[str], terminal: bool = False, *, hardware=None, engin
     from .app import KvtopApp
     from .options import AppOptions
 
-    factory = engine_factory or (InProcessEngine if a.in_process else EngineProcess)
-    app = KvtopApp(settings, factory, paths, AppOptions(hardware=hardware,
+    app = KvtopApp(settings, EngineSource(in_process=a.in_process, given=engine_factory), paths, AppOptions(hardware=hardware,
         argv=scrub_argv([sys.argv[0]] + argv), resume_messages=resume, resume_note=resume_note,
         ui_nice=a.ui_nice, prompt_file=a.prompt_file, prompt_text=a.prompt, trace_path=a.trace, refresh=a.refresh,
         bundle_text=a.bundle_text))
@@ -169,8 +167,8 @@ def replay_main(argv: list[str], ask=None, terminal: bool = False) -> int:
     a = p.parse_args(argv)
 
     from runner.records.paths import default_paths
-    from runner.records.replay import ReplayEngine
     from runner.records.trace import TraceError, read_trace
+    from runner.session.source import EngineSource
     from .quitting import NO_REPLAY_TERMINAL, has_terminal
 
     if a.trace is None:
@@ -190,7 +188,7 @@ def replay_main(argv: list[str], ask=None, terminal: bool = False) -> int:
     from .options import AppOptions
 
     # live_system=False: a replay shows what was recorded, never the viewer's own RAM and RSS
-    app = KvtopApp(settings, lambda s: ReplayEngine(trace, 0 if a.end else a.speed, s), default_paths(),
+    app = KvtopApp(settings, EngineSource(replay=trace, speed=0 if a.end else a.speed), default_paths(),
                    AppOptions(argv=[sys.argv[0], "replay"] + argv, hardware=trace.hardware, facts=trace.facts,
                               live_system=False, write_transcript=False, record_trace=False,
                               banner=replay_banner(a.trace, trace)))

@@ -95,7 +95,7 @@ def run_server_app(settings, urls, key, a, argv, local_model: bool, local: bool,
 def server_app(settings, urls, key, a, argv, local_model: bool, local: bool, hardware=None, **more):
     """The ``kvtop --server`` app; ``more``: further AppOptions (kvtop load's ``load``)."""
     from runner.records.paths import default_paths
-    from runner.server.engine import ServerEngine
+    from runner.session.source import EngineSource
     from runner.system.hardware import HardwareProfile
 
     from .app import KvtopApp
@@ -114,7 +114,7 @@ def server_app(settings, urls, key, a, argv, local_model: bool, local: bool, har
     opts = AppOptions(argv=scrub_argv([sys.argv[0]] + argv), servers=tuple(urls), api_key=key, hardware=hardware,
                       model_readable=local_model, refresh=a.refresh, trace_path=a.trace, ui_nice=a.ui_nice,
                       prompt_file=a.prompt_file, prompt_text=a.prompt, bundle_text=a.bundle_text, **more)
-    return KvtopApp(settings, lambda s: ServerEngine(s, urls[0], key), default_paths(), opts)
+    return KvtopApp(settings, EngineSource(servers=tuple(urls), api_key=key), default_paths(), opts)
 
 
 def load_app(la, urls: list[str], key, infos, hardware=None):
@@ -149,5 +149,5 @@ def load_live(la, urls: list[str], key, infos):
     try:
         run_app(app)
     finally:
-        app.shutdown_engine()
+        app.control.shutdown()
     return app.options.load.settle()

@@ -1,15 +1,26 @@
 """The engine's life as the user sees it: cancel (and a deadline for an engine that
 does not answer), restart, death reported once, the end of a stream, and the quit
-(within a second, whatever the engine is doing: tui/quitting.py has the last resort)."""
+(within a second, whatever the engine is doing: tui/quitting.py has the last resort).
+
+The App keeps only what keys and messages reach (``EngineLifecycle``: the actions and
+the handlers); what happens to the engine is ``EngineControl``'s, one object the App
+holds as ``app.control``: which engine comes next (the ``EngineSource``), its one
+reader, a restart, the server the chat follows, and stopping it on quit."""
 
 from __future__ import annotations
 
 import time
 
+from functools import partial
+
+from runner.pacing import prefill_interval
+from runner.process.contract import EngineClient
 from runner.sanitize import clean_line
+from runner.session.source import EngineSource
 from runner.units import fmt_int
 
 from . import messages as msg
+from .bridge import TurnBridge
 from .guards import while_running
 from .panes.chat import ChatLog
 from .panes.status import StatusBar
@@ -20,7 +31,8 @@ QUIT_CLOSE_S = 0.2  # on quit, each step of stopping the engine child (ask, SIGT
 
 
 class EngineLifecycle:
-    """Mixed into the App."""
+    """Mixed into the App: the keys and messages of the engine's life; the work is
+    ``app.control``'s (``EngineControl``)."""
 
     model_inspected = False  # the GGUF header and hardware are read (routing.on_model_inspected)
 
@@ -34,67 +46,17 @@ class EngineLifecycle:
                 self.current_reply.set_footer("cancelled before the model loaded")
                 self.current_reply = None
             deadline = self.options.cancel_deadline_s
-            self.set_timer(deadline + 0.05, lambda: self._check_cancel(deadline))
-
-    def _check_cancel(self, deadline: float) -> None:
-        if self.session.cancel_overdue(deadline):
-            self.query_one(StatusBar).set_problem("engine not responding")
-            self.push_screen(ErrorScreen(
-                "The engine is not responding",
-                f"The turn did not stop {deadline:.0f} s after Esc. Restart the engine (Ctrl+R): "
-                "the chat stays and the next turn prefills it again.", offer_restart=True), self._error_closed)
+            self.set_timer(deadline + 0.05, lambda: self.control.check_cancel(deadline))
 
     def action_restart_engine(self) -> None:
-        if self.session.replaying:
+        if not self.session.engine.capabilities.can_restart:
             self.notify("a replay has no engine to restart", markup=False)
             return
-        self.fresh_engine("turn lost: the engine was restarted", "engine restarted with the same settings")
-
-    def fresh_engine(self, lost: str, said: str, pump: bool = True) -> None:
-        """A new engine for the same chat: the turn in flight is lost (``lost`` under it),
-        ``said`` goes in the chat, and the next turn prefills the whole chat again.
-        ``pump=False``: the inspection's end starts it (a second reader would break it)."""
-        old = self.session.engine
-        self.session.restart(self.make_engine())
-        self.stop_engine(old)
-        if self.current_reply is not None:
-            self.current_reply.set_footer(lost)
-            self.current_reply = None
-        self._turn_over()
-        n = len(self.session.messages)
-        self.query_one(StatusBar).set_problem(None)
-        self.query_one(ChatLog).add("system", said + (
-            f"; the next turn prefills the {fmt_int(n)} messages of this chat again" if n else ""))
-        if pump:
-            self.pump_engine(self.session.engine)
-
-    def follow_new_server(self, line: str) -> None:
-        """The llama-server restarted (``kvtop --server``): the old server's turn is lost,
-        and what showed it live (decode rate and "no token for …", KV cells, stream tail,
-        prefill) goes, so none of it runs into the next turn."""
-        from .panes.chat import StreamTail
-        from .panes.decode import DecodePane
-        from .panes.kv import KVPane
-        from .panes.prefill import PrefillPane
-
-        tail = self.query_one(StreamTail)
-        if self.current_reply is not None and tail.text:  # the reply so far (the transcript lags it)
-            self.current_reply.set_text(tail.text)
-        # seen before the GGUF header and hardware are read (a busy machine): the
-        # inspection's end pumps the session's engine, this new one
-        self.fresh_engine("turn lost: the server restarted", line, pump=self.model_inspected)
-        tail.show("")
-        self.query_one(PrefillPane).clear()
-        self.query_one(KVPane).clear()
-        self.query_one(DecodePane).clear()
-
-    def _error_closed(self, result: str | None) -> None:
-        if result == "restart":
-            self.action_restart_engine()
+        self.control.fresh("turn lost: the engine was restarted", "engine restarted with the same settings")
 
     @while_running
     def on_engine_failed(self, m: msg.EngineFailed) -> None:
-        if self._stopping or not self.session.on_engine_gone(clean_line(m.reason, 600)):
+        if self.control.stopping or not self.session.on_engine_gone(clean_line(m.reason, 600)):
             return  # reported once
         reason = clean_line(m.reason, 600)
         self.query_one(StatusBar).set_problem("engine died" if m.died else "model not loaded")
@@ -104,7 +66,7 @@ class EngineLifecycle:
         self._turn_over()
         self.query_one(ChatLog).add("system", reason)
         self.push_screen(ErrorScreen("The engine died" if m.died else "Could not load the model", reason,
-                                     offer_restart=m.died), self._error_closed)
+                                     offer_restart=m.died), self.control.error_closed)
 
     def on_engine_ended(self, m: msg.EngineEnded) -> None:
         if m.reason == "end of the recording":
@@ -120,8 +82,8 @@ class EngineLifecycle:
         self._quitting = True
         if self.quit_begun is not None:
             self.quit_begun(0)
-        if not self.session.turn_running or self._stopping:
-            self.quit_now(0)
+        if not self.session.turn_running or self.control.stopping:
+            self.control.quit_now(0)
             return
         self.session.cancel()
         deadline = time.monotonic() + QUIT_GRACE_S
@@ -130,33 +92,155 @@ class EngineLifecycle:
             if (not self.session.turn_running or time.monotonic() > deadline
                     or self.session.cancel_overdue(self.options.cancel_deadline_s)):
                 timer.stop()
-                self.quit_now(0)
+                self.control.quit_now(0)
 
         timer = self.set_interval(0.05, check)
+
+
+class EngineControl:
+    """The engine's life for one App (``app.control``): the ``EngineSource`` the next
+    engine comes from, the worker thread that is the engine's one reader, a fresh engine
+    for the same chat (Ctrl+R, a server that restarted, F4's next server), and stopping
+    it, whatever state it is in, when the app quits. It touches the session and the
+    panes the App shows; the App's actions and handlers decide when."""
+
+    def __init__(self, app, source: EngineSource) -> None:
+        self.app = app
+        self.source = source
+        self.stopping = False  # shutdown began: a death after it is not reported
+
+    def pump(self, engine: EngineClient) -> None:
+        """Start ``engine`` and be its **one reader** for its life, on a worker thread:
+        every event goes to the trace, then through the bridge as messages."""
+        self.app.run_worker(partial(self._pump, engine), name="pump_engine", group="engine",
+                            exclusive=True, thread=True, exit_on_error=False)
+
+    def _pump(self, engine: EngineClient) -> None:
+        app = self.app
+        bridge = TurnBridge(app.post_message, interval=app.refresh_s, clock=app.options.clock,
+                            prefill_interval=prefill_interval(app.refresh_s))
+        record = app.session.record
+
+        def sink(e) -> None:
+            record(e)
+            bridge(e)
+
+        try:
+            engine.start()
+            engine.pump(sink)
+        except Exception as exc:
+            app.post_message(msg.EngineFailed(clean_line(f"{type(exc).__name__}: {exc}"), died=True))
+
+    def stop(self, engine: EngineClient) -> None:
+        """Close an engine that may not answer (a restart), off the UI thread."""
+        def close() -> None:
+            try:
+                engine.close(timeout=1.0)
+            except Exception:
+                pass
+
+        self.app.run_worker(close, name="stop_engine", group="stop", thread=True, exit_on_error=False)
+
+    def fresh(self, lost: str, said: str, pump: bool = True) -> None:
+        """A new engine for the same chat: the turn in flight is lost (``lost`` under it),
+        ``said`` goes in the chat, and the next turn prefills the whole chat again.
+        ``pump=False``: the inspection's end starts it (a second reader would break it)."""
+        app = self.app
+        old = app.session.engine
+        app.session.restart(self.source.engine(app.settings, app.server_index))  # on the server the chat follows
+        self.stop(old)
+        if app.current_reply is not None:
+            app.current_reply.set_footer(lost)
+            app.current_reply = None
+        app._turn_over()
+        n = len(app.session.messages)
+        app.query_one(StatusBar).set_problem(None)
+        app.query_one(ChatLog).add("system", said + (
+            f"; the next turn prefills the {fmt_int(n)} messages of this chat again" if n else ""))
+        if pump:
+            self.pump(app.session.engine)
+
+    def follow_new_server(self, line: str) -> None:
+        """The llama-server restarted (``kvtop --server``): the old server's turn is lost,
+        and what showed it live (decode rate and "no token for …", KV cells, stream tail,
+        prefill) goes, so none of it runs into the next turn."""
+        from .panes.chat import StreamTail
+        from .panes.decode import DecodePane
+        from .panes.kv import KVPane
+        from .panes.prefill import PrefillPane
+
+        app = self.app
+        tail = app.query_one(StreamTail)
+        if app.current_reply is not None and tail.text:  # the reply so far (the transcript lags it)
+            app.current_reply.set_text(tail.text)
+        # seen before the GGUF header and hardware are read (a busy machine): the
+        # inspection's end pumps the session's engine, this new one
+        self.fresh("turn lost: the server restarted", line, pump=app.model_inspected)
+        tail.show("")
+        app.query_one(PrefillPane).clear()
+        app.query_one(KVPane).clear()
+        app.query_one(DecodePane).clear()
+
+    def attach_server(self, index: int) -> None:
+        """F4: a new chat on server ``index`` of the fleet; its slots and physics fill the panes."""
+        from .panes.fleet import FleetPane
+        from .panes.server import ServerPane
+
+        app = self.app
+        url = app.options.servers[index]
+        old = app.session.engine
+        app.session.new_chat()
+        app.clear_chat()
+        app.session.restart(self.source.engine(app.settings, index))
+        self.stop(old)
+        app.server_index = index
+        app.query_one(FleetPane).select(index)
+        pane = app.query_one(ServerPane)
+        pane.url = url
+        pane.restart_note = None  # the other server's
+        pane.set_snapshot(app.server_snapshots.get(index))
+        app.query_one(ChatLog).add("system", f"attached to {url}: a new chat on this server")
+        self.pump(app.session.engine)
+
+    def check_cancel(self, deadline: float) -> None:
+        """``deadline`` seconds after Esc: an engine whose turn has not stopped is said
+        not to respond, with Restart offered."""
+        app = self.app
+        if app.session.cancel_overdue(deadline):
+            app.query_one(StatusBar).set_problem("engine not responding")
+            app.push_screen(ErrorScreen(
+                "The engine is not responding",
+                f"The turn did not stop {deadline:.0f} s after Esc. Restart the engine (Ctrl+R): "
+                "the chat stays and the next turn prefills it again.", offer_restart=True), self.error_closed)
+
+    def error_closed(self, result: str | None) -> None:
+        if result == "restart":
+            self.app.action_restart_engine()
 
     def quit_now(self, rc: int) -> None:
         """Leave without waiting for anything: the turn in flight saved, the engine
         stopped (an engine that does not answer is killed), the app told to exit."""
         self.save_turn_in_flight()
-        self.shutdown_engine()
-        self.exit(rc)
+        self.shutdown()
+        self.app.exit(rc)
 
     def save_turn_in_flight(self) -> None:
         """The reply so far of a turn the quit cut goes into the transcript (``--resume``
         keeps it), marked ``quit``. The stream tail has all of it (the chat pane lags)."""
         from .panes.chat import StreamTail
 
-        if self.session.turn_running and self.current_reply is not None:
-            self.session.save_turn_in_flight(self.query_one(StreamTail).text or self.current_reply.text, "quit")
-            self.current_reply = None
+        app = self.app
+        if app.session.turn_running and app.current_reply is not None:
+            app.session.save_turn_in_flight(app.query_one(StreamTail).text or app.current_reply.text, "quit")
+            app.current_reply = None
 
-    def shutdown_engine(self) -> None:
+    def shutdown(self) -> None:
         """Stop the engine within a fraction of a second, whatever state it is in (even SIGSTOPped)."""
-        if self._stopping:
+        if self.stopping:
             return
-        self._stopping = True
+        self.stopping = True
         try:
-            self.session.engine.close(timeout=QUIT_CLOSE_S)
+            self.app.session.engine.close(timeout=QUIT_CLOSE_S)
         except Exception:
             pass
-        self.session.close()
+        self.app.session.close()

@@ -160,7 +160,7 @@ class LoadView:
         if run.quit_when_ended:
             await self.action_quit()
             return
-        poller = getattr(self, "fleet_poller", None)
+        poller = self.fleet_watch.poller if self.fleet_watch is not None else None
         if r.error or poller is None:
             self.say_load_end()
             return

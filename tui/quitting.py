@@ -159,10 +159,10 @@ class QuitGuard:
         rc = 128 + signum
         self.arm(rc)
         if signum == signal.SIGHUP and hung_up(self._fds):
-            bounded(self.app.save_turn_in_flight, 0.3)  # a write and an fsync
+            bounded(self.app.control.save_turn_in_flight, 0.3)  # a write and an fsync
             self.hard_exit(rc)
         try:
-            self.app.quit_now(rc)
+            self.app.control.quit_now(rc)
         except Exception:  # an app not mounted yet, or mid-update: the deadline ends it
             pass
 

@@ -68,7 +68,7 @@ class EngineRouting:
     def on_key(self, event) -> None:
         """A replay takes no input (its prompt is disabled): typing says so instead of
         doing nothing."""
-        if self.session.replaying and (event.is_printable or event.key == "enter"):
+        if not self.session.engine.capabilities.takes_input and (event.is_printable or event.key == "enter"):
             now = time.monotonic()
             if now - self._replay_notice_at > 3.0:
                 self._replay_notice_at = now
@@ -112,23 +112,23 @@ class EngineRouting:
     def on_model_inspected(self, m: msg.ModelInspected) -> None:
         self.facts, self.hw = m.facts, m.hardware
         self.here = Here.known(m.facts, m.layout, m.hardware, self.settings)
-        self.model_inspected = True  # from now on a new engine is pumped at once (fresh_engine)
+        self.model_inspected = True  # from now on a new engine is pumped at once (EngineControl.restart)
         self.query_one(AboutBar).set_hardware(m.hardware)
         if self.here is not None:
             self.query_one(KVPane).set_layout(self.here.layout, self.here.layout.n_ctx, None)
             self.query_one(DecodePane).set_here(self.here)
         self.estimates.update()
         # a served model is loaded already: the memory warning is for models kvtop loads
-        if m.preflight is not None and m.preflight.fits is False and not self.options.servers:
+        if m.preflight is not None and m.preflight.fits is False and self.session.engine.capabilities.runs_model:
             self.push_screen(PreflightScreen(m.preflight.message), self._preflight_done)
         else:
-            self.pump_engine(self.session.engine)
+            self.control.pump(self.session.engine)
 
     def _preflight_done(self, go: bool | None) -> None:
         if go:
-            self.pump_engine(self.session.engine)
+            self.control.pump(self.session.engine)
         else:
-            self.shutdown_engine()
+            self.control.shutdown()
             self.exit(return_code=1)
 
     @while_running
@@ -147,9 +147,9 @@ class EngineRouting:
             except OSError:
                 pass
         self.query_one(StatusBar).set_loaded(L, self.settings.threads_why, self.refresh_s, self.facts)
-        if L.server is None:  # a server's buffers are in its own log, not ours
+        if self.session.engine.capabilities.llama_buffers:  # a server's buffers are in its own log, not ours
             self.query_one(MemoryPane).set_buffers(L.buffers)
-        if self.here is not None and L.server is None:
+        if self.here is not None and self.session.engine.capabilities.llama_buffers:
             self.here = self.here.resized(L.n_ctx, L.n_ubatch)
             self.query_one(KVPane).set_layout(self.here.layout, L.n_ctx, L.buffers.kv_mib * 2**20)
             self.query_one(DecodePane).set_here(self.here)  # at the loaded n_ctx
@@ -229,7 +229,7 @@ class EngineRouting:
         self.query_one(DecodePane).update_live(m, now)
         self.estimates.measure_live("decode", m.tok_s)
         active = self.session.active
-        if m.first_t is not None and active is not None and not self.session.replaying:
+        if m.first_t is not None and active is not None and not self.session.engine.capabilities.replaying:
             ttft = m.first_t - active.t_submit  # submit -> first token, one clock for every process
             ttft = ttft if 0 <= ttft < 86400 else None
             self.estimates.measure_live("ttft", ttft)
@@ -274,7 +274,7 @@ class EngineRouting:
         prompt_cache_outcome(self, mt)
         if r.stop_reason == "context_full":
             self.notify("Context full: the reply stopped; the next turn leaves the oldest turns out "
-                        "(--context-shift)." if self.settings.context_shift and not self.options.servers else
+                        "(--context-shift)." if self.settings.context_shift and self.session.engine.capabilities.runs_model else
                         "Context full: Ctrl+L starts a new chat.", severity="warning", markup=False)
 
     @while_running
@@ -341,7 +341,7 @@ def prompt_cache_outcome(app, mt) -> None:
         pane = app.query_one(PrefillPane)
         note = saved_note(min(e.tokens, mt.reused_tokens), e.path, e.tokens, app.session.turns)
         pane.set_cache_note(f"{pane.cache_note}; {note}")
-    elif e.action == "saved" and e.tokens == mt.prompt_tokens and mt.prefill_tok_s and not app.session.replaying:
+    elif e.action == "saved" and e.tokens == mt.prompt_tokens and mt.prefill_tok_s and not app.session.engine.capabilities.replaying:
         try:
             write_rate(e.path, e.tokens, mt.prefill_tok_s)
         except OSError as exc:

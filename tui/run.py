@@ -44,7 +44,7 @@ def run_until_quit(app, guarded: bool = False) -> int:
         guard.install()
     else:
         def on_signal(signum, frame):
-            app.quit_now(128 + signum)
+            app.control.quit_now(128 + signum)
 
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGHUP, on_signal)
@@ -52,7 +52,7 @@ def run_until_quit(app, guarded: bool = False) -> int:
     try:
         rc = run_app(app)
     finally:
-        app.shutdown_engine()
+        app.control.shutdown()
     if rc == 0:
         print_summary(app.session)
     return guard.finish(rc) if guard is not None else rc

@@ -47,7 +47,7 @@ class ServerRouting:
             self.notify(f"{self.options.servers[m.index]}: {line}", markup=False)
             return
         self.query_one(ServerPane).set_restart(line, time.strftime("%H:%M:%S"))
-        self.follow_new_server(line)
+        self.control.follow_new_server(line)
 
     def action_next_server(self) -> None:
         """F4: chat with the next server of the fleet; its slots and physics fill the panes."""
@@ -55,26 +55,4 @@ class ServerRouting:
         if len(servers) < 2:
             self.notify("one server: give --server more than once for a fleet", markup=False)
             return
-        self.attach_server((self.server_index + 1) % len(servers))
-
-    def attach_server(self, index: int) -> None:
-        from runner.server.engine import ServerEngine
-
-        from .panes.chat import ChatLog
-        from .panes.fleet import FleetPane
-        from .panes.server import ServerPane
-
-        url = self.options.servers[index]
-        old = self.session.engine
-        self.session.new_chat()
-        self.clear_chat()
-        self.session.restart(ServerEngine(self.settings, url, self.options.api_key))
-        self.stop_engine(old)
-        self.server_index = index
-        self.query_one(FleetPane).select(index)
-        pane = self.query_one(ServerPane)
-        pane.url = url
-        pane.restart_note = None  # the other server's
-        pane.set_snapshot(self.server_snapshots.get(index))
-        self.query_one(ChatLog).add("system", f"attached to {url}: a new chat on this server")
-        self.pump_engine(self.session.engine)
+        self.control.attach_server((self.server_index + 1) % len(servers))

@@ -4,23 +4,20 @@
   seconds, over 30 on a busy machine: ``HardwareProbing`` says so on the status bar),
   posts ``ModelInspected``; the app then asks about memory if needed and starts the
   engine.
-* ``pump_engine``: starts the engine and is its **one reader** for the engine's life:
-  every event goes to the trace, then through the bridge as messages. Commands go to
-  the engine from the main thread (``ChatSession``); nothing else reads it.
-* ``stop_engine``: closes an engine that may not answer (a restart), off the UI thread.
 * ``read_prompt_file``: ``/file`` and ``--prompt-file`` (a FIFO must not freeze the UI).
+* ``FleetWatch``: ``kvtop --server``'s polls, on the fleet poller's threads.
+
+The engine's own reader (``pump``) and closing an old engine (``stop``) are
+``EngineControl``'s (tui/lifecycle.py): they are the engine's life.
 """
 
 from __future__ import annotations
 
 from textual import work
 
-from runner.pacing import prefill_interval
-from runner.process.contract import EngineClient
 from runner.sanitize import clean_line
 
 from . import messages as msg
-from .bridge import TurnBridge
 
 
 class EngineWorkers:
@@ -32,11 +29,11 @@ class EngineWorkers:
         from runner.physics.here import Here
         from runner.system.hardware import hardware_profile
 
-        s, opts = self.settings, self.options
+        s, opts, caps = self.settings, self.options, self.session.engine.capabilities
         try:
-            facts = opts.facts or load_facts(s.model, need_weights=not opts.servers)
+            facts = opts.facts or load_facts(s.model, need_weights=caps.runs_model)
         except ModelFileError as exc:
-            if opts.servers:  # the server runs the model: the physics waits for a readable GGUF
+            if not caps.runs_model:  # the server runs the model: the physics waits for a readable GGUF
                 self.post_message(msg.Notice(f"no GGUF header for the physics ({exc}): give --model PATH"))
                 self.post_message(msg.ModelInspected(None, opts.hardware, None, None))
                 return
@@ -56,29 +53,6 @@ class EngineWorkers:
         here = Here.at(facts, hw, s)  # the KV cache at the settings' n_ctx, before the engine says its own
         self.post_message(msg.ModelInspected(facts, hw, here.layout, here.memory_check()))
 
-    @work(thread=True, exclusive=True, group="engine", exit_on_error=False)
-    def pump_engine(self, engine: EngineClient) -> None:
-        bridge = TurnBridge(self.post_message, interval=self.refresh_s, clock=self.options.clock,
-                            prefill_interval=prefill_interval(self.refresh_s))
-        record = self.session.record
-
-        def sink(e) -> None:
-            record(e)
-            bridge(e)
-
-        try:
-            engine.start()
-            engine.pump(sink)
-        except Exception as exc:
-            self.post_message(msg.EngineFailed(clean_line(f"{type(exc).__name__}: {exc}"), died=True))
-
-    @work(thread=True, group="stop", exit_on_error=False)
-    def stop_engine(self, engine: EngineClient) -> None:
-        try:
-            engine.close(timeout=1.0)
-        except Exception:
-            pass
-
     @work(thread=True, exclusive=True, group="file", exit_on_error=False)
     def read_prompt_file(self, path: str) -> None:
         from runner.records.prompt_file import PromptFileError, read_prompt_file
@@ -89,31 +63,36 @@ class EngineWorkers:
             self.post_message(msg.PromptFileRead(path, None, str(exc)))
 
 
-class ServerPolling:
-    """Mixed into the App for ``kvtop --server``: poll every server on kvtop's pace
-    (``runner.server.fleet.FleetPoller``)."""
+class FleetWatch:
+    """``kvtop --server``: every server polled on kvtop's pace
+    (``runner.server.fleet.FleetPoller``), and a server that restarted told from the one
+    attached to. The App holds one as ``app.fleet_watch`` once it shows servers; the
+    polls reach it only as messages (``ServerPolled``, ``ServerRestarted``)."""
 
-    def start_server_polling(self) -> None:
+    def __init__(self, app) -> None:
         from runner.pacing import SERVER_POLL_S
         from runner.server.fleet import FleetPoller
         from runner.server.http import ServerClient
         from runner.server.monitor import ServerMonitor
 
-        self.monitors = [ServerMonitor(ServerClient(url, self.options.api_key)) for url in self.options.servers]
+        self.app = app
+        self.monitors = [ServerMonitor(ServerClient(url, app.options.api_key)) for url in app.options.servers]
         self.restart_watches = [restart_watch(m) for m in self.monitors]
         # one scheduler and a pool (runner/server/fleet.py): a hanging server holds only
         # its own row, and its daemon threads never hold up quitting
-        self.fleet_poller = FleetPoller(self.monitors, self.server_polled, max(self.refresh_s, SERVER_POLL_S),
-                                        focus=lambda: self.server_index)
-        self.fleet_poller.start()
+        self.poller = FleetPoller(self.monitors, self.polled, max(app.refresh_s, SERVER_POLL_S),
+                                  focus=lambda: app.server_index)
 
-    def server_polled(self, index: int, snapshot) -> None:
+    def start(self) -> None:
+        self.poller.start()
+
+    def polled(self, index: int, snapshot) -> None:
         """On a poll thread, after each poll of one server. Once the app has closed (its
         messages are refused) the polls stop: the threads would otherwise poll on in a
         process that outlives the app (the tests, an embedding program)."""
         self.note_restart(index, snapshot)
-        if not self.post_message(msg.ServerPolled(index, snapshot)):
-            self.fleet_poller.stop()
+        if not self.app.post_message(msg.ServerPolled(index, snapshot)):
+            self.poller.stop()
 
     def note_restart(self, index: int, snapshot) -> None:
         """A server that restarted is a new server: said once (``ServerRestarted``), and
@@ -121,7 +100,7 @@ class ServerPolling:
         restart = self.restart_watches[index].observe(snapshot)
         if restart is not None:
             self.monitors[index].model = None
-            self.post_message(msg.ServerRestarted(index, restart))
+            self.app.post_message(msg.ServerRestarted(index, restart))
 
 
 def restart_watch(monitor):

@@ -120,15 +120,12 @@ def open_engine(settings, in_process: bool, server: str | None = None, api_key: 
     """The engine as call-and-wait (start, tokenize, reset, generate, close), in its child
     process, in this one, or a llama-server's."""
     from runner.process.blocking import BlockingEngine
-    from runner.process.inprocess import InProcessEngine
-    from runner.process.parent import EngineProcess
+    from runner.server.urls import api_key_from_env
+    from runner.session.source import EngineSource
 
-    if server:
-        from runner.server.engine import ServerEngine
-        from runner.server.urls import api_key_from_env
-
-        return BlockingEngine(ServerEngine(settings, server, api_key_from_env(api_key)))
-    return BlockingEngine(InProcessEngine(settings) if in_process else EngineProcess(settings))
+    source = EngineSource(servers=(server,), api_key=api_key_from_env(api_key)) if server else \
+        EngineSource(in_process=in_process)
+    return BlockingEngine(source.engine(settings))
 
 
 def server_refusals(a: argparse.Namespace) -> str | None:

@@ -2,8 +2,10 @@
 
 An engine is the model kvtop runs in its child process (``EngineProcess``), the same
 engine in this process (``InProcessEngine``, for benchmarks), a recorded trace
-(``ReplayEngine``), the scripted engine the UI tests use, and (next) a llama-server
-that kvtop attaches to. The app talks to all of them the same way:
+(``ReplayEngine``), the scripted engine the UI tests use, and a llama-server that
+kvtop attaches to (``ServerEngine``); ``runner.session.source.EngineSource`` builds
+each. The app talks to all of them the same way, and asks each what it can do
+(``capabilities``), never which kind it is:
 
 * ``start()`` begins loading and returns at once; ``Loaded`` or ``LoadFailed`` follow
   as events.
@@ -27,6 +29,7 @@ queued commands, no moment of load, prefill or decode can have two.
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 from typing import Callable, Protocol, runtime_checkable
 
 from runner.process.commands import Cancel, Command, Load
@@ -43,11 +46,33 @@ class SecondReader(RuntimeError):
     """``pump`` was entered while another thread was reading the same engine."""
 
 
+@dataclass(frozen=True)
+class Capabilities:
+    """What an engine can do, declared once by the engine itself: the app branches on
+    these, never on what kind of engine it is (a URL list, a ``Loaded.server``, a replay
+    flag). The defaults are a model kvtop runs itself, in its child or in this process."""
+
+    takes_input: bool = True  # False: a recording; the prompt is off and says so
+    replaying: bool = False  # plays a recording: nothing is measured now (calibration,
+    # CPU, TTFT, prompt-cache rates), nothing is written to a trace or a transcript
+    can_restart: bool = True  # Ctrl+R (and the died dialog) makes a fresh one
+    llama_buffers: bool = True  # ``Loaded.buffers`` are llama.cpp's, from kvtop's own log
+    # (a llama-server's are in the server's log)
+    slots: bool = False  # a llama-server's slots: /slots and /metrics are polled, server panes
+    runs_model: bool = True  # kvtop runs the model with its own settings: it reads the
+    # weights, warns about memory, and its --context-shift decides a full context (a
+    # llama-server runs its own; a replay shows what kvtop ran)
+
+
+LOCAL = Capabilities()  # the child process, the in-process engine, a scripted test engine
+SERVER = Capabilities(llama_buffers=False, slots=True, runs_model=False)
+
+
 @runtime_checkable
 class EngineClient(Protocol):
     settings: Settings
-    kind: str  # "process", "in-process", "replay", "scripted": the status bar names it
-    accepts_input: bool  # False for a replay: the UI says input is off
+    kind: str  # "process", "in-process", "replay", "scripted", "server": the status bar names it
+    capabilities: Capabilities  # what the app may ask of it (and what it must not)
 
     @property
     def pid(self) -> int | None: ...

@@ -11,13 +11,13 @@ import sys
 from runner import events as ev
 from runner.process.child import CancelState, run_command
 from runner.process.commands import Load, Quit
-from runner.process.contract import QueuedCommands, ReaderGuard, Sink
+from runner.process.contract import LOCAL, QueuedCommands, ReaderGuard, Sink
 from runner.settings import Settings
 
 
 class InProcessEngine(QueuedCommands):
     kind = "in-process"
-    accepts_input = True
+    capabilities = LOCAL
 
     def __init__(self, settings: Settings):
         self.settings = settings.resolved()

@@ -28,7 +28,7 @@ from multiprocessing.connection import Connection
 
 from runner import events as ev
 from runner.process.commands import Cancel, Command, Load, Quit
-from runner.process.contract import EngineUnavailable, ReaderGuard, Sink
+from runner.process.contract import LOCAL, EngineUnavailable, ReaderGuard, Sink
 from runner.settings import Settings
 
 __all__ = ["EngineProcess", "EngineUnavailable", "child_env"]
@@ -76,7 +76,7 @@ class EngineProcess:
     """Parent side of the child-process engine (see ``runner.process.contract``)."""
 
     kind = "process"
-    accepts_input = True
+    capabilities = LOCAL
 
     def __init__(self, settings: Settings, log_path: str | None = None):
         self.settings = settings.resolved()

@@ -13,7 +13,7 @@ import threading
 
 from runner import events as ev
 from runner.process.commands import Command
-from runner.process.contract import ReaderGuard, Sink
+from runner.process.contract import Capabilities, ReaderGuard, Sink
 from runner.records.trace import Trace
 from runner.settings import Settings
 
@@ -22,7 +22,6 @@ MAX_GAP_S = 10.0  # a longer recorded pause (a stall, a suspended laptop) plays 
 
 class ReplayEngine:
     kind = "replay"
-    accepts_input = False
 
     def __init__(self, trace: Trace, speed: float = 1.0, settings: Settings | None = None):
         self.trace = trace
@@ -32,6 +31,10 @@ class ReplayEngine:
         self._guard = ReaderGuard()
         self.loaded = trace.loaded()
         self.died = None
+        # a recording takes no input and has no engine to restart; its buffers are
+        # llama.cpp's when kvtop ran the model, not when it watched a llama-server
+        self.capabilities = Capabilities(takes_input=False, replaying=True, can_restart=False,
+                                         llama_buffers=self.loaded is None or self.loaded.server is None)
 
     @property
     def pid(self) -> None:

@@ -19,7 +19,7 @@ import time
 from runner import events as ev
 from runner.llama_buffers import LlamaBuffers
 from runner.process.commands import Chat, Generate, Load, MeasurePrompt, Quit, Reset, Tokenize
-from runner.process.contract import QueuedCommands, ReaderGuard, Sink
+from runner.process.contract import SERVER, QueuedCommands, ReaderGuard, Sink
 from runner.sanitize import clean_line
 from runner.server.http import ServerClient, ServerError
 from runner.server.urls import is_loopback
@@ -30,7 +30,7 @@ from runner.settings import Settings
 
 class ServerEngine(QueuedCommands):
     kind = "server"
-    accepts_input = True
+    capabilities = SERVER
 
     def __init__(self, settings: Settings, url: str, api_key: str | None = None):
         self.settings = settings

@@ -63,7 +63,7 @@ class ChatSession:
 
     @property
     def replaying(self) -> bool:
-        return not self.engine.accepts_input
+        return self.engine.capabilities.replaying
 
     def is_current(self, turn_id: int) -> bool:
         """Does an event of ``turn_id`` belong to the turn on screen?"""
