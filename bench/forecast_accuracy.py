@@ -38,7 +38,7 @@ from runner.calibration.calibration import Calibration  # noqa: E402
 from runner.calibration.key import calibration_key, file_identity  # noqa: E402
 from runner.commands.bench import BENCH_TEXT, open_engine  # noqa: E402
 from runner.model.inspect import load_facts  # noqa: E402
-from runner.physics.kv_bytes import kv_layout  # noqa: E402
+from runner.physics.here import Here  # noqa: E402
 from runner.settings import Settings  # noqa: E402
 from runner.system.hardware import hardware_profile  # noqa: E402
 
@@ -75,8 +75,7 @@ def roofline_and_engine(path: str, settings, hw, cache: str):
     """The roofline's shape for ``path`` here, a fresh calibration in ``cache``, and a
     started engine: what each forecast benchmark measures against."""
     facts = load_facts(path, need_weights=True)
-    layout = kv_layout(facts, settings.n_ctx, settings.cache_type_k, settings.cache_type_v, settings.swa_full)
-    basis = roofline_basis(facts, layout, hw, settings)
+    basis = roofline_basis(Here.at(facts, hw, settings))  # the KV cache at the settings' n_ctx and -ub
     cal = Calibration(cache, calibration_key(settings, file_identity(path) or path))
     eng = open_engine(settings, in_process=False)
     eng.start()

@@ -114,7 +114,7 @@ class Estimates:
         L = app.session.loaded
         self.calibration = calibration_for(s, app.paths.cache_dir, L.server if L is not None else None,
                                            tuple(g.name for g in here.hw.gpus))
-        self.basis = roofline_basis(here.facts, here.layout, here.hw, s)
+        self.basis = roofline_basis(here)
         app.forecast_border.request()  # loaded, restarted or re-probed: a draft's forecast was made without it
 
     def forecast(self, prompt_tokens: int, cached: int | None, reply_tokens: int) -> Forecast | None:

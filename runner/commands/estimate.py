@@ -11,8 +11,10 @@ import json
 from runner.cli_types import non_negative_int, positive_float, positive_int
 from runner.commands.common import EXIT_OK, fail, json_safe, stopped_before
 from runner.commands.estimate_devices import add_offload_flags, device_lines, device_report, offload_settings
-from runner.commands.estimate_forecast import add_forecast_flags, forecast_block, forecast_line, load_here
+from runner.commands.estimate_forecast import (add_forecast_flags, estimate_settings, forecast_block, forecast_line,
+                                              load_here)
 from runner.model.facts import ModelFacts
+from runner.physics.here import Here
 from runner.physics.kv_bytes import kv_layout
 from runner.physics.memory_check import memory_check
 from runner.physics.offload import OffloadSettings, plan
@@ -242,11 +244,11 @@ def estimate_main(argv: list[str]) -> int:
                               gpu_bandwidth_gbs=a.gpu_bandwidth_gbs, gpu_tflops=a.gpu_tflops)
     r = estimate_report(facts, hw, a.ctx, a.cache_type_k, a.cache_type_v, a.swa_full, a.ubatch_size,
                         a.prompt_tokens, a.output_tokens, a.n_gpu_layers, offload=offload_settings(a))
+    here = Here.at(facts, hw, estimate_settings(a), a.ctx, a.ubatch_size)  # the KV cache of -c (every slot's)
     if server is not None:
-        r["server"] = server_block(server, facts, hw, a)
-    layout = kv_layout(facts, a.ctx, a.cache_type_k, a.cache_type_v, a.swa_full, a.ubatch_size)
+        r["server"] = server_block(server, here.resized(server["n_ctx_per_slot"], a.ubatch_size), a)
     url = server["url"] if server else None
-    r["forecast"] = forecast_block(facts, layout, hw, a, url, load_here(a, url))
+    r["forecast"] = forecast_block(here, a, url, load_here(a, url))
     from runner.records.redact import scrub, scrub_json
 
     # no API key or URL login, whatever the server said (runner/records/redact.py)
@@ -281,13 +283,14 @@ def server_facts(a) -> tuple[dict | None, str | None]:
             "n_ctx_per_slot": info.n_ctx, "build_info": info.build_info, "model_path": info.model_path}, None
 
 
-def server_block(server: dict, facts, hw, a) -> dict:
-    """The many-users figures: every slot decoding at --prompt-tokens depth."""
+def server_block(server: dict, slot, a) -> dict:
+    """The many-users figures: every slot decoding at --prompt-tokens depth (``slot``: the
+    machine model with one slot's KV cache, runner.physics.here.Here)."""
     from runner.physics.batching import batched_decode_ceiling, compute_tok_s
-    from runner.physics.kv_bytes import kv_bytes_read_at_depth, kv_layout
+    from runner.physics.kv_bytes import kv_bytes_read_at_depth
 
     out = dict(server)
-    lay = kv_layout(facts, server["n_ctx_per_slot"], a.cache_type_k, a.cache_type_v, a.swa_full, a.ubatch_size)
+    facts, hw, lay = slot.facts, slot.hw, slot.layout
     c = None
     weights = decode_weight_bytes(facts)
     if hw.bandwidth_gbs and weights:

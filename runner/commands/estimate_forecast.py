@@ -32,28 +32,34 @@ def load_here(a, server: str | None):
     return CPULoad(use.others, use.cores) if use.others is not None else None
 
 
-def forecast_block(facts, layout, hw, a, server: str | None = None, load=None) -> dict | None:
+def estimate_settings(a):
+    """The llama.cpp settings the flags give (``-c``, ``-t``, ``-b``, ``-ub``, ``-ngl``,
+    ``-fa``, KV types, ``--swa-full``), resolved as the app resolves its own: the
+    calibration's key and the machine model's settings."""
+    from runner.settings import Settings
+
+    return Settings(a.model, n_ctx=a.ctx, n_threads=a.threads, n_batch=a.batch_size, n_ubatch=a.ubatch_size,
+                    n_gpu_layers=a.n_gpu_layers, flash_attn=a.flash_attn, cache_type_k=a.cache_type_k,
+                    cache_type_v=a.cache_type_v, swa_full=a.swa_full).resolved()
+
+
+def forecast_block(here, a, server: str | None = None, load=None) -> dict | None:
     """The ``forecast`` JSON key for a prompt of ``--prompt-tokens`` and a reply of
-    ``--output-tokens`` on an empty cache, priced at ``load`` (``runner.calibration.load``;
+    ``--output-tokens`` on an empty cache, on ``here`` (runner.physics.here.Here, whose
+    settings are ``estimate_settings(a)``), priced at ``load`` (``runner.calibration.load``;
     None: a quiet machine); None without a model file to key it by."""
     from runner.calibration.basis import roofline_basis
     from runner.calibration.calibration import calibration_for
     from runner.calibration.load import LoadedEngine, at_load, load_note
-    from runner.physics.placement import effective_gpu_layers
+    from runner.physics.here import cpu_share
     from runner.records.paths import default_paths
-    from runner.settings import Settings
 
     if not a.model:
         return None
-    s = Settings(a.model, n_ctx=a.ctx, n_threads=a.threads, n_batch=a.batch_size, n_ubatch=a.ubatch_size,
-                 n_gpu_layers=a.n_gpu_layers, flash_attn=a.flash_attn, cache_type_k=a.cache_type_k,
-                 cache_type_v=a.cache_type_v, swa_full=a.swa_full).resolved()
-    cal = calibration_for(s, default_paths().cache_dir, server, tuple(g.name for g in hw.gpus))
-    fc = cal.forecaster(roofline_basis(facts, layout, hw, s)).forecast(max(a.prompt_tokens, 1), 0,
-                                                                       max(a.output_tokens, 1))
-    n_layer = facts.n_layers or 0
-    on_gpu = min(effective_gpu_layers(s.n_gpu_layers, n_layer), n_layer) if hw.gpus else 0
-    fc = at_load(fc, load, LoadedEngine(s.n_threads, s.n_threads_batch, 1.0 - on_gpu / n_layer if n_layer else 1.0))
+    s = here.settings
+    cal = calibration_for(s, default_paths().cache_dir, server, tuple(g.name for g in here.hw.gpus))
+    fc = cal.forecaster(roofline_basis(here)).forecast(max(a.prompt_tokens, 1), 0, max(a.output_tokens, 1))
+    fc = at_load(fc, load, LoadedEngine(s.n_threads, s.n_threads_batch, cpu_share(here.facts, here.hw, s.n_gpu_layers)))
     return {**fc.to_dict(), "label": fc.label(), "threads": s.n_threads, "calibration_file": cal.path,
             "load_note": load_note(fc)}
 

@@ -125,18 +125,19 @@ def test_the_border_says_the_load_before_the_token_counts():
 
 def test_kvtop_estimate_json_prices_the_load(smollm_shaped, tmp_path, monkeypatch):
     from helpers import FIXED_HW
-    from runner.commands.estimate_forecast import forecast_block, forecast_line
+    from runner.commands.estimate_forecast import estimate_settings, forecast_block, forecast_line
     from runner.model.inspect import load_facts
+    from runner.physics.here import Here
     from runner.physics.kv_bytes import kv_layout
 
     monkeypatch.setenv("KVTOP_HOME", str(tmp_path))
     facts = load_facts(smollm_shaped)
-    layout = kv_layout(facts, 4096, "f16", "f16", False, 512)
     a = argparse.Namespace(model=smollm_shaped, ctx=4096, threads=2, batch_size=512, ubatch_size=512,
                            n_gpu_layers=0, flash_attn="auto", cache_type_k="f16", cache_type_v="f16",
                            swa_full=False, prompt_tokens=512, output_tokens=64)
-    quiet_block = forecast_block(facts, layout, FIXED_HW, a, None, None)
-    busy_block = json.loads(json.dumps(forecast_block(facts, layout, FIXED_HW, a, None, CPULoad.of_share(0.7, 2))))
+    here = Here(facts, kv_layout(facts, 4096, "f16", "f16", False, 512), FIXED_HW, estimate_settings(a))
+    quiet_block = forecast_block(here, a, None, None)
+    busy_block = json.loads(json.dumps(forecast_block(here, a, None, CPULoad.of_share(0.7, 2))))
     assert busy_block["others_cpu"] == pytest.approx(0.7)
     assert busy_block["quiet_ttft_s"] == pytest.approx(quiet_block["ttft_s"])
     assert busy_block["ttft_s"] > busy_block["quiet_ttft_s"]

@@ -13,6 +13,7 @@ from runner.calibration.basis import roofline_basis
 from runner.calibration.forecast import Forecaster
 from runner.calibration.store import Samples
 from runner.model.inspect import load_facts
+from runner.physics.here import Here
 from runner.physics.kv_bytes import kv_layout
 from runner.physics.machine import ceilings_here, hardware_at_batch, predict_here, prefill_seconds_here
 from runner.physics.phase_costs import output_flops
@@ -124,7 +125,7 @@ def test_one_calibrating_turn_forecasts_a_20_token_follow_up(model):
 
     samples = Samples(prefill=[(512, 0, machine(512, 0)), (512, 512, machine(512, 512))], turns=1)
     measured = machine(20, 1024)
-    paced = Forecaster(roofline_basis(facts, lay, hw, s), samples).forecast(1044, 1024, 32)
+    paced = Forecaster(roofline_basis(Here(facts, lay, hw, s)), samples).forecast(1044, 1024, 32)
     assert paced.prefill_s / measured == pytest.approx(1.0, abs=0.02)
-    at_peak = Forecaster(roofline_basis(facts, lay, hardware(curve=None), s), samples).forecast(1044, 1024, 32)
+    at_peak = Forecaster(roofline_basis(Here(facts, lay, hardware(curve=None), s)), samples).forecast(1044, 1024, 32)
     assert at_peak.prefill_s / measured < 0.75
