@@ -59,7 +59,6 @@ from .screens import HelpScreen
 from .share import Share
 from .workers import EngineWorkers, ServerPolling
 
-ABOUT_REFRESH_S = 10.0
 KVTOP_THEME_NAMES = frozenset(t.name for t in THEMES)
 
 
@@ -188,7 +187,6 @@ class KvtopApp(EngineWorkers, ServerPolling, ServerRouting, EngineLifecycle, For
         self.looks.apply()
         self.set_class(self.size.width >= WIDE_COLUMNS, "-wide")
         self.call_after_refresh(self.fit_dashboard)
-        self.set_interval(ABOUT_REFRESH_S, self.query_one(AboutBar).refresh)  # its load and clock
         chat = self.query_one(ChatLog)
         for m in self.session.messages:
             chat.add(m.role, m.content)

@@ -79,3 +79,14 @@ async def test_the_palettes_screenshot_saves_a_file(tmp_path, smollm_shaped):
         folder = app.paths.screenshots_dir
         await wait_until(pilot, lambda: os.path.isdir(folder) and any(f.endswith(".svg") for f in os.listdir(folder)),
                          timeout=10, what="the screenshot file")
+
+
+def test_every_route_reaches_the_object_that_does_it(tmp_path, smollm_shaped):
+    """The App only routes (tui/palette.py): each routed action names a callable of the
+    object that owns it; without kvtop load, quitting and Esc are the App's own actions."""
+    from tui.palette import LOAD_ROUTES, ROUTES
+
+    app = scripted_app(tmp_path, smollm_shaped, ["Hi"])
+    assert {a: handler(app, a) for a in ROUTES if not callable(handler(app, a))} == {}
+    assert handler(app, "screenshot") == app.share.screenshot and handler(app, "toggle_markdown") == app.looks.toggle_markdown
+    assert {a: handler(app, a) for a in LOAD_ROUTES if handler(app, a) is not None} == {}
