@@ -245,9 +245,10 @@ class KvtopApp(EngineWorkers, ServerPolling, ServerRouting, EngineLifecycle, For
     async def run_action(self, action, default_namespace=None, namespaces=None) -> bool:
         """Keys, the key bar and clicks: an action a composed object owns (tui/palette.py
         ``ROUTES``; kvtop load's view first) goes to it, checked as Textual checks any."""
-        if namespaces is None and (default_namespace is None or default_namespace is self):
+        if namespaces is None:
             target, name, params = action if isinstance(action, tuple) else parse_action(action)
-            routed = handler(self, name) if target in ("", "app") else None
+            on_app = target == "app" or (target == "" and default_namespace in (None, self))
+            routed = handler(self, name) if on_app else None
             if routed is not None:
                 if not self.check_action(name, params):
                     return False
@@ -258,6 +259,7 @@ class KvtopApp(EngineWorkers, ServerPolling, ServerRouting, EngineLifecycle, For
         return await super().run_action(action, default_namespace, namespaces)
 
     def check_action(self, action: str, parameters) -> bool | None:
+        """kvtop load's view refuses the chat's actions (tui/load_view.py ``allows``)."""
         if self.load_view is not None and not self.load_view.allows(action):
             return False
         return super().check_action(action, parameters)
