@@ -4,14 +4,19 @@ What a session is (messages, turns, trace, transcript) lives in
 ``runner.session.ChatSession``; the engine is anything behind
 ``runner.process.contract.EngineClient``; the workers (``tui/workers.py``) only post
 messages, and the handlers (``tui/routing.py``) turn them into pane updates on the
-main thread.
+main thread. The App routes: what a key does is done by the object that owns it
+(``share``: screenshots and the bundle, tui/share.py; ``looks``: the remembered theme
+and Markdown, tui/looks.py; ``load_view``: kvtop load's view, tui/load_view.py), each
+found through tui/palette.py's routes.
 """
 
 from __future__ import annotations
 
+import inspect
 import os
 from typing import Callable, Iterable
 
+from textual.actions import parse as parse_action
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -26,10 +31,9 @@ from runner.sanitize import clean_line
 from runner.session.chat import ChatSession
 from runner.session.source import EngineSource
 from runner.settings import Settings, usable_cores
-from themes import APP_VARIABLE_DEFAULTS, DEFAULT_THEME, THEMES, register_all
+from themes import APP_VARIABLE_DEFAULTS, THEMES
 
 from .collector import TurnCollector
-from .config import load_preferences, save_preferences
 from .options import AppOptions
 from .panes.about import AboutBar
 from .panes.chat import ChatLog, StreamTail, TypedKeys
@@ -47,17 +51,18 @@ from .dashboard import WIDE_COLUMNS, DashboardLayout, MetricsScroll, PagerBar
 from .forecasting import Estimates, ForecastBorder, Forecasting
 from .lifecycle import EngineControl, EngineLifecycle
 from .load_view import LoadView
+from .looks import Looks
 from .routing import EngineRouting
 from .server_routing import ServerRouting
+from .palette import handler
 from .screens import HelpScreen
+from .share import Share
 from .workers import EngineWorkers, FleetWatch
 
-ABOUT_REFRESH_S = 10.0
 KVTOP_THEME_NAMES = frozenset(t.name for t in THEMES)
-_SVG_BAD_XML = dict.fromkeys(i for i in range(32) if i not in (9, 10, 13))
 
 
-class KvtopApp(LoadView, EngineWorkers, ServerRouting, EngineLifecycle, Forecasting, CPUWatching,
+class KvtopApp(EngineWorkers, ServerRouting, EngineLifecycle, Forecasting, CPUWatching,
                ChatUndo, EngineRouting, DashboardLayout, App[int]):
     CSS_PATH = "app.tcss"
     # app.tcss paints every Screen opaque, which would hide the dashboard behind a dialog
@@ -94,7 +99,7 @@ class KvtopApp(LoadView, EngineWorkers, ServerRouting, EngineLifecycle, Forecast
         self.control = EngineControl(self, engines if isinstance(engines, EngineSource) else
                                      EngineSource(servers=opts.servers, api_key=opts.api_key, given=engines))
         self.refresh_s, self.refresh_why = refresh_interval(opts.refresh, self.settings.n_threads, usable_cores())
-        self.prefs = load_preferences(paths.config_file)
+        self.looks = Looks(self)  # the theme and Markdown the user chose, remembered
         self.session = ChatSession(self.control.source.engine(self.settings), self.settings, paths, argv=opts.argv,
                                    write_transcript=opts.write_transcript, record_trace=opts.record_trace,
                                    trace_path=opts.trace_path, resume=opts.resume_messages, clock=opts.clock)
@@ -108,8 +113,8 @@ class KvtopApp(LoadView, EngineWorkers, ServerRouting, EngineLifecycle, Forecast
         self.server_snapshots: dict[int, object] = {}  # kvtop --server: the last poll of each server
         self.server_index = 0  # which server the chat and the panes follow
         self.fleet_watch: FleetWatch | None = None  # kvtop --server: the polls (tui/workers.py)
-        self.last_saved: str | None = None
-        self.last_saved_whole: str | None = None  # Ctrl+S's whole-dashboard SVG (tui/full_shot.py)
+        self.share = Share(self)  # Ctrl+S, Ctrl+E and the files they saved
+        self.load_view: LoadView | None = None  # kvtop load's live view, once composed
         self._quitting = False
         self.quit_begun: Callable[[int], None] | None = None  # kvtop's QuitGuard arms its deadline here
         self.typed_keys = TypedKeys(self)  # raw keystrokes for the prompt, inserted in one edit
@@ -150,7 +155,8 @@ class KvtopApp(LoadView, EngineWorkers, ServerRouting, EngineLifecycle, Forecast
         with Horizontal(id="body"):
             with Vertical(id="chat-column"):
                 if self.options.load is not None:  # kvtop load: the load pane in the chat's place
-                    yield from self.compose_load()
+                    self.load_view = LoadView(self.options.load, id="load-view")
+                    yield self.load_view
                 yield ChatLog(id="chat")
                 yield StreamTail(id="stream-tail")
                 # A steady cursor: blinking redraws the screen twice a second, for ever,
@@ -177,22 +183,17 @@ class KvtopApp(LoadView, EngineWorkers, ServerRouting, EngineLifecycle, Forecast
         yield KeyBar(several_servers=len(self.options.servers) > 1, load=self.options.load is not None, id="keys")
 
     def on_mount(self) -> None:
-        register_all(self)
-        names = {t.name for t in THEMES} | set(self.available_themes)
-        self.theme = self.prefs.theme if self.prefs.theme in names else DEFAULT_THEME
-        self.theme_changed_signal.subscribe(self, self._remember_theme)
+        self.looks.apply()
         self.set_class(self.size.width >= WIDE_COLUMNS, "-wide")
         self.call_after_refresh(self.fit_dashboard)
-        self.set_interval(ABOUT_REFRESH_S, self.query_one(AboutBar).refresh)  # its load and clock
         chat = self.query_one(ChatLog)
-        chat.markdown = self.prefs.markdown
         for m in self.session.messages:
             chat.add(m.role, m.content)
         for note in (self.options.resume_note, self.options.banner):
             if note:
                 chat.add("system", note)
-        if self.prefs.notice:
-            self.notify(self.prefs.notice, severity="warning", markup=False)
+        if self.looks.prefs.notice:
+            self.notify(self.looks.prefs.notice, severity="warning", markup=False)
         prompt = self.query_one("#prompt", Input)
         if not self.session.engine.capabilities.takes_input:
             prompt.placeholder = "Replay: input is off (Ctrl+Q quits)"
@@ -211,8 +212,8 @@ class KvtopApp(LoadView, EngineWorkers, ServerRouting, EngineLifecycle, Forecast
             self.set_class(len(self.options.servers) > 1, "-fleet")
             self.fleet_watch = FleetWatch(self)
             self.fleet_watch.start()
-        if self.options.load is not None:
-            self.start_load()
+        if self.load_view is not None:
+            self.load_view.start()
         self.inspect_model()
         if self.options.prompt_file:
             self.read_prompt_file(self.options.prompt_file)
@@ -220,18 +221,6 @@ class KvtopApp(LoadView, EngineWorkers, ServerRouting, EngineLifecycle, Forecast
             from runner.sanitize import clean_text
 
             self.send_message(clean_text(self.options.prompt_text).strip())
-
-    def _remember_theme(self, theme) -> None:
-        self.prefs.theme = theme.name
-        self._save_preferences()
-        self.query_one(ChatLog).restyle()
-        self.query_one(DecodePane).redraw_chart()  # plotext holds the old theme's colours
-
-    def _save_preferences(self) -> None:
-        try:
-            save_preferences(self.paths.config_file, self.prefs)
-        except OSError as exc:
-            self.notify(f"could not save preferences: {clean_line(str(exc))}", severity="warning", markup=False)
 
     async def on_event(self, event) -> None:
         shortcut = self.typed_keys.shortcut(event)  # q and ? outside the prompt
@@ -254,8 +243,27 @@ class KvtopApp(LoadView, EngineWorkers, ServerRouting, EngineLifecycle, Forecast
         yield from palette_commands(self, super().get_system_commands(screen))
 
     # --------------------------------------------------------------- actions
-    def action_new_chat(self) -> None:
-        self.start_new_chat()  # the old chat is put aside: Ctrl+Z brings it back (tui/chat_undo.py)
+    async def run_action(self, action, default_namespace=None, namespaces=None) -> bool:
+        """Keys, the key bar and clicks: an action a composed object owns (tui/palette.py
+        ``ROUTES``; kvtop load's view first) goes to it, checked as Textual checks any."""
+        if namespaces is None:
+            target, name, params = action if isinstance(action, tuple) else parse_action(action)
+            on_app = target == "app" or (target == "" and default_namespace in (None, self))
+            routed = handler(self, name) if on_app else None
+            if routed is not None:
+                if not self.check_action(name, params):
+                    return False
+                result = routed(*params)
+                if inspect.isawaitable(result):
+                    await result
+                return True
+        return await super().run_action(action, default_namespace, namespaces)
+
+    def check_action(self, action: str, parameters) -> bool | None:
+        """kvtop load's view refuses the chat's actions (tui/load_view.py ``allows``)."""
+        if self.load_view is not None and not self.load_view.allows(action):
+            return False
+        return super().check_action(action, parameters)
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen(self.refresh_s, self.refresh_why, load=self.options.load is not None))
@@ -266,13 +274,6 @@ class KvtopApp(LoadView, EngineWorkers, ServerRouting, EngineLifecycle, Forecast
         inp.focus()
         inp.value = "/file "
         inp.cursor_position = len(inp.value)
-
-    def action_toggle_markdown(self) -> None:
-        self.prefs.markdown = not self.prefs.markdown
-        self.query_one(ChatLog).set_markdown(self.prefs.markdown)
-        self._save_preferences()
-        self.notify("Markdown on: links are shown as text (url) and never opened" if self.prefs.markdown
-                    else "Markdown off: replies are plain text", markup=False, timeout=3)
 
     def action_waterfall(self, turn: int | None = None) -> None:
         """F2: the TTFT waterfall of the newest turn (or of ``turn``: a click on a reply)."""
@@ -286,35 +287,6 @@ class KvtopApp(LoadView, EngineWorkers, ServerRouting, EngineLifecycle, Forecast
         if turn is not None and 0 <= turn < len(screen.turns):
             screen.pos = turn
         self.push_screen(screen)
-
-    def screenshot_svg(self) -> str:
-        return self.clean_svg(self.export_screenshot(title="kvtop"))
-
-    @staticmethod
-    def clean_svg(svg: str) -> str:
-        """Control characters are not XML: a model's output must not break the SVG."""
-        return svg.translate(_SVG_BAD_XML)
-
-    def action_screenshot(self, hide_chat: bool = False) -> None:
-        """Save what the user sees, dialogs and all (``hide_chat``: the chat pane blanked),
-        never kvtop's own notices (tui/share.py)."""
-        from .share import take_screenshot
-
-        take_screenshot(self, hide_chat)
-
-    def debug_bundle(self, redact: bool = True, screenshot_svg: str | None = None) -> dict:
-        from runner.commands.bundle import debug_bundle
-
-        svg = self.screenshot_svg() if screenshot_svg is None else screenshot_svg
-        return debug_bundle(self.session, self.facts, self.hw,
-                            {"refresh_s": self.refresh_s, "refresh_why": self.refresh_why}, svg, redact=redact)
-
-    def action_export(self) -> None:
-        """Ask which bundle (redacted by default, or with the text), then write it with the
-        turns' CSV beside it (tui/share.py)."""
-        from .share import open_export
-
-        open_export(self)
 
     def on_unmount(self) -> None:
         self.collector.turn_ended()  # never leave the collector paused behind us

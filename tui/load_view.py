@@ -1,10 +1,13 @@
 """``kvtop load``'s live view: the dashboard ``kvtop --server`` shows, with the load pane
 in the chat's place (tui/launch_server.py ``load_app`` builds it).
 
-The sweep (``runner.commands.load.sweep``, the same code as the headless command) runs
-on a worker thread that only posts messages: a level's rows (``LoadLevelDone``), what
-it does now (``LoadProgress``) and its end (``LoadEnded``); the handlers update the
-pane on the main thread. Esc stops the load (every stream in flight is closed and the
+``LoadView`` is a widget in the chat's place that owns the whole live view: it holds the
+status line and the load pane, runs the sweep (``runner.commands.load.sweep``, the same
+code as the headless command) on a worker thread that only posts messages to the view
+itself: a level's rows (``LoadLevelDone``), what it does now (``LoadProgress``) and its
+end (``LoadEnded``); its own handlers update the pane on the main thread. The App holds
+it as ``load_view`` (None without ``kvtop load``) and routes the keys that stop the load
+to it (tui/palette.py ``LOAD_ROUTES``) and asks it which actions it allows. Esc stops the load (every stream in flight is closed and the
 sweep waits until the server has no busy slot); q quits once it has stopped; Ctrl+C
 (or Ctrl+Q) stops it and quits when it has, a second one at once. At the end the server
 is polled at once, and the status says done (or stopped) when that poll is in the server
@@ -19,6 +22,7 @@ import time
 
 from textual import work
 from textual.app import ComposeResult
+from textual.containers import Vertical
 from textual.content import Content
 
 from . import messages as msg
@@ -66,37 +70,46 @@ CHAT_ONLY_ACTIONS = frozenset({"new_chat", "undo_new_chat", "waterfall", "toggle
                                "attach_file"})
 
 
-class LoadView:
-    """Mixed into the App; every method does nothing special without a ``LoadRun``."""
+class LoadView(Vertical):
+    """kvtop load's live view in the chat's place: the status line over the load pane, the
+    sweep's worker and its messages, and what the keys that stop the load do."""
 
-    def compose_load(self) -> ComposeResult:
-        run = self.options.load
+    DEFAULT_CSS = "LoadView { height: 1fr; }"
+
+    def __init__(self, run: LoadRun, **kw) -> None:
+        super().__init__(**kw)
+        self.run = run
+
+    def compose(self) -> ComposeResult:
+        run = self.run
         yield PaneStatic(Content("kvtop load: starting"), id="load-status", markup=False)  # the URL: the status bar
         pane = LoadPane(run.a.slo_ttft, run.a.slo_tok_s, id="load", classes="pane")
         pane.border_title = "Load: tok/s by users"
         yield pane
 
-    def start_load(self) -> None:
-        self.set_class(True, "-load")
-        prompt = self.query_one("#prompt")
+    def start(self) -> None:
+        """The App is mounted: the chat's prompt and keys give way to the load, which starts."""
+        app = self.app
+        app.set_class(True, "-load")
+        prompt = app.query_one("#prompt")
         prompt.disabled = True  # no chat while the load runs: it would be measured with it
         # q: while the load runs it stops it, once stopped it quits; ? is still help
-        self.typed_keys.SHORTCUTS = {**TypedKeys.SHORTCUTS, "q": "quit_when_stopped"}
+        app.typed_keys.SHORTCUTS = {**TypedKeys.SHORTCUTS, "q": "quit_when_stopped"}
         # no chat turn runs: the chat's panes say where the load shows, not a bare "no turn yet"
         from .panes.decode import DecodePane
         from .panes.prefill import PrefillPane
 
         elsewhere = "no chat turn: the load shows in the Server, KV and Load panes"
-        self.query_one(PrefillPane).note = elsewhere
-        self.query_one(PrefillPane).refresh(layout=True)
-        self.query_one(DecodePane).set_idle_label("(no chat turn)")
-        self.run_load_sweep()
+        app.query_one(PrefillPane).note = elsewhere
+        app.query_one(PrefillPane).refresh(layout=True)
+        app.query_one(DecodePane).set_idle_label("(no chat turn)")
+        self.run_sweep()
 
     @work(thread=True, exclusive=True, group="load", exit_on_error=False)
-    def run_load_sweep(self) -> None:
+    def run_sweep(self) -> None:
         from runner.commands.load import SweepResult, sweep
 
-        run = self.options.load
+        run = self.run
         seen: list[dict] = []
 
         def ready(driver) -> None:
@@ -125,14 +138,15 @@ class LoadView:
         the other) or under the load. Worker thread: it reads a flag, touches no widget."""
         from runner.server.urls import is_loopback
 
-        if run.a.bandwidth_gbs or run.a.tflops or not is_loopback(run.urls[0]) or self.model_inspected:
+        app = self.app
+        if run.a.bandwidth_gbs or run.a.tflops or not is_loopback(run.urls[0]) or app.model_inspected:
             return
         self.post_message(msg.LoadProgress("waiting for the dashboard's CPU probe (the roof uses it)"))
         deadline = time.monotonic() + PROBE_WAIT_S
-        while not self.model_inspected and not run.stopping and time.monotonic() < deadline:
+        while not app.model_inspected and not run.stopping and time.monotonic() < deadline:
             time.sleep(0.1)
 
-    def say_load(self, text: str) -> None:
+    def say(self, text: str) -> None:
         from runner.sanitize import clean_line
 
         # an error may hold the server's own words: one line, no control characters, no markup
@@ -144,44 +158,44 @@ class LoadView:
 
     @while_running
     def on_load_progress(self, m: msg.LoadProgress) -> None:
-        if self.options.load.result is None:
-            self.say_load(m.text)
+        if self.run.result is None:
+            self.say(m.text)
 
     @while_running
     async def on_load_ended(self, m: msg.LoadEnded) -> None:
         """The sweep ended. The status says done (or stopped) only once a poll of the server,
         taken after this, is in the server pane: said at once, it read "done" beside the
         last poll's busy slots for up to a poll's interval."""
-        run = self.options.load
+        run, app = self.run, self.app
         run.result = r = m.result
         from .panes.keys import KeyBar
 
-        self.query_one(KeyBar).load_ended()
+        app.query_one(KeyBar).load_ended()
         if run.quit_when_ended:
-            await self.action_quit()
+            await app.action_quit()
             return
-        poller = self.fleet_watch.poller if self.fleet_watch is not None else None
+        poller = app.fleet_watch.poller if app.fleet_watch is not None else None
         if r.error or poller is None:
-            self.say_load_end()
+            self.say_end()
             return
         run.ended_at = time.monotonic()
-        self.say_load(("stopping: the streams are closed" if r.stopped else "finishing: the last requests ended")
-                      + "; waiting for the server pane to show its slots idle (q quits and prints the table)")
-        for i in range(len(self.options.servers)):
+        self.say(("stopping: the streams are closed" if r.stopped else "finishing: the last requests ended")
+                 + "; waiting for the server pane to show its slots idle (q quits and prints the table)")
+        for i in range(len(app.options.servers)):
             poller.poll_now(i)
-        self.set_timer(IDLE_POLL_S, self.say_load_end)
+        self.set_timer(IDLE_POLL_S, self.say_end)
 
-    def load_server_polled(self, snapshot) -> None:
+    def server_polled(self, snapshot) -> None:
         """A poll of the server on screen is in its pane (tui/server_routing.py): one taken after
         the load's end with no slot busy lets the status say how the load ended."""
-        run = self.options.load
-        if run is None or run.ended_at is None or run.end_said or snapshot.t < run.ended_at:
+        run = self.run
+        if run.ended_at is None or run.end_said or snapshot.t < run.ended_at:
             return
         if snapshot.busy == 0:
-            self.say_load_end()
+            self.say_end()
 
-    def say_load_end(self) -> None:
-        run = self.options.load
+    def say_end(self) -> None:
+        run = self.run
         if run.end_said:
             return
         run.end_said = True
@@ -192,47 +206,47 @@ class LoadView:
             end = next((n for n in r.notes if n.startswith(STOPPED)), "stopped")
         else:
             end = "error: " + r.error if r.error else "done"
-        snap = self.server_snapshots.get(self.server_index) if run.ended_at is not None else None
+        app = self.app
+        snap = app.server_snapshots.get(app.server_index) if run.ended_at is not None else None
         if snap is not None and snap.busy:  # IDLE_POLL_S went by: say what the pane shows
             end += (f"; the server still has {snap.busy} slot{'s' if snap.busy != 1 else ''} busy "
                     f"{IDLE_POLL_S:g} s after (another client's requests?)")
         knee = [n for n in r.notes if n.startswith("knee")]
-        self.say_load(f"{end}; q quits and prints the table" + ("; " + knee[0] if knee else ""))
+        self.say(f"{end}; q quits and prints the table" + ("; " + knee[0] if knee else ""))
 
-    def check_action(self, action: str, parameters) -> bool | None:
+    @staticmethod
+    def allows(action: str) -> bool:
         """kvtop load shows no chat, so the chat's keys do nothing there: a trial's Ctrl+R
         restarted the engine behind the hidden chat and wrote a line nobody saw."""
-        if self.options.load is not None and action in CHAT_ONLY_ACTIONS:
-            return False
-        return super().check_action(action, parameters)
+        return action not in CHAT_ONLY_ACTIONS
 
-    def action_stop_load(self) -> None:
+    def stop(self) -> None:
         """Esc (and its key on the key bar): stop the load; the screen stays."""
-        run = self.options.load
-        if run is not None and run.result is None and not run.stopping:
+        run = self.run
+        if run.result is None and not run.stopping:
             run.stop()
-            self.say_load("stopping: closing the streams, waiting for the server's slots to be idle")
+            self.say("stopping: closing the streams, waiting for the server's slots to be idle")
 
-    def action_cancel_turn(self) -> None:
+    def cancel(self) -> None:
         """Esc: stops the load (a dialog open: closes it, as without a load)."""
-        if self.options.load is None or len(self.screen_stack) > 1:
-            super().action_cancel_turn()
+        if len(self.app.screen_stack) > 1:
+            self.app.action_cancel_turn()
         else:
-            self.action_stop_load()
+            self.stop()
 
-    async def action_quit(self) -> None:
+    async def quit(self) -> None:
         """Ctrl+C, Ctrl+Q: a load still running is stopped first, and the app quits once the
         server is idle; pressed again while it stops, it quits at once (``settle`` waits)."""
-        run = self.options.load
-        if run is None or run.result is not None or run.quit_when_ended:
-            await super().action_quit()
+        run = self.run
+        if run.result is not None or run.quit_when_ended:
+            await self.app.action_quit()
             return
         run.quit_when_ended = True
-        self.action_stop_load()
+        self.stop()
 
-    async def action_quit_when_stopped(self) -> None:
+    async def quit_when_stopped(self) -> None:
         """q in kvtop load: quits once the load has ended; while it runs, stops it."""
-        if self.options.load is None or self.options.load.result is not None:
-            await self.action_quit()
+        if self.run.result is not None:
+            await self.quit()
         else:
-            self.action_stop_load()
+            self.stop()

@@ -1,5 +1,11 @@
-"""The command palette (Ctrl+P): every kvtop action once, titled with the words a user
-types to find it (Textual's palette matches the title only).
+"""Every kvtop action once: who does it (``ROUTES``, ``LOAD_ROUTES``, ``handler``) and, in
+the command palette (Ctrl+P), the words a user types to find it (Textual's palette
+matches the title only).
+
+The App only routes: an action that a composed object owns (the screenshots and the
+bundle: ``share``; the remembered theme and Markdown: ``looks``; kvtop load's view:
+``load_view``) is done by that object, and ``KvtopApp.run_action`` (keys, the key bar,
+clicks) and the palette reach it through ``handler``.
 
 Textual's own entries that kvtop does differently are left out: its "Screenshot"
 (which saved nowhere kvtop says and failed with "Failed to save screenshot"), its
@@ -13,6 +19,32 @@ from functools import partial
 from typing import Iterable
 
 from textual.app import SystemCommand
+
+# action -> the attribute path, from the App, of the callable that does it
+ROUTES = {
+    "screenshot": "share.screenshot",
+    "export": "share.export",
+    "toggle_markdown": "looks.toggle_markdown",
+    "new_chat": "start_new_chat",  # the old chat is put aside: Ctrl+Z brings it back (tui/chat_undo.py)
+}
+# kvtop load's view (tui/load_view.py) takes the keys that stop the load
+LOAD_ROUTES = {"cancel_turn": "cancel", "quit": "quit", "stop_load": "stop", "quit_when_stopped": "quit_when_stopped"}
+
+
+def handler(app, action: str):
+    """The callable that does ``action``: kvtop load's view first, then the object
+    ``ROUTES`` names; None for an action that is the App's own ``action_`` method."""
+    view = getattr(app, "load_view", None)
+    if view is not None and action in LOAD_ROUTES:
+        return getattr(view, LOAD_ROUTES[action])
+    path = ROUTES.get(action)
+    if path is None:
+        return None
+    target = app
+    for name in path.split("."):
+        target = getattr(target, name)
+    return target
+
 
 REPLACED = {"Screenshot", "Theme", "Quit", "Keys"}
 
@@ -51,5 +83,5 @@ def palette_commands(app, builtin: Iterable[SystemCommand]) -> Iterable[SystemCo
     yield from (c for c in builtin if c.title not in REPLACED)
     commands = COMMANDS + ((NEXT_SERVER,) if len(app.options.servers) > 1 else ())
     for title, help_text, action, *kwargs in commands:
-        callback = getattr(app, f"action_{action}")
+        callback = handler(app, action) or getattr(app, f"action_{action}")
         yield SystemCommand(title, help_text, partial(callback, **kwargs[0]) if kwargs else callback)

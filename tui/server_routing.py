@@ -30,7 +30,8 @@ class ServerRouting:
 
             self.query_one(KVPane).set_server_cells(tuple(sl.n_prompt_tokens for sl in s.slots),
                                                     sum(sl.n_ctx for sl in s.slots))
-        self.load_server_polled(s)  # kvtop load: its end is said once the pane shows the slots (tui/load_view.py)
+        if self.load_view is not None:  # kvtop load: its end is said once the pane shows the slots (tui/load_view.py)
+            self.load_view.server_polled(s)
 
     @while_running
     def on_server_restarted(self, m: msg.ServerRestarted) -> None:

@@ -8,6 +8,10 @@ names left out, and a screenshot with the chat pane blanked. The text goes in on
 the user asks (the dialog's second choice, or ``--bundle-text``). A screenshot without
 the chat is the third choice (and in the command palette); Ctrl+S still saves what the
 user sees.
+
+``Share`` is the App's ``share``: it owns all of that (Ctrl+S, Ctrl+E and its dialog, the
+bundle) and remembers the files it saved last (``last_saved``, ``last_saved_whole``,
+``last_csv``).
 """
 
 from __future__ import annotations
@@ -74,49 +78,12 @@ class ExportScreen(ModalScreen[str | None]):
         self.dismiss(None if choice == "cancel" else choice)
 
 
-def open_export(app) -> None:
-    """Ctrl+E: the dialog (once: a second Ctrl+E while it is open does nothing)."""
-    if isinstance(app.screen, ExportScreen):
-        return
-    app.push_screen(ExportScreen(app.options.bundle_text), lambda choice: run_export(app, choice))
+_SVG_BAD_XML = dict.fromkeys(i for i in range(32) if i not in (9, 10, 13))
 
 
-# ------------------------------------------------------------------ the chat, hidden
-def conceal_chat(app, on: bool) -> None:
-    """Blank the chat pane (messages, the reply's tail, the prompt, the waterfall's
-    question) for a screenshot, and say so in its border; ``on=False`` shows it again."""
-    app.set_class(on, "-hide-chat")
-    chat = app.query_one("#chat")
-    chat.border_title = CHAT_HIDDEN if on else None
-
-
-def take_screenshot(app, hide_chat: bool = False) -> None:
-    """Save what the user sees, dialogs and all, but never kvtop's own notices (the
-    last "saved …" would be in the next shot): the toasts go, then the shot is taken
-    once the screen has redrawn without them (and without the chat, ``hide_chat``)."""
-    app.clear_notifications()
-    if hide_chat:
-        conceal_chat(app, True)
-    app.call_after_refresh(_save_screenshot, app, hide_chat)
-
-
-def _shot(app, hide_chat: bool) -> tuple[str, str | None]:
-    """The visible screen's SVG, and the whole dashboard's at a readable size when the
-    screen leaves panes out or is small (tui/full_shot.py; None when it shows it all,
-    or a dialog is open)."""
-    from .full_shot import needs_whole_dashboard, whole_dashboard_svg
-
-    try:
-        svg = app.screenshot_svg()
-        whole = None
-        if len(app.screen_stack) == 1 and needs_whole_dashboard(app):
-            whole = app.clean_svg(whole_dashboard_svg(app))
-    finally:
-        if hide_chat:
-            conceal_chat(app, False)
-    if hide_chat:
-        svg, whole = Redactor().home(svg), (Redactor().home(whole) if whole else None)
-    return scrub_svg(svg), scrub_svg(whole)  # never an API key or URL login (runner/records/redact.py)
+def clean_svg(svg: str) -> str:
+    """Control characters are not XML: a model's output must not break the SVG."""
+    return svg.translate(_SVG_BAD_XML)
 
 
 def _folder(path: str) -> str:
@@ -129,75 +96,139 @@ def _folder(path: str) -> str:
     return "~" + folder[len(home):] if home not in ("", "/") and folder.startswith(home + os.sep) else folder
 
 
-def _save_screenshot(app, hide_chat: bool) -> None:
-    svg, whole = _shot(app, hide_chat)
-    stem = time.strftime("kvtop-%Y%m%d-%H%M%S")
-    try:
-        path, fh = unique_file(app.paths.screenshots_dir, stem, "svg")
-        with fh:
-            fh.write(svg)
-        whole_path = None
-        if whole is not None:
-            whole_path, fh = unique_file(app.paths.screenshots_dir, stem + "-dashboard", "svg")
+class Share:
+    """The App's screenshots, its debug bundle and the Ctrl+E dialog that asks which."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+        self.last_saved: str | None = None
+        self.last_saved_whole: str | None = None  # Ctrl+S's whole-dashboard SVG (tui/full_shot.py)
+        self.last_csv: str | None = None
+
+    def screenshot_svg(self) -> str:
+        return clean_svg(self.app.export_screenshot(title="kvtop"))
+
+    def debug_bundle(self, redact: bool = True, screenshot_svg: str | None = None) -> dict:
+        from runner.commands.bundle import debug_bundle
+
+        app = self.app
+        svg = self.screenshot_svg() if screenshot_svg is None else screenshot_svg
+        return debug_bundle(app.session, app.facts, app.hw,
+                            {"refresh_s": app.refresh_s, "refresh_why": app.refresh_why}, svg, redact=redact)
+
+    def export(self) -> None:
+        """Ctrl+E: the dialog (once: a second Ctrl+E while it is open does nothing), then the
+        bundle it asks for (redacted by default, or with the text) with the turns' CSV beside it."""
+        app = self.app
+        if isinstance(app.screen, ExportScreen):
+            return
+        app.push_screen(ExportScreen(app.options.bundle_text), self._chosen)
+
+    # -------------------------------------------------------------- the chat, hidden
+    def conceal_chat(self, on: bool) -> None:
+        """Blank the chat pane (messages, the reply's tail, the prompt, the waterfall's
+        question) for a screenshot, and say so in its border; ``on=False`` shows it again."""
+        self.app.set_class(on, "-hide-chat")
+        chat = self.app.query_one("#chat")
+        chat.border_title = CHAT_HIDDEN if on else None
+
+    def screenshot(self, hide_chat: bool = False) -> None:
+        """Ctrl+S: save what the user sees, dialogs and all (``hide_chat``: the chat pane
+        blanked), but never kvtop's own notices (the last "saved …" would be in the next
+        shot): the toasts go, then the shot is taken once the screen has redrawn without them."""
+        self.app.clear_notifications()
+        if hide_chat:
+            self.conceal_chat(True)
+        self.app.call_after_refresh(self._save_screenshot, hide_chat)
+
+    def _shot(self, hide_chat: bool) -> tuple[str, str | None]:
+        """The visible screen's SVG, and the whole dashboard's at a readable size when the
+        screen leaves panes out or is small (tui/full_shot.py; None when it shows it all,
+        or a dialog is open)."""
+        from .full_shot import needs_whole_dashboard, whole_dashboard_svg
+
+        app = self.app
+        try:
+            svg = self.screenshot_svg()
+            whole = None
+            if len(app.screen_stack) == 1 and needs_whole_dashboard(app):
+                whole = clean_svg(whole_dashboard_svg(app))
+        finally:
+            if hide_chat:
+                self.conceal_chat(False)
+        if hide_chat:
+            svg, whole = Redactor().home(svg), (Redactor().home(whole) if whole else None)
+        return scrub_svg(svg), scrub_svg(whole)  # never an API key or URL login (runner/records/redact.py)
+
+    def _save_screenshot(self, hide_chat: bool) -> None:
+        app = self.app
+        svg, whole = self._shot(hide_chat)
+        stem = time.strftime("kvtop-%Y%m%d-%H%M%S")
+        try:
+            path, fh = unique_file(app.paths.screenshots_dir, stem, "svg")
             with fh:
-                fh.write(whole)
-    except OSError as exc:
-        app.notify(f"screenshot failed: {clean_line(str(exc))}", severity="error", markup=False)
-        return
-    app.last_saved = path
-    app.last_saved_whole = whole_path
-    import os
+                fh.write(svg)
+            whole_path = None
+            if whole is not None:
+                whole_path, fh = unique_file(app.paths.screenshots_dir, stem + "-dashboard", "svg")
+                with fh:
+                    fh.write(whole)
+        except OSError as exc:
+            app.notify(f"screenshot failed: {clean_line(str(exc))}", severity="error", markup=False)
+            return
+        self.last_saved = path
+        self.last_saved_whole = whole_path
+        import os
 
-    note = f"saved {os.path.basename(path)}" + (" (the chat left out)" if hide_chat else "")
-    if whole_path:
-        note += f"\nand {os.path.basename(whole_path)}\n(every pane at 160 columns)"
-    app.notify(f"{note}\nin {_folder(path)}", markup=False, timeout=8)
+        note = f"saved {os.path.basename(path)}" + (" (the chat left out)" if hide_chat else "")
+        if whole_path:
+            note += f"\nand {os.path.basename(whole_path)}\n(every pane at 160 columns)"
+        app.notify(f"{note}\nin {_folder(path)}", markup=False, timeout=8)
 
+    # -------------------------------------------------------------- the bundle
+    def _chosen(self, choice: str | None) -> None:
+        """The dialog's answer: write the bundle (redacted unless "text"), or a screenshot."""
+        if choice is None:
+            return
+        if choice == "screenshot":
+            self.screenshot(hide_chat=True)
+            return
+        redact = choice != "text"
+        self.app.clear_notifications()
+        if redact:
+            self.conceal_chat(True)
+        self.app.call_after_refresh(self._write_export, redact)
 
-# ------------------------------------------------------------------ the bundle
-def run_export(app, choice: str | None) -> None:
-    """The dialog's answer: write the bundle (redacted unless "text"), or a screenshot."""
-    if choice is None:
-        return
-    if choice == "screenshot":
-        take_screenshot(app, hide_chat=True)
-        return
-    redact = choice != "text"
-    app.clear_notifications()
-    if redact:
-        conceal_chat(app, True)
-    app.call_after_refresh(_write_export, app, redact)
+    def _write_export(self, redact: bool) -> None:
+        """The debug bundle (JSON) and the per-turn timings as CSV beside it."""
+        from runner.commands.bundle import turn_dicts
 
+        from .export import write_turns_csv
 
-def _write_export(app, redact: bool) -> None:
-    """The debug bundle (JSON) and the per-turn timings as CSV beside it."""
-    from runner.commands.bundle import turn_dicts
+        app = self.app
+        svg, whole = self._shot(redact)
+        svg = whole or svg  # the bundle's screenshot shows every pane (tui/full_shot.py)
+        stem = time.strftime("kvtop-debug-%Y%m%d-%H%M%S")
+        try:
+            bundle = self.debug_bundle(redact=redact, screenshot_svg=svg)
+            path, fh = unique_file(app.paths.exports_dir, stem, "json")
+            with fh:
+                json.dump(bundle, fh, indent=2, default=str)
+            csv_path, cfh = unique_file(app.paths.exports_dir, stem + "-turns", "csv")
+            with cfh:
+                write_turns_csv(cfh, turn_dicts(app.session, redact))
+        except OSError as exc:
+            app.notify(f"export failed: {clean_line(str(exc))}", severity="error", markup=False)
+            return
+        self.last_saved = path
+        self.last_csv = csv_path
+        import os
 
-    from .export import write_turns_csv
-
-    svg, whole = _shot(app, redact)
-    svg = whole or svg  # the bundle's screenshot shows every pane (tui/full_shot.py)
-    stem = time.strftime("kvtop-debug-%Y%m%d-%H%M%S")
-    try:
-        bundle = app.debug_bundle(redact=redact, screenshot_svg=svg)
-        path, fh = unique_file(app.paths.exports_dir, stem, "json")
-        with fh:
-            json.dump(bundle, fh, indent=2, default=str)
-        csv_path, cfh = unique_file(app.paths.exports_dir, stem + "-turns", "csv")
-        with cfh:
-            write_turns_csv(cfh, turn_dicts(app.session, redact))
-    except OSError as exc:
-        app.notify(f"export failed: {clean_line(str(exc))}", severity="error", markup=False)
-        return
-    app.last_saved = path
-    app.last_csv = csv_path
-    import os
-
-    # short lines: at 80x24 the toast is ~36 columns and its end went under the key bar
-    saved = f"debug bundle {os.path.basename(path)}\n(and its -turns.csv)\nin {_folder(path)}\n"
-    if redact:
-        said = saved + "redacted, safe to post (no chat text, no home paths); Ctrl+E, t: with text"
-        app.notify(said, markup=False, timeout=8)
-    else:
-        said = saved + "WITH the conversation text and paths: share only with people you trust"
-        app.notify(said, severity="warning", markup=False, timeout=8)
+        # short lines: at 80x24 the toast is ~36 columns and its end went under the key bar
+        saved = f"debug bundle {os.path.basename(path)}\n(and its -turns.csv)\nin {_folder(path)}\n"
+        if redact:
+            said = saved + "redacted, safe to post (no chat text, no home paths); Ctrl+E, t: with text"
+            app.notify(said, markup=False, timeout=8)
+        else:
+            said = saved + "WITH the conversation text and paths: share only with people you trust"
+            app.notify(said, severity="warning", markup=False, timeout=8)

@@ -53,6 +53,9 @@ def hardware_items(hw) -> list[tuple[str, str]]:
     return items
 
 
+ABOUT_REFRESH_S = 10.0
+
+
 class AboutBar(PaneWidget):
     def __init__(self, settings, server: bool = False, clock=time.time, live: bool = True, **kw) -> None:
         """``clock``: the time shown; ``live``: False in a replay (and tests), where the
@@ -65,6 +68,9 @@ class AboutBar(PaneWidget):
         self.versions = [("kvtop", dist_version("kvtop-llm"))]
         if not server:
             self.versions.append(("llama-cpp-python", dist_version("llama-cpp-python")))
+
+    def on_mount(self) -> None:
+        self.set_interval(ABOUT_REFRESH_S, self.refresh)  # its load and clock move on by themselves
 
     def set_hardware(self, hw) -> None:
         self.hw = hw

@@ -73,13 +73,13 @@ async def chat_two_turns(pilot):
 async def export(pilot, key: str | None):
     """Ctrl+E, then ``key`` in the dialog (None: Enter, the default); the bundle's path."""
     app = pilot.app
-    before = app.last_saved
+    before = app.share.last_saved
     await pilot.press("ctrl+e")
     await wait_until(pilot, lambda: type(app.screen).__name__ == "ExportScreen", what="the export dialog")
     dialog = screen_text(app)
     await pilot.press(key or "enter")
-    await wait_until(pilot, lambda: app.last_saved != before, what="the bundle")
-    return app.last_saved, dialog
+    await wait_until(pilot, lambda: app.share.last_saved != before, what="the bundle")
+    return app.share.last_saved, dialog
 
 
 def svg_text(svg: str) -> str:
@@ -149,7 +149,7 @@ async def test_default_bundle_leaks_no_text_and_no_home(home, tmp_path):
                          what="the notice that says the bundle is redacted")
         assert "ZEBRAFISH" in screen_text(app)  # the chat is back after the shot
         raw = open(path, encoding="utf-8").read()
-        csv_raw = open(app.last_csv, encoding="utf-8").read()
+        csv_raw = open(app.share.last_csv, encoding="utf-8").read()
         live_metrics = [t.metrics.to_dict() for t in app.turns]
     for secret in SECRETS + [str(home_dir)]:
         assert secret not in raw, secret
@@ -176,7 +176,7 @@ async def test_default_bundle_leaks_no_text_and_no_home(home, tmp_path):
     shot = svg_text(bundle["screenshot_svg"])
     assert "chat left out of this screenshot" in shot and "─ Prefill ─" in shot and "Export a debug bundle" not in shot
     rows = list(csv.reader(open(tmp_path / "home" / USER / ".kvtop" / "data" / "exports" /
-                                os.path.basename(app.last_csv))))
+                                os.path.basename(app.share.last_csv))))
     assert rows[1][1] == f"<redacted: {len(FIRST)} chars>" and rows[1][3] == "30"
 
 
@@ -218,7 +218,7 @@ async def test_escape_writes_nothing(home):
         await pilot.press("escape")
         await wait_until(pilot, lambda: len(app.screen_stack) == 1, what="the dialog closed")
         await pilot.pause(0.3)
-        assert app.last_saved is None and not (home_dir / ".kvtop" / "data" / "exports").exists()
+        assert app.share.last_saved is None and not (home_dir / ".kvtop" / "data" / "exports").exists()
 
 
 async def test_screenshot_without_the_chat(home):
@@ -237,8 +237,8 @@ async def test_screenshot_without_the_chat(home):
         shot = svg_text(svg)
         assert "chat left out of this screenshot" in shot and "─ Prefill ─" in shot
         await pilot.press("ctrl+s")
-        await wait_until(pilot, lambda: app.last_saved != path, what="Ctrl+S")
-        assert "ZEBRAFISH" in open(app.last_saved, encoding="utf-8").read()
+        await wait_until(pilot, lambda: app.share.last_saved != path, what="Ctrl+S")
+        assert "ZEBRAFISH" in open(app.share.last_saved, encoding="utf-8").read()
 
 
 def footers(app) -> list[str]:

@@ -111,7 +111,7 @@ async def test_screenshots_are_named_by_kvtop_and_never_overwrite(tmp_path, smol
         for _ in range(3):
             await pilot.press("ctrl+s")
             await pilot.pause()
-            paths.append(app.last_saved)
+            paths.append(app.share.last_saved)
         assert len(set(paths)) == 3
         for p in paths:
             assert os.path.dirname(p) == str(shots_dir) and p.endswith(".svg")
@@ -122,14 +122,14 @@ async def test_screenshots_are_named_by_kvtop_and_never_overwrite(tmp_path, smol
         await pilot.press("ctrl+e")
         await wait_until(pilot, lambda: type(app.screen).__name__ == "ExportScreen", what="the export dialog")
         await pilot.press("t")  # the bundle with the text: this test reads the model's path back
-        await wait_until(pilot, lambda: app.last_saved.endswith(".json"), what="the bundle")
-        assert os.path.dirname(app.last_saved) == str(tmp_path / "data" / "exports")
-        assert os.path.dirname(app.last_csv) == str(tmp_path / "data" / "exports")
-        assert open(app.last_csv).readline().startswith("turn,user,stop_reason")
+        await wait_until(pilot, lambda: app.share.last_saved.endswith(".json"), what="the bundle")
+        assert os.path.dirname(app.share.last_saved) == str(tmp_path / "data" / "exports")
+        assert os.path.dirname(app.share.last_csv) == str(tmp_path / "data" / "exports")
+        assert open(app.share.last_csv).readline().startswith("turn,user,stop_reason")
         assert victim.read_text() == "keep me"
         import json
 
-        with open(app.last_saved) as fh:
+        with open(app.share.last_saved) as fh:
             bundle = json.load(fh)
         assert bundle["command_line"][0] == "kvtop" and bundle["settings"]["model"] == smollm_shaped
         assert bundle["gguf"]["architecture"] == "llama" and bundle["estimate"]["kv_bytes"] == 90 * 2**20

@@ -40,7 +40,8 @@ async def test_messages_posted_during_shutdown_raise_nothing(tmp_path, smollm_sh
 
 def test_every_message_a_thread_posts_is_guarded():
     """Each message type that a thread posts (found in tui/'s source: ``post_message(msg.X``)
-    has its App handler wrapped by ``while_running``. A llama-server poll handled after
+    has its handler (on the App, or on kvtop load's view, which its sweep posts to) wrapped
+    by ``while_running``. A llama-server poll handled after
     the widgets were removed raised NoMatches at the end of a restart test (beside a
     CPU hog), as engine tokens once did: the handler had no guard."""
     import pathlib
@@ -49,6 +50,7 @@ def test_every_message_a_thread_posts_is_guarded():
     from textual.message import Message
 
     from tui.app import KvtopApp
+    from tui.load_view import LoadView
 
     root = pathlib.Path(__file__).resolve().parents[3] / "tui"
     posted = set()
@@ -59,7 +61,7 @@ def test_every_message_a_thread_posts_is_guarded():
     for name in sorted(posted):
         cls = getattr(msg, name)
         assert issubclass(cls, Message)
-        handler = getattr(KvtopApp, cls.handler_name, None)
+        handler = getattr(KvtopApp, cls.handler_name, None) or getattr(LoadView, cls.handler_name, None)
         if handler is None or getattr(handler, "__wrapped__", None) is None:
             unguarded.append(f"{name} -> {cls.handler_name}")
     assert not unguarded, unguarded

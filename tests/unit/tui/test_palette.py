@@ -9,6 +9,7 @@ from textual.widgets import Input, OptionList
 
 from helpers import scripted_app, wait_until
 from tui.app import KvtopApp
+from tui.palette import handler
 
 # what a user types -> how the top match starts
 SEARCHES = {
@@ -63,9 +64,10 @@ async def test_each_command_is_listed_once_and_each_bound_action_has_one(tmp_pat
         assert len(titles) == len(set(titles))
         assert "Save an SVG 'screenshot' of the current screen" not in [c.help for c in commands]  # Textual's
         assert sum(t.split(":")[0] == "Screenshot" for t in titles) == 1
-        actions = {getattr(c.callback, "__name__", "") for c in commands}
+        doers = [getattr(c.callback, "func", c.callback) for c in commands]  # a partial: its function
         bound = {b.action for b in KvtopApp.BINDINGS} - {"next_server"}  # F4: only with several servers
-        assert {a for a in bound if f"action_{a}" not in actions} == set()
+        # the App's own action_ method, or the composed object's that the App routes it to
+        assert {a for a in bound if (handler(app, a) or getattr(app, f"action_{a}")) not in doers} == set()
 
 
 async def test_the_palettes_screenshot_saves_a_file(tmp_path, smollm_shaped):
@@ -77,3 +79,14 @@ async def test_the_palettes_screenshot_saves_a_file(tmp_path, smollm_shaped):
         folder = app.paths.screenshots_dir
         await wait_until(pilot, lambda: os.path.isdir(folder) and any(f.endswith(".svg") for f in os.listdir(folder)),
                          timeout=10, what="the screenshot file")
+
+
+def test_every_route_reaches_the_object_that_does_it(tmp_path, smollm_shaped):
+    """The App only routes (tui/palette.py): each routed action names a callable of the
+    object that owns it; without kvtop load, quitting and Esc are the App's own actions."""
+    from tui.palette import LOAD_ROUTES, ROUTES
+
+    app = scripted_app(tmp_path, smollm_shaped, ["Hi"])
+    assert {a: handler(app, a) for a in ROUTES if not callable(handler(app, a))} == {}
+    assert handler(app, "screenshot") == app.share.screenshot and handler(app, "toggle_markdown") == app.looks.toggle_markdown
+    assert {a: handler(app, a) for a in LOAD_ROUTES if handler(app, a) is not None} == {}

@@ -9,7 +9,7 @@ from helpers import scripted_app, screen_text, wait_until
 
 def _saved_text(app, path: str | None = None) -> str:
     """The saved SVG's text, as plain lines (the words a viewer would read)."""
-    with open(path or app.last_saved, encoding="utf-8") as fh:
+    with open(path or app.share.last_saved, encoding="utf-8") as fh:
         svg = fh.read()
     rows: dict[float, list[tuple[float, str]]] = {}
     for x, y, text in re.findall(r'<text[^>]*?x="([\d.]+)"[^>]*?y="([\d.]+)"[^>]*>(.*?)</text>', svg):
@@ -24,7 +24,7 @@ async def test_screenshot_with_help_open_shows_the_dashboard_beneath(tmp_path, s
         await pilot.press("f1")
         await pilot.pause()
         await pilot.press("ctrl+s")
-        await wait_until(pilot, lambda: app.last_saved is not None, what="screenshot")
+        await wait_until(pilot, lambda: app.share.last_saved is not None, what="screenshot")
         text = _saved_text(app)
         assert "kvtop keys" in text  # the dialog
         # the panes beneath it (their titles and figures, not the help's list of them)
@@ -37,11 +37,11 @@ async def test_screenshot_never_shows_the_previous_saved_notice(tmp_path, smollm
     async with app.run_test(size=(160, 50), notifications=True) as pilot:
         await wait_until(pilot, lambda: app.loaded is not None, what="load")
         await pilot.press("ctrl+s")
-        await wait_until(pilot, lambda: app.last_saved is not None, what="screenshot 1")
-        first = app.last_saved
+        await wait_until(pilot, lambda: app.share.last_saved is not None, what="screenshot 1")
+        first = app.share.last_saved
         await wait_until(pilot, lambda: "saved" in screen_text(app), timeout=5, what="the saved notice on screen")
         await pilot.press("ctrl+s")
-        await wait_until(pilot, lambda: app.last_saved != first, what="screenshot 2")
+        await wait_until(pilot, lambda: app.share.last_saved != first, what="screenshot 2")
         text = _saved_text(app)
         assert "─ Prefill ─" in text
         assert "saved" not in text and "kvtop-" not in text
@@ -59,8 +59,8 @@ async def test_at_80x24_ctrl_s_also_saves_every_pane_at_160_columns(tmp_path, sm
         before = screen_text(app)
         assert "─ Memory ─" not in before and "─ Prefill ─" in before  # page 1 of several
         await pilot.press("ctrl+s")
-        await wait_until(pilot, lambda: app.last_saved_whole is not None, what="the whole dashboard")
-        whole = _saved_text(app, app.last_saved_whole)
+        await wait_until(pilot, lambda: app.share.last_saved_whole is not None, what="the whole dashboard")
+        whole = _saved_text(app, app.share.last_saved_whole)
         for title in ("Prefill", "KV cache", "Decode", "Estimate vs actual", "Memory"):
             assert f"─ {title} ─" in whole, title
         lines = whole.split("\n")
@@ -79,8 +79,8 @@ async def test_a_terminal_that_shows_every_pane_saves_one_svg(tmp_path, smollm_s
     async with app.run_test(size=(170, 50), notifications=True) as pilot:
         await wait_until(pilot, lambda: app.loaded is not None, what="load")
         await pilot.press("ctrl+s")
-        await wait_until(pilot, lambda: app.last_saved is not None, what="screenshot")
-        assert app.last_saved_whole is None
+        await wait_until(pilot, lambda: app.share.last_saved is not None, what="screenshot")
+        assert app.share.last_saved_whole is None
 
 
 async def test_the_saved_notice_never_splits_a_file_name(tmp_path, smollm_shaped):
@@ -92,9 +92,9 @@ async def test_the_saved_notice_never_splits_a_file_name(tmp_path, smollm_shaped
     async with app.run_test(size=(80, 24), notifications=True) as pilot:
         await wait_until(pilot, lambda: app.loaded is not None, what="load")
         await pilot.press("ctrl+s")
-        await wait_until(pilot, lambda: app.last_saved is not None, what="screenshot")
+        await wait_until(pilot, lambda: app.share.last_saved is not None, what="screenshot")
         await wait_until(pilot, lambda: "saved" in screen_text(app), timeout=5, what="the saved notice on screen")
         lines = screen_text(app).splitlines()
-        for name in (os.path.basename(app.last_saved), os.path.basename(app.last_saved_whole)):
+        for name in (os.path.basename(app.share.last_saved), os.path.basename(app.share.last_saved_whole)):
             assert any(name in line for line in lines), (name, lines)
-        assert os.path.dirname(app.last_saved)[:20] in "\n".join(lines)  # the folder (a long one still wraps)
+        assert os.path.dirname(app.share.last_saved)[:20] in "\n".join(lines)  # the folder (a long one still wraps)

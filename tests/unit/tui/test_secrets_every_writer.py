@@ -45,17 +45,17 @@ async def drive(app, seen: dict) -> None:
         await wait_until(pilot, lambda: app.turns and not app.turn_running, timeout=20, what="the turn")
         await pilot.pause(0.3)
         seen["screens"] = [screen_text(app)]
-        saved = app.last_saved
+        saved = app.share.last_saved
         await pilot.press("ctrl+s")
-        await wait_until(pilot, lambda: app.last_saved != saved, timeout=20, what="Ctrl+S")
+        await wait_until(pilot, lambda: app.share.last_saved != saved, timeout=20, what="Ctrl+S")
         for key in ("r", "t"):
-            saved = app.last_saved
+            saved = app.share.last_saved
             await pilot.press("ctrl+e")
             await wait_until(pilot, lambda: type(app.screen).__name__ == "ExportScreen", what="the export dialog")
             seen["screens"].append(screen_text(app))
             await pilot.press(key)
-            await wait_until(pilot, lambda: app.last_saved != saved, timeout=20, what=f"Ctrl+E {key}")
-            seen[key] = app.last_saved
+            await wait_until(pilot, lambda: app.share.last_saved != saved, timeout=20, what=f"Ctrl+E {key}")
+            seen[key] = app.share.last_saved
         await pilot.pause(0.2)
         seen["screens"].append(screen_text(app))
         seen["session"] = app.session

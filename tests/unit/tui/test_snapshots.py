@@ -34,7 +34,7 @@ def build(theme: str, tmp_path, model: str):
                    clock=lambda: 5000.0, write_transcript=False)
     # the facts come from SmolLM2's header (``model``), the path shown is the scripted one
     app.settings = Settings(model, n_ctx=4096, n_threads=2, threads_why="set by -t").resolved()
-    app.prefs.theme = theme
+    app.looks.prefs.theme = theme
     return app
 
 
