@@ -42,13 +42,14 @@ from .panes.status import StatusBar
 from .prompt_input import PromptInput
 from .chat_undo import ChatUndo
 from .cpu_watch import CeilingCheck, CPUWatch
-from .dashboard import WIDE_COLUMNS, DashboardLayout, MetricsScroll, PagerBar
+from .dashboard import WIDE_COLUMNS, Dashboard, MetricsScroll, PagerBar
 from .forecasting import Forecasting
 from .lifecycle import EngineLifecycle
 from .load_view import LoadView
 from .machine_figures import MachineFigures
 from .routing import EngineRouting
 from .server_routing import ServerRouting
+from .turn_view import TurnView
 from .screens import HelpScreen
 from .workers import EngineWorkers, ServerPolling
 
@@ -58,7 +59,7 @@ _SVG_BAD_XML = dict.fromkeys(i for i in range(32) if i not in (9, 10, 13))
 
 
 class KvtopApp(LoadView, EngineWorkers, ServerPolling, ServerRouting, EngineLifecycle, Forecasting, CPUWatch, CeilingCheck,
-               ChatUndo, EngineRouting, MachineFigures, DashboardLayout, App[int]):
+               EngineRouting, MachineFigures, App[int]):
     CSS_PATH = "app.tcss"
     # app.tcss paints every Screen opaque, which would hide the dashboard behind a dialog
     # (on screen and in Ctrl+S); a dialog's screen lets it show through, dimmed. Inline
@@ -97,7 +98,9 @@ class KvtopApp(LoadView, EngineWorkers, ServerPolling, ServerRouting, EngineLife
                                    trace_path=opts.trace_path, resume=opts.resume_messages, clock=opts.clock)
         self.facts = self.hw = self.layout_kv = None  # known once the model is inspected
         self.collector = TurnCollector()
-        self.current_reply = None  # the ChatMessage widget of the turn in flight
+        self.dash = Dashboard(self)  # the panes, typed, and the plan of their pages
+        self.turn = TurnView(self)  # what the turn in flight shows
+        self.chats = ChatUndo(self)  # Ctrl+L's chat put aside, Ctrl+Z's brought back
         self.server_snapshots: dict[int, object] = {}  # kvtop --server: the last poll of each server
         self.server_index = 0  # which server the chat and the panes follow
         self.last_saved: str | None = None
@@ -178,12 +181,13 @@ class KvtopApp(LoadView, EngineWorkers, ServerPolling, ServerRouting, EngineLife
         yield KeyBar(several_servers=len(self.options.servers) > 1, load=self.options.load is not None, id="keys")
 
     def on_mount(self) -> None:
+        self.dash.bind()
         register_all(self)
         names = {t.name for t in THEMES} | set(self.available_themes)
         self.theme = self.prefs.theme if self.prefs.theme in names else DEFAULT_THEME
         self.theme_changed_signal.subscribe(self, self._remember_theme)
         self.set_class(self.size.width >= WIDE_COLUMNS, "-wide")
-        self.call_after_refresh(self.fit_dashboard)
+        self.call_after_refresh(self.dash.fit)
         self.set_interval(ABOUT_REFRESH_S, self.query_one(AboutBar).refresh)  # its load and clock
         chat = self.query_one(ChatLog)
         chat.markdown = self.prefs.markdown
@@ -218,7 +222,7 @@ class KvtopApp(LoadView, EngineWorkers, ServerPolling, ServerRouting, EngineLife
         elif self.options.prompt_text and self.options.prompt_text.strip():
             from runner.sanitize import clean_text
 
-            self.send_message(clean_text(self.options.prompt_text).strip())
+            self.turn.send(clean_text(self.options.prompt_text).strip())
 
     def _remember_theme(self, theme) -> None:
         self.prefs.theme = theme.name
@@ -244,7 +248,7 @@ class KvtopApp(LoadView, EngineWorkers, ServerPolling, ServerRouting, EngineLife
 
     def on_resize(self, event) -> None:
         self.set_class(event.size.width >= WIDE_COLUMNS, "-wide")
-        self.call_after_refresh(self.fit_dashboard)
+        self.call_after_refresh(self.dash.fit)
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         """The command palette: every kvtop action once, by the words a user types (tui/palette.py)."""
@@ -254,7 +258,7 @@ class KvtopApp(LoadView, EngineWorkers, ServerPolling, ServerRouting, EngineLife
 
     # --------------------------------------------------------------- actions
     def action_new_chat(self) -> None:
-        self.start_new_chat()  # the old chat is put aside: Ctrl+Z brings it back (tui/chat_undo.py)
+        self.chats.new_chat()  # the old chat is put aside: Ctrl+Z brings it back (tui/chat_undo.py)
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen(self.refresh_s, self.refresh_why, load=self.options.load is not None))

@@ -30,9 +30,8 @@ class EngineLifecycle:
             return
         if self.session.cancel():
             self.notify("Cancelling…", markup=False, timeout=2)
-            if not self.session.turn_running and self.current_reply is not None:
-                self.current_reply.set_footer("cancelled before the model loaded")
-                self.current_reply = None
+            if not self.session.turn_running:
+                self.turn.lose_reply("cancelled before the model loaded")
             deadline = self.options.cancel_deadline_s
             self.set_timer(deadline + 0.05, lambda: self._check_cancel(deadline))
 
@@ -57,10 +56,8 @@ class EngineLifecycle:
         old = self.session.engine
         self.session.restart(self.make_engine())
         self.stop_engine(old)
-        if self.current_reply is not None:
-            self.current_reply.set_footer(lost)
-            self.current_reply = None
-        self._turn_over()
+        self.turn.lose_reply(lost)
+        self.turn.over()
         n = len(self.session.messages)
         self.query_one(StatusBar).set_problem(None)
         self.query_one(ChatLog).add("system", said + (
@@ -78,8 +75,8 @@ class EngineLifecycle:
         from .panes.prefill import PrefillPane
 
         tail = self.query_one(StreamTail)
-        if self.current_reply is not None and tail.text:  # the reply so far (the transcript lags it)
-            self.current_reply.set_text(tail.text)
+        if self.turn.reply is not None and tail.text:  # the reply so far (the transcript lags it)
+            self.turn.reply.set_text(tail.text)
         # seen before the GGUF header and hardware are read (a busy machine): the
         # inspection's end pumps the session's engine, this new one
         self.fresh_engine("turn lost: the server restarted", line, pump=self.model_inspected)
@@ -98,10 +95,8 @@ class EngineLifecycle:
             return  # reported once
         reason = clean_line(m.reason, 600)
         self.query_one(StatusBar).set_problem("engine died" if m.died else "model not loaded")
-        if self.current_reply is not None:
-            self.current_reply.set_footer("turn lost: " + reason)
-            self.current_reply = None
-        self._turn_over()
+        self.turn.lose_reply("turn lost: " + reason)
+        self.turn.over()
         self.query_one(ChatLog).add("system", reason)
         self.push_screen(ErrorScreen("The engine died" if m.died else "Could not load the model", reason,
                                      offer_restart=m.died), self._error_closed)
@@ -146,9 +141,9 @@ class EngineLifecycle:
         keeps it), marked ``quit``. The stream tail has all of it (the chat pane lags)."""
         from .panes.chat import StreamTail
 
-        if self.session.turn_running and self.current_reply is not None:
-            self.session.save_turn_in_flight(self.query_one(StreamTail).text or self.current_reply.text, "quit")
-            self.current_reply = None
+        if self.session.turn_running and self.turn.reply is not None:
+            self.session.save_turn_in_flight(self.query_one(StreamTail).text or self.turn.reply.text, "quit")
+            self.turn.reply = None
 
     def shutdown_engine(self) -> None:
         """Stop the engine within a fraction of a second, whatever state it is in (even SIGSTOPped)."""

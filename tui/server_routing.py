@@ -85,7 +85,7 @@ class ServerRouting:
         url = self.options.servers[index]
         old = self.session.engine
         self.session.new_chat()
-        self.clear_chat()
+        self.turn.clear()
         self.session.restart(ServerEngine(self.settings, url, self.options.api_key))
         self.stop_engine(old)
         self.server_index = index

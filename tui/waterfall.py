@@ -80,7 +80,7 @@ def live_turn(app) -> LiveTurn | None:
     if a is None:
         return None
     reports = tuple(app.query_one(PrefillPane).reports) if a.started is not None else ()
-    first, decoded = getattr(app, "live_first_token", (None, 0))
+    first, decoded = app.turn.first_token
     return LiveTurn(a.user, a.started, reports, first if a.started is not None else None, decoded, a.shift)
 
 
