@@ -157,15 +157,15 @@ class EngineRouting:
 
     @while_running
     def on_turn_finished(self, m: msg.TurnFinished) -> None:
-        r = m.result
-        if not self.session.is_current(r.turn_id):
-            if hasattr(r, "metrics"):  # a turn a new chat cut: kept in the records, off the screen
-                self.session.on_cut_turn_done(r, self.turn_others_share())
-            return
-        if not hasattr(r, "metrics"):  # refused before prefill
-            self.turn.refused(r)
-            return
-        self.turn.finished(m)
+        if self.session.is_current(m.result.turn_id):
+            self.turn.finished(m)
+        else:  # a turn a new chat cut: kept in the records, off the screen
+            self.session.on_cut_turn_done(m.result, self.turn_others_share())
+
+    @while_running
+    def on_turn_refused(self, m: msg.TurnRefused) -> None:
+        if self.session.is_current(m.refusal.turn_id):
+            self.turn.refused(m.refusal)
 
     @while_running
     def on_turn_lost(self, m: msg.TurnLost) -> None:
