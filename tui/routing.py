@@ -136,7 +136,7 @@ class EngineRouting:
 
         if not self.session.is_current(m.shift.turn_id):
             return
-        self.session.on_context_shifted(m.shift)
+        self.session.apply(m.shift)
         self.dash.chat.note(shift_line(m.shift), before=self.turn.reply)
         self.request_forecast()  # the prompt a draft would join lost its oldest turns
 

@@ -5,8 +5,10 @@ Why an object of its own: this state (the reply widget, when the transcript last
 up with the tail) and the steps that change it were spread over the App's mixins as
 attributes any of them could set. Here it has one owner, which the message handlers
 (``tui/routing.py``), the engine's restart and failure (``tui/lifecycle.py``) and a new
-chat (``tui/chat_undo.py``) call. What the session keeps of the turn (its reports, its
-first token, a prompt-cache event) is ``runner.session.records.ActiveTurn``'s.
+chat (``tui/chat_undo.py``) call. What is known of the turn itself (its prefill
+reports, its first token, a prompt-cache event) is the session's:
+``runner.session.records.ActiveTurn``, which ``ChatSession.apply`` keeps up to date
+with each event this object is handed.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 from runner import events as ev
 from runner.pacing import CHAT_INTERVAL_S
 from runner.sanitize import clean_line, clean_text
+from runner.session.records import DecodeSoFar
 
 from .format import fmt_bytes, fmt_int, fmt_seconds
 from .panes.chat import turn_footer
@@ -31,8 +34,6 @@ class TurnView:
         self.app = app
         self.reply = None  # the ChatMessage widget of the turn in flight
         self.last_chat_update = -1e9
-        self.first_token: tuple[float | None, int] = (None, 0)  # the running turn's TTFT and tokens so far
-        self.cache_event = None  # the last --prompt-cache restore or save, until its turn ends
 
     def send(self, text: str) -> None:
         """Enter (or ``--prompt``, a ``/file``): the session sends it, the chat shows it."""
@@ -76,7 +77,7 @@ class TurnView:
 
     def began(self, started: ev.TurnStarted) -> None:
         app, dash = self.app, self.app.dash
-        app.session.on_turn_started(started)
+        app.session.apply(started)
         app.collector.turn_started()
         self.last_chat_update = app.options.clock()  # the stream tail shows the reply first
         dash.decode.begin(self.last_chat_update)
@@ -89,7 +90,6 @@ class TurnView:
     def over(self) -> None:
         """A turn ended, finished or lost: what waited for it runs now."""
         app, dash = self.app, self.app.dash
-        self.first_token = (None, 0)
         app.collector.turn_ended()
         dash.prefill.stop_ticking()  # a lost turn's prefill stops too
         dash.memory.redraw_if_stale()
@@ -99,6 +99,7 @@ class TurnView:
 
     def prefill(self, progress: ev.PrefillProgress) -> None:
         dash = self.app.dash
+        self.app.session.apply(progress)
         dash.memory.redraw_if_stale()
         dash.prefill.progress(progress)
         dash.kv.set_cells(progress.done)
@@ -116,13 +117,10 @@ class TurnView:
             self.reply.set_text(m.text)
         dash.decode.update_live(m, now)
         app.measure_live("decode", m.tok_s)
+        app.session.apply(DecodeSoFar(m.turn_id, m.pos, m.first_t))
         active = app.session.active
         if m.first_t is not None and active is not None and not app.session.replaying:
-            ttft = m.first_t - active.t_submit  # submit -> first token, one clock for every process
-            ttft = ttft if 0 <= ttft < 86400 else None
-            app.measure_live("ttft", ttft)
-            started = active.started.prompt_tokens if active.started else m.pos
-            self.first_token = (ttft, max(m.pos - started + 1, 1))
+            app.measure_live("ttft", active.first_token_s)
         dash.memory.redraw_if_stale()
         dash.kv.set_cells(m.pos + 1, m.tok_s)
 
@@ -139,6 +137,8 @@ class TurnView:
     def finished(self, m) -> None:
         """A ``TurnFinished``: the reply whole, the turn recorded, every pane's last word."""
         app, dash, r = self.app, self.app.dash, m.result
+        active = app.session.active
+        cache_event = active.cache_event if active is not None else None  # the session forgets the turn below
         self.over()
         mt = r.metrics
         text = clean_text(r.text)
@@ -157,7 +157,7 @@ class TurnView:
         app.update_estimate(mt, others_cpu)
         app.calibrate(mt, others_cpu)  # after this turn's forecast was compared, never before
         app.check_ceilings(mt)
-        self.prompt_cache_outcome(mt)
+        self.prompt_cache_outcome(mt, cache_event)
         if r.stop_reason == "context_full":
             app.notify("Context full: the reply stopped; the next turn leaves the oldest turns out "
                        "(--context-shift)." if app.settings.context_shift and not app.options.servers else
@@ -180,12 +180,11 @@ class TurnView:
         app.notify(clean_line(reason, 400), severity="error", markup=False)
 
     def prompt_cache_note(self, e: ev.PromptCache) -> None:
-        self.app.session.on_prompt_cache(e)
-        self.cache_event = e  # what it saved, or the rate to record, is known at the turn's end
+        self.app.session.apply(e)  # what it saved, or the rate to record, is known at the turn's end
         self.app.dash.prefill.set_cache_note(
             f"prompt cache {e.action}: {fmt_int(e.tokens)} tokens, {fmt_bytes(e.bytes)} in {fmt_seconds(e.seconds)}")
 
-    def prompt_cache_outcome(self, mt) -> None:
+    def prompt_cache_outcome(self, mt, e: ev.PromptCache | None) -> None:
         """At a turn's end: after a ``--prompt-cache`` restore the prefill pane says what it
         saved, at a rate measured over many tokens and named (the turn's own prefill is the
         one token recomputed for logits); the turn that saved the cache records its prefill
@@ -193,7 +192,6 @@ class TurnView:
         from runner.records.prompt_cache_rate import saved_note, write_rate
 
         app = self.app
-        e, self.cache_event = self.cache_event, None
         if e is None:
             return
         if e.action == "restored":
