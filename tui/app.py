@@ -47,7 +47,7 @@ from .panes.status import StatusBar
 from .prompt_input import PromptInput
 from .chat_undo import ChatUndo
 from .cpu_watch import CPUWatch, CPUWatching
-from .dashboard import WIDE_COLUMNS, DashboardLayout, MetricsScroll, PagerBar
+from .dashboard import WIDE_COLUMNS, Dashboard, MetricsScroll, PagerBar
 from .forecasting import Estimates, ForecastBorder, Forecasting
 from .lifecycle import EngineControl, EngineLifecycle
 from .load_view import LoadView
@@ -55,6 +55,7 @@ from .looks import Looks
 from .routing import EngineRouting
 from .server_routing import ServerRouting
 from .palette import handler
+from .turn_view import TurnView
 from .screens import HelpScreen
 from .share import Share
 from .workers import EngineWorkers, FleetWatch
@@ -63,7 +64,7 @@ KVTOP_THEME_NAMES = frozenset(t.name for t in THEMES)
 
 
 class KvtopApp(EngineWorkers, ServerRouting, EngineLifecycle, Forecasting, CPUWatching,
-               ChatUndo, EngineRouting, DashboardLayout, App[int]):
+               EngineRouting, App[int]):
     CSS_PATH = "app.tcss"
     # app.tcss paints every Screen opaque, which would hide the dashboard behind a dialog
     # (on screen and in Ctrl+S); a dialog's screen lets it show through, dimmed. Inline
@@ -109,7 +110,9 @@ class KvtopApp(EngineWorkers, ServerRouting, EngineLifecycle, Forecasting, CPUWa
         self.forecast_border = ForecastBorder(self)  # the prompt's forecast before Enter
         self.cpu_watch = CPUWatch(self)  # memory and CPU samples, today's load, the CPU re-probes
         self.collector = TurnCollector()
-        self.current_reply = None  # the ChatMessage widget of the turn in flight
+        self.dash = Dashboard(self)  # the panes, typed, and the plan of their pages
+        self.turn = TurnView(self)  # what the turn in flight shows
+        self.chats = ChatUndo(self)  # Ctrl+L's chat put aside, Ctrl+Z's brought back
         self.server_snapshots: dict[int, object] = {}  # kvtop --server: the last poll of each server
         self.server_index = 0  # which server the chat and the panes follow
         self.fleet_watch: FleetWatch | None = None  # kvtop --server: the polls (tui/workers.py)
@@ -183,9 +186,10 @@ class KvtopApp(EngineWorkers, ServerRouting, EngineLifecycle, Forecasting, CPUWa
         yield KeyBar(several_servers=len(self.options.servers) > 1, load=self.options.load is not None, id="keys")
 
     def on_mount(self) -> None:
+        self.dash.bind()
         self.looks.apply()
         self.set_class(self.size.width >= WIDE_COLUMNS, "-wide")
-        self.call_after_refresh(self.fit_dashboard)
+        self.call_after_refresh(self.dash.fit)
         chat = self.query_one(ChatLog)
         for m in self.session.messages:
             chat.add(m.role, m.content)
@@ -220,7 +224,7 @@ class KvtopApp(EngineWorkers, ServerRouting, EngineLifecycle, Forecasting, CPUWa
         elif self.options.prompt_text and self.options.prompt_text.strip():
             from runner.sanitize import clean_text
 
-            self.send_message(clean_text(self.options.prompt_text).strip())
+            self.turn.send(clean_text(self.options.prompt_text).strip())
 
     async def on_event(self, event) -> None:
         shortcut = self.typed_keys.shortcut(event)  # q and ? outside the prompt
@@ -234,7 +238,7 @@ class KvtopApp(EngineWorkers, ServerRouting, EngineLifecycle, Forecasting, CPUWa
 
     def on_resize(self, event) -> None:
         self.set_class(event.size.width >= WIDE_COLUMNS, "-wide")
-        self.call_after_refresh(self.fit_dashboard)
+        self.call_after_refresh(self.dash.fit)
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         """The command palette: every kvtop action once, by the words a user types (tui/palette.py)."""

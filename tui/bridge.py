@@ -1,5 +1,11 @@
 """Turns engine events (on the engine's one reader thread) into UI messages, throttled.
 
+Most events become a message as they are: ``MESSAGES`` is that table, from the event's
+type to the message it posts. Code is left only where a message is computed from more
+than one event (``STEPS``): a turn's start resets what the turn accumulates, prefill
+progress is paced, tokens are gathered into a cumulative ``DecodeUpdate``, and a turn's
+end (done or lost) flushes the last of them first.
+
 One token event arrives per token; the UI needs at most ~15 redraws a second. The
 bridge accumulates text and per-token times and posts a cumulative
 ``DecodeUpdate`` at most every ``interval`` seconds (and always the last one).
@@ -15,6 +21,26 @@ from runner.sanitize import clean_text
 
 from . import messages as msg
 from .decode_series import DecodeSeries
+
+# engine event -> the message it posts as it is (events missing from both tables post nothing)
+MESSAGES: dict[type, Callable[[object], object]] = {
+    ev.LoadProgress: lambda e: msg.EngineLoadProgress(e.fraction),
+    ev.Loaded: msg.EngineLoaded,
+    ev.LoadFailed: lambda e: msg.EngineFailed(e.reason),
+    ev.EngineDied: lambda e: msg.EngineFailed(e.reason, died=True),
+    ev.EngineClosed: lambda e: msg.EngineEnded(e.reason),
+    ev.EngineWarning: lambda e: msg.Notice(e.reason),
+    ev.ContextShifted: msg.ContextShiftNote,
+    ev.TurnRefused: msg.TurnRefused,
+    ev.CacheCleared: lambda e: msg.CacheReset(),
+    ev.PromptCache: msg.PromptCacheNote,
+    ev.PromptMeasured: msg.PromptSized,
+    ev.RecordedUser: lambda e: msg.RecordedUser(e.text),
+    ev.RecordedNewChat: lambda e: msg.RecordedNewChat(),
+    ev.RecordedUndoNewChat: lambda e: msg.RecordedUndoNewChat(),
+    ev.RecordedForecast: lambda e: msg.RecordedForecast(e.forecast),
+    ev.RecordedCPU: lambda e: msg.RecordedCPU(e.turn_id, e.others_cpu),
+}
 
 
 class TurnBridge:
@@ -41,66 +67,32 @@ class TurnBridge:
         self._first_at_once = False  # a server turn without prefill progress: its first token at once
 
     def __call__(self, e: object) -> None:
-        if isinstance(e, ev.TurnStarted):
-            self._reset(e.turn_id)
-            self.in_turn = True
-            # The first decode update waits one interval: redrawing as decode starts
-            # stalls its first tokens (measured: 10 tokens at a fifth of the speed). Not
-            # for a llama-server's turn that sent no prefill progress: it starts at its
-            # first token, and a held token waited for the next chunk (a slow server's
-            # reply showed "model: …" for 30 s with its first token here).
-            self._last_post = self.clock()
-            self._first_at_once = e.template_name == "server"
-            self.post(msg.TurnBegan(e))
-        elif isinstance(e, ev.ContextShifted):
-            self.post(msg.ContextShiftNote(e))
-        elif isinstance(e, ev.PrefillProgress):
-            self._first_at_once = False
-            now = self.clock()
-            if e.done >= e.total or now - self._last_prefill_post >= self.prefill_interval:
-                self._last_prefill_post = now
-                self.post(msg.PrefillUpdate(e))
-        elif isinstance(e, ev.TokenEvent):
-            self._token(e)
-        elif isinstance(e, ev.TurnDone):
-            self.in_turn = False
-            self._flush_decode()
-            self.post(msg.TurnFinished(e, tuple(self.series.points), tuple(self.series.stalls)))
-        elif isinstance(e, ev.TurnRefused):
-            self.post(msg.TurnFinished(e))
-        elif isinstance(e, ev.LoadProgress):
-            self.post(msg.EngineLoadProgress(e.fraction))
-        elif isinstance(e, ev.Loaded):
-            self.post(msg.EngineLoaded(e))
-        elif isinstance(e, ev.EngineDied):
-            self.post(msg.EngineFailed(e.reason, died=True))
-        elif isinstance(e, ev.CacheCleared):
-            self.post(msg.CacheReset())
-        elif isinstance(e, ev.PromptCache):
-            self.post(msg.PromptCacheNote(e))
-        elif isinstance(e, ev.EngineWarning):
-            self.post(msg.Notice(e.reason))
-        elif isinstance(e, ev.LoadFailed):
-            self.post(msg.EngineFailed(e.reason))
-        elif isinstance(e, ev.EngineError):
-            if self.in_turn:  # a lost turn's reply so far is shown whole, not as of the last update
-                self._flush_decode()
-            self.in_turn = False
-            self.post(msg.TurnLost(e.reason))
-        elif isinstance(e, ev.EngineClosed):
-            self.post(msg.EngineEnded(e.reason))
-        elif isinstance(e, ev.RecordedUser):
-            self.post(msg.RecordedUser(e.text))
-        elif isinstance(e, ev.RecordedNewChat):
-            self.post(msg.RecordedNewChat())
-        elif isinstance(e, ev.RecordedUndoNewChat):
-            self.post(msg.RecordedUndoNewChat())
-        elif isinstance(e, ev.RecordedForecast):
-            self.post(msg.RecordedForecast(e.forecast))
-        elif isinstance(e, ev.RecordedCPU):
-            self.post(msg.RecordedCPU(e.turn_id, e.others_cpu))
-        elif isinstance(e, ev.PromptMeasured):
-            self.post(msg.PromptSized(e))
+        make = MESSAGES.get(type(e))
+        if make is not None:
+            self.post(make(e))
+            return
+        step = STEPS.get(type(e))
+        if step is not None:
+            step(self, e)
+
+    def _started(self, e: ev.TurnStarted) -> None:
+        self._reset(e.turn_id)
+        self.in_turn = True
+        # The first decode update waits one interval: redrawing as decode starts
+        # stalls its first tokens (measured: 10 tokens at a fifth of the speed). Not
+        # for a llama-server's turn that sent no prefill progress: it starts at its
+        # first token, and a held token waited for the next chunk (a slow server's
+        # reply showed "model: …" for 30 s with its first token here).
+        self._last_post = self.clock()
+        self._first_at_once = e.template_name == "server"
+        self.post(msg.TurnBegan(e))
+
+    def _prefill(self, e: ev.PrefillProgress) -> None:
+        self._first_at_once = False
+        now = self.clock()
+        if e.done >= e.total or now - self._last_prefill_post >= self.prefill_interval:
+            self._last_prefill_post = now
+            self.post(msg.PrefillUpdate(e))
 
     def _token(self, e: ev.TokenEvent) -> None:
         self.text.append(e.text)
@@ -115,9 +107,30 @@ class TurnBridge:
             self._last_post = now
             self._flush_decode()
 
+    def _done(self, e: ev.TurnDone) -> None:
+        self.in_turn = False
+        self._flush_decode()
+        self.post(msg.TurnFinished(e, tuple(self.series.points), tuple(self.series.stalls)))
+
+    def _lost(self, e: ev.EngineError) -> None:
+        if self.in_turn:  # a lost turn's reply so far is shown whole, not as of the last update
+            self._flush_decode()
+        self.in_turn = False
+        self.post(msg.TurnLost(e.reason))
+
     def _flush_decode(self) -> None:
         s = self.series
         if not s.count and not self.text:
             return
         self.post(msg.DecodeUpdate(self.turn_id, clean_text("".join(self.text)), self.last_pos, s.rate,
                                    tuple(s.points), tuple(s.stalls), self.first_t))
+
+
+# engine event -> the step that computes its messages from what the turn gathered
+STEPS: dict[type, Callable[[TurnBridge, object], None]] = {
+    ev.TurnStarted: TurnBridge._started,
+    ev.PrefillProgress: TurnBridge._prefill,
+    ev.TokenEvent: TurnBridge._token,
+    ev.TurnDone: TurnBridge._done,
+    ev.EngineError: TurnBridge._lost,
+}

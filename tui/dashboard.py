@@ -11,20 +11,35 @@ From WIDE_COLUMNS on, the panes sit two to a row (prefill beside KV, estimate be
 memory; server, fleet and decode span both columns) and the grid's rows are set
 from the taller pane of each row, so no row is padded and none is cut.
 
-The planning (``plan_pages``, ``row_heights``) is pure; ``DashboardLayout`` measures
-the panes and applies the plan.
+The planning (``plan_pages``, ``row_heights``) is pure; ``Dashboard`` holds the
+widgets' typed references, measures the panes and applies the plan.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rich.cells import cell_len
 from textual import events
 from textual.containers import VerticalScroll
 from textual.content import Content
+from textual.widget import Widget
 
+from .panes.about import AboutBar
 from .panes.base import PaneWidget
+from .panes.chat import ChatLog, StreamTail
+from .panes.decode import DecodePane
+from .panes.estimate import EstimatePane
+from .panes.kv import KVPane
+from .panes.memory import MemoryPane
+from .panes.prefill import PrefillPane
+from .panes.status import StatusBar
+from .prompt_input import PromptInput
+
+if TYPE_CHECKING:
+    from .panes.fleet import FleetPane
+    from .panes.server import ServerPane
 
 WIDE_COLUMNS = 140
 ABOUT_MIN_ROWS = 30  # below this the versions/hardware line gives its row to the panes
@@ -121,7 +136,7 @@ class PagerBar(PaneWidget):
     def on_click(self, event: events.Click) -> None:
         for start, end, index in self._spans:
             if start <= event.x < end:
-                self.app.show_page(index)
+                self.app.dash.show_page(index)
                 return
 
 
@@ -140,39 +155,82 @@ class MetricsScroll(VerticalScroll):
             node.scroll_visible(animate=False)
 
 
-class DashboardLayout:
-    """Mixed into the app: measure the panes, plan the pages, apply the plan."""
+class Dashboard:
+    """The dashboard's widgets by name and type, and the plan of its pages.
 
-    page = 0  # the page shown when there are several
-    _plan_key = None
-    _fit_pending = False
-    _panes: dict | None = None
+    Why an object of its own: every handler used to find its pane with a query of the
+    whole DOM (``query_one``, 113 calls in tui/), and the layout was a mixin whose state
+    lived on the App. The panes are composed once with the app and stay for its whole
+    life, so their references are taken once (``bind``, when the app mounts) and kept
+    here, typed: a handler writes ``app.dash.prefill.progress(...)``. The page plan
+    (which panes show, each unit's rows) is this object's own state.
+    """
+
+    status: StatusBar
+    about: AboutBar
+    chat: ChatLog
+    tail: StreamTail
+    prompt: PromptInput
+    pager: PagerBar
+    column: Widget  # the metrics column: its width is the panes' width
+    metrics: MetricsScroll
+    prefill: PrefillPane
+    kv: KVPane
+    decode: DecodePane
+    estimate: EstimatePane
+    memory: MemoryPane
+    server: ServerPane | None  # kvtop --server only
+    fleet: FleetPane | None  # kvtop --server with several servers only
+
+    def __init__(self, app) -> None:
+        self.app = app
+        self.page = 0  # the page shown when there are several
+        self._plan_key = None
+        self._fit_pending = False
+        self._panes: dict | None = None
+        self._applied: dict = {}
+        self.bound = False
+
+    def bind(self) -> None:
+        """Take the composed widgets' references, once (the app has composed them)."""
+        if self.bound:
+            return
+        q = self.app.query_one
+        self.status, self.about, self.chat, self.tail = q(StatusBar), q(AboutBar), q(ChatLog), q(StreamTail)
+        self.prompt, self.pager, self.metrics = q("#prompt", PromptInput), q(PagerBar), q(MetricsScroll)
+        self.column = q("#metrics-column")
+        self.prefill, self.kv, self.decode = q(PrefillPane), q(KVPane), q(DecodePane)
+        self.estimate, self.memory = q(EstimatePane), q(MemoryPane)
+        self.server = next(iter(self.app.query("#server")), None)
+        self.fleet = next(iter(self.app.query("#fleet")), None)
+        self.bound = True
 
     def request_fit(self) -> None:
         """A pane's lines changed: plan again once the screen has laid it out."""
         if not self._fit_pending:
             self._fit_pending = True
-            self.call_after_refresh(self._fit_requested)
+            self.app.call_after_refresh(self._fit_requested)
 
     def _fit_requested(self) -> None:
         self._fit_pending = False
-        self.fit_dashboard()
+        self.fit()
 
-    def dashboard_panes(self) -> dict[str, object]:
+    def panes(self) -> dict[str, object]:
         """The panes by name, found once: they are composed with the app and stay (a
         query of the whole DOM per pane cost ~3 ms on every plan)."""
         if self._panes is not None:
             return self._panes
         found = {}
         for name in TITLES:
-            hits = self.query(f"#{name}")
+            hits = self.app.query(f"#{name}")
             if hits:
                 found[name] = hits.first()
         if FLEXIBLE in found:  # composed: keep them
             self._panes = found
         return found
 
-    def _pane_height(self, name: str, pane, width: int) -> int:
+    @staticmethod
+    def _pane_height(name: str, pane, width: int) -> int:
         """Rows the pane needs at a content ``width``, borders included."""
         if name == FLEXIBLE:
             from .panes.decode import DecodeSummary
@@ -185,10 +243,10 @@ class DashboardLayout:
         lines = pane.height_at(width) if isinstance(pane, PaneWidget) else -1
         return max(1, lines) + 2
 
-    def dashboard_units(self, width: int, wide: bool, planning_here: bool = True) -> list[Unit]:
+    def units(self, width: int, wide: bool, planning_here: bool = True) -> list[Unit]:
         """The dashboard's rows at a metrics column ``width``: a pane on screen is measured
         at its own width (``planning_here``), a hidden one at the width it would get."""
-        panes = self.dashboard_panes()
+        panes = self.panes()
         units = []
         for names in WIDE_UNITS if wide else NARROW_UNITS:
             names = tuple(n for n in names if n in panes)
@@ -203,24 +261,25 @@ class DashboardLayout:
             units.append(Unit(names, max(heights)))
         return units
 
-    def fit_dashboard(self, width: int | None = None, height: int | None = None) -> None:
+    def fit(self, width: int | None = None, height: int | None = None) -> None:
         """Plan the pages for the terminal's size (or the one given: a screenshot of the
         whole dashboard) and apply the plan: which panes show, each unit's rows."""
-        width = self.size.width if width is None else width
-        height = self.size.height if height is None else height
+        app = self.app
+        self.bind()
+        width = app.size.width if width is None else width
+        height = app.size.height if height is None else height
         wide = width >= WIDE_COLUMNS
-        here = width == self.size.width and wide == self.has_class("-wide")  # the panes' widths are current
-        if wide != self.has_class("-wide"):
-            self.set_class(wide, "-wide")
-        column = self.query_one("#metrics-column")
-        metrics_width = column.size.width or int(width * (0.62 if wide else 0.55))
-        if width != self.size.width:  # planning for another size: the column scales with it
+        here = width == app.size.width and wide == app.has_class("-wide")  # the panes' widths are current
+        if wide != app.has_class("-wide"):
+            app.set_class(wide, "-wide")
+        metrics_width = self.column.size.width or int(width * (0.62 if wide else 0.55))
+        if width != app.size.width:  # planning for another size: the column scales with it
             metrics_width = int(width * (0.62 if wide else 0.55))
-        about = self.query_one("#about")
+        about = self.about
         if about.display != (height >= ABOUT_MIN_ROWS):  # set only on a change: each set re-lays out the screen
             about.display = height >= ABOUT_MIN_ROWS
         rows = max(4, height - 2 - (1 if about.display else 0))  # the status, about and key bars
-        units = self.dashboard_units(metrics_width, wide, here)
+        units = self.units(metrics_width, wide, here)
         pages = plan_pages(units, rows)
         self.page = min(self.page, max(0, len(pages) - 1))
         key = (wide, rows, metrics_width, tuple(tuple(u for u in p) for p in pages), self.page)
@@ -228,20 +287,20 @@ class DashboardLayout:
             return
         self._plan_key = key
         self.apply_page(pages, rows, wide)
-        if not here and width == self.size.width:  # the layout just changed: measure it again
-            self.call_after_refresh(self.fit_dashboard)
+        if not here and width == app.size.width:  # the layout just changed: measure it again
+            app.call_after_refresh(self.fit)
 
     def apply_page(self, pages: list[list[Unit]], rows: int, wide: bool) -> None:
-        panes = self.dashboard_panes()
+        panes = self.panes()
         several = len(pages) > 1
-        pager = self.query_one(PagerBar)
+        pager = self.pager
         self._apply(pager, "display", several)
-        pager.show(pager_labels(pages, self.query_one("#metrics-column").size.width), self.page)
+        pager.show(pager_labels(pages, self.column.size.width), self.page)
         page = pages[self.page] if pages else []
         shown = {n for u in page for n in u.panes}
         heights = row_heights(page, rows - (1 if several else 0))
         if wide:
-            self._apply(self.query_one("#metrics").styles, "grid_rows", " ".join(str(h) for h in heights) or "1fr")
+            self._apply(self.metrics.styles, "grid_rows", " ".join(str(h) for h in heights) or "1fr")
         flex = next((h for u, h in zip(page, heights) if u.flexible), None)
         for name, pane in panes.items():
             pane.can_focus = True  # a click or Tab focuses a pane; its container scrolls it
@@ -252,29 +311,27 @@ class DashboardLayout:
     def _apply(self, target, attr: str, value) -> None:
         """Set a style only when it changes: each set re-lays out the screen, and a
         re-layout every second left a chat reply at a stale height now and then."""
-        applied = self.__dict__.setdefault("_applied", {})
         key = (id(target), attr)
-        if applied.get(key) != value:
-            applied[key] = value
+        if self._applied.get(key) != value:
+            self._applied[key] = value
             setattr(target, attr, value)
 
     def show_page(self, index: int) -> None:
         self.page = index
         self._plan_key = None
-        self.fit_dashboard()
+        self.fit()
 
-    def action_next_page(self) -> None:
+    def next_page(self) -> None:
         """F6: the next page of panes (when they take more than one)."""
-        pager = self.query_one(PagerBar)
-        count = max(1, len(pager.labels))
+        count = max(1, len(self.pager.labels))
         if count == 1:
-            self.notify("every pane fits on the screen: there is one page", markup=False, timeout=3)
+            self.app.notify("every pane fits on the screen: there is one page", markup=False, timeout=3)
             return
         self.show_page((self.page + 1) % count)
 
     def show_pane(self, name: str) -> None:
         """Turn to the page that holds a pane (a key that needs it, a click on it)."""
-        for i, label in enumerate(self.query_one(PagerBar).labels):
+        for i, label in enumerate(self.pager.labels):
             if {TITLES.get(name), SHORT.get(name)} & set(label.split(" ")):
                 if i != self.page:
                     self.show_page(i)

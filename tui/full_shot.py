@@ -29,7 +29,7 @@ def whole_dashboard_size(app) -> Size:
     """160 columns, and the rows that put every pane on one page (at least 48)."""
     from .dashboard import WIDE_COLUMNS
 
-    units = app.dashboard_units(int(SHOT_COLUMNS * 0.62), SHOT_COLUMNS >= WIDE_COLUMNS, planning_here=False)
+    units = app.dash.units(int(SHOT_COLUMNS * 0.62), SHOT_COLUMNS >= WIDE_COLUMNS, planning_here=False)
     rows = sum(u.height for u in units) + 3  # the status, about and key bars
     return Size(SHOT_COLUMNS, max(SHOT_ROWS, rows))
 
@@ -60,7 +60,7 @@ def _reflow(screen, size: Size) -> None:
 def _relayout(app, size: Size) -> None:
     from .panes.decode import DecodePane
 
-    app.fit_dashboard(size.width, size.height)
+    app.dash.fit(size.width, size.height)
     _forget_sizes(app)
     _reflow(app.screen, size)
     for pane in app.query(DecodePane):  # the chart is planned for its width when drawn
@@ -72,7 +72,7 @@ def _relayout(app, size: Size) -> None:
 def whole_dashboard_svg(app, title: str = "kvtop") -> str:
     """The SVG of every pane at a readable size; the screen is left as it was."""
     real = app.size
-    page = app.page
+    page = app.dash.page
     size = whole_dashboard_size(app)
     with app.batch_update():
         try:
@@ -82,8 +82,8 @@ def whole_dashboard_svg(app, title: str = "kvtop") -> str:
             console.print(whole_frame(app))
             svg = console.export_svg(title=title)
         finally:
-            app.page = page
-            app._plan_key = None
+            app.dash.page = page
+            app.dash._plan_key = None
             _relayout(app, real)
     app.call_after_refresh(_settle, app)
     return svg

@@ -42,9 +42,8 @@ class EngineLifecycle:
             return
         if self.session.cancel():
             self.notify("Cancelling…", markup=False, timeout=2)
-            if not self.session.turn_running and self.current_reply is not None:
-                self.current_reply.set_footer("cancelled before the model loaded")
-                self.current_reply = None
+            if not self.session.turn_running:
+                self.turn.lose_reply("cancelled before the model loaded")
             deadline = self.options.cancel_deadline_s
             self.set_timer(deadline + 0.05, lambda: self.control.check_cancel(deadline))
 
@@ -60,10 +59,8 @@ class EngineLifecycle:
             return  # reported once
         reason = clean_line(m.reason, 600)
         self.query_one(StatusBar).set_problem("engine died" if m.died else "model not loaded")
-        if self.current_reply is not None:
-            self.current_reply.set_footer("turn lost: " + reason)
-            self.current_reply = None
-        self._turn_over()
+        self.turn.lose_reply("turn lost: " + reason)
+        self.turn.over()
         self.query_one(ChatLog).add("system", reason)
         self.push_screen(ErrorScreen("The engine died" if m.died else "Could not load the model", reason,
                                      offer_restart=m.died), self.control.error_closed)
@@ -149,10 +146,8 @@ class EngineControl:
         old = app.session.engine
         app.session.restart(self.source.engine(app.settings, app.server_index))  # on the server the chat follows
         self.stop(old)
-        if app.current_reply is not None:
-            app.current_reply.set_footer(lost)
-            app.current_reply = None
-        app._turn_over()
+        app.turn.lose_reply(lost)
+        app.turn.over()
         n = len(app.session.messages)
         app.query_one(StatusBar).set_problem(None)
         app.query_one(ChatLog).add("system", said + (
@@ -171,8 +166,8 @@ class EngineControl:
 
         app = self.app
         tail = app.query_one(StreamTail)
-        if app.current_reply is not None and tail.text:  # the reply so far (the transcript lags it)
-            app.current_reply.set_text(tail.text)
+        if app.turn.reply is not None and tail.text:  # the reply so far (the transcript lags it)
+            app.turn.reply.set_text(tail.text)
         # seen before the GGUF header and hardware are read (a busy machine): the
         # inspection's end pumps the session's engine, this new one
         self.fresh("turn lost: the server restarted", line, pump=app.model_inspected)
@@ -190,7 +185,7 @@ class EngineControl:
         url = app.options.servers[index]
         old = app.session.engine
         app.session.new_chat()
-        app.clear_chat()
+        app.turn.clear()
         app.session.restart(self.source.engine(app.settings, index))
         self.stop(old)
         app.server_index = index
@@ -230,9 +225,9 @@ class EngineControl:
         from .panes.chat import StreamTail
 
         app = self.app
-        if app.session.turn_running and app.current_reply is not None:
-            app.session.save_turn_in_flight(app.query_one(StreamTail).text or app.current_reply.text, "quit")
-            app.current_reply = None
+        if app.session.turn_running and app.turn.reply is not None:
+            app.session.save_turn_in_flight(app.query_one(StreamTail).text or app.turn.reply.text, "quit")
+            app.turn.reply = None
 
     def shutdown(self) -> None:
         """Stop the engine within a fraction of a second, whatever state it is in (even SIGSTOPped)."""

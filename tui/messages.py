@@ -1,4 +1,9 @@
-"""Messages from the engine worker thread to the UI.
+"""Messages from the worker threads to the UI, as data (Toolong's messages.py).
+
+Each message is a dataclass of what it carries and nothing else: the engine's event
+itself where the UI needs all of it, the figures computed from several events where it
+needs those (``DecodeUpdate``). ``tui/bridge.py`` is the table from engine event to
+message. ``eq=False``: a message is a happening, not a value; two alike are still two.
 
 The worker calls ``post_message`` (which does not block it, unlike
 ``call_from_thread``). High-rate messages implement ``can_replace`` so Textual's
@@ -8,252 +13,243 @@ of them carries cumulative state, so dropping an older one loses nothing.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from textual.message import Message
 
 from runner import events as ev
 
 
+# ------------------------------------------------------------ loading
+@dataclass(eq=False)
 class EngineLoadProgress(Message):
-    def __init__(self, fraction: float) -> None:
-        super().__init__()
-        self.fraction = fraction
+    fraction: float
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, EngineLoadProgress)
 
 
+@dataclass(eq=False)
 class ModelInspected(Message):
     """GGUF facts, KV layout and hardware profile, known before the weights load."""
 
-    def __init__(self, facts, hardware, layout, preflight) -> None:
-        super().__init__()
-        self.facts = facts
-        self.hardware = hardware
-        self.layout = layout
-        self.preflight = preflight
+    facts: object
+    hardware: object
+    layout: object
+    preflight: object
 
 
+@dataclass(eq=False)
 class EngineLoaded(Message):
-    def __init__(self, loaded: ev.Loaded) -> None:
-        super().__init__()
-        self.loaded = loaded
+    loaded: ev.Loaded
 
 
+@dataclass(eq=False)
 class EngineFailed(Message):
     """Loading failed, or the engine died: ``reason`` is one line for the user."""
 
-    def __init__(self, reason: str, died: bool = False) -> None:
-        super().__init__()
-        self.reason = reason
-        self.died = died
+    reason: str
+    died: bool = False
 
 
-class TurnBegan(Message):
-    def __init__(self, started: ev.TurnStarted) -> None:
-        super().__init__()
-        self.started = started
-
-
-class ContextShiftNote(Message):
-    """The engine left the chat's oldest turns out of this turn's prompt."""
-
-    def __init__(self, shift: ev.ContextShifted) -> None:
-        super().__init__()
-        self.shift = shift
-
-
-class PrefillUpdate(Message):
-    def __init__(self, progress: ev.PrefillProgress) -> None:
-        super().__init__()
-        self.progress = progress
-
-    def can_replace(self, message: Message) -> bool:
-        return isinstance(message, PrefillUpdate) and message.progress.turn_id == self.progress.turn_id
-
-
-class DecodeUpdate(Message):
-    """Cumulative decode state of the running turn."""
-
-    def __init__(self, turn_id: int, text: str, pos: int, tok_s: float | None,
-                 series: tuple[tuple[int, float], ...], stalls: tuple[tuple[int, float], ...] = (),
-                 first_t: float | None = None) -> None:
-        super().__init__()
-        self.turn_id = turn_id
-        self.first_t = first_t  # the turn's first token, on the engine's clock (time.monotonic)
-        self.text = text
-        self.pos = pos
-        self.tok_s = tok_s
-        self.series = series  # (KV position, tok/s over the last few tokens)
-        self.stalls = stalls  # (KV position after a pause, its seconds): tui/decode_series.py
-
-    def can_replace(self, message: Message) -> bool:
-        return isinstance(message, DecodeUpdate) and message.turn_id == self.turn_id
-
-
-class TurnFinished(Message):
-    def __init__(self, result: ev.TurnDone | ev.TurnRefused, series: tuple = (), stalls: tuple = ()) -> None:
-        super().__init__()
-        self.result = result
-        self.series = series
-        self.stalls = stalls
-
-
-class CacheReset(Message):
-    pass
-
-
+@dataclass(eq=False)
 class EngineEnded(Message):
     """The engine's event stream ended on purpose (closed, end of a recording)."""
 
-    def __init__(self, reason: str) -> None:
-        super().__init__()
-        self.reason = reason
+    reason: str
 
 
-class RecordedUser(Message):
-    """Replay: the recorded user sent this message."""
-
-    def __init__(self, text: str) -> None:
-        super().__init__()
-        self.text = text
-
-
-class RecordedNewChat(Message):
-    """Replay: the recorded user started a new chat."""
-
-
-class RecordedUndoNewChat(Message):
-    """Replay: the recorded user brought back the chat the last new chat put aside."""
-
-
-class PromptFileRead(Message):
-    """A ``/file`` or ``--prompt-file`` was read (off the UI thread): its text, or why not."""
-
-    def __init__(self, path: str, text: str | None, error: str | None) -> None:
-        super().__init__()
-        self.path = path
-        self.text = text
-        self.error = error
-
-
+@dataclass(eq=False)
 class HardwareProbing(Message):
     """The hardware probe at start (the CPU's bandwidth and FLOPS, seconds and more on a
     busy machine) began (``running``) or ended: the engine starts only after it, so the
     status bar says what runs instead of a frozen "loading 0%"."""
 
-    def __init__(self, running: bool) -> None:
-        super().__init__()
-        self.running = running
+    running: bool
 
 
+@dataclass(eq=False)
 class HardwareReprobed(Message):
     """The CPU was probed again (a measured rate beat its ceiling): the new profile."""
 
-    def __init__(self, hardware, note: str) -> None:
-        super().__init__()
-        self.hardware = hardware
-        self.note = note
+    hardware: object
+    note: str
 
 
-class ForecastNote(Message):
-    """Why the draft cannot be forecast (a ``/file`` that cannot be sent), for request ``request_id``."""
-
-    def __init__(self, request_id: int, text: str) -> None:
-        super().__init__()
-        self.request_id = request_id
-        self.text = text
+# ------------------------------------------------------------ a turn
+@dataclass(eq=False)
+class TurnBegan(Message):
+    started: ev.TurnStarted
 
 
-class RecordedForecast(Message):
-    """A replay's recorded forecast for the turn it is playing."""
+@dataclass(eq=False)
+class ContextShiftNote(Message):
+    """The engine left the chat's oldest turns out of this turn's prompt."""
 
-    def __init__(self, forecast) -> None:
-        super().__init__()
-        self.forecast = forecast
-
-
-class RecordedCPU(Message):
-    """A replay's recorded CPU share of other processes for the turn about to end."""
-
-    def __init__(self, turn_id: int, others_cpu: float) -> None:
-        super().__init__()
-        self.turn_id, self.others_cpu = turn_id, others_cpu
+    shift: ev.ContextShifted
 
 
-class PromptSized(Message):
-    """The engine's answer to ``MeasurePrompt``: the draft's size as the next prompt."""
+@dataclass(eq=False)
+class PrefillUpdate(Message):
+    progress: ev.PrefillProgress
 
-    def __init__(self, measured) -> None:
-        super().__init__()
-        self.measured = measured  # runner.events.PromptMeasured
-
-
-class Notice(Message):
-    """A warning for the user from a worker thread."""
-
-    def __init__(self, text: str) -> None:
-        super().__init__()
-        self.text = text
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, PrefillUpdate) and message.progress.turn_id == self.progress.turn_id
 
 
-class PromptCacheNote(Message):
-    def __init__(self, event) -> None:
-        super().__init__()
-        self.event = event
+@dataclass(eq=False)
+class DecodeUpdate(Message):
+    """Cumulative decode state of the running turn."""
+
+    turn_id: int
+    text: str
+    pos: int
+    tok_s: float | None
+    series: tuple[tuple[int, float], ...]  # (KV position, tok/s over the last few tokens)
+    stalls: tuple[tuple[int, float], ...] = ()  # (KV position after a pause, its seconds): tui/decode_series.py
+    first_t: float | None = None  # the turn's first token, on the engine's clock (time.monotonic)
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, DecodeUpdate) and message.turn_id == self.turn_id
 
 
+@dataclass(eq=False)
+class TurnFinished(Message):
+    """A turn that ran: its result, and its decode rates by position (``DecodeUpdate``'s)."""
+
+    result: ev.TurnDone
+    series: tuple = ()
+    stalls: tuple = ()
+
+
+@dataclass(eq=False)
+class TurnRefused(Message):
+    """A turn the engine refused before its prefill (or cancelled before it started)."""
+
+    refusal: ev.TurnRefused
+
+
+@dataclass(eq=False)
 class TurnLost(Message):
     """The engine failed a command (its reason is one line); it is still running."""
 
-    def __init__(self, reason: str) -> None:
-        super().__init__()
-        self.reason = reason
+    reason: str
 
 
+@dataclass(eq=False)
+class CacheReset(Message):
+    pass
+
+
+@dataclass(eq=False)
+class PromptCacheNote(Message):
+    event: ev.PromptCache
+
+
+@dataclass(eq=False)
+class Notice(Message):
+    """A warning for the user from a worker thread."""
+
+    text: str
+
+
+@dataclass(eq=False)
+class PromptSized(Message):
+    """The engine's answer to ``MeasurePrompt``: the draft's size as the next prompt."""
+
+    measured: ev.PromptMeasured
+
+
+@dataclass(eq=False)
+class PromptFileRead(Message):
+    """A ``/file`` or ``--prompt-file`` was read (off the UI thread): its text, or why not."""
+
+    path: str
+    text: str | None
+    error: str | None
+
+
+@dataclass(eq=False)
+class ForecastNote(Message):
+    """Why the draft cannot be forecast (a ``/file`` that cannot be sent), for request ``request_id``."""
+
+    request_id: int
+    text: str
+
+
+# ------------------------------------------------------------ replay
+@dataclass(eq=False)
+class RecordedUser(Message):
+    """Replay: the recorded user sent this message."""
+
+    text: str
+
+
+@dataclass(eq=False)
+class RecordedNewChat(Message):
+    """Replay: the recorded user started a new chat."""
+
+
+@dataclass(eq=False)
+class RecordedUndoNewChat(Message):
+    """Replay: the recorded user brought back the chat the last new chat put aside."""
+
+
+@dataclass(eq=False)
+class RecordedForecast(Message):
+    """A replay's recorded forecast for the turn it is playing."""
+
+    forecast: object
+
+
+@dataclass(eq=False)
+class RecordedCPU(Message):
+    """A replay's recorded CPU share of other processes for the turn about to end."""
+
+    turn_id: int
+    others_cpu: float
+
+
+# ------------------------------------------------------------ kvtop --server, kvtop load
+@dataclass(eq=False)
 class ServerPolled(Message):
     """A poll of one llama-server's /slots and /metrics (``kvtop --server``)."""
 
-    def __init__(self, index: int, snapshot) -> None:
-        super().__init__()
-        self.index = index
-        self.snapshot = snapshot
+    index: int
+    snapshot: object
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, ServerPolled) and message.index == self.index
 
 
+@dataclass(eq=False)
 class ServerRestarted(Message):
     """One llama-server is another process now (``runner.server.identity``): said once,
     never replaced by a later poll."""
 
-    def __init__(self, index: int, restart) -> None:
-        super().__init__()
-        self.index = index
-        self.restart = restart
+    index: int
+    restart: object
 
 
+@dataclass(eq=False)
 class LoadLevelDone(Message):
     """``kvtop load``: one level's rows (a fleet's: one per server, then the "all" row)."""
 
-    def __init__(self, rows: list[dict]) -> None:
-        super().__init__()
-        self.rows = rows
+    rows: list[dict]
 
 
+@dataclass(eq=False)
 class LoadProgress(Message):
     """``kvtop load``: what the sweep does now ("level 2/4: 2 users"); only the newest counts."""
 
-    def __init__(self, text: str) -> None:
-        super().__init__()
-        self.text = text
+    text: str
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, LoadProgress)
 
 
+@dataclass(eq=False)
 class LoadEnded(Message):
     """``kvtop load``: the sweep ended (done, stopped or failed): a ``SweepResult``."""
 
-    def __init__(self, result) -> None:
-        super().__init__()
-        self.result = result
+    result: object

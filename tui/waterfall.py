@@ -73,15 +73,13 @@ class LiveTurn:
 
 
 def live_turn(app) -> LiveTurn | None:
-    """The app's turn in flight, or None."""
-    from .panes.prefill import PrefillPane
-
+    """The app's turn in flight, or None (the session's ``ActiveTurn``, as drawn)."""
     a = app.session.active
     if a is None:
         return None
-    reports = tuple(app.query_one(PrefillPane).reports) if a.started is not None else ()
-    first, decoded = getattr(app, "live_first_token", (None, 0))
-    return LiveTurn(a.user, a.started, reports, first if a.started is not None else None, decoded, a.shift)
+    reports = tuple(a.reports) if a.started is not None else ()
+    return LiveTurn(a.user, a.started, reports, a.first_token_s if a.started is not None else None, a.decoded,
+                    a.shift)
 
 
 class WaterfallBar(Widget):

@@ -23,7 +23,7 @@ from runner.process.commands import Chat, ChatMessage, Reset
 from runner.process.contract import EngineClient
 from runner.records.paths import Paths, unique_file
 from runner.sanitize import clean_line
-from runner.session.records import ActiveTurn, TurnRecord
+from runner.session.records import ActiveTurn, DecodeSoFar, TurnRecord
 from runner.settings import Settings
 
 
@@ -236,16 +236,18 @@ class ChatSession:
             chat, self.queued = self.queued, None
             self.engine.submit(chat)
 
-    def on_context_shifted(self, e: ev.ContextShifted) -> None:
-        """The engine left the chat's oldest turns out of this turn's prompt (the chat
-        keeps them: the next turn decides again from all of it)."""
+    def apply(self, e) -> None:
+        """An event of the turn on screen, as the UI received it (after ``is_current``):
+        the live turn (``ActiveTurn.apply``) follows it. A context shift left the chat's
+        oldest turns out of this turn's prompt only (the chat keeps them: the next turn
+        decides again from all of it). A replay's decode is on the recording's clock, not
+        this one: its first token is not timed against this submit."""
+        if isinstance(e, ev.PromptCache):
+            self.prompt_cache_restored = e.tokens if e.action == "restored" else 0
+        if isinstance(e, DecodeSoFar) and self.replaying:
+            return
         if self.active is not None:
-            self.active.shift = e
-
-    def on_turn_started(self, e: ev.TurnStarted) -> None:
-        if self.active is not None:
-            self.active.turn_id = e.turn_id
-            self.active.started = e
+            self.active.apply(e)
 
     def on_turn_done(self, e: ev.TurnDone, text: str, notice: Callable[[str], None],
                      others_cpu: float | None = None) -> TurnRecord:
@@ -307,10 +309,6 @@ class ChatSession:
         if user_message and self.messages and self.messages[-1].role == "user":
             self.messages.pop()
         self.active = None
-
-    # ------------------------------------------------------------ prompt cache
-    def on_prompt_cache(self, e: ev.PromptCache) -> None:
-        self.prompt_cache_restored = e.tokens if e.action == "restored" else 0
 
     def close(self) -> None:
         if self.transcript is not None:

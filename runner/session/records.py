@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from runner import events as ev
 
@@ -29,9 +29,24 @@ class TurnRecord:
                 "forecast": asdict(self.forecast) if self.forecast is not None else None}
 
 
+@dataclass(frozen=True)
+class DecodeSoFar:
+    """A turn's decode as the UI last heard of it: the KV position of its newest token
+    and when its first token came (the engine's clock, ``time.monotonic``). The reader
+    thread gathers tokens and the UI receives this at its own pace (tui/bridge.py)."""
+
+    turn_id: int
+    pos: int
+    first_t: float | None
+
+
 @dataclass
 class ActiveTurn:
-    """The turn the app waits for: sent, maybe queued behind the load, maybe running."""
+    """The turn the app waits for: sent, maybe queued behind the load, maybe running.
+
+    Everything the screen knows of the live turn is here, updated by one ``apply`` with
+    each event of the turn the UI receives: the F2 waterfall draws the turn in flight
+    from it, the prefill pane's note after a prompt-cache restore reads it at the end."""
 
     turn_id: int | None  # None: a replayed turn whose id the recording will tell
     user: str
@@ -40,3 +55,25 @@ class ActiveTurn:
     cancel_requested_at: float | None = None
     shift: ev.ContextShifted | None = None  # the context shift before its prefill, if any
     forecast: object | None = None  # the forecast shown when it started
+    reports: list[tuple[int, float]] = field(default_factory=list)  # (done, elapsed_s) of each prefill
+    # report the UI received (they are paced: one may stand for several micro-batches)
+    first_token_s: float | None = None  # submit -> first token, once it came
+    decoded: int = 0  # tokens decoded so far
+    cache_event: ev.PromptCache | None = None  # its --prompt-cache restore or save, if any
+
+    def apply(self, e) -> None:
+        """One event of this turn: the engine's (``TurnStarted``, ``ContextShifted``,
+        ``PrefillProgress``, ``PromptCache``) or its decode so far (``DecodeSoFar``)."""
+        if isinstance(e, ev.TurnStarted):
+            self.turn_id, self.started = e.turn_id, e
+        elif isinstance(e, ev.ContextShifted):
+            self.shift = e
+        elif isinstance(e, ev.PrefillProgress):
+            self.reports.append((e.done, e.elapsed_s))
+        elif isinstance(e, ev.PromptCache):
+            self.cache_event = e
+        elif isinstance(e, DecodeSoFar) and e.first_t is not None:
+            ttft = e.first_t - self.t_submit  # submit -> first token, one clock for every process
+            self.first_token_s = ttft if 0 <= ttft < 86400 else None
+            started = self.started.prompt_tokens if self.started else e.pos
+            self.decoded = max(e.pos - started + 1, 1)

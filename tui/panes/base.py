@@ -39,9 +39,9 @@ class PaneWidget(Widget):
         """A re-layout (the pane's height may have changed) also re-plans the dashboard's
         rows and pages (tui/dashboard.py), once after the screen has redrawn."""
         if layout and self.is_mounted:
-            refit = getattr(self.app, "request_fit", None)
-            if refit is not None:
-                refit()
+            dash = getattr(self.app, "dash", None)  # the kvtop app's (tui/dashboard.py)
+            if dash is not None:
+                dash.request_fit()
         return super().refresh(*regions, layout=layout, **kw)
 
     def wrapped_height(self) -> int:

@@ -104,7 +104,7 @@ class StreamTail(PaneWidget):
     Re-wrapping and re-laying-out the whole growing reply in the transcript on every
     update measurably slows decode on a 2-core machine; this fixed-height tail shows
     the text as it streams, and the transcript gets the full reply at the end (and
-    every ``KvtopApp.CHAT_INTERVAL`` seconds during a long one)."""
+    every ``TurnView.CHAT_INTERVAL`` seconds during a long one: tui/turn_view.py)."""
 
     LINES = 3
 

@@ -60,7 +60,6 @@ class PrefillPane(PaneWidget):
         self.shift = None  # the turn's ContextShifted: its oldest turns left out of the prompt
         self.waterfall = None  # (TTFT, timeline) of the finished turn: its compact waterfall
         self.cache_note: str = ""
-        self.reports: list[tuple[int, float]] = []  # (done, elapsed) of this turn's reports, for F2
 
     def set_cache_note(self, note: str) -> None:
         before = self.wrapped_height()
@@ -100,7 +99,6 @@ class PrefillPane(PaneWidget):
         self.shift = shift
         self.waterfall = None
         self._ubatch = 0
-        self.reports = []
         self._run_clock(0.0)
         self.refresh(layout=self.wrapped_height() != before)
 
@@ -108,7 +106,6 @@ class PrefillPane(PaneWidget):
         before = self.wrapped_height()
         self.total, self.done, self.reused = p.total, p.done, p.reused
         self.elapsed, self.rate, self._ubatch = p.elapsed_s, p.tok_s, p.ubatch_tokens
-        self.reports.append((p.done, p.elapsed_s))
         if p.done >= p.total:
             self.note = "done"
             self.stop_ticking()

@@ -153,7 +153,7 @@ async def test_the_chart_draws_half_an_interval_into_a_turn_then_every_interval(
     async with app.run_test(size=(160, 50)) as pilot:
         # the dashboard sizes the chart first (tui/dashboard.py), redrawing it: let it settle
         for _ in range(3):
-            await wait_until(pilot, lambda: not app._fit_pending, what="the dashboard's plan")
+            await wait_until(pilot, lambda: not app.dash._fit_pending, what="the dashboard's plan")
             await pilot.pause(0.1)
         pane = app.query_one(DecodePane)
         drawn = []

@@ -56,8 +56,8 @@ async def settled(pilot):
     """The dashboard re-plans after a pane's lines change (tui/dashboard.py): wait for it."""
     app = pilot.app
     for _ in range(3):
-        await wait_until(pilot, lambda: not app._fit_pending, what="the dashboard's plan")
-        app.fit_dashboard()
+        await wait_until(pilot, lambda: not app.dash._fit_pending, what="the dashboard's plan")
+        app.dash.fit()
         await pilot.pause()
 
 

@@ -118,7 +118,7 @@ async def test_f2_during_decode_says_when_the_first_token_came_and_counts_on(tmp
     async with app.run_test(size=(140, 45)) as pilot:
         await wait_until(pilot, lambda: app.loaded is not None, what="load")
         await _send(pilot, "a long one")
-        await wait_until(pilot, lambda: app.live_first_token[0] is not None, timeout=10, what="first token")
+        await wait_until(pilot, lambda: getattr(app.session.active, "first_token_s", None) is not None, timeout=10, what="first token")
         await pilot.press("f2")
         await wait_until(pilot, lambda: "first token after" in _title(app), timeout=5, what="the live first token")
         first = _title(app)
