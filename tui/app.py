@@ -190,7 +190,7 @@ class KvtopApp(EngineWorkers, ServerRouting, EngineLifecycle, Forecasting, CPUWa
         self.looks.apply()
         self.set_class(self.size.width >= WIDE_COLUMNS, "-wide")
         self.call_after_refresh(self.dash.fit)
-        chat = self.query_one(ChatLog)
+        chat = self.dash.chat
         for m in self.session.messages:
             chat.add(m.role, m.content)
         for note in (self.options.resume_note, self.options.banner):
@@ -203,10 +203,10 @@ class KvtopApp(EngineWorkers, ServerRouting, EngineLifecycle, Forecasting, CPUWa
             prompt.placeholder = "Replay: input is off (Ctrl+Q quits)"
             prompt.disabled = True
         if self.session.engine.capabilities.replaying:
-            self.query_one(MemoryPane).set_not_sampled(
+            self.dash.memory.set_not_sampled(
                 "RSS, RAM and GPU memory are not recorded in a trace; llama.cpp's buffers are")
         if self.options.memory_sample is not None:
-            self.query_one(MemoryPane).set_sample(self.options.memory_sample)
+            self.dash.memory.set_sample(self.options.memory_sample)
         if self.options.live_system:
             self.cpu_watch.sample()
             self.set_interval(MEMORY_SAMPLE_S, self.cpu_watch.sample)

@@ -23,8 +23,6 @@ from runner.system.memory import take_sample
 
 from . import messages as msg
 from .guards import while_running
-from .panes.decode import DecodePane
-from .panes.memory import MemoryPane
 
 LOAD_WINDOW_S = 5.0  # "today's load": what others used over the last seconds, not one jumpy second
 
@@ -50,18 +48,18 @@ class CPUWatch:
         so the pane redraws in the same frame as the figures instead of in one more."""
         app = self.app
         pid = app.session.engine.pid
-        pane = app.query_one(MemoryPane)
+        pane = app.dash.memory
         wait = app.session.turn_running and time.monotonic() - pane.drawn_at < MEMORY_HOLD_S
         pane.set_sample(take_sample(pid, os.getpid(), same_process=pid == os.getpid()), redraw=not wait)
         self.tick()
-        app.query_one(DecodePane).note_waiting(time.monotonic(), max(3.0, 3 * app.refresh_s))
+        app.dash.decode.note_waiting(time.monotonic(), max(3.0, 3 * app.refresh_s))
 
     def tick(self) -> None:
         """With each memory sample: the cores each used since the last one."""
         now = self._reading()
         if self.last is not None:
             use = cpu_use(self.last, now)
-            self.app.query_one(MemoryPane).set_cpu(use)
+            self.app.dash.memory.set_cpu(use)
             if use.others is not None:
                 recent = [(t, o) for t, o in self.others_recent if now.wall - t < LOAD_WINDOW_S]
                 self.others_recent = (*recent, (now.wall, use.others))
@@ -146,20 +144,16 @@ class CPUWatching:
 
     @while_running
     def on_hardware_probing(self, m: msg.HardwareProbing) -> None:
-        from .panes.status import StatusBar
-
         if self.is_running:  # posted by the inspect worker, which may outlive the app
-            self.query_one(StatusBar).set_probing(m.running)
+            self.dash.status.set_probing(m.running)
 
     @while_running
     def on_hardware_reprobed(self, m: msg.HardwareReprobed) -> None:
-        from .panes.about import AboutBar
-
         self.hw = m.hardware
         if self.here is not None:
             self.here = self.here.with_hardware(m.hardware)  # the same model and cache, the new figures
-        self.query_one(AboutBar).set_hardware(m.hardware)
-        self.query_one(DecodePane).set_here(self.here)
+        self.dash.about.set_hardware(m.hardware)
+        self.dash.decode.set_here(self.here)
         self.estimates.setup_calibration()
         self.estimates.update()
         self.notify(m.note, markup=False, timeout=10)

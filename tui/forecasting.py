@@ -28,8 +28,6 @@ from runner.sanitize import clean_line, clean_text
 from . import messages as msg
 from .guards import while_running
 from .format import fmt_int, fmt_seconds
-from .panes.estimate import EstimatePane
-from .panes.memory import MemoryPane
 from .prompt_input import expanded_draft
 
 REPLY_TOKENS = 256  # the reply length a forecast before Enter assumes (when -n does not say)
@@ -97,9 +95,9 @@ class Estimates:
             return
         L = app.session.loaded
         buffers = L.buffers if L is not None and app.session.engine.capabilities.llama_buffers else None  # a server's are in its log
-        rows = app.here.estimate_rows(buffers=buffers, peak_rss=app.query_one(MemoryPane).peak_engine_rss,
+        rows = app.here.estimate_rows(buffers=buffers, peak_rss=app.dash.memory.peak_engine_rss,
                                       turn=mt, turn_ran=bool(app.session.turns), others_cpu=others_cpu)
-        app.query_one(EstimatePane).set_rows(rows)
+        app.dash.estimate.set_rows(rows)
 
     # ------------------------------------------------------------ calibration
     def setup_calibration(self) -> None:
@@ -194,7 +192,7 @@ class Estimates:
         n, cached, reply = started.prompt_tokens, started.reused_tokens, self.reply_tokens()
         self.turn_forecast = self.forecast(n, cached, reply)
         roof = Forecaster(self.basis, Samples()).forecast(n, cached, reply) if self.basis else None
-        self.app.query_one(EstimatePane).begin_turn(self.turn_forecast, roof)
+        self.app.dash.estimate.begin_turn(self.turn_forecast, roof)
         if self.turn_forecast is not None:
             self.app.session.record_forecast(self.turn_forecast)
 
@@ -202,11 +200,11 @@ class Estimates:
         """A replay shows the forecast the live run showed (it has no calibration of its own)."""
         self.turn_forecast = forecast
         self.app.session.record_forecast(forecast)  # with the turn (a replay writes no trace)
-        self.app.query_one(EstimatePane).set_forecast(forecast)
+        self.app.dash.estimate.set_forecast(forecast)
 
     def measure_live(self, key: str, value: float | None) -> None:
         """A running turn's TTFT (at its first token), prefill and decode rates so far."""
-        self.app.query_one(EstimatePane).set_live(key, value)
+        self.app.dash.estimate.set_live(key, value)
 
 
 class ForecastBorder:

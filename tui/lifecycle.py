@@ -22,8 +22,6 @@ from runner.units import fmt_int
 from . import messages as msg
 from .bridge import TurnBridge
 from .guards import while_running
-from .panes.chat import ChatLog
-from .panes.status import StatusBar
 from .screens import ErrorScreen
 
 QUIT_GRACE_S = 0.4  # Ctrl+Q waits this long for a cancelled turn's end (quitting takes under 1 s)
@@ -58,16 +56,16 @@ class EngineLifecycle:
         if self.control.stopping or not self.session.on_engine_gone(clean_line(m.reason, 600)):
             return  # reported once
         reason = clean_line(m.reason, 600)
-        self.query_one(StatusBar).set_problem("engine died" if m.died else "model not loaded")
+        self.dash.status.set_problem("engine died" if m.died else "model not loaded")
         self.turn.lose_reply("turn lost: " + reason)
         self.turn.over()
-        self.query_one(ChatLog).add("system", reason)
+        self.dash.chat.add("system", reason)
         self.push_screen(ErrorScreen("The engine died" if m.died else "Could not load the model", reason,
                                      offer_restart=m.died), self.control.error_closed)
 
     def on_engine_ended(self, m: msg.EngineEnded) -> None:
         if m.reason == "end of the recording":
-            self.query_one(StatusBar).set_problem("replay finished")
+            self.dash.status.set_problem("replay finished")
 
     async def action_quit(self) -> None:
         """Quit; a turn in flight is cancelled first and its end waited for (up to
@@ -149,8 +147,8 @@ class EngineControl:
         app.turn.lose_reply(lost)
         app.turn.over()
         n = len(app.session.messages)
-        app.query_one(StatusBar).set_problem(None)
-        app.query_one(ChatLog).add("system", said + (
+        app.dash.status.set_problem(None)
+        app.dash.chat.add("system", said + (
             f"; the next turn prefills the {fmt_int(n)} messages of this chat again" if n else ""))
         if pump:
             self.pump(app.session.engine)
@@ -159,27 +157,21 @@ class EngineControl:
         """The llama-server restarted (``kvtop --server``): the old server's turn is lost,
         and what showed it live (decode rate and "no token for …", KV cells, stream tail,
         prefill) goes, so none of it runs into the next turn."""
-        from .panes.chat import StreamTail
-        from .panes.decode import DecodePane
-        from .panes.kv import KVPane
-        from .panes.prefill import PrefillPane
 
         app = self.app
-        tail = app.query_one(StreamTail)
+        tail = app.dash.tail
         if app.turn.reply is not None and tail.text:  # the reply so far (the transcript lags it)
             app.turn.reply.set_text(tail.text)
         # seen before the GGUF header and hardware are read (a busy machine): the
         # inspection's end pumps the session's engine, this new one
         self.fresh("turn lost: the server restarted", line, pump=app.model_inspected)
         tail.show("")
-        app.query_one(PrefillPane).clear()
-        app.query_one(KVPane).clear()
-        app.query_one(DecodePane).clear()
+        app.dash.prefill.clear()
+        app.dash.kv.clear()
+        app.dash.decode.clear()
 
     def attach_server(self, index: int) -> None:
         """F4: a new chat on server ``index`` of the fleet; its slots and physics fill the panes."""
-        from .panes.fleet import FleetPane
-        from .panes.server import ServerPane
 
         app = self.app
         url = app.options.servers[index]
@@ -189,12 +181,12 @@ class EngineControl:
         app.session.restart(self.source.engine(app.settings, index))
         self.stop(old)
         app.server_index = index
-        app.query_one(FleetPane).select(index)
-        pane = app.query_one(ServerPane)
+        app.dash.fleet.select(index)
+        pane = app.dash.server
         pane.url = url
         pane.restart_note = None  # the other server's
         pane.set_snapshot(app.server_snapshots.get(index))
-        app.query_one(ChatLog).add("system", f"attached to {url}: a new chat on this server")
+        app.dash.chat.add("system", f"attached to {url}: a new chat on this server")
         self.pump(app.session.engine)
 
     def check_cancel(self, deadline: float) -> None:
@@ -202,7 +194,7 @@ class EngineControl:
         not to respond, with Restart offered."""
         app = self.app
         if app.session.cancel_overdue(deadline):
-            app.query_one(StatusBar).set_problem("engine not responding")
+            app.dash.status.set_problem("engine not responding")
             app.push_screen(ErrorScreen(
                 "The engine is not responding",
                 f"The turn did not stop {deadline:.0f} s after Esc. Restart the engine (Ctrl+R): "
@@ -222,11 +214,10 @@ class EngineControl:
     def save_turn_in_flight(self) -> None:
         """The reply so far of a turn the quit cut goes into the transcript (``--resume``
         keeps it), marked ``quit``. The stream tail has all of it (the chat pane lags)."""
-        from .panes.chat import StreamTail
 
         app = self.app
         if app.session.turn_running and app.turn.reply is not None:
-            app.session.save_turn_in_flight(app.query_one(StreamTail).text or app.turn.reply.text, "quit")
+            app.session.save_turn_in_flight(app.dash.tail.text or app.turn.reply.text, "quit")
             app.turn.reply = None
 
     def shutdown(self) -> None:

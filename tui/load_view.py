@@ -96,13 +96,11 @@ class LoadView(Vertical):
         # q: while the load runs it stops it, once stopped it quits; ? is still help
         app.typed_keys.SHORTCUTS = {**TypedKeys.SHORTCUTS, "q": "quit_when_stopped"}
         # no chat turn runs: the chat's panes say where the load shows, not a bare "no turn yet"
-        from .panes.decode import DecodePane
-        from .panes.prefill import PrefillPane
 
         elsewhere = "no chat turn: the load shows in the Server, KV and Load panes"
-        app.query_one(PrefillPane).note = elsewhere
-        app.query_one(PrefillPane).refresh(layout=True)
-        app.query_one(DecodePane).set_idle_label("(no chat turn)")
+        app.dash.prefill.note = elsewhere
+        app.dash.prefill.refresh(layout=True)
+        app.dash.decode.set_idle_label("(no chat turn)")
         self.run_sweep()
 
     @work(thread=True, exclusive=True, group="load", exit_on_error=False)

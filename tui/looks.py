@@ -22,30 +22,25 @@ class Looks:
     def apply(self) -> None:
         """On mount: kvtop's themes registered, the saved one on (an unknown name: the
         default), every later change remembered; the chat in Markdown or plain text."""
-        from .panes.chat import ChatLog
 
         app = self.app
         register_all(app)
         names = {t.name for t in THEMES} | set(app.available_themes)
         app.theme = self.prefs.theme if self.prefs.theme in names else DEFAULT_THEME
         app.theme_changed_signal.subscribe(app, self.remember_theme)
-        app.query_one(ChatLog).markdown = self.prefs.markdown
+        app.dash.chat.markdown = self.prefs.markdown
 
     def remember_theme(self, theme) -> None:
-        from .panes.chat import ChatLog
-        from .panes.decode import DecodePane
-
         self.prefs.theme = theme.name
         self.save()
-        self.app.query_one(ChatLog).restyle()
-        self.app.query_one(DecodePane).redraw_chart()  # plotext holds the old theme's colours
+        self.app.dash.chat.restyle()
+        self.app.dash.decode.redraw_chart()  # plotext holds the old theme's colours
 
     def toggle_markdown(self) -> None:
         """F3: the model's finished replies as Markdown, or as plain text."""
-        from .panes.chat import ChatLog
 
         self.prefs.markdown = not self.prefs.markdown
-        self.app.query_one(ChatLog).set_markdown(self.prefs.markdown)
+        self.app.dash.chat.set_markdown(self.prefs.markdown)
         self.save()
         self.app.notify("Markdown on: links are shown as text (url) and never opened" if self.prefs.markdown
                         else "Markdown off: replies are plain text", markup=False, timeout=3)

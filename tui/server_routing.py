@@ -15,21 +15,16 @@ class ServerRouting:
         s = m.snapshot
         self.server_snapshots[m.index] = s
         if len(self.options.servers) > 1:
-            from .panes.fleet import FleetPane
-
-            self.query_one(FleetPane).set_snapshot(m.index, s)
+            self.dash.fleet.set_snapshot(m.index, s)
         if m.index != self.server_index:
             return
-        from .panes.server import ServerPane
 
         ceiling, fit, avg = server_physics(self.here, s.slots)  # the machine model computes, the pane draws
         # a change in the pane's lines re-plans the dashboard (PaneWidget.refresh asks for it)
-        self.query_one(ServerPane).set_snapshot(s, ceiling, fit, avg)
+        self.dash.server.set_snapshot(s, ceiling, fit, avg)
         if s.slots:
-            from .panes.kv import KVPane
-
-            self.query_one(KVPane).set_server_cells(tuple(sl.n_prompt_tokens for sl in s.slots),
-                                                    sum(sl.n_ctx for sl in s.slots))
+            self.dash.kv.set_server_cells(tuple(sl.n_prompt_tokens for sl in s.slots),
+                                          sum(sl.n_ctx for sl in s.slots))
         if self.load_view is not None:  # kvtop load: its end is said once the pane shows the slots (tui/load_view.py)
             self.load_view.server_polled(s)
 
@@ -41,13 +36,11 @@ class ServerRouting:
         server lost ends, its live decode, KV and stream state cleared."""
         import time
 
-        from .panes.server import ServerPane
-
         line = m.restart.line()
         if m.index != self.server_index:  # another server of the fleet: its row shows its slots
             self.notify(f"{self.options.servers[m.index]}: {line}", markup=False)
             return
-        self.query_one(ServerPane).set_restart(line, time.strftime("%H:%M:%S"))
+        self.dash.server.set_restart(line, time.strftime("%H:%M:%S"))
         self.control.follow_new_server(line)
 
     def action_next_server(self) -> None:
