@@ -289,8 +289,10 @@ def run_once(eng, stream: list[int], t: BenchTest, label: str | None = None):
 
 
 def _turn(eng, label: str, tokens: list[int], n_predict: int):
+    from runner.events import TurnRefused
+
     done = eng.generate(tokens, lambda e: None, n_predict=n_predict, ignore_eog=True)
-    if not hasattr(done, "metrics"):
+    if isinstance(done, TurnRefused):
         raise BenchError(f"{label}: {done.reason}")
     return done.metrics
 
