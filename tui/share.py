@@ -31,6 +31,7 @@ from runner.records.redact import Redactor, scrub_svg
 from runner.sanitize import clean_line
 
 CHAT_HIDDEN = "chat left out of this screenshot"
+HIDE_TRIES = 20  # refreshes to wait for the chat to be hidden before giving up on the shot
 REDACTED_TEXT = (
     "Redacted, safe to post: timings, token counts, settings, hardware, GGUF facts, the TTFT waterfall "
     "and the trace ('kvtop replay' opens the bundle). Every message, reply and token is replaced by its "
@@ -139,7 +140,35 @@ class Share:
         self.app.clear_notifications()
         if hide_chat:
             self.conceal_chat(True)
+            self._tries = 0
+            self.app.call_after_refresh(self._when_chat_hidden)
+            return
         self.app.call_after_refresh(self._save_screenshot, hide_chat)
+
+    def _chat_hidden(self) -> bool:
+        """Whether the dashboard has restyled without the chat. The class is the App's, but
+        a screen restyles only while it is on top: from the command palette, the dashboard
+        took the shot before it had, and every message was in "the chat left out" SVG."""
+        dashboard = self.app.screen_stack[0]
+        hidden = [w for sel in ("#chat > *", "#prompt") for w in dashboard.query(sel)]
+        return bool(hidden) and all(w.styles.visibility == "hidden" for w in hidden)
+
+    def _when_chat_hidden(self) -> None:
+        """Take the shot once the chat is hidden on screen; never one with the chat in it."""
+        app = self.app
+        if self._chat_hidden():  # styled hidden: laid out so now, then the shot
+            from .textual_private import refresh_layout
+
+            refresh_layout(app.screen_stack[0])
+            self._save_screenshot(True)
+            return
+        self._tries += 1
+        if self._tries > HIDE_TRIES:
+            self.conceal_chat(False)
+            app.notify("screenshot not saved: the chat could not be hidden", severity="error", markup=False)
+            return
+        app.update_styles(app.screen_stack[0])  # restyle the dashboard even under a dialog
+        app.call_after_refresh(self._when_chat_hidden)
 
     def _shot(self, hide_chat: bool) -> tuple[str, str | None]:
         """The visible screen's SVG, and the whole dashboard's at a readable size when the

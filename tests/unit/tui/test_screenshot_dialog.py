@@ -98,3 +98,27 @@ async def test_the_saved_notice_never_splits_a_file_name(tmp_path, smollm_shaped
         for name in (os.path.basename(app.share.last_saved), os.path.basename(app.share.last_saved_whole)):
             assert any(name in line for line in lines), (name, lines)
         assert os.path.dirname(app.share.last_saved)[:20] in "\n".join(lines)  # the folder (a long one still wraps)
+
+
+async def test_the_palette_s_screenshot_without_the_chat_leaves_the_chat_out(tmp_path, smollm_shaped):
+    """A new user's trial: Ctrl+P "Screenshot without the chat, to post" said "(the chat
+    left out)" and saved every message: the chat was hidden by a class on the App while
+    the palette's screen was on top, and the dashboard's screen took the shot before it
+    restyled. Three in a row, as the trial did."""
+    from helpers import one_turn
+
+    app = scripted_app(tmp_path, smollm_shaped, ["The", " moon", "."])
+    async with app.run_test(size=(160, 50)) as pilot:
+        await one_turn(pilot, "a secret question")
+        for _ in range(3):
+            before = app.share.last_saved
+            await pilot.press("ctrl+p")
+            await pilot.pause(0.2)
+            await pilot.press(*"screenshot without")
+            await pilot.pause(0.5)
+            await pilot.press("enter")
+            await wait_until(pilot, lambda: app.share.last_saved != before, what="the screenshot")
+            text = _saved_text(app)
+            assert "chat left out of this screenshot" in text and "─ Prefill ─" in text
+            assert "secret question" not in text and "moon" not in text, [l for l in text.splitlines() if "secret" in l or "moon" in l]
+            assert "secret question" in screen_text(app)  # and the chat is back on screen
