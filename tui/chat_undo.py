@@ -9,12 +9,14 @@ the rest), the chat pane's lines as they were shown (each reply with its footer 
 its waterfall on click) and the Estimate pane's rows and forecast (the last turn's
 measured column and verdict: Ctrl+L clears them, so Ctrl+Z brings them back). An undo
 swaps: the chat it replaces is put aside in turn, so a second Ctrl+Z goes back. A reply that Ctrl+L cut is not part of the chat put aside: its
-question goes back into the prompt, where Enter asks it again.
+question goes back into the prompt, where Enter asks it again (at once when the cut
+turn was the chat's first: there is nothing else to bring back).
 """
 
 from __future__ import annotations
 
 UNDO_NOTICE = "New chat. Ctrl+Z (or /undo) brings the last one back."
+CUT_FIRST_NOTICE = "New chat. The question Ctrl+L cut is back in the prompt: Enter asks it again."
 
 
 class ChatUndo:
@@ -52,9 +54,16 @@ class ChatUndo:
         if put_aside:
             self.chat_aside, self.cut_question, self.estimate_aside = lines, question, estimate
         app.turn.clear()
-        app.forecast_border.request()  # a draft's cached prefix is gone
-        if put_aside and notice:
+        prompt = app.dash.prompt
+        if (not put_aside and question and notice and not prompt.value
+                and app.session.engine.capabilities.takes_input):
+            # the chat's first turn cut: nothing to bring back, so its question is back at once
+            prompt.value = question
+            prompt.cursor_position = len(question)
+            app.notify(CUT_FIRST_NOTICE, markup=False, timeout=8)
+        elif put_aside and notice:
             app.notify(UNDO_NOTICE, markup=False, timeout=8)
+        app.forecast_border.request()  # a draft's cached prefix is gone
 
     def bring_back(self) -> None:
         """Ctrl+Z or ``/undo``: the chat the last new chat put aside is back."""

@@ -184,3 +184,27 @@ async def test_undo_brings_the_estimate_pane_back_as_it_was(tmp_path, smollm_sha
         await pilot.press("ctrl+z")  # back to the new chat: its own estimate
         await pilot.pause(0.2)
         assert estimate.render().plain == other
+
+
+async def test_ctrl_l_cutting_the_first_turn_puts_its_question_back_in_the_prompt(tmp_path, smollm_shaped):
+    """A new user's trial: Ctrl+L during a chat's first reply put nothing aside (the chat
+    before the cut question is empty), said nothing, and Ctrl+Z answered "No chat to bring
+    back": the question was lost. With nothing to bring back, it goes straight back into
+    the prompt, and Enter asks it again."""
+    turns = [scripted_turn(1, 1000.0, 30, 0, SLOW, tg_tok_s=20), scripted_turn(2, 2000.0, 30, 0, R1)]
+    app, engine = _app(tmp_path, smollm_shaped, turns, speed=1.0, write_transcript=False)
+    async with app.run_test(size=(160, 50), notifications=True) as pilot:
+        await wait_until(pilot, lambda: app.loaded is not None, what="load")
+        await send(pilot, Q1)
+        await wait_until(pilot, lambda: "word3" in app.query_one(StreamTail).text, timeout=10,
+                         what="the reply streaming")
+        await pilot.press("ctrl+l")
+        await wait_until(pilot, lambda: not app.turn_running, timeout=10, what="the cut")
+        await pilot.pause(0.2)
+        prompt = app.query_one("#prompt")
+        assert prompt.value == Q1 and chat_lines(app) == []
+        assert "question Ctrl+L cut is back in the prompt" in screen_text(app)
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: len(app.turns) == 2 and not app.turn_running, timeout=10, what="asked again")
+        assert [m["content"] for m in engine["e"].chats[-1]] == [Q1]
+        assert chat_lines(app) == [("user", Q1), ("assistant", "".join(R1))]
