@@ -141,11 +141,20 @@ class EngineControl:
         ``said`` goes in the chat, and the next turn prefills the whole chat again.
         ``pump=False``: the inspection's end starts it (a second reader would break it)."""
         app = self.app
+        tail = app.dash.tail
+        if app.turn.reply is not None and tail.text:  # the reply so far (the transcript lags it)
+            app.turn.reply.set_text(tail.text)
         old = app.session.engine
         app.session.restart(self.source.engine(app.settings, app.server_index))  # on the server the chat follows
         self.stop(old)
         app.turn.lose_reply(lost)
         app.turn.over()
+        # the old engine's cache and live figures go with it: the new one's KV is empty, and
+        # no decode rate, "no token for …", prefill or stream tail runs into the next turn
+        tail.show("")
+        app.dash.prefill.clear()
+        app.dash.kv.clear()
+        app.dash.decode.clear()
         n = len(app.session.messages)
         app.dash.status.set_problem(None)
         app.dash.chat.add("system", said + (
@@ -155,20 +164,10 @@ class EngineControl:
 
     def follow_new_server(self, line: str) -> None:
         """The llama-server restarted (``kvtop --server``): the old server's turn is lost,
-        and what showed it live (decode rate and "no token for …", KV cells, stream tail,
-        prefill) goes, so none of it runs into the next turn."""
-
-        app = self.app
-        tail = app.dash.tail
-        if app.turn.reply is not None and tail.text:  # the reply so far (the transcript lags it)
-            app.turn.reply.set_text(tail.text)
+        and what showed it live goes (``fresh``), so none of it runs into the next turn."""
         # seen before the GGUF header and hardware are read (a busy machine): the
         # inspection's end pumps the session's engine, this new one
-        self.fresh("turn lost: the server restarted", line, pump=app.model_inspected)
-        tail.show("")
-        app.dash.prefill.clear()
-        app.dash.kv.clear()
-        app.dash.decode.clear()
+        self.fresh("turn lost: the server restarted", line, pump=self.app.model_inspected)
 
     def attach_server(self, index: int) -> None:
         """F4: a new chat on server ``index`` of the fleet; its slots and physics fill the panes."""
