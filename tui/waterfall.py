@@ -45,15 +45,26 @@ class LiveTurn:
     first_token_s: float | None = None  # submit -> first token, once it came
     decoded: int = 0  # tokens so far
     shift: object | None = None  # ContextShifted: the context was full, the oldest turns left out
+    t_submit: float | None = None  # when Enter was pressed (the clock of TurnStarted.t)
 
     def segments(self) -> tuple[tuple[str, float, float], ...]:
+        """The segments so far. A llama-server's turn has no template or tokenize of
+        kvtop's: its first segment is the wait for the server's prefill to begin, as in
+        the finished turn's table (a trial's live F2 listed template and tokenize at 0 ms
+        and summed to 952 ms beside a 996 ms first token)."""
         s = self.started
         if s is None:
             return ()
-        segs = [("template", 0.0, s.template_s), ("tokenize", s.template_s, s.tokenize_s)]
-        base = s.template_s + s.tokenize_s
+        if s.template_name == "server":
+            wait = max(s.t - self.t_submit, 0.0) if self.t_submit is not None else 0.0
+            segs, base = [("network + server queue", 0.0, wait)], wait
+        else:
+            segs = [("template", 0.0, s.template_s), ("tokenize", s.template_s, s.tokenize_s)]
+            base = s.template_s + s.tokenize_s
         prev_done, prev_s = s.reused_tokens, 0.0
         for done, elapsed in self.reports:
+            if done <= prev_done:  # a report of no new tokens (a server's "processed 0" at the start)
+                continue
             label = f"prefill +{fmt_int(done - prev_done)} tok (to {fmt_int(done)})"
             segs.append((label, base + prev_s, elapsed - prev_s))
             prev_done, prev_s = done, elapsed
@@ -79,7 +90,7 @@ def live_turn(app) -> LiveTurn | None:
         return None
     reports = tuple(a.reports) if a.started is not None else ()
     return LiveTurn(a.user, a.started, reports, a.first_token_s if a.started is not None else None, a.decoded,
-                    a.shift)
+                    a.shift, None if app.session.engine.capabilities.replaying else a.t_submit)
 
 
 class WaterfallBar(Widget):

@@ -152,3 +152,21 @@ async def test_f2_gives_the_forecast_the_estimate_pane_showed_for_that_turn(tmp_
         await pilot.press("left")
         await wait_until(pilot, lambda: "Turn 1 of 2" in _title(app), timeout=5, what="turn 1 shown")
         assert f"forecast {fmt_seconds(shown[0].ttft_s)} (roofline, not calibrated yet)" in _title(app)
+
+
+def test_a_server_turn_in_flight_starts_with_the_wait_for_the_server_not_kvtop_s_template():
+    """A new user's trial, F2 during a --server reply: template and tokenize rows at 0 ms,
+    a bogus "prefill +0 tok (to 0)" row (llama-server reports "processed 0" first), and
+    952 ms of segments beside a 996 ms first token. The wait for the server's prefill is
+    the first segment, as in the finished turn's table."""
+    from runner.events import TurnStarted
+    from tui.waterfall import LiveTurn
+
+    started = TurnStarted(1, 39, 0, 2048, "server", None, 0.0, 0.0, None, t=100.044)
+    live = LiveTurn("hi", started, ((0, 0.0), (39, 0.952)), first_token_s=0.996, decoded=5, t_submit=100.0)
+    segs = live.segments()
+    assert [label for label, _s, _dt in segs] == ["network + server queue", "prefill +39 tok (to 39)"]
+    assert abs(sum(dt for _l, _s, dt in segs) - 0.996) < 1e-9
+    local = TurnStarted(1, 39, 0, 2048, "chatml", None, 0.01, 0.002, None, t=100.0)
+    assert [label for label, *_ in LiveTurn("hi", local, ((39, 0.3),), t_submit=99.9).segments()] == \
+        ["template", "tokenize", "prefill +39 tok (to 39)"]
