@@ -217,6 +217,9 @@ class Redactor:
             for pattern in (_word(name), _component(name)):
                 if pattern is not None:
                     self._names.append((pattern, label))
+        for h in hosts:  # the CPU probe's machine key (host-arch-cores): a host of any length
+            self._names.append((re.compile(r"(?<![A-Za-z0-9])" + re.escape(h) + r"(?=-" + re.escape(platform.machine())
+                                           + r"-\d)"), "<host>"))
 
     # ------------------------------------------------------------ strings
     def home(self, text: str) -> str:

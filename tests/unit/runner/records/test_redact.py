@@ -80,3 +80,17 @@ def test_a_token_marker_stays_a_marker():
     rec = {"type": "event", "event": "TokenEvent",
            "data": {"turn_id": 1, "index": 0, "token_id": -7, "text": "x", "pos": 3, "t": 1.0}}
     assert R.trace_record(rec)["data"] == {"turn_id": 1, "index": 0, "token_id": -1, "text": "·", "pos": 3, "t": 1.0}
+
+
+def test_a_short_host_name_is_still_taken_out_of_the_machine_key():
+    """A new user's trial: on a host named "vm" the redacted bundle kept "machine":
+    "vm-x86_64-2" (host names under 3 characters are not replaced in free text, where
+    "vm" could be any word); the probe's machine key names the host whatever its length."""
+    import platform
+
+    from runner.records.redact import Redactor
+
+    r = Redactor(home="/home/alice", user="alice", host="vm")
+    key = f"vm-{platform.machine()}-2"
+    assert r.value({"machine": key}) == {"machine": f"<host>-{platform.machine()}-2"}
+    assert r.string("a vm and vmware") == "a vm and vmware"  # free text keeps short words
