@@ -87,8 +87,11 @@ class KVPane(PaneWidget):
                 ("used ", "$text-muted"), fmt_bytes(lay.bytes_used(self.cells)), (" of ", "$text-muted"), allocated,
                 (" allocated" + (f" ({self.slots} slots)" if self.slots > 1 else ""), "$text-muted")))
         if lay is not None:
+            # a server's layout holds every slot's cells: each kind's bytes are all the slots'
+            # (a trial read "■ full 30L×2,048 0 B" under "all 2 slots 106/2,048 cells")
+            counted = self.server_cells[0] if self.server_cells is not None else (self.cells,)
             for k in lay.kinds:
-                used_k = k.bytes_used(self.cells)
+                used_k = sum(k.bytes_used(n) for n in counted)
                 what = "state" if k.kind == "recurrent" else fmt_int(k.cells)
                 lines += pack([Content.assemble(("■ ", KIND_STYLE.get(k.kind, "")), (f"{k.kind:<8}", KIND_STYLE.get(k.kind, ""))),
                                f"{fmt_int(k.n_layers)}L×{what}", f"{fmt_bytes(used_k)}/{fmt_bytes(k.bytes_allocated)}"],
