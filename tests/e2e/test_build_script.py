@@ -28,9 +28,19 @@ def slow_python(tmp_path):
     return str(stub)
 
 
+def _default_signals() -> None:
+    """The interrupting signals as a terminal's shell leaves them. A test run started under
+    ``nohup`` (or by anything that ignores SIGHUP) hands the script SIGHUP ignored, and bash
+    cannot trap a signal ignored on entry: the SIGHUP case then waited 30 s for an exit that
+    a real hang-up would have caused (seen twice in full runs started with nohup)."""
+    for s in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, signal.SIG_DFL)
+
+
 def start(cache, python):
     return subprocess.Popen(["bash", SCRIPT], env=dict(os.environ, KVTOP_BUILD_CACHE=str(cache), PYTHON=python),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=_default_signals)
 
 
 def wait_for(predicate, timeout=30.0):
