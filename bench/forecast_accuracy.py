@@ -16,7 +16,9 @@ not assert.
 With ``--hog N``, N processes each keep a core busy while the prompts are measured (the
 calibration turn runs before they start): each forecast is then priced at the load
 measured just before it (runner/calibration/load.py, as the app and ``kvtop estimate``
-do), and the quiet forecast is printed beside it. Goal: forecast/measured 0.8-1.25 under
+do), and the quiet forecast is printed beside it. Without ``-t`` each prompt runs on the
+threads the app would give it at that load (the free cores: runner.calibration.load.
+turn_threads); with ``-t`` on the threads given. Goal: forecast/measured 0.8-1.25 under
 load, as when quiet.
 
     python bench/forecast_accuracy.py [-p 128,512,1536,3000] [-n 64] [--calibrate 1024] [--models smollm,gemma]
@@ -64,10 +66,10 @@ def model_paths(names: list[str]) -> list[tuple[str, str]]:
     return out
 
 
-def measure(eng, base: list[int], n_prompt: int, n_gen: int):
+def measure(eng, base: list[int], n_prompt: int, n_gen: int, threads: tuple[int, int] | None = None):
     eng.reset()
     prompt = (base * (n_prompt // max(1, len(base)) + 1))[:n_prompt]
-    done = eng.generate(prompt, n_predict=n_gen, ignore_eog=True)
+    done = eng.generate(prompt, n_predict=n_gen, ignore_eog=True, threads=threads)
     return done.metrics
 
 
@@ -104,13 +106,17 @@ def stop_hogs(procs: list) -> None:
 
 
 def priced(fc, settings):
-    """``fc`` at the load other processes put on the CPU over the last second."""
-    from runner.calibration.load import CPULoad, LoadedEngine, at_load
+    """``fc`` at the load other processes put on the CPU over the last second, the share
+    they took, and the threads the turn runs on (as the app decides them: the free cores
+    when no -t was given; None: the engine's own)."""
+    from runner.calibration.load import CPULoad, LoadedEngine, at_load, turn_threads
     from runner.system.cpu_use import others_over
 
     use = others_over(1.0)
     load = CPULoad(use.others, use.cores) if use.others is not None else None
-    return at_load(fc, load, LoadedEngine(settings.n_threads, settings.n_threads_batch)), use.others_share
+    engine = LoadedEngine(settings.n_threads, settings.n_threads_batch, fits=settings.threads_follow_load)
+    threads = turn_threads(engine.threads, engine.threads_batch, load, engine.fits)
+    return at_load(fc, load, engine), use.others_share, threads if threads != (engine.threads, engine.threads_batch) else None
 
 
 def bench_model(label: str, path: str, a, hw) -> None:
@@ -130,12 +136,13 @@ def bench_model(label: str, path: str, a, hw) -> None:
             hogs = start_hogs(a.hog)
             for n in a.prompts:
                 fc = cal.forecaster(basis).forecast(n, 0, a.n_gen)
-                quiet = fc
+                quiet, threads = fc, None
                 if hogs:
-                    fc, share = priced(fc, settings)
-                    print(f"{'':>7} others {share:.0%} of the CPU: quiet forecast TTFT {quiet.ttft_s:.3f}s, "
+                    fc, share, threads = priced(fc, settings)
+                    on = f"; runs on {threads[0]} thread(s)" if threads else ""
+                    print(f"{'':>7} others {share:.0%} of the CPU{on}: quiet forecast TTFT {quiet.ttft_s:.3f}s, "
                           f"tg {quiet.decode_tok_s:.1f}")
-                m = measure(eng, base, n, a.n_gen)
+                m = measure(eng, base, n, a.n_gen, threads)
                 ttft = m.ttft_s - m.wait_s
                 roof = cal.forecaster(basis).basis
                 roof_pp = n / sum(roof.prefill_s(min(512, n - d), d) or 0 for d in range(0, n, settings.n_ubatch))

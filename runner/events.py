@@ -136,6 +136,10 @@ class TurnMetrics:
     ubatches: tuple[tuple[int, float], ...] = ()  # (tokens, seconds) per prefill micro-batch
     perf: dict = field(default_factory=dict)  # llama_perf_context cross-check
     timeline: tuple[tuple[str, float, float], ...] = ()  # TTFT waterfall: (segment, start, seconds)
+    # the threads this turn ran on (decode, prefill): fewer than the engine's when kvtop ran
+    # it on the cores other processes left free; 0: not recorded (a server, an older trace)
+    n_threads: int = 0
+    n_threads_batch: int = 0
 
     def to_dict(self) -> dict:
         return asdict(self)

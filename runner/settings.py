@@ -90,6 +90,13 @@ class Settings:
         s = replace(s, n_ubatch=min(s.n_ubatch, s.n_batch))
         return s
 
+    @property
+    def threads_follow_load(self) -> bool:
+        """kvtop chose the threads (no ``-t``), so a turn may run on fewer of them: the
+        cores other processes leave free (runner.calibration.load.turn_threads). With
+        ``-t`` the user's threads stay, whatever the load."""
+        return self.n_threads <= 0 or self.threads_why not in ("", "set by -t")
+
     def to_dict(self) -> dict:
         return asdict(self)
 

@@ -71,6 +71,11 @@ def forecast_basis_line(fc: Forecast, width: int) -> str:
             packed = f"more threads than free cores: try -t {fc.free_cores}"
             texts = (f"{text}; {share}; {packed}", f"{share}; {packed}", f"{share}; try -t {fc.free_cores}",
                      packed) + texts
+        if fc.threads is not None:  # kvtop runs the turn on the free cores: the forecast is on those threads
+            t = fc.threads[0]
+            on = f"runs on {t} thread{'s' if t != 1 else ''}"
+            texts = (f"{text}; {share}; {on}, the free cores", f"{share}; {on}, the free cores", f"{share}; {on}",
+                     on) + texts
         busy = next((t for t in texts if len(t) <= width), None)
         if busy:
             return busy
@@ -85,6 +90,7 @@ class Estimates:
         self.calibration = None
         self.basis = None  # the machine's roofline as the forecast's shape
         self.turn_forecast: Forecast | None = None
+        self.sent_load = None  # the load the turn in flight's threads were chosen at (next_turn_threads)
         self._calibration_warned = False
 
     def update(self, mt=None, others_cpu: float | None = None) -> None:
@@ -115,8 +121,9 @@ class Estimates:
         self.basis = roofline_basis(here)
         app.forecast_border.request()  # loaded, restarted or re-probed: a draft's forecast was made without it
 
-    def forecast(self, prompt_tokens: int, cached: int | None, reply_tokens: int) -> Forecast | None:
-        """The calibration's (a quiet machine's) forecast, priced at today's load."""
+    def forecast(self, prompt_tokens: int, cached: int | None, reply_tokens: int, load=None) -> Forecast | None:
+        """The calibration's (a quiet machine's) forecast, priced at today's load (``load``:
+        the one the turn's threads were chosen at; None: the load now)."""
         from runner.calibration.load import at_load
 
         if self.calibration is None or self.basis is None:
@@ -124,7 +131,7 @@ class Estimates:
         fc = self.calibration.forecaster(self.basis).forecast(prompt_tokens, cached or 0, reply_tokens)
         engine = self.engine_on_this_cpu()
         if engine is not None:
-            fc = at_load(fc, self.app.cpu_watch.load_now(), engine)
+            fc = at_load(fc, load if load is not None else self.app.cpu_watch.load_now(), engine)
         if cached is None:  # not known (a server's slot): say so rather than claim 0 cached
             from dataclasses import replace
 
@@ -143,7 +150,21 @@ class Estimates:
         if L is None or (L.server and not is_loopback(L.server)):
             return None
         threads = L.n_threads or app.settings.n_threads or 1
-        return LoadedEngine(threads, L.n_threads_batch or threads, cpu_share(app.facts, app.hw, L.n_gpu_layers))
+        return LoadedEngine(threads, L.n_threads_batch or threads, cpu_share(app.facts, app.hw, L.n_gpu_layers),
+                            fits=not L.server and app.settings.threads_follow_load)
+
+    def next_turn_threads(self) -> tuple[int, int] | None:
+        """The threads the turn about to be sent runs on, when fewer than the engine's
+        (the cores other processes leave free, when kvtop chose the threads): the same
+        decision, at the same load, as the forecast the turn is shown (``forecast_turn``)."""
+        from runner.calibration.load import turn_threads
+
+        engine = self.engine_on_this_cpu()
+        self.sent_load = self.app.cpu_watch.load_now()
+        if engine is None or not engine.fits:
+            return None
+        t = turn_threads(engine.threads, engine.threads_batch, self.sent_load)
+        return t if t != (engine.threads, engine.threads_batch) else None
 
     def calibrate(self, metrics, others_cpu: float | None = None) -> None:
         """A finished turn's samples into the calibration (after its forecast was shown).
@@ -190,7 +211,8 @@ class Estimates:
         from runner.calibration.store import Samples
 
         n, cached, reply = started.prompt_tokens, started.reused_tokens, self.reply_tokens()
-        self.turn_forecast = self.forecast(n, cached, reply)
+        load, self.sent_load = self.sent_load, None  # the load the turn's threads were chosen at
+        self.turn_forecast = self.forecast(n, cached, reply, load)
         roof = Forecaster(self.basis, Samples()).forecast(n, cached, reply) if self.basis else None
         self.app.dash.estimate.begin_turn(self.turn_forecast, roof)
         if self.turn_forecast is not None:

@@ -38,7 +38,8 @@ class TurnView:
     def send(self, text: str) -> None:
         """Enter (or ``--prompt``, a ``/file``): the session sends it, the chat shows it."""
         app, dash = self.app, self.app.dash
-        refusal = app.session.send(text)
+        threads = app.estimates.next_turn_threads() if app.session.active is None else None
+        refusal = app.session.send(text, threads)
         if refusal is not None:
             app.notify(refusal, severity="warning", markup=False)
             return

@@ -54,6 +54,9 @@ class Forecast:
     # the engine's threads outnumber the cores the others leave free: the scheduler packs
     # them onto a shared core and the price above is far short (runner.physics.verdicts.packed_threads)
     free_cores: int | None = None
+    # (decode, prefill) threads the turn will run on when kvtop runs it on fewer threads
+    # than the engine's, on the cores others leave free (runner.calibration.load.turn_threads)
+    threads: tuple[int, int] | None = None
 
     @property
     def new_tokens(self) -> int:
@@ -68,7 +71,9 @@ class Forecast:
         return {"ttft_s": self.ttft_s, "prefill_tok_s": self.prefill_tok_s, "decode_tok_s": self.decode_tok_s,
                 "reply_s": self.reply_s, "reply_tokens": self.reply_tokens, "basis": self.basis,
                 "n_samples": self.n_turns, "quiet_ttft_s": self.quiet_ttft_s if self.others_cpu is not None
-                else self.ttft_s, "others_cpu": self.others_cpu, "free_cores": self.free_cores}
+                else self.ttft_s, "others_cpu": self.others_cpu, "free_cores": self.free_cores,
+                "turn_threads": self.threads[0] if self.threads else None,
+                "turn_threads_batch": self.threads[1] if self.threads else None}
 
 
 class Forecaster:

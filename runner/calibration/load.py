@@ -14,6 +14,16 @@ t, t / pace)``), prefill's long ones less (the geometric mean of that and ``1 / 
 as measured (the table in ``runner.system.cpu_pace``). Threads that fit beside the
 others' work (``t + o <= n``) are not slowed at all.
 
+Threads that follow the load. Linux shares the CPU between sessions first (autogroup)
+and kvtop's engine runs in a session of its own, so when its threads outnumber the
+cores other work leaves free the scheduler packs them onto a shared core where each op
+waits for a time slice: SmolLM2 with -t 2 beside one busy process of another session
+decoded 0.90 tok/s (-t 1: 45.6; quiet: 71.5). No price reaches that. So when kvtop
+chose the threads (no ``-t``), each turn runs on the free cores (``turn_threads``, the
+engine and the forecast use it alike) and is priced on them: the fewer threads' quiet
+cost (``thread_scaling``) times the load's price on those threads. With ``-t`` the
+user's threads stay, and the forecast says that they outnumber the free cores.
+
 A load under the busy test (``runner.calibration.busy``: a quarter of the CPU) is not
 priced: the calibration admits turns run at such loads, so its forecast already holds it.
 
@@ -27,7 +37,7 @@ from dataclasses import dataclass, replace
 
 from runner.calibration.busy import too_busy
 from runner.calibration.forecast import Forecast
-from runner.system.cpu_pace import free_cores, slowdown, thread_pace  # noqa: F401 (the model above; imported from here too)
+from runner.system.cpu_pace import free_cores, slowdown, thread_pace, thread_scaling  # noqa: F401 (the model above; imported from here too)
 
 NOTABLE = 1.05  # a forecast this much slower at today's load says so; below, it is the quiet one
 
@@ -62,18 +72,33 @@ class LoadedEngine:
     threads: int
     threads_batch: int
     cpu_fraction: float = 1.0
+    fits: bool = False  # kvtop chose the threads (no -t): each turn runs on the free cores (turn_threads)
+
+
+def turn_threads(threads: int, threads_batch: int, load: CPULoad | None, fits: bool = True) -> tuple[int, int]:
+    """The threads (decode, prefill) a turn runs on: the engine's, or, when kvtop chose
+    them (``fits``) and the load passes the busy test, no more than the free cores. The
+    engine (runner.engine.engine) and the forecast (``at_load``) both decide with it."""
+    if not fits or load is None or not too_busy(load.share):
+        return threads, threads_batch
+    free = free_cores(load.others_cores, load.n_cores)
+    return max(1, min(threads, free)), max(1, min(threads_batch, free))
 
 
 def at_load(fc: Forecast, load: CPULoad | None, engine: LoadedEngine) -> Forecast:
     """``fc`` (a quiet machine's) priced at ``load``: the prefill by the prefill threads'
     slowdown, the fixed costs (template, tokenize: one thread) by one thread's, decode
-    by the decode threads'. The quiet figures stay in ``quiet_ttft_s``/``quiet_reply_s``."""
+    by the decode threads'; on the threads the turn will run on (``turn_threads``), with
+    what fewer threads cost on a quiet machine. The quiet figures stay in
+    ``quiet_ttft_s``/``quiet_reply_s``."""
     if load is None or fc.ttft_s is None or not too_busy(load.share):
         return fc  # below the busy test the calibration's own turns ran at such loads: nothing to add
     o, n = load.others_cores, load.n_cores
-    k_pre = mixed(slowdown(o, n, engine.threads_batch, long_ops=True), engine.cpu_fraction)
+    t, tb = turn_threads(engine.threads, engine.threads_batch, load, engine.fits and engine.cpu_fraction > 0)
+    k_pre = mixed(slowdown(o, n, tb, long_ops=True) * thread_scaling(engine.threads_batch, tb, long_ops=True),
+                  engine.cpu_fraction)
     k_one = slowdown(o, n, 1)  # the template and the tokenizer run on one CPU thread
-    k_tok = mixed(slowdown(o, n, engine.threads), engine.cpu_fraction)
+    k_tok = mixed(slowdown(o, n, t) * thread_scaling(engine.threads, t), engine.cpu_fraction)
     pre = fc.prefill_s * k_pre if fc.prefill_s is not None else None
     fixed = fc.ttft_s - (fc.prefill_s or 0.0)
     ttft = (pre or 0.0) + fixed * k_one
@@ -81,7 +106,8 @@ def at_load(fc: Forecast, load: CPULoad | None, engine: LoadedEngine) -> Forecas
     reply = ttft + max(fc.reply_tokens - 1, 0) / tok_s if tok_s else None
     return replace(fc, ttft_s=ttft, prefill_s=pre, prefill_tok_s=fc.new_tokens / pre if pre else None,
                    decode_tok_s=tok_s, reply_s=reply, quiet_ttft_s=fc.ttft_s, quiet_reply_s=fc.reply_s,
-                   others_cpu=load.share, free_cores=packed_free_cores(o, n, engine))
+                   others_cpu=load.share, free_cores=packed_free_cores(o, n, replace(engine, threads=t, threads_batch=tb)),
+                   threads=(t, tb) if (t, tb) != (engine.threads, engine.threads_batch) else None)
 
 
 def packed_free_cores(others_cores: float, n_cores: int, engine: LoadedEngine) -> int | None:
@@ -125,7 +151,16 @@ def load_note(fc: Forecast) -> str:
         return ""
     line = (f"at today's load: other processes use {fc.others_cpu:.0%} of the CPU "
             f"(TTFT {fmt_seconds(fc.quiet_ttft_s)} on a quiet machine)")
+    if fc.threads is not None:
+        line += f"; {threads_text(fc.threads)}"
     if fc.free_cores is not None:
         line += (f"; more threads than the {fc.free_cores} free core{'s' if fc.free_cores != 1 else ''}: "
                  f"expect far slower still (try -t {fc.free_cores})")
     return line
+
+
+def threads_text(threads: tuple[int, int]) -> str:
+    """What kvtop does with its threads at this load (``Forecast.threads``)."""
+    t, tb = threads
+    on = f"{t} thread{'s' if t != 1 else ''}" if t == tb else f"{t} decode and {tb} prefill threads"
+    return f"runs on {on}, the free cores (-t N keeps N)"

@@ -59,7 +59,8 @@ def forecast_block(here, a, server: str | None = None, load=None) -> dict | None
     s = here.settings
     cal = calibration_for(s, default_paths().cache_dir, server, tuple(g.name for g in here.hw.gpus))
     fc = cal.forecaster(roofline_basis(here)).forecast(max(a.prompt_tokens, 1), 0, max(a.output_tokens, 1))
-    fc = at_load(fc, load, LoadedEngine(s.n_threads, s.n_threads_batch, cpu_share(here.facts, here.hw, s.n_gpu_layers)))
+    fc = at_load(fc, load, LoadedEngine(s.n_threads, s.n_threads_batch, cpu_share(here.facts, here.hw, s.n_gpu_layers),
+                                        fits=server is None and s.threads_follow_load))
     return {**fc.to_dict(), "label": fc.label(), "threads": s.n_threads, "calibration_file": cal.path,
             "load_note": load_note(fc)}
 

@@ -21,6 +21,7 @@ The engine knows nothing of processes or UIs: it reports through ``emit(event)``
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 import threading
 import time
 from typing import Callable
@@ -118,6 +119,7 @@ class Engine:
         self._template: str | None = None
         self._architecture: str | None = None
         self._bos_text = ""
+        self._threads = (self.settings.n_threads, self.settings.n_threads_batch)  # the context's, as created
         self._eos_text = ""
         self._no_shift: str | None = "not loaded"
         # ctypes callbacks stay referenced for the engine's life (a collected one crashes)
@@ -235,7 +237,7 @@ class Engine:
 
     # ------------------------------------------------------------------ turns
     def chat(self, messages: list[dict], turn_id: int = 0, t_submit: float | None = None,
-             n_predict: int | None = None) -> ev.TurnDone | ev.TurnRefused:
+             n_predict: int | None = None, threads: tuple[int, int] | None = None) -> ev.TurnDone | ev.TurnRefused:
         t_submit = time.monotonic() if t_submit is None else t_submit
         t_start = time.monotonic()
         rendered = self.render(messages)
@@ -251,7 +253,8 @@ class Engine:
                           t2, time.monotonic()))
         prompt = PromptInfo(rendered.template_name, rendered.fallback_reason, rendered.seconds, t2 - t1, tuple(marks))
         return self.generate(fitted.tokens, turn_id=turn_id, t_submit=t_submit, t_start=t_start,
-                             n_predict=n_predict, ignore_eog=self.settings.ignore_eos, prompt=prompt, fitted=fitted)
+                             n_predict=n_predict, ignore_eog=self.settings.ignore_eos, prompt=prompt, fitted=fitted,
+                             threads=threads)
 
     def _prompt_tokens(self, text: str) -> list[int]:
         """The rendered chat as tokens (BOS added only when the template did not write it)."""
@@ -293,10 +296,12 @@ class Engine:
     def generate(self, tokens: list[int], turn_id: int = 0, t_submit: float | None = None,
                  t_start: float | None = None, n_predict: int | None = None,
                  ignore_eog: bool = False, prompt: PromptInfo = TOKENS,
-                 fitted: Fitted | None = None) -> ev.TurnDone | ev.TurnRefused:
+                 fitted: Fitted | None = None, threads: tuple[int, int] | None = None) -> ev.TurnDone | ev.TurnRefused:
         """One turn on prompt ``tokens``: ContextShifted when ``fitted`` dropped turns,
         TurnStarted, PrefillProgress per ubatch, TokenEvent per token, then TurnDone (or
-        only TurnRefused). ``prompt`` says how the tokens were made (``chat`` fills it in)."""
+        only TurnRefused). ``prompt`` says how the tokens were made (``chat`` fills it in).
+        ``threads``: (decode, prefill) threads for this turn, at most the engine's (the
+        free cores, chosen by the caller); None: the engine's own."""
         s = self.settings
         now = time.monotonic()
         t_submit = now if t_submit is None else t_submit
@@ -309,6 +314,7 @@ class Engine:
         reused, t_lookup = self._lookup(tokens, turn_id, prompt, fitted)
         clock = TurnClock(t_submit, t_start, t_lookup)
         ctx, emit = self._ctx.ptr, self.emit
+        n_threads, n_threads_batch = self._use_threads(threads)
         llama_cpp.llama_perf_context_reset(ctx)
         pf = self._prefill.run(ctx, self._kv, tokens, reused, turn_id, self.cancel_event, emit)
         if self._prompt_file.wants_save(pf.stop):
@@ -321,9 +327,22 @@ class Engine:
             "t_p_eval_ms": perf.t_p_eval_ms, "n_p_eval": perf.n_p_eval,
             "t_eval_ms": perf.t_eval_ms, "n_eval": perf.n_eval,
         })
+        metrics = replace(metrics, n_threads=n_threads, n_threads_batch=n_threads_batch)
         done_ev = ev.TurnDone(turn_id, dec.stop or "eog", "".join(dec.text), metrics, t_end)
         self.emit(done_ev)
         return done_ev
+
+    def _use_threads(self, threads: tuple[int, int] | None) -> tuple[int, int]:
+        """Set the context's threads for this turn (``llama_set_n_threads``: it takes
+        effect at the next decode, and costs nothing when unchanged) and return them."""
+        s = self.settings
+        want = (s.n_threads, s.n_threads_batch)
+        if threads is not None:
+            want = (min(max(threads[0], 1), s.n_threads), min(max(threads[1], 1), s.n_threads_batch))
+        if want != self._threads:
+            llama_cpp.llama_set_n_threads(self._ctx.ptr, *want)
+            self._threads = want
+        return want
 
     def _refusal(self, turn_id: int, n_prompt: int, fitted: Fitted | None = None) -> ev.TurnRefused | None:
         if n_prompt == 0:

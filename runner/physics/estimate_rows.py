@@ -71,8 +71,9 @@ class EstimateContext:
     kv_quantised: bool = False
     weights_bytes: int | None = None
     others_cpu: float | None = None  # other processes' share of the machine's CPU during the turn (0..1)
-    threads: int = 0  # the engine's decode threads (0: not known)
+    threads: int = 0  # the decode threads the turn ran on (0: not known)
     n_cores: int = 0  # the cores the engine may use (0: not known)
+    engine_threads: int = 0  # the engine's decode threads when the turn ran on fewer (the free cores); else 0
 
     @property
     def on_cpu(self) -> bool:
@@ -126,13 +127,16 @@ def estimate_rows(facts, layout, hw, settings, *, buffers=None, peak_rss: int | 
     if f.weights_bytes is not None:
         peak_pred = f.weights_bytes + lay.bytes_allocated + (buffers.compute_total_mib * MIB if buffers else 0)
     ran = turn is not None or turn_ran
+    engine_threads = settings.resolved().n_threads
+    turn_threads = getattr(turn, "n_threads", 0) or 0  # 0: not recorded (a server's turn, an older trace)
     context = EstimateContext(
         gpu_present=bool(hw.gpus), n_gpu_layers=settings.n_gpu_layers, n_ubatch=settings.n_ubatch,
         kv_types=f"{settings.cache_type_k}/{settings.cache_type_v}",
         kv_quantised=(settings.cache_type_k not in FULL_PRECISION_KV
                       or settings.cache_type_v not in FULL_PRECISION_KV),
         weights_bytes=f.weights_bytes, others_cpu=others_cpu,
-        threads=settings.resolved().n_threads,
+        threads=turn_threads or engine_threads,
+        engine_threads=engine_threads if 0 < turn_threads < engine_threads else 0,
         # the probe's threads are the machine's cores, and the trace records them: a replay says what was said live
         n_cores=hw.cpu.threads if hw.cpu is not None else usable_cores(),
     )

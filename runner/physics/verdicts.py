@@ -184,6 +184,10 @@ def estimate_verdict(rows: EstimateRows) -> str:
     if busy is not None and busy >= BUSY_SHARE and any(g > TOLERANCE for g in gaps.values()):
         # the machine was not kvtop's: that comes before anything about the model
         head = f"other processes used {busy:.0%} of the CPU during this turn; "
+        ctx = rows.context
+        if ctx.engine_threads:  # kvtop ran it on the free cores (runner.calibration.load.turn_threads)
+            head = (f"other processes used {busy:.0%} of the CPU during this turn, so it ran on "
+                    f"{ctx.threads} of kvtop's {ctx.engine_threads} threads; ")
         advice = packed_threads(rows.context)
         if advice and gaps.get("decode", 1.0) >= PACKED_DECODE_GAP:
             return head + f"{_phrase('decode', ratios['decode'])}: {advice}"

@@ -84,9 +84,9 @@ class BlockingEngine:
         return self._wait(self._turn_end(self._turn), on_event)
 
     def generate(self, tokens, on_event: OnEvent = _ignore, n_predict: int = 128,
-                 ignore_eog: bool = True) -> ev.TurnDone | ev.TurnRefused:
+                 ignore_eog: bool = True, threads: tuple[int, int] | None = None) -> ev.TurnDone | ev.TurnRefused:
         self._turn += 1
-        self.client.submit(Generate(self._turn, tuple(tokens), time.monotonic(), n_predict, ignore_eog))
+        self.client.submit(Generate(self._turn, tuple(tokens), time.monotonic(), n_predict, ignore_eog, threads))
         return self._wait(self._turn_end(self._turn), on_event)
 
     def reset(self, on_event: OnEvent = _ignore) -> None:

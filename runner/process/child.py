@@ -86,10 +86,11 @@ def run_command(engine, cmd, emit, cancel: CancelState) -> None:
             return
         try:
             if isinstance(cmd, Chat):
-                engine.chat([m.as_dict() for m in cmd.messages], cmd.turn_id, cmd.t_submit, cmd.n_predict)
+                engine.chat([m.as_dict() for m in cmd.messages], cmd.turn_id, cmd.t_submit, cmd.n_predict,
+                            threads=cmd.threads)
             else:
                 engine.generate(list(cmd.tokens), cmd.turn_id, cmd.t_submit, n_predict=cmd.n_predict,
-                                ignore_eog=cmd.ignore_eog)
+                                ignore_eog=cmd.ignore_eog, threads=cmd.threads)
         finally:
             cancel.end()
     elif isinstance(cmd, Reset):

@@ -37,6 +37,9 @@ class Chat:
     messages: tuple[ChatMessage, ...]
     t_submit: float  # time.monotonic() when the user pressed Enter (one clock for all processes)
     n_predict: int | None = None
+    # (decode, prefill) threads for this turn when fewer than the engine's: the cores other
+    # processes leave free (runner.calibration.load.turn_threads); None: the engine's own
+    threads: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,7 @@ class Generate:
     t_submit: float
     n_predict: int
     ignore_eog: bool = True
+    threads: tuple[int, int] | None = None  # as Chat's
 
 
 @dataclass(frozen=True)

@@ -132,8 +132,10 @@ class ChatSession:
             notice(f"no transcript: {clean_line(str(exc))}")
 
     # ------------------------------------------------------------ commands
-    def send(self, text: str) -> str | None:
-        """Start a turn with the user's ``text``; the reason it cannot, or None."""
+    def send(self, text: str, threads: tuple[int, int] | None = None) -> str | None:
+        """Start a turn with the user's ``text``; the reason it cannot, or None.
+        ``threads``: the (decode, prefill) threads it runs on, when fewer than the
+        engine's (the cores other processes leave free); None: the engine's own."""
         if self.replaying:
             return "this is a replay: input is off"
         if self.active is not None:
@@ -147,7 +149,7 @@ class ChatSession:
             self.active = ActiveTurn(self._next_turn, text, now)
             if self.trace is not None:
                 self.trace.user(text)
-        chat = Chat(self._next_turn, tuple(self.messages), now)
+        chat = Chat(self._next_turn, tuple(self.messages), now, threads=threads)
         if self.loaded is None:
             self.queued = chat
         else:

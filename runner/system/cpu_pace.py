@@ -51,7 +51,33 @@ def slowdown(others_cores: float, n_cores: int, threads: int, long_ops: bool = F
     return math.sqrt(one * short) if long_ops else short
 
 
+# Amdahl's parallel fraction of llama.cpp's CPU work per phase: on ``t`` threads a phase
+# takes ``(1 - p) + p / t`` of its one-thread time. Measured here, quiet, kvtop bench
+# -p 512 -n 64 at -t 1 and -t 2 (2 → 1 thread, how many times longer):
+#     SmolLM2-135M Q4_1   prefill 1.89, 1.67   decode 1.83, 1.46
+#     Gemma-3 270M Q4_K   prefill 1.88         decode 1.43
+# and bench/forecast_accuracy.py, SmolLM2 on one thread beside a busy core against two
+# threads quiet, prompts of 128, 512 and 1,536 tokens: decode 1.69, 1.67, 1.72.
+# Prefill's matrix products split evenly (p = 0.9: 1.82); decode's small ops, the
+# sampling and the barrier after each op less (p = 0.75: 1.6). Within 0.87-1.12 of
+# every figure above.
+PARALLEL_PREFILL = 0.9
+PARALLEL_DECODE = 0.75
+
+
+def thread_scaling(from_threads: int, to_threads: int, long_ops: bool = False) -> float:
+    """How many times longer work done quietly on ``from_threads`` threads takes on
+    ``to_threads`` (1.0: the same; above 1: fewer threads). ``long_ops``: prefill."""
+    p = PARALLEL_PREFILL if long_ops else PARALLEL_DECODE
+
+    def span(t: int) -> float:
+        return (1.0 - p) + p / max(t, 1)
+
+    return span(to_threads) / span(from_threads)
+
+
 def free_cores(others_cores: float, n_cores: int) -> int:
-    """The cores other processes leave free, at least one (a core three-quarters held
-    counts as held). More engine threads than this are packed onto a shared core."""
+    """The cores other processes leave free, at least one (a core held more than a
+    quarter of the time counts as held). More engine threads than this are packed onto
+    a shared core."""
     return max(1, int(n_cores - max(others_cores, 0.0) + 0.25))

@@ -268,3 +268,31 @@ def test_the_probe_leaves_no_huge_pages_behind(monkeypatch):
     probe = hardware.probe_cpu_in_subprocess()
     assert probe.bandwidth_gbs == 30.0
     assert seen.get("NUMPY_MADVISE_HUGEPAGE") == "0"
+
+
+def test_a_turn_runs_on_the_threads_it_is_given_then_on_the_engines_again(smollm_path):
+    """On a busy machine kvtop runs a turn on the cores other processes leave free
+    (runner.calibration.load.turn_threads): llama_set_n_threads for that turn only. The
+    turn's metrics say the threads it ran on, and one thread cannot use more than one core."""
+    import psutil
+
+    e = BlockingEngine(EngineProcess(Settings(smollm_path, n_ctx=1024, n_threads=2, temp=0)))
+    loaded = e.start(lambda x: None)
+    try:
+        child = psutil.Process(loaded.pid)
+        prompt = e.tokenize(LONG)[:400]
+
+        def turn(threads):
+            e.reset()
+            cpu0, t0 = sum(child.cpu_times()[:2]), time.monotonic()
+            done = e.generate(prompt, n_predict=24, threads=threads)
+            return done.metrics, (sum(child.cpu_times()[:2]) - cpu0) / (time.monotonic() - t0)
+
+        one, cores_one = turn((1, 1))
+        assert (one.n_threads, one.n_threads_batch) == (1, 1)
+        assert cores_one < 1.15, f"one thread used {cores_one:.2f} cores"  # the pipe's thread is idle meanwhile
+        again, _ = turn(None)
+        assert (again.n_threads, again.n_threads_batch) == (2, 2)
+        assert again.decode_tokens == one.decode_tokens == 24
+    finally:
+        e.close()

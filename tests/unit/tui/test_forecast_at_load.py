@@ -50,3 +50,53 @@ async def test_a_quiet_machine_says_nothing_of_load(tmp_path, smollm_shaped):
         inp.insert_text_at_cursor("Tell me about tides")
         await wait_until(pilot, lambda: "TTFT ≈" in _border(app), timeout=5, what="the forecast")
         assert "load" not in _border(app) and "CPU" not in str(inp.border_title)
+
+
+async def test_without_t_a_busy_turn_runs_on_the_free_cores_and_the_forecast_says_so(tmp_path, smollm_shaped):
+    """No -t: kvtop chose 2 threads; with 1.5 of 2 cores held the turn is sent with one
+    thread (the engine applies it), and the border and the Estimate pane forecast and say
+    that, not "try -t 1"."""
+    from runner.process.commands import Chat
+
+    loaded = smollm_loaded(smollm_shaped)
+    engines = []
+
+    def engine(s):
+        engines.append(ScriptedEngine(s, loaded, [scripted_turn(1, 1000.0, 600, 0, ["Hi", "."])]))
+        return engines[-1]
+
+    app = make_app(Settings(smollm_shaped, n_ctx=4096), engine, tmp_path, live_system=False,
+                   write_transcript=False, record_trace=False)
+    async with app.run_test(size=(200, 50)) as pilot:
+        app.cpu_watch.load_now = lambda: CPULoad.of_share(0.75, 2)
+        await wait_until(pilot, lambda: app.loaded is not None and app.estimates.calibration is not None, what="load")
+        inp = app.query_one("#prompt")
+        inp.focus()
+        inp.insert_text_at_cursor("Tell me about tides")
+        await wait_until(pilot, lambda: "TTFT ≈" in _border(app), timeout=5, what="the forecast")
+        title = str(inp.border_title)
+        assert title.endswith("others use 75% of the CPU; runs on 1 thread, the free cores"), title
+        assert "try -t" not in title
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: any(isinstance(c, Chat) for c in engines[0].commands), what="the turn sent")
+        sent = next(c for c in engines[0].commands if isinstance(c, Chat))
+        assert sent.threads == (1, 1)
+        pane = app.query_one(EstimatePane)
+        await wait_until(pilot, lambda: pane.forecast is not None, timeout=5, what="the turn's forecast")
+        assert pane.forecast.threads == (1, 1) and pane.forecast.free_cores is None
+        text = pane.render().plain.replace("\n", " ")
+        assert "runs on 1 thread, the free cores" in text and "try -t" not in text
+
+
+async def test_with_t_the_turn_keeps_its_threads_at_any_load(tmp_path, smollm_shaped):
+    app = _app(tmp_path, smollm_shaped, [scripted_turn(1, 1000.0, 600, 0, ["Hi", "."])])  # -t 2
+    async with app.run_test(size=(200, 50)) as pilot:
+        app.cpu_watch.load_now = lambda: CPULoad.of_share(0.75, 2)
+        await wait_until(pilot, lambda: app.loaded is not None and app.estimates.calibration is not None, what="load")
+        inp = app.query_one("#prompt")
+        inp.focus()
+        inp.insert_text_at_cursor("Tell me about tides")
+        await pilot.press("enter")
+        engine = app.session.engine
+        await wait_until(pilot, lambda: any(type(c).__name__ == "Chat" for c in engine.commands), what="the turn sent")
+        assert next(c for c in engine.commands if type(c).__name__ == "Chat").threads is None

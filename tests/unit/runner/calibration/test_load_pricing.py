@@ -156,3 +156,52 @@ def test_threads_that_outnumber_the_free_cores_are_said_not_priced():
     roomy = at_load(quiet(), CPULoad.of_share(0.3, 8), LoadedEngine(4, 4, 1.0))  # 2.4 of 8 cores held
     assert roomy.free_cores is None
     assert at_load(quiet(), CPULoad.of_share(0.5, 2), LoadedEngine(2, 2, 0.0)).free_cores is None  # all on a GPU
+
+
+def test_kvtop_runs_a_turn_on_the_free_cores_and_prices_those_threads():
+    """Without -t, a turn on a busy machine runs on the cores others leave free (packed
+    threads decoded 0.90 tok/s beside one busy process; one thread 45.6): the forecast is
+    on those threads, and says so instead of advising -t."""
+    from runner.calibration.load import thread_scaling
+
+    engine = LoadedEngine(2, 2, 1.0, fits=True)
+    fc = at_load(quiet(), CPULoad.of_share(0.5, 2), engine)  # one of 2 cores held
+    assert fc.threads == (1, 1) and fc.free_cores is None
+    assert fc.to_dict()["turn_threads"] == 1 and fc.to_dict()["turn_threads_batch"] == 1
+    q = quiet()
+    # one thread beside one held core holds a core: only one thread's quiet cost
+    assert fc.decode_tok_s == pytest.approx(q.decode_tok_s / thread_scaling(2, 1))
+    assert fc.prefill_s == pytest.approx(q.prefill_s * thread_scaling(2, 1, long_ops=True))
+    note = load_note(fc)
+    assert "runs on 1 thread, the free cores (-t N keeps N)" in note and "try -t" not in note
+    # with -t 2 the user's threads stay: the price is on 2 threads and the advice is said
+    pinned = at_load(quiet(), CPULoad.of_share(0.5, 2), LoadedEngine(2, 2, 1.0))
+    assert pinned.threads is None and pinned.free_cores == 1 and "try -t 1" in load_note(pinned)
+    # below the busy test nothing changes: the calibration's own turns ran at such loads
+    assert at_load(quiet(), CPULoad.of_share(0.1, 2), engine).threads is None
+
+
+def test_turn_threads_follow_the_free_cores_only_when_kvtop_chose_them():
+    from runner.calibration.load import turn_threads
+
+    assert turn_threads(2, 2, CPULoad(1.5, 2)) == (1, 1)
+    assert turn_threads(2, 2, CPULoad(2.0, 2)) == (1, 1)  # never fewer than one
+    assert turn_threads(2, 2, CPULoad(1.5, 2), fits=False) == (2, 2)  # -t 2
+    assert turn_threads(2, 2, CPULoad(0.2, 2)) == (2, 2)  # under the busy test
+    assert turn_threads(2, 2, None) == (2, 2)  # not measured yet
+    assert turn_threads(8, 8, CPULoad(2.4, 8)) == (5, 5)  # 30% of 8 cores: 2.4 held, 5 free
+    assert turn_threads(4, 8, CPULoad(3.0, 8)) == (4, 5)  # at most the engine's own
+
+
+# 2 → 1 thread, quiet, kvtop bench -p 512 -n 64 (runner/system/cpu_pace.py's table)
+FEWER_THREADS = {"prefill": (1.89, 1.67, 1.88), "decode": (1.83, 1.46, 1.43, 1.69, 1.67, 1.72)}
+
+
+def test_fewer_threads_cost_what_was_measured_within_the_benchmarks_goal():
+    from runner.calibration.load import thread_scaling
+
+    for m in FEWER_THREADS["prefill"]:
+        assert 0.8 <= thread_scaling(2, 1, long_ops=True) / m <= 1.25
+    for m in FEWER_THREADS["decode"]:
+        assert 0.8 <= thread_scaling(2, 1) / m <= 1.25
+    assert thread_scaling(2, 2) == 1.0 and thread_scaling(1, 2) < 1.0 < thread_scaling(8, 4)

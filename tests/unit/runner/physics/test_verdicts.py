@@ -260,3 +260,34 @@ def test_threads_packed_onto_a_shared_core_are_named_with_the_thread_count_that_
         assert "try -t" not in estimate_verdict(rows(ctx, turn=steady(0.9), decode=(150.0, 0.9)))
     # a decode merely slowed (not 10x under its ceiling) keeps the usual verdict
     assert "try -t" not in estimate_verdict(rows(busy, turn=steady(40.0), decode=(150.0, 40.0)))
+
+
+def test_a_turn_kvtop_ran_on_the_free_cores_says_so_and_does_not_advise_t():
+    """Without -t a busy turn runs on the cores others leave free: the verdict says on
+    how many of kvtop's threads, then the usual reason, never "try -t"."""
+    from dataclasses import replace
+
+    fitted = replace(CPU_TINY, others_cpu=0.5, threads=1, engine_threads=2, n_cores=2)
+    verdict = estimate_verdict(rows(fitted, turn=steady(30.0), ttft=(0.3, 0.9), prefill=(220.0, 60.0),
+                                    decode=(150.0, 30.0)))
+    assert verdict.startswith("other processes used 50% of the CPU during this turn, so it ran on 1 of "
+                              "kvtop's 2 threads; "), verdict
+    assert "try -t" not in verdict
+
+
+def test_the_rows_carry_the_threads_the_turn_ran_on(smollm_shaped):
+    from dataclasses import replace as dc_replace
+
+    from helpers import FIXED_HW
+    from runner.model.inspect import load_facts
+    from runner.physics.estimate_rows import estimate_rows
+    from runner.physics.kv_bytes import kv_layout
+    from runner.settings import Settings
+    from scripted_engine import scripted_turn
+
+    facts, s = load_facts(smollm_shaped), Settings(smollm_shaped, n_ctx=4096, n_threads=2)
+    lay = kv_layout(facts, 4096, "f16", "f16", False, 512)
+    mt = scripted_turn(1, 1000.0, 600, 0, ["Hi"])[-1].metrics
+    assert estimate_rows(facts, lay, FIXED_HW, s, turn=mt).context.engine_threads == 0  # not recorded: the engine's
+    ctx = estimate_rows(facts, lay, FIXED_HW, s, turn=dc_replace(mt, n_threads=1, n_threads_batch=1)).context
+    assert (ctx.threads, ctx.engine_threads) == (1, 2)
