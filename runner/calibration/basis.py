@@ -40,4 +40,26 @@ def roofline_basis(here: "Here") -> Basis:
         return sum(layer_attention_flops(here.facts, n, depth)) / total if total else 0.0
 
     s = here.settings
-    return Basis(prefill_s, token_s, min(s.n_ubatch, s.n_batch), attention_share, peak_prefill_s)
+    cpu = here.hw.cpu
+    measured = (cpu is not None and cpu.attention_tflops and s.flash_attn != "off"
+                and (s.n_gpu_layers == 0 or not here.hw.gpus))  # every layer's attention on this CPU
+    return Basis(prefill_s, token_s, min(s.n_ubatch, s.n_batch), attention_share, peak_prefill_s,
+                 decode_attention_pace(here) if measured else None)
+
+
+def decode_attention_pace(here: "Here"):
+    """Seconds of one decoded token's attention at a depth, each layer at the pace the
+    CPU probe measured for heads of its size (runner.system.ggml_matmul.probe_attention)."""
+    from runner.physics.phase_costs import layer_attention_flops
+
+    cpu = here.hw.cpu
+
+    @lru_cache(maxsize=4096)
+    def decode_attention_s(depth: int) -> float | None:
+        total = 0.0
+        for layer, flops in zip(here.facts.layers, layer_attention_flops(here.facts, 1, depth)):
+            tf = cpu.attention_tflops_at(layer.head_dim_k or 0) if flops else None
+            total += flops / (tf * 1e12) if tf else 0.0
+        return total
+
+    return decode_attention_s

@@ -32,6 +32,11 @@ class Basis:
     # (decode's attention is priced on it, as before micro-batches had a pace); None:
     # ``prefill_s`` itself
     peak_prefill_s: Callable[[int, int], float | None] | None = None
+    # seconds of one decoded token's attention at depth ``d`` at the pace the CPU probe
+    # measured for it (llama.cpp's flash attention over the f16 cache, one query at a
+    # time: runner.system.ggml_matmul.probe_attention); None: not measured (an older
+    # probe, layers on a GPU, -fa off), and decode's attention is priced at prefill's
+    decode_attention_s: Callable[[int], float | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -92,13 +97,23 @@ class Forecaster:
         # Where prefill's two-efficiency fit measured attention's share of the peak, that
         # efficiency prices decode's attention FLOPs too, and the bandwidth fit is made
         # on what is left of each decode sample.
+        # Where the CPU probe timed decode's attention itself (one query over the cache, a
+        # head long: several times further below the peak than prefill's 512 queries), it
+        # is priced at that pace instead (SmolLM2: forecast/measured decode at depths 50 to
+        # 3,000 went from 0.57-1.12 to within 10%).
         self.decode_attention_k: float | None = None
+        self._measured_attention = False
         pairs = [(basis.token_s(d) or 0.0, s / n) for n, d, s in samples.decode]
-        if self.prefill_split is not None and samples.decode:
-            k_a = self.prefill_split.k_attention
-            rest = [(x, y - k_a * self._decode_attention(d)) for (x, y), (_, d, _) in zip(pairs, samples.decode)]
-            if all(r >= 0.5 * y for (_, r), (_, y) in zip(rest, pairs)):  # attention cannot be most of it
-                pairs, self.decode_attention_k = rest, k_a
+        candidates = []
+        if basis.decode_attention_s is not None:
+            candidates.append((1.0, True))
+        if self.prefill_split is not None:
+            candidates.append((self.prefill_split.k_attention, False))
+        for k_a, measured in candidates if samples.decode else ():
+            rest = [(x, y - k_a * self._decode_attention(d, measured)) for (x, y), (_, d, _) in zip(pairs, samples.decode)]
+            if all(r >= 0.25 * y for (_, r), (_, y) in zip(rest, pairs)):  # attention cannot be nearly all of it
+                pairs, self.decode_attention_k, self._measured_attention = rest, k_a, measured
+                break
         self.decode_fit = fit_scale(pairs)
         self.overhead_s = statistics.median(samples.overhead) if samples.overhead else 0.0
 
@@ -126,8 +141,11 @@ class Forecaster:
             depth += n
         return total
 
-    def _decode_attention(self, depth: int) -> float:
-        """Seconds of one decode token's attention at ``depth`` at the roofline."""
+    def _decode_attention(self, depth: int, measured: bool = False) -> float:
+        """Seconds of one decode token's attention at ``depth``: at the pace the probe
+        measured for it (``measured``), else at the roofline."""
+        if measured:
+            return self.basis.decode_attention_s(depth) or 0.0
         if self.basis.attention_share is None:
             return 0.0
         roof = (self.basis.peak_prefill_s or self.basis.prefill_s)(1, depth)
@@ -137,7 +155,8 @@ class Forecaster:
         roof = self.basis.token_s(depth)
         if roof is None:
             return None
-        attention = self.decode_attention_k * self._decode_attention(depth) if self.decode_attention_k else 0.0
+        attention = (self.decode_attention_k * self._decode_attention(depth, self._measured_attention)
+                     if self.decode_attention_k else 0.0)
         return (self.decode_fit or Fit(1.0, 0.0, 0)).seconds(roof) + attention
 
     def forecast(self, prompt_tokens: int, cached: int, reply_tokens: int = 256) -> Forecast:

@@ -49,6 +49,24 @@ class CPUProbe:
     # None: the figures as measured (the cache always holds those).
     bandwidth_factor: float | None = None
     flops_factor: float | None = None
+    # One decode token's attention per head size ("64", "128", "256"): f16 matrix-vector
+    # products a head long (runner.system.ggml_matmul.probe_attention). None in probes
+    # cached before it existed (decode's attention is then priced at prefill's efficiency).
+    attention_tflops: dict[str, float] | None = None
+
+    def attention_tflops_at(self, head_dim: int) -> float | None:
+        """Decode attention's TFLOPS for heads of ``head_dim`` (linear in log2 between the
+        sizes probed, the nearest outside them); None without figures."""
+        pts = sorted((int(k), v) for k, v in (self.attention_tflops or {}).items() if v and v > 0)
+        if not pts or head_dim <= 0:
+            return None
+        if head_dim <= pts[0][0]:
+            return pts[0][1]
+        for (h0, t0), (h1, t1) in zip(pts, pts[1:]):
+            if head_dim <= h1:
+                w = (math.log2(head_dim) - math.log2(h0)) / (math.log2(h1) - math.log2(h0))
+                return t0 + w * (t1 - t0)
+        return pts[-1][1]
 
     def tflops_at(self, n: int) -> float:
         """The compute peak for a micro-batch of ``n`` tokens: ``tflops`` scaled by how
@@ -116,6 +134,7 @@ def without_load(probe: CPUProbe, n_cores: int | None = None) -> CPUProbe:
     return replace(probe, bandwidth_gbs=probe.bandwidth_gbs * k_bw, tflops=probe.tflops * k_fl,
                    f32_tflops=probe.f32_tflops * k_fl if probe.f32_tflops is not None else None,
                    kernel_tflops=scaled(probe.kernel_tflops), batch_tflops=scaled(probe.batch_tflops),
+                   attention_tflops=scaled(probe.attention_tflops),
                    bandwidth_factor=k_bw, flops_factor=k_fl)
 
 
@@ -174,9 +193,10 @@ def batch_factor(batch_tflops: dict[str, float] | None, n: int) -> float:
     return 1.0
 
 
-# What a cached probe holds: 1 added the fastest kernel per batch size (batch_tflops).
-# A probe cached by an older kvtop is taken again once the machine is quiet.
-PROBE_VERSION = 1
+# What a cached probe holds: 1 added the fastest kernel per batch size (batch_tflops),
+# 2 decode attention's pace per head size (attention_tflops). A probe cached by an older
+# kvtop is taken again once the machine is quiet.
+PROBE_VERSION = 2
 BUSY_PROBE = 0.25  # other work held this share of the CPU: the probe reads low
 QUIET_PROBE = 0.15  # below this the machine is quiet enough to probe again
 
@@ -227,7 +247,7 @@ def compute_peak_tflops(f32_tflops: float, kernel_tflops: dict[str, float] | Non
 
 
 def probe_cpu(threads: int | None = None) -> CPUProbe:
-    from runner.system.ggml_matmul import probe_batch_curve, probe_kernels
+    from runner.system.ggml_matmul import probe_attention, probe_batch_curve, probe_kernels
 
     threads = threads or os.cpu_count() or 1
     busy = machine_busy()
@@ -238,9 +258,11 @@ def probe_cpu(threads: int | None = None) -> CPUProbe:
     curve = probe_batch_curve(threads) if kernels else {}
     if kernels:
         curve["512"] = max(kernels.values())  # probe_kernels' batch
+    attention = probe_attention(threads) if kernels else {}
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     return CPUProbe(bw, compute_peak_tflops(fl, kernels), threads, time.perf_counter() - t, time.time(),
-                    machine_key(), busy, load, fl, kernels, curve or None, PROBE_VERSION)
+                    machine_key(), busy, load, fl, kernels, curve or None, PROBE_VERSION,
+                    attention_tflops=attention or None)
 
 
 def cpu_profile(cache_dir: str | None = None, refresh: bool = False) -> CPUProbe:

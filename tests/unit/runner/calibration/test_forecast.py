@@ -155,3 +155,35 @@ def test_decode_attention_is_priced_at_the_efficiency_prefill_measured():
     assert fc.decode_attention_k == pytest.approx(20, rel=0.01)
     for depth in (200, 1056, 3032):
         assert fc.token_seconds(depth) / token(depth) == pytest.approx(1.0, abs=0.02), depth
+
+
+def test_decode_attention_is_priced_at_the_pace_the_probe_measured_for_it():
+    """One query over the cache, a head long, runs several times further below the peak
+    than prefill's 512 queries: priced at prefill's efficiency, SmolLM2's decode forecast
+    was 0.57x measured at depth 50 and 1.12x at 3,000. Where the probe timed it, one
+    calibrating turn forecasts decode at every depth within a few %."""
+    def attention(n, d):
+        return 1e-7 * n * (d + n / 2)
+
+    def decode_attention(d):  # the probe's pace: 5x the roofline's attention, where prefill ran at 1.5x
+        return 5 * attention(1, d)
+
+    basis = Basis(lambda n, d: n * 1e-3 + attention(n, d), lambda d: 5e-3 + 1e-8 * d, 512,
+                  lambda n, d: attention(n, d) / (n * 1e-3 + attention(n, d)), None, decode_attention)
+
+    def token(d):  # bandwidth at 1.3x its roofline, attention at the probe's pace
+        return 1.3 * basis.token_s(d) + decode_attention(d)
+
+    ubatches = [(512, 1.5 * (0.512 + attention(512, 0))), (512, 1.5 * (0.512 + attention(512, 512)))]
+    decode_s = sum(token(1024 + i) for i in range(63))
+    m = TurnMetrics(prompt_tokens=1024, reused_tokens=0, prefill_tokens=1024, prefill_s=sum(s for _, s in ubatches),
+                    prefill_tok_s=None, template_s=0.0, tokenize_s=0.0, wait_s=0.0, ttft_s=sum(s for _, s in ubatches),
+                    decode_tokens=64, decode_s=decode_s, decode_tok_s=63 / decode_s, itl_p50_ms=None, itl_p95_ms=None,
+                    kv_cells_used=1088, n_ctx=8192, ubatches=tuple(ubatches))
+    fc = Forecaster(basis, samples_from_turn(m))
+    assert fc.decode_attention_k == 1.0
+    for depth in (48, 200, 1056, 3032):
+        assert fc.token_seconds(depth) / token(depth) == pytest.approx(1.0, abs=0.02), depth
+    # priced at prefill's efficiency instead (no probe figure), the depth slope is off
+    old = Forecaster(Basis(basis.prefill_s, basis.token_s, 512, basis.attention_share), samples_from_turn(m))
+    assert abs(old.token_seconds(48) / token(48) - 1.0) > 0.05

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from runner.system import cpu_probe
-from runner.system.cpu_probe import CPUProbe, cpu_profile
+from runner.system.cpu_probe import CPUProbe, cpu_profile, without_load
 from runner.system.cpu_use import CPUReading, cpu_use
 
 
@@ -167,3 +167,25 @@ def test_the_fastest_kernel_is_timed_at_each_batch_size():
 
     got = probe_batch_curve(1, batches=(1, 16), k=256, m=64, repeats=1)
     assert set(got) == {"1", "16"} and all(v > 0 for v in got.values())
+
+
+def test_decode_attention_is_timed_through_llama_cpps_flash_attention():
+    """One token's query over an f16 cache, a head long: far below a 512-token batch's
+    peak (here ~0.007 TFLOPS at 64 against ~0.035), and it is what decode's attention runs."""
+    from runner.system.ggml_matmul import probe_attention, probe_kernels
+
+    got = probe_attention(1, head_dims=(64, 256), depth=512, repeats=1)
+    assert set(got) == {"64", "256"} and all(v > 0 for v in got.values())
+    assert max(got.values()) < max(probe_kernels(1, k=256, m=256, n=512, repeats=1).values())
+
+
+def test_decode_attentions_pace_between_and_beyond_the_head_sizes_probed():
+    from dataclasses import replace
+
+    p = replace(_probe(30.0, busy=0.02), attention_tflops={"64": 0.004, "256": 0.008})
+    assert p.attention_tflops_at(64) == 0.004 and p.attention_tflops_at(256) == 0.008
+    assert p.attention_tflops_at(128) == pytest.approx(0.006)  # halfway on log2
+    assert p.attention_tflops_at(32) == 0.004 and p.attention_tflops_at(512) == 0.008
+    assert _probe(30.0, busy=0.02).attention_tflops_at(64) is None  # an older probe: not measured
+    busy = without_load(replace(_probe(19.6, busy=0.61), attention_tflops={"64": 0.004}))
+    assert busy.attention_tflops["64"] == pytest.approx(0.004 * busy.flops_factor)  # the load's price off it too
