@@ -295,11 +295,18 @@ def parse_forecast(path: str, n: int, data):
     from runner.calibration.forecast import Forecast
 
     names = {f.name for f in fields(Forecast)}
-    optional = {"quiet_ttft_s", "quiet_reply_s", "others_cpu"}  # at today's load; older traces lack them
+    # at today's load, and the threads a turn ran on at it: older traces lack them
+    optional = {"quiet_ttft_s", "quiet_reply_s", "others_cpu", "free_cores", "threads"}
     if (not isinstance(data, dict) or not names - optional <= set(data) <= names
             or data.get("basis") not in ("calibrated", "roofline")):
         raise TraceError(f"{path}: line {n}: a forecast record that is not one")
-    for name in set(data) - {"basis", "cached_tokens"}:
+    threads = data.get("threads")
+    if threads is not None:  # (decode, prefill) threads, JSON's list
+        if not (isinstance(threads, list) and len(threads) == 2
+                and all(isinstance(t, int) and not isinstance(t, bool) and 1 <= t <= 4096 for t in threads)):
+            raise TraceError(f"{path}: line {n}: forecast threads {_show(threads)} are not two thread counts")
+        data = {**data, "threads": tuple(threads)}
+    for name in set(data) - {"basis", "cached_tokens", "threads"}:
         v = data[name]
         if v is not None and not (isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1e12):
             raise TraceError(f"{path}: line {n}: forecast {name} {_show(v)} is not a count or time")

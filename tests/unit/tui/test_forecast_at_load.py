@@ -100,3 +100,40 @@ async def test_with_t_the_turn_keeps_its_threads_at_any_load(tmp_path, smollm_sh
         engine = app.session.engine
         await wait_until(pilot, lambda: any(type(c).__name__ == "Chat" for c in engine.commands), what="the turn sent")
         assert next(c for c in engine.commands if type(c).__name__ == "Chat").threads is None
+
+
+async def test_a_turn_on_the_free_cores_is_in_the_trace_and_a_replay_shows_its_forecast(tmp_path, smollm_shaped):
+    """The forecast a turn on fewer threads was shown (threads and all) is written to the
+    trace, read back by ``kvtop replay``, and shown there as it was live."""
+    import glob
+    import os
+
+    from helpers import make_app as make
+    from runner.records.replay import ReplayEngine
+    from runner.records.trace import read_trace
+
+    loaded = smollm_loaded(smollm_shaped)
+    app = make_app(Settings(smollm_shaped, n_ctx=4096),
+                   lambda s: ScriptedEngine(s, loaded, [scripted_turn(1, 1000.0, 600, 0, ["Hi", "."])]),
+                   tmp_path, live_system=False, write_transcript=False)
+    async with app.run_test(size=(200, 50)) as pilot:
+        app.cpu_watch.load_now = lambda: CPULoad.of_share(0.75, 2)
+        await wait_until(pilot, lambda: app.loaded is not None and app.estimates.calibration is not None, what="load")
+        inp = app.query_one("#prompt")
+        inp.focus()
+        inp.insert_text_at_cursor("Tell me about tides")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: app.turns and not app.turn_running, timeout=10, what="the turn")
+        shown = app.query_one(EstimatePane).forecast
+    assert shown.threads == (1, 1)
+    (path,) = glob.glob(os.path.join(tmp_path, "data", "sessions", "trace-*.jsonl"))
+    trace = read_trace(path)
+    (fc,) = [obj for kind, obj in trace.records if kind == "forecast"]
+    assert fc == shown
+    replay = make(trace.settings(), lambda s: ReplayEngine(trace, speed=0.0), tmp_path / "r", live_system=False,
+                  write_transcript=False, record_trace=False, facts=trace.facts, hardware=trace.hardware)
+    async with replay.run_test(size=(200, 50)) as pilot:
+        await wait_until(pilot, lambda: replay.turns and not replay.turn_running, what="replayed turn")
+        await wait_until(pilot, lambda: replay.query_one(EstimatePane).forecast == shown, timeout=5,
+                         what="the recorded forecast")
+        assert "runs on 1 thread, the free cores" in replay.query_one(EstimatePane).render().plain.replace("\n", " ")

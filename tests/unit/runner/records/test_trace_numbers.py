@@ -60,3 +60,21 @@ def test_ranges_fit_real_figures():
                         ("exitcode", -9), ("bandwidth_gbs", 4800.0), ("first_token_s", -1e-6), ("seed", 2**32)]:
         lo, hi = number_range(name, isinstance(value, int))
         assert lo <= value <= hi, name
+
+
+@pytest.mark.parametrize("threads,ok", [([1, 1], True), (None, True), ([0, 1], False), ([1], False),
+                                        (["1", 1], False), ([True, 1], False), ([1, 10**9], False)])
+def test_a_forecasts_threads_are_two_thread_counts(threads, ok):
+    from runner.records.trace import parse_forecast
+
+    data = {"prompt_tokens": 10, "cached_tokens": 0, "reply_tokens": 5, "ttft_s": 0.1, "prefill_s": 0.1,
+            "prefill_tok_s": 100.0, "decode_tok_s": 50.0, "reply_s": 0.2, "basis": "roofline", "n_turns": 0,
+            "threads": threads}
+    if ok:
+        assert parse_forecast("t.jsonl", 3, data).threads == (tuple(threads) if threads else None)
+    else:
+        with pytest.raises(TraceError, match="forecast threads"):
+            parse_forecast("t.jsonl", 3, data)
+    # a trace written before the load's fields existed still reads
+    old = {k: v for k, v in data.items() if k != "threads"}
+    assert parse_forecast("t.jsonl", 3, old).threads is None
