@@ -8,11 +8,28 @@ from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
 from tui.panes.estimate import EstimatePane
 
 
-def _app(tmp_path, model, turns):
-    loaded = smollm_loaded(model)  # 2 threads, all on the CPU
-    return make_app(Settings(model, n_ctx=4096, n_threads=2),
+def _app(tmp_path, model, turns, threads=2, record_trace=False):
+    """The app on a scripted SmolLM2 (2 threads, all on the CPU); ``threads=0``: no -t."""
+    loaded = smollm_loaded(model)
+    return make_app(Settings(model, n_ctx=4096, n_threads=threads),
                     lambda s: ScriptedEngine(s, loaded, turns), tmp_path, live_system=False,
-                    write_transcript=False, record_trace=False)
+                    write_transcript=False, record_trace=record_trace)
+
+
+async def _draft_at_load(pilot, app, share: float, text: str = "Tell me about tides"):
+    """Other processes at ``share`` of the CPU (the Memory pane's last seconds), the
+    model loaded, and ``text`` typed in the prompt (not sent)."""
+    app.cpu_watch.load_now = lambda: CPULoad.of_share(share, 2)
+    await wait_until(pilot, lambda: app.loaded is not None and app.estimates.calibration is not None, what="load")
+    inp = app.query_one("#prompt")
+    inp.focus()
+    inp.insert_text_at_cursor(text)
+    return inp
+
+
+def _sent(app):
+    """The Chat commands the scripted engine was sent."""
+    return [c for c in app.session.engine.commands if type(c).__name__ == "Chat"]
 
 
 def _border(app) -> str:
@@ -22,11 +39,7 @@ def _border(app) -> str:
 async def test_a_busy_machine_is_priced_in_the_border_and_the_estimate(tmp_path, smollm_shaped):
     app = _app(tmp_path, smollm_shaped, [scripted_turn(1, 1000.0, 600, 0, ["Hi", "."])])
     async with app.run_test(size=(200, 50)) as pilot:
-        app.cpu_watch.load_now = lambda: CPULoad.of_share(0.75, 2)  # the Memory pane's last seconds
-        await wait_until(pilot, lambda: app.loaded is not None and app.estimates.calibration is not None, what="load")
-        inp = app.query_one("#prompt")
-        inp.focus()
-        inp.insert_text_at_cursor("Tell me about tides")
+        inp = await _draft_at_load(pilot, app, 0.75)
         await wait_until(pilot, lambda: "TTFT ≈" in _border(app), timeout=5, what="the forecast")
         assert "at today's load" in _border(app), _border(app)
         # 2 threads, 1.5 of 2 cores held: the threads would share a core, said before Enter with what to do
@@ -43,11 +56,7 @@ async def test_a_busy_machine_is_priced_in_the_border_and_the_estimate(tmp_path,
 async def test_a_quiet_machine_says_nothing_of_load(tmp_path, smollm_shaped):
     app = _app(tmp_path, smollm_shaped, [])
     async with app.run_test(size=(200, 50)) as pilot:
-        app.cpu_watch.load_now = lambda: CPULoad.of_share(0.05, 2)
-        await wait_until(pilot, lambda: app.loaded is not None and app.estimates.calibration is not None, what="load")
-        inp = app.query_one("#prompt")
-        inp.focus()
-        inp.insert_text_at_cursor("Tell me about tides")
+        inp = await _draft_at_load(pilot, app, 0.05)
         await wait_until(pilot, lambda: "TTFT ≈" in _border(app), timeout=5, what="the forecast")
         assert "load" not in _border(app) and "CPU" not in str(inp.border_title)
 
@@ -56,31 +65,16 @@ async def test_without_t_a_busy_turn_runs_on_the_free_cores_and_the_forecast_say
     """No -t: kvtop chose 2 threads; with 1.5 of 2 cores held the turn is sent with one
     thread (the engine applies it), and the border and the Estimate pane forecast and say
     that, not "try -t 1"."""
-    from runner.process.commands import Chat
-
-    loaded = smollm_loaded(smollm_shaped)
-    engines = []
-
-    def engine(s):
-        engines.append(ScriptedEngine(s, loaded, [scripted_turn(1, 1000.0, 600, 0, ["Hi", "."])]))
-        return engines[-1]
-
-    app = make_app(Settings(smollm_shaped, n_ctx=4096), engine, tmp_path, live_system=False,
-                   write_transcript=False, record_trace=False)
+    app = _app(tmp_path, smollm_shaped, [scripted_turn(1, 1000.0, 600, 0, ["Hi", "."])], threads=0)
     async with app.run_test(size=(200, 50)) as pilot:
-        app.cpu_watch.load_now = lambda: CPULoad.of_share(0.75, 2)
-        await wait_until(pilot, lambda: app.loaded is not None and app.estimates.calibration is not None, what="load")
-        inp = app.query_one("#prompt")
-        inp.focus()
-        inp.insert_text_at_cursor("Tell me about tides")
+        inp = await _draft_at_load(pilot, app, 0.75)
         await wait_until(pilot, lambda: "TTFT ≈" in _border(app), timeout=5, what="the forecast")
         title = str(inp.border_title)
         assert title.endswith("others use 75% of the CPU; runs on 1 thread, the free cores"), title
         assert "try -t" not in title
         await pilot.press("enter")
-        await wait_until(pilot, lambda: any(isinstance(c, Chat) for c in engines[0].commands), what="the turn sent")
-        sent = next(c for c in engines[0].commands if isinstance(c, Chat))
-        assert sent.threads == (1, 1)
+        await wait_until(pilot, lambda: _sent(app), what="the turn sent")
+        assert _sent(app)[0].threads == (1, 1)
         pane = app.query_one(EstimatePane)
         await wait_until(pilot, lambda: pane.forecast is not None, timeout=5, what="the turn's forecast")
         assert pane.forecast.threads == (1, 1) and pane.forecast.free_cores is None
@@ -91,15 +85,10 @@ async def test_without_t_a_busy_turn_runs_on_the_free_cores_and_the_forecast_say
 async def test_with_t_the_turn_keeps_its_threads_at_any_load(tmp_path, smollm_shaped):
     app = _app(tmp_path, smollm_shaped, [scripted_turn(1, 1000.0, 600, 0, ["Hi", "."])])  # -t 2
     async with app.run_test(size=(200, 50)) as pilot:
-        app.cpu_watch.load_now = lambda: CPULoad.of_share(0.75, 2)
-        await wait_until(pilot, lambda: app.loaded is not None and app.estimates.calibration is not None, what="load")
-        inp = app.query_one("#prompt")
-        inp.focus()
-        inp.insert_text_at_cursor("Tell me about tides")
+        await _draft_at_load(pilot, app, 0.75)
         await pilot.press("enter")
-        engine = app.session.engine
-        await wait_until(pilot, lambda: any(type(c).__name__ == "Chat" for c in engine.commands), what="the turn sent")
-        assert next(c for c in engine.commands if type(c).__name__ == "Chat").threads is None
+        await wait_until(pilot, lambda: _sent(app), what="the turn sent")
+        assert _sent(app)[0].threads is None
 
 
 async def test_a_turn_on_the_free_cores_is_in_the_trace_and_a_replay_shows_its_forecast(tmp_path, smollm_shaped):
@@ -108,20 +97,12 @@ async def test_a_turn_on_the_free_cores_is_in_the_trace_and_a_replay_shows_its_f
     import glob
     import os
 
-    from helpers import make_app as make
     from runner.records.replay import ReplayEngine
     from runner.records.trace import read_trace
 
-    loaded = smollm_loaded(smollm_shaped)
-    app = make_app(Settings(smollm_shaped, n_ctx=4096),
-                   lambda s: ScriptedEngine(s, loaded, [scripted_turn(1, 1000.0, 600, 0, ["Hi", "."])]),
-                   tmp_path, live_system=False, write_transcript=False)
+    app = _app(tmp_path, smollm_shaped, [scripted_turn(1, 1000.0, 600, 0, ["Hi", "."])], threads=0, record_trace=True)
     async with app.run_test(size=(200, 50)) as pilot:
-        app.cpu_watch.load_now = lambda: CPULoad.of_share(0.75, 2)
-        await wait_until(pilot, lambda: app.loaded is not None and app.estimates.calibration is not None, what="load")
-        inp = app.query_one("#prompt")
-        inp.focus()
-        inp.insert_text_at_cursor("Tell me about tides")
+        await _draft_at_load(pilot, app, 0.75)
         await pilot.press("enter")
         await wait_until(pilot, lambda: app.turns and not app.turn_running, timeout=10, what="the turn")
         shown = app.query_one(EstimatePane).forecast
@@ -130,8 +111,8 @@ async def test_a_turn_on_the_free_cores_is_in_the_trace_and_a_replay_shows_its_f
     trace = read_trace(path)
     (fc,) = [obj for kind, obj in trace.records if kind == "forecast"]
     assert fc == shown
-    replay = make(trace.settings(), lambda s: ReplayEngine(trace, speed=0.0), tmp_path / "r", live_system=False,
-                  write_transcript=False, record_trace=False, facts=trace.facts, hardware=trace.hardware)
+    replay = make_app(trace.settings(), lambda s: ReplayEngine(trace, speed=0.0), tmp_path / "r", live_system=False,
+                      write_transcript=False, record_trace=False, facts=trace.facts, hardware=trace.hardware)
     async with replay.run_test(size=(200, 50)) as pilot:
         await wait_until(pilot, lambda: replay.turns and not replay.turn_running, what="replayed turn")
         await wait_until(pilot, lambda: replay.query_one(EstimatePane).forecast == shown, timeout=5,

@@ -132,6 +132,17 @@ def test_short_follow_ups_keep_the_fixed_cost_once_attention_is_fitted_apart():
     assert split.seconds(*short) / machine(*short) == pytest.approx(1.0, abs=0.25)
 
 
+def calibrating_turn(ubatches, token):
+    """One turn of 1,024 prompt tokens in two micro-batches (``ubatches``: (tokens,
+    seconds)), then 64 decoded at ``token(depth)`` seconds each."""
+    decode_s = sum(token(1024 + i) for i in range(63))
+    return TurnMetrics(prompt_tokens=1024, reused_tokens=0, prefill_tokens=1024, prefill_s=sum(s for _, s in ubatches),
+                       prefill_tok_s=None, template_s=0.0, tokenize_s=0.0, wait_s=0.0,
+                       ttft_s=sum(s for _, s in ubatches), decode_tokens=64, decode_s=decode_s,
+                       decode_tok_s=63 / decode_s, itl_p50_ms=None, itl_p95_ms=None, kv_cells_used=1088, n_ctx=8192,
+                       ubatches=tuple(ubatches))
+
+
 def test_decode_attention_is_priced_at_the_efficiency_prefill_measured():
     """Gemma-3 270M decoded 25% slower at depth 3,000 than at 1,000 while its bytes grew
     3%: without flash attention a CPU's attention runs far below the roofline, in
@@ -146,11 +157,7 @@ def test_decode_attention_is_priced_at_the_efficiency_prefill_measured():
         return 1.3 * basis.token_s(d) + 20 * attention(1, d)
 
     ubatches = [(512, 1.5 * 0.512 + 20 * attention(512, 0)), (512, 1.5 * 0.512 + 20 * attention(512, 512))]
-    decode_s = sum(token(1024 + i) for i in range(63))
-    m = TurnMetrics(prompt_tokens=1024, reused_tokens=0, prefill_tokens=1024, prefill_s=sum(s for _, s in ubatches),
-                    prefill_tok_s=None, template_s=0.0, tokenize_s=0.0, wait_s=0.0, ttft_s=sum(s for _, s in ubatches),
-                    decode_tokens=64, decode_s=decode_s, decode_tok_s=63 / decode_s, itl_p50_ms=None, itl_p95_ms=None,
-                    kv_cells_used=1088, n_ctx=8192, ubatches=tuple(ubatches))
+    m = calibrating_turn(ubatches, token)
     fc = Forecaster(basis, samples_from_turn(m))
     assert fc.decode_attention_k == pytest.approx(20, rel=0.01)
     for depth in (200, 1056, 3032):
@@ -175,11 +182,7 @@ def test_decode_attention_is_priced_at_the_pace_the_probe_measured_for_it():
         return 1.3 * basis.token_s(d) + decode_attention(d)
 
     ubatches = [(512, 1.5 * (0.512 + attention(512, 0))), (512, 1.5 * (0.512 + attention(512, 512)))]
-    decode_s = sum(token(1024 + i) for i in range(63))
-    m = TurnMetrics(prompt_tokens=1024, reused_tokens=0, prefill_tokens=1024, prefill_s=sum(s for _, s in ubatches),
-                    prefill_tok_s=None, template_s=0.0, tokenize_s=0.0, wait_s=0.0, ttft_s=sum(s for _, s in ubatches),
-                    decode_tokens=64, decode_s=decode_s, decode_tok_s=63 / decode_s, itl_p50_ms=None, itl_p95_ms=None,
-                    kv_cells_used=1088, n_ctx=8192, ubatches=tuple(ubatches))
+    m = calibrating_turn(ubatches, token)
     fc = Forecaster(basis, samples_from_turn(m))
     assert fc.decode_attention_k == 1.0
     for depth in (48, 200, 1056, 3032):
