@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Callable
 
 from runner import events as ev
@@ -231,11 +231,18 @@ class ChatSession:
             self._drop_active(user_message=True)
 
     # ------------------------------------------------------------ events
-    def on_loaded(self, loaded: ev.Loaded, notice: Callable[[str], None]) -> None:
+    def on_loaded(self, loaded: ev.Loaded, notice: Callable[[str], None],
+                  threads_for: Callable[[], tuple[int, int] | None] | None = None) -> None:
+        """The model is loaded: a message sent before it (``-p``, a draft sent while
+        loading) goes now, on the threads ``threads_for`` gives at this moment's load
+        (at send the engine's threads were not known: it ran on all of them beside a busy
+        core, against the forecast it was shown)."""
         self.loaded = loaded
         self._open_transcript(notice)
         if self.queued is not None:
             chat, self.queued = self.queued, None
+            if threads_for is not None:
+                chat = replace(chat, threads=threads_for())
             self.engine.submit(chat)
 
     def apply(self, e) -> None:

@@ -8,11 +8,11 @@ from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
 from tui.panes.estimate import EstimatePane
 
 
-def _app(tmp_path, model, turns, threads=2, record_trace=False):
+def _app(tmp_path, model, turns, threads=2, record_trace=False, load_gate=None):
     """The app on a scripted SmolLM2 (2 threads, all on the CPU); ``threads=0``: no -t."""
     loaded = smollm_loaded(model)
     return make_app(Settings(model, n_ctx=4096, n_threads=threads),
-                    lambda s: ScriptedEngine(s, loaded, turns), tmp_path, live_system=False,
+                    lambda s: ScriptedEngine(s, loaded, turns, load_gate=load_gate), tmp_path, live_system=False,
                     write_transcript=False, record_trace=record_trace)
 
 
@@ -118,3 +118,27 @@ async def test_a_turn_on_the_free_cores_is_in_the_trace_and_a_replay_shows_its_f
         await wait_until(pilot, lambda: replay.query_one(EstimatePane).forecast == shown, timeout=5,
                          what="the recorded forecast")
         assert "runs on 1 thread, the free cores" in replay.query_one(EstimatePane).render().plain.replace("\n", " ")
+
+
+async def test_a_message_sent_while_the_model_loads_runs_on_the_free_cores_too(tmp_path, smollm_shaped):
+    """``-p`` (or Enter while loading) queues the message until the model is loaded; it
+    then ran on both threads beside a busy core (a trial: TTFT 6.06 s, 2.2 tok/s, "try
+    -t 1" although no -t was given) while its forecast said "runs on 1 thread"."""
+    import threading
+
+    loading = threading.Event()
+    app = _app(tmp_path, smollm_shaped, [scripted_turn(1, 1000.0, 600, 0, ["Hi", "."])], threads=0,
+               load_gate=loading)
+    async with app.run_test(size=(200, 50)) as pilot:
+        app.cpu_watch.load_now = lambda: CPULoad.of_share(0.75, 2)
+        inp = app.query_one("#prompt")
+        inp.focus()
+        inp.insert_text_at_cursor("Tell me about tides")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: app.session.queued is not None, what="the message queued")
+        loading.set()
+        await wait_until(pilot, lambda: _sent(app), what="the queued turn sent")
+        assert _sent(app)[0].threads == (1, 1)
+        pane = app.query_one(EstimatePane)
+        await wait_until(pilot, lambda: pane.forecast is not None, timeout=5, what="the turn's forecast")
+        assert pane.forecast.threads == (1, 1)
