@@ -153,6 +153,18 @@ class Estimates:
         return LoadedEngine(threads, L.n_threads_batch or threads, cpu_share(app.facts, app.hw, L.n_gpu_layers),
                             fits=not L.server and app.settings.threads_follow_load)
 
+    def engine_cpu(self) -> tuple[int, int, bool] | None:
+        """(prefill threads, cores, model on the CPU) of a llama.cpp engine on this
+        machine, for the waterfall's verdict (None through a server: its threads are its own)."""
+        import os
+
+        app = self.app
+        L, here = app.session.loaded, app.here
+        if L is None or here is None or not app.session.engine.capabilities.llama_buffers:
+            return None
+        cores = here.hw.cpu.threads if here.hw.cpu is not None else (os.cpu_count() or 1)
+        return L.n_threads_batch or L.n_threads, cores, not (here.hw.gpus and L.n_gpu_layers)
+
     def next_turn_threads(self) -> tuple[int, int] | None:
         """The threads the turn about to be sent runs on, when fewer than the engine's
         (the cores other processes leave free, when kvtop chose the threads): the same

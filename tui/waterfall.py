@@ -197,10 +197,12 @@ class WaterfallScreen(ModalScreen[None]):
                 Binding("left", "turn(-1)", "Previous turn", priority=True),
                 Binding("right", "turn(1)", "Next turn", priority=True)]
 
-    def __init__(self, source: Source, facts, prefill_s, poll_s: float = 1.0) -> None:
+    def __init__(self, source: Source, facts, prefill_s, poll_s: float = 1.0,
+                 cpu: tuple[int, int, bool] | None = None) -> None:
         super().__init__()
         self.source = source
         self.facts = facts
+        self.cpu = cpu  # (prefill threads, cores, model on the CPU): ttft_verdict names packed threads
         self.prefill_s = prefill_s
         self.poll_s = poll_s
         self.turns, self.live = source()
@@ -253,7 +255,7 @@ class WaterfallScreen(ModalScreen[None]):
         yield WaterfallBar(m.timeline, m.ttft_s or 0, id="waterfall-bar")
         yield Static(waterfall_table(m, self.prefill_s), markup=False, id="waterfall-table")
         verdict = ttft_verdict(m, turn.get("first_diff_index"), turn.get("diff_context"), turn.get("others_cpu"),
-                               shift)
+                               shift, self.cpu)
         yield Static(Content.styled(verdict, "italic"), markup=False, id="waterfall-verdict")
 
     def _live(self, heading: str) -> ComposeResult:

@@ -202,14 +202,20 @@ def packed_threads(ctx) -> str:
     outnumber the free cores gets them packed onto the same core, where each op waits
     for a time slice. Measured here (2 cores, one busy process in another session):
     SmolLM2 decoded 0.90 tok/s with -t 2 and 45.6 with -t 1 (71.5 and 49.1 quiet)."""
-    if not (ctx.on_cpu and ctx.threads > 1 and ctx.n_cores > 0 and ctx.others_cpu is not None):
+    return packed_advice(ctx.threads, ctx.n_cores, ctx.others_cpu, ctx.on_cpu)
+
+
+def packed_advice(threads: int, n_cores: int, others_cpu: float | None, on_cpu: bool = True) -> str:
+    """``packed_threads`` from its figures: the turn's threads, the machine's cores, the
+    others' share of the CPU (0..1) during the turn, whether the model runs on the CPU."""
+    if not (on_cpu and threads > 1 and n_cores > 0 and others_cpu is not None):
         return ""
-    held = ctx.others_cpu * ctx.n_cores
-    free = free_cores(held, ctx.n_cores)
-    if ctx.threads <= free:
+    held = others_cpu * n_cores
+    free = free_cores(held, n_cores)
+    if threads <= free:
         return ""
-    return (f"llama.cpp's {ctx.threads} threads wait for each other after every op and other processes "
-            f"hold {held:.1f} of {ctx.n_cores} cores, so threads share a core: try -t {free}")
+    return (f"llama.cpp's {threads} threads wait for each other after every op and other processes "
+            f"hold {held:.1f} of {n_cores} cores, so threads share a core: try -t {free}")
 
 
 def _verdict(rows: EstimateRows, ratios: dict, gaps: dict) -> str:
@@ -240,16 +246,24 @@ def _verdict(rows: EstimateRows, ratios: dict, gaps: dict) -> str:
 
 # ------------------------------------------------------------------- TTFT verdict
 def ttft_verdict(metrics, first_diff_index: int | None = None, diff_context=None,
-                 others_cpu: float | None = None, shift=None) -> str:
+                 others_cpu: float | None = None, shift=None, cpu: tuple[int, int, bool] | None = None) -> str:
     """One sentence naming the biggest cause of this turn's time to first token; other
     processes holding the CPU come first, as in the Estimate pane's verdict. ``shift``:
-    the turn's ``ContextShifted`` (a full context dropped its oldest turns)."""
+    the turn's ``ContextShifted`` (a full context dropped its oldest turns). ``cpu``:
+    (the engine's prefill threads, the machine's cores, whether the model runs on the
+    CPU), so threads packed onto a shared core are named as the Estimate pane names them
+    (None: not known, as through a server)."""
     ttft = metrics.ttft_s
     if not ttft or not metrics.timeline:
         return "no first token was produced in this turn"
     line = _shift_cause(metrics, shift) or _ttft_cause(metrics, first_diff_index, diff_context)
     if others_cpu is not None and others_cpu >= BUSY_SHARE:
-        return f"other processes used {others_cpu:.0%} of the CPU during this turn; {line}"
+        packed = ""
+        if cpu is not None:  # the threads the turn ran on, where recorded
+            threads, n_cores, on_cpu = cpu
+            packed = packed_advice(getattr(metrics, "n_threads_batch", 0) or threads, n_cores, others_cpu, on_cpu)
+        return f"other processes used {others_cpu:.0%} of the CPU during this turn; {line}" + (
+            f"; {packed}" if packed else "")
     return line
 
 

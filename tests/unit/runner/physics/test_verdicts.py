@@ -291,3 +291,24 @@ def test_the_rows_carry_the_threads_the_turn_ran_on(smollm_shaped):
     assert estimate_rows(facts, lay, FIXED_HW, s, turn=mt).context.engine_threads == 0  # not recorded: the engine's
     ctx = estimate_rows(facts, lay, FIXED_HW, s, turn=dc_replace(mt, n_threads=1, n_threads_batch=1)).context
     assert (ctx.threads, ctx.engine_threads) == (1, 2)
+
+
+def test_the_waterfalls_verdict_names_threads_packed_onto_a_shared_core():
+    """A trial's -t 2 turn beside a busy core: F2 said "compute-bound: 1.82 s of 1.84 s
+    is prefill of 42 tokens at 23 tok/s" while the Estimate pane said the threads shared a
+    core: try -t 1. The waterfall now says both, and only where the threads were packed."""
+    def on(threads):
+        m = metrics(1.84, [("ubatch 1", 0.0, 1.82), ("first decode + sample", 1.82, 0.02)], [(42, 1.82)],
+                    prompt=42, prefill_tokens=42)
+        m.n_threads = m.n_threads_batch = threads
+        return m
+
+    m = on(2)
+    v = ttft_verdict(m, others_cpu=0.53, cpu=(2, 2, True))
+    assert v.startswith("other processes used 53% of the CPU during this turn; ")
+    assert v.endswith("; llama.cpp's 2 threads wait for each other after every op and other processes hold 1.1 of 2 "
+                      "cores, so threads share a core: try -t 1"), v
+    # on the free core (kvtop's own choice), on a GPU, or not known (a server): no such advice
+    for kw in (dict(cpu=(2, 2, True), m=on(1)), dict(cpu=(2, 2, False)),
+               dict(cpu=None)):
+        assert "try -t" not in ttft_verdict(kw.pop("m", m), others_cpu=0.53, **kw)
