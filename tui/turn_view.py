@@ -155,6 +155,10 @@ class TurnView:
         dash.prefill.finish(mt, r.stop_reason)
         dash.decode.finish(mt, m.series, m.stalls)
         dash.kv.set_cells(mt.kv_cells_used, mt.decode_tok_s)
+        L = app.session.loaded
+        if L is not None and mt.n_threads and app.session.engine.capabilities.llama_buffers:
+            dash.status.set_turn_threads(mt.n_threads, mt.n_threads_batch, (L.n_threads, L.n_threads_batch),
+                                         app.settings.resolved().threads_why)
         app.estimates.update(mt, others_cpu)
         app.estimates.calibrate(mt, others_cpu)  # after this turn's forecast was compared, never before
         app.cpu_watch.check_ceilings(mt)

@@ -91,6 +91,15 @@ class StatusBar(PaneWidget):
         ]
         self.refresh()
 
+    def set_turn_threads(self, threads: int, threads_batch: int, engine: tuple[int, int], why: str) -> None:
+        """The threads the last turn ran on: said beside the engine's when kvtop ran it on
+        fewer (the free cores on a busy machine), so the bar never claims 2 while 1 ran."""
+        value = f"{fmt_int(engine[0])}/{fmt_int(engine[1])} ({why})"
+        if threads and (threads, threads_batch) != engine:
+            value += f", last turn {fmt_int(threads)}/{fmt_int(threads_batch)} (the free cores)"
+        self.fields = [(k, value if k == "threads" else v) for k, v in self.fields]
+        self.refresh()
+
     def set_problem(self, text: str | None) -> None:
         self.problem = text
         self.refresh()
@@ -134,7 +143,7 @@ class StatusBar(PaneWidget):
             if step == "meta":
                 meta = False
             elif step == "threads-why":
-                fields = [(k, v.split(" (", 1)[0] if k == "threads" else v) for k, v in fields]
+                fields = [(k, re.sub(r" \([^)]*\)", "", v) if k == "threads" else v) for k, v in fields]
             else:
                 fields = [f for f in fields if f[0] != step]
         return meta, fields

@@ -142,3 +142,21 @@ async def test_a_message_sent_while_the_model_loads_runs_on_the_free_cores_too(t
         pane = app.query_one(EstimatePane)
         await wait_until(pilot, lambda: pane.forecast is not None, timeout=5, what="the turn's forecast")
         assert pane.forecast.threads == (1, 1)
+
+
+async def test_the_status_bar_says_the_threads_the_last_turn_ran_on(tmp_path, smollm_shaped):
+    """A trial: the bar said "threads 2/2 (all 2 usable cores)" while every turn ran on one."""
+    from dataclasses import replace
+
+    turn = scripted_turn(1, 1000.0, 600, 0, ["Hi", "."])
+    turn[-1] = replace(turn[-1], metrics=replace(turn[-1].metrics, n_threads=1, n_threads_batch=1))
+    app = _app(tmp_path, smollm_shaped, [turn], threads=0)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await _draft_at_load(pilot, app, 0.75)
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: app.turns and not app.turn_running, timeout=10, what="the turn")
+        bar = app.dash.status
+        assert dict(bar.fields)["threads"].endswith(", last turn 1/1 (the free cores)")
+        await pilot.pause()
+        assert "last turn 1/1 (the free cores)" in bar.render().plain
+        assert dict(bar.fitted(60)[1])["threads"] == "2/2, last turn 1/1"  # narrow: the reasons go first
