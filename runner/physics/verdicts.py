@@ -256,14 +256,18 @@ def ttft_verdict(metrics, first_diff_index: int | None = None, diff_context=None
     ttft = metrics.ttft_s
     if not ttft or not metrics.timeline:
         return "no first token was produced in this turn"
-    line = _shift_cause(metrics, shift) or _ttft_cause(metrics, first_diff_index, diff_context)
-    if others_cpu is not None and others_cpu >= BUSY_SHARE:
-        packed = ""
+    busy = others_cpu is not None and others_cpu >= BUSY_SHARE
+    line = _shift_cause(metrics, shift) or _ttft_cause(metrics, first_diff_index, diff_context, busy)
+    if busy:
+        head, packed = f"other processes used {others_cpu:.0%} of the CPU during this turn; ", ""
         if cpu is not None:  # the threads the turn ran on, where recorded
             threads, n_cores, on_cpu = cpu
-            packed = packed_advice(getattr(metrics, "n_threads_batch", 0) or threads, n_cores, others_cpu, on_cpu)
-        return f"other processes used {others_cpu:.0%} of the CPU during this turn; {line}" + (
-            f"; {packed}" if packed else "")
+            ran = getattr(metrics, "n_threads_batch", 0) or threads
+            packed = packed_advice(ran, n_cores, others_cpu, on_cpu)
+            if ran < threads:  # kvtop ran it on the free cores, as the Estimate pane says
+                head = (f"other processes used {others_cpu:.0%} of the CPU during this turn, so it ran on "
+                        f"{ran} of kvtop's {threads} threads; ")
+        return head + line + (f"; {packed}" if packed else "")
     return line
 
 
@@ -282,7 +286,7 @@ def _shift_cause(metrics, shift) -> str | None:
             f"were recomputed: {fmt_seconds(prefill)} of {fmt_seconds(metrics.ttft_s)} at {rate:,.0f} tok/s")
 
 
-def _ttft_cause(metrics, first_diff_index, diff_context) -> str:
+def _ttft_cause(metrics, first_diff_index, diff_context, busy: bool = False) -> str:
     ttft = metrics.ttft_s
     _s = fmt_seconds
     prefill = sum(dt for _, dt in metrics.ubatches)
@@ -291,13 +295,17 @@ def _ttft_cause(metrics, first_diff_index, diff_context) -> str:
     template = segs.get("template", 0.0)
     if prefill >= 0.5 * ttft:
         recomputed = metrics.prefill_tokens
-        if first_diff_index is not None and recomputed > metrics.prompt_tokens // 2:
-            where = f" (cached …{diff_context[0][-24:]!r} vs new …{diff_context[1][-24:]!r})" if diff_context else ""
-            return (f"prompt of {metrics.prompt_tokens:,} tokens, {recomputed:,} recomputed: the prompt differs "
-                    f"from the cached one at token {first_diff_index:,}{where}; an unchanged prefix is reused")
         rate = recomputed / prefill if prefill else 0
-        return (f"compute-bound: {_s(prefill)} of {_s(ttft)} is prefill of {recomputed:,} tokens at "
-                f"{rate:,.0f} tok/s ({metrics.reused_tokens:,} reused from the cache)")
+        if first_diff_index is not None:  # the cache held more, and the prompt parted from it
+            where = f" (cached …{diff_context[0][-24:]!r} vs new …{diff_context[1][-24:]!r})" if diff_context else ""
+            line = (f"prompt of {metrics.prompt_tokens:,} tokens, {recomputed:,} recomputed: the prompt differs "
+                    f"from the cached one at token {first_diff_index:,}{where}; an unchanged prefix is reused")
+            if recomputed > metrics.prompt_tokens // 2:
+                return line
+            return line + f" ({_s(prefill)} of {_s(ttft)} is that prefill, at {rate:,.0f} tok/s)"
+        # beside other processes' work the prefill is slowed by them, not bound by compute
+        return (f"{'' if busy else 'compute-bound: '}{_s(prefill)} of {_s(ttft)} is prefill of {recomputed:,} "
+                f"tokens at {rate:,.0f} tok/s ({metrics.reused_tokens:,} reused from the cache)")
     if wait >= 0.5 * ttft:
         return f"queued: {_s(wait)} of {_s(ttft)} waiting for the engine (model load or a previous turn)"
     if template >= 0.3 * ttft:

@@ -46,6 +46,7 @@ class StatusBar(PaneWidget):
         self.problem: str | None = None
         self.probe_since: float | None = None
         self._probe_timer = None
+        self.narrow_threads: str | None = None  # "1/1 of 2/2": the last turn's threads, when fewer
 
     def set_probing(self, running: bool) -> None:
         """The CPU probe runs before the engine starts and can take over 30 s on a busy
@@ -66,6 +67,7 @@ class StatusBar(PaneWidget):
     def set_loaded(self, loaded, threads_why: str, refresh_s: float, facts=None) -> None:
         """``facts``: the GGUF header's (``runner.model.facts.ModelFacts``), when read."""
         self.load_fraction = None
+        self.narrow_threads = None  # a new engine: no turn ran on it yet
         if loaded.server is not None:  # kvtop --server: which server, which build, how many slots
             self.model_label, self.meta_name = loaded.name, None
             self.fields = [
@@ -94,9 +96,13 @@ class StatusBar(PaneWidget):
     def set_turn_threads(self, threads: int, threads_batch: int, engine: tuple[int, int], why: str) -> None:
         """The threads the last turn ran on: said beside the engine's when kvtop ran it on
         fewer (the free cores on a busy machine), so the bar never claims 2 while 1 ran."""
-        value = f"{fmt_int(engine[0])}/{fmt_int(engine[1])} ({why})"
+        own = f"{fmt_int(engine[0])}/{fmt_int(engine[1])}"
+        self.narrow_threads = None
+        value = f"{own} ({why})"
         if threads and (threads, threads_batch) != engine:
-            value += f", last turn {fmt_int(threads)}/{fmt_int(threads_batch)} (the free cores)"
+            ran = f"{fmt_int(threads)}/{fmt_int(threads_batch)}"
+            value = f"{own} ({why}; last turn {ran})"
+            self.narrow_threads = f"{ran} of {own}"  # where the reasons do not fit: what ran comes first
         self.fields = [(k, value if k == "threads" else v) for k, v in self.fields]
         self.refresh()
 
@@ -129,7 +135,8 @@ class StatusBar(PaneWidget):
         """(keep the metadata name, the fields that fit ``width``): what goes first is
         what a bug report needs least (the redraw pace, the architecture, the threads'
         reason, flash attention, KV types, ngl, then the metadata name, shown only where
-        the file name says nothing); the quant, n_ctx and threads stay."""
+        the file name says nothing, and the quant, which the file's name mostly says); n_ctx and
+        the threads stay (narrowed to "1/1 of 2/2" when the last turn ran on fewer threads)."""
         base = len(" kvtop  ") + len(self.model_label)
         meta = bool(self.meta_name)
         fields = list(self.fields)
@@ -137,13 +144,14 @@ class StatusBar(PaneWidget):
         def total() -> int:
             return base + (len(self.meta_name) + 3 if meta else 0) + sum(3 + len(k) + len(v) for k, v in fields)
 
-        for step in ("refresh", "arch", "threads-why", "fa", "kv", "ngl", "meta"):
+        for step in ("refresh", "arch", "threads-why", "fa", "kv", "ngl", "meta", "quant"):
             if total() <= width:
                 break
             if step == "meta":
                 meta = False
             elif step == "threads-why":
-                fields = [(k, re.sub(r" \([^)]*\)", "", v) if k == "threads" else v) for k, v in fields]
-            else:
+                short = self.narrow_threads
+                fields = [(k, (short or re.sub(r" \([^)]*\)", "", v)) if k == "threads" else v) for k, v in fields]
+            else:  # the quant last: the file's name mostly says it
                 fields = [f for f in fields if f[0] != step]
         return meta, fields

@@ -156,7 +156,10 @@ async def test_the_status_bar_says_the_threads_the_last_turn_ran_on(tmp_path, sm
         await pilot.press("enter")
         await wait_until(pilot, lambda: app.turns and not app.turn_running, timeout=10, what="the turn")
         bar = app.dash.status
-        assert dict(bar.fields)["threads"].endswith(", last turn 1/1 (the free cores)")
+        assert dict(bar.fields)["threads"] == "2/2 (all 2 usable cores; last turn 1/1)"
         await pilot.pause()
-        assert "last turn 1/1 (the free cores)" in bar.render().plain
-        assert dict(bar.fitted(60)[1])["threads"] == "2/2, last turn 1/1"  # narrow: the reasons go first
+        assert "threads 2/2 (all 2 usable cores; last turn 1/1)" in bar.render().plain
+        # narrow (a trial at 80 columns read "threads 2/2," cut at the edge): what ran first, and it fits
+        meta, fields = bar.fitted(80)
+        assert dict(fields)["threads"] == "1/1 of 2/2"
+        assert len(" kvtop  " + bar.model_label) + sum(3 + len(k) + len(v) for k, v in fields) <= 80

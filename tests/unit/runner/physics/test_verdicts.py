@@ -222,8 +222,8 @@ def test_ttft_verdict_names_other_processes_first_when_they_took_the_cpu():
     m = metrics(6.6, [("wait for engine", 0, 0.1), ("ubatch 1", 0.1, 6.25)], [(2000, 6.25)], prompt=2000,
                 prefill_tokens=2000)
     assert ttft_verdict(m, others_cpu=0.41) == (
-        "other processes used 41% of the CPU during this turn; compute-bound: 6.25 s of 6.60 s is prefill of "
-        "2,000 tokens at 320 tok/s (0 reused from the cache)")
+        "other processes used 41% of the CPU during this turn; 6.25 s of 6.60 s is prefill of "
+        "2,000 tokens at 320 tok/s (0 reused from the cache)")  # slowed by the others, not "compute-bound"
     assert ttft_verdict(m, others_cpu=0.1) == ttft_verdict(m)  # a little other work is not named
 
 
@@ -312,3 +312,26 @@ def test_the_waterfalls_verdict_names_threads_packed_onto_a_shared_core():
     for kw in (dict(cpu=(2, 2, True), m=on(1)), dict(cpu=(2, 2, False)),
                dict(cpu=None)):
         assert "try -t" not in ttft_verdict(kw.pop("m", m), others_cpu=0.53, **kw)
+
+
+def test_the_waterfall_says_a_busy_turn_ran_on_the_free_cores_as_the_estimate_pane_does():
+    def on(threads):
+        m = metrics(0.98, [("ubatch 1", 0.0, 0.943), ("first decode + sample", 0.943, 0.037)], [(40, 0.943)],
+                    prompt=40, prefill_tokens=40)
+        m.n_threads = m.n_threads_batch = threads
+        return m
+
+    assert ttft_verdict(on(1), others_cpu=0.64, cpu=(2, 2, True)) == (
+        "other processes used 64% of the CPU during this turn, so it ran on 1 of kvtop's 2 threads; 943 ms of "
+        "980 ms is prefill of 40 tokens at 42 tok/s (0 reused from the cache)")
+
+
+def test_a_prompt_that_parted_from_the_cache_is_named_even_when_most_of_it_was_reused():
+    """A trial's turn 3: 98 of 217 tokens recomputed because the prompt differed from the
+    cache at token 119; the prefill pane said "cache diverged (F2: waterfall)" and F2 only
+    said "compute-bound"."""
+    m = metrics(1.58, [("ubatch 1", 0.0, 1.55), ("first decode + sample", 1.55, 0.03)], [(98, 1.55)], prompt=217,
+                prefill_tokens=98, reused=119)
+    v = ttft_verdict(m, 119, (" red?\nassistant\nSunsets are typically red due to the", "… red due to"))
+    assert v.startswith("prompt of 217 tokens, 98 recomputed: the prompt differs from the cached one at token 119 ("), v
+    assert v.endswith("; an unchanged prefix is reused (1.55 s of 1.58 s is that prefill, at 63 tok/s)"), v
