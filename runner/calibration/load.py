@@ -19,8 +19,9 @@ and kvtop's engine runs in a session of its own, so when its threads outnumber t
 cores other work leaves free the scheduler packs them onto a shared core where each op
 waits for a time slice: SmolLM2 with -t 2 beside one busy process of another session
 decoded 0.90 tok/s (-t 1: 45.6; quiet: 71.5). No price reaches that. So when kvtop
-chose the threads (no ``-t``), each turn runs on the free cores (``turn_threads``, the
-engine and the forecast use it alike) and is priced on them: the fewer threads' quiet
+chose the threads (no ``-t``), each turn runs on the free cores (``turn_threads``: the
+app decides with it when it sends a turn, the engine applies it, and the forecast is
+priced with it at the same load) and is priced on them: the fewer threads' quiet
 cost (``thread_scaling``) times the load's price on those threads. With ``-t`` the
 user's threads stay, and the forecast says that they outnumber the free cores.
 
@@ -78,7 +79,8 @@ class LoadedEngine:
 def turn_threads(threads: int, threads_batch: int, load: CPULoad | None, fits: bool = True) -> tuple[int, int]:
     """The threads (decode, prefill) a turn runs on: the engine's, or, when kvtop chose
     them (``fits``) and the load passes the busy test, no more than the free cores. The
-    engine (runner.engine.engine) and the forecast (``at_load``) both decide with it."""
+    app decides with it when it sends a turn (tui/forecasting.py ``next_turn_threads``;
+    runner.engine.engine applies it) and ``at_load`` prices the forecast with it."""
     if not fits or load is None or not too_busy(load.share):
         return threads, threads_batch
     free = free_cores(load.others_cores, load.n_cores)

@@ -21,9 +21,9 @@ The engine knows nothing of processes or UIs: it reports through ``emit(event)``
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 import threading
 import time
+from dataclasses import replace
 from typing import Callable
 
 import llama_cpp
