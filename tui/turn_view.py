@@ -156,7 +156,7 @@ class TurnView:
         dash.decode.finish(mt, m.series, m.stalls)
         dash.kv.set_cells(mt.kv_cells_used, mt.decode_tok_s)
         L = app.session.loaded
-        if L is not None and mt.n_threads and L.server is None:  # a llama.cpp engine's turn, live or replayed
+        if L is not None and mt.n_threads and app.session.engine.capabilities.llama_buffers:  # live or replayed
             dash.status.set_turn_threads(mt.n_threads, mt.n_threads_batch, (L.n_threads, L.n_threads_batch),
                                          app.settings.resolved().threads_why)
         app.estimates.update(mt, others_cpu)
