@@ -26,10 +26,10 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from runner import events as ev  # noqa: E402
-from runner.demo import demo_model_path  # noqa: E402
-from runner.engine.engine import Engine  # noqa: E402
-from runner.settings import Settings  # noqa: E402
+from kvtop.runner import events as ev  # noqa: E402
+from kvtop.runner.demo import demo_model_path  # noqa: E402
+from kvtop.runner.engine.engine import Engine  # noqa: E402
+from kvtop.runner.settings import Settings  # noqa: E402
 
 TOPICS = ["tides", "the colour of the sky", "bread", "passwords", "bees", "cats", "cycling", "leap years",
           "pancakes", "volcanoes", "rainbows", "trains", "glaciers", "coffee", "owls", "chess"]

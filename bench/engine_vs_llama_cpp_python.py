@@ -22,11 +22,11 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from runner.commands.bench import BENCH_TEXT  # noqa: E402
-from runner.demo import demo_model_path  # noqa: E402
-from runner.process.blocking import BlockingEngine  # noqa: E402
-from runner.process.parent import EngineProcess  # noqa: E402
-from runner.settings import Settings  # noqa: E402
+from kvtop.runner.commands.bench import BENCH_TEXT  # noqa: E402
+from kvtop.runner.demo import demo_model_path  # noqa: E402
+from kvtop.runner.process.blocking import BlockingEngine  # noqa: E402
+from kvtop.runner.process.parent import EngineProcess  # noqa: E402
+from kvtop.runner.settings import Settings  # noqa: E402
 
 
 def bare_run(llm, prompt: list[int], n: int) -> tuple[float, float]:

@@ -25,9 +25,9 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench.forecast_accuracy import model_paths, roofline_and_engine  # noqa: E402
-from runner.commands.bench import BENCH_TEXT  # noqa: E402
-from runner.settings import Settings  # noqa: E402
-from runner.system.hardware import hardware_profile  # noqa: E402
+from kvtop.runner.commands.bench import BENCH_TEXT  # noqa: E402
+from kvtop.runner.settings import Settings  # noqa: E402
+from kvtop.runner.system.hardware import hardware_profile  # noqa: E402
 
 
 def bench_model(label: str, path: str, a, hw) -> None:

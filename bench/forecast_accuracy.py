@@ -35,21 +35,21 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from runner.calibration.basis import roofline_basis  # noqa: E402
-from runner.calibration.calibration import Calibration  # noqa: E402
-from runner.calibration.key import calibration_key, file_identity  # noqa: E402
-from runner.commands.bench import BENCH_TEXT, open_engine  # noqa: E402
-from runner.model.inspect import load_facts  # noqa: E402
-from runner.physics.here import Here  # noqa: E402
-from runner.settings import Settings  # noqa: E402
-from runner.system.hardware import hardware_profile  # noqa: E402
+from kvtop.runner.calibration.basis import roofline_basis  # noqa: E402
+from kvtop.runner.calibration.calibration import Calibration  # noqa: E402
+from kvtop.runner.calibration.key import calibration_key, file_identity  # noqa: E402
+from kvtop.runner.commands.bench import BENCH_TEXT, open_engine  # noqa: E402
+from kvtop.runner.model.inspect import load_facts  # noqa: E402
+from kvtop.runner.physics.here import Here  # noqa: E402
+from kvtop.runner.settings import Settings  # noqa: E402
+from kvtop.runner.system.hardware import hardware_profile  # noqa: E402
 
 
 def model_paths(names: list[str]) -> list[tuple[str, str]]:
     out = []
     for name in names:
         if name == "smollm":
-            from runner.demo import demo_model_path
+            from kvtop.runner.demo import demo_model_path
 
             out.append(("SmolLM2-135M Q4_1", demo_model_path()))
         elif name == "gemma":
@@ -109,8 +109,8 @@ def priced(fc, settings):
     """``fc`` at the load other processes put on the CPU over the last second, the share
     they took, and the threads the turn runs on (as the app decides them: the free cores
     when no -t was given; None: the engine's own)."""
-    from runner.calibration.load import CPULoad, LoadedEngine, at_load, turn_threads
-    from runner.system.cpu_use import others_over
+    from kvtop.runner.calibration.load import CPULoad, LoadedEngine, at_load, turn_threads
+    from kvtop.runner.system.cpu_use import others_over
 
     use = others_over(1.0)
     load = CPULoad(use.others, use.cores) if use.others is not None else None

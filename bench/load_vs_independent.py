@@ -106,7 +106,7 @@ def independent(url, users_list, requests, p, n):
 
 
 def kvtop(url, users_list, requests, p, n):
-    out = subprocess.run([sys.executable, "-m", "tui", "load", url, "--users", ",".join(map(str, users_list)),
+    out = subprocess.run([sys.executable, "-m", "kvtop", "load", url, "--users", ",".join(map(str, users_list)),
                           "-p", str(p), "-n", str(n), "--requests", str(requests), "-o", "json", "--no-warmup",
                           "--quiet"], cwd=ROOT, capture_output=True, text=True, check=True)
     return {r["users"]: (r["gen_tok_s"], r["ttft_p50_s"]) for r in json.loads(out.stdout)}
@@ -145,7 +145,7 @@ def main() -> None:
     a = ap.parse_args()
     if a.url:
         return sweep(a.url.rstrip("/"), a)
-    from runner.demo import demo_model_path
+    from kvtop.runner.demo import demo_model_path
 
     model = a.model or demo_model_path()
     slots = max(int(x) for x in a.users.split(","))

@@ -37,10 +37,10 @@ import json  # noqa: E402
 import urllib3  # noqa: E402
 
 from llama_server import llama_server, server_binary  # noqa: E402
-from runner.demo import demo_model_path  # noqa: E402
-from runner.process.blocking import BlockingEngine  # noqa: E402
-from runner.server.engine import ServerEngine  # noqa: E402
-from runner.settings import Settings  # noqa: E402
+from kvtop.runner.demo import demo_model_path  # noqa: E402
+from kvtop.runner.process.blocking import BlockingEngine  # noqa: E402
+from kvtop.runner.server.engine import ServerEngine  # noqa: E402
+from kvtop.runner.settings import Settings  # noqa: E402
 
 PROMPT = "Write a long essay about the history of lighthouses."
 # a tmux server of the bench's own, kept up between the kvtop sessions (a new session
@@ -84,7 +84,7 @@ def kvtop_attached(url: str, home: str, root: str = ROOT) -> tuple[str, int]:
     """kvtop in tmux, watching ``url``, once its start-up work is done: (session, pid)."""
     name = f"kvtop-watch-{os.getpid()}"
     subprocess.run([*TMUX, "new-session", "-d", "-s", name, "-x", "160", "-y", "48", "-c", root,
-                    f"KVTOP_HOME={home} exec {sys.executable} -m tui --server {url}"], check=True)
+                    f"KVTOP_HOME={home} exec {sys.executable} -m kvtop --server {url}"], check=True)
     pid = int(subprocess.run([*TMUX, "list-panes", "-t", name, "-F", "#{pane_pid}"], capture_output=True,
                              text=True, check=True).stdout.split()[0])
     time.sleep(3)

@@ -31,7 +31,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from runner.demo import demo_model_path  # noqa: E402
+from kvtop.runner.demo import demo_model_path  # noqa: E402
 
 PROMPT = "Write a long essay about the history of lighthouses."
 
@@ -43,7 +43,7 @@ def tmux(*args):
 def ui_turn(model: str, n: int, threads: int, home: str) -> dict:
     session = f"kvtop-bench-{os.getpid()}"
     flags = f"-n {n} --ignore-eos -c 2048 --temp 0.8" + (f" -t {threads}" if threads else "")
-    cmd = f"cd {ROOT} && KVTOP_HOME={home} {sys.executable} -m tui {model} {flags}"
+    cmd = f"cd {ROOT} && KVTOP_HOME={home} {sys.executable} -m kvtop {model} {flags}"
     tmux("new-session", "-d", "-s", session, "-x", "160", "-y", "50", cmd)
     try:
         deadline = time.monotonic() + 60
@@ -73,7 +73,7 @@ def ui_turn(model: str, n: int, threads: int, home: str) -> dict:
 
 def bench_turn(model: str, n: int, threads: int, prompt_tokens: int) -> dict:
     """``kvtop bench``'s tgN @ dP: N decodes after a context of the UI turn's prompt length."""
-    cmd = [sys.executable, "-m", "tui", "bench", model, "-p", "0", "-n", str(n), "-d", str(prompt_tokens), "-r", "1",
+    cmd = [sys.executable, "-m", "kvtop", "bench", model, "-p", "0", "-n", str(n), "-d", str(prompt_tokens), "-r", "1",
            "-c", "2048", "--json"] + (["-t", str(threads)] if threads else [])
     out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, check=True)
     (row,) = json.loads(out.stdout)

@@ -18,7 +18,7 @@ import argparse
 import math
 from typing import Callable
 
-from runner.pacing import MAX_S, MIN_S
+from kvtop.runner.pacing import MAX_S, MIN_S
 
 # llama.cpp takes its counts as C ints (ctypes would silently wrap a larger one).
 INT32_MAX = 2**31 - 1

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from runner.llama_buffers import LlamaBuffers
+from kvtop.runner.llama_buffers import LlamaBuffers
 
 
 @dataclass(frozen=True)

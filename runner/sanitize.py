@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from runner.records.redact import no_login, scrub_secrets
+from kvtop.runner.records.redact import no_login, scrub_secrets
 
 # CSI ... final byte, OSC ... BEL/ST, other two-byte ESC sequences; 8-bit CSI/OSC too.
 _ESCAPES = re.compile(

@@ -12,7 +12,7 @@ import argparse
 import os
 from dataclasses import asdict, dataclass, replace
 
-from runner.units import pad
+from kvtop.runner.units import pad
 
 DEFAULT_CTX = 4096
 

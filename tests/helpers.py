@@ -7,8 +7,8 @@ import os
 import time
 from contextlib import contextmanager
 
-from runner.system.hardware import HardwareProfile
-from runner.records.paths import Paths
+from kvtop.runner.system.hardware import HardwareProfile
+from kvtop.runner.records.paths import Paths
 
 # A fixed hardware profile: tests must not depend on what the CPU probe measures today.
 FIXED_HW = HardwareProfile(bandwidth_gbs=30.0, tflops=0.25, source="test profile",
@@ -31,13 +31,13 @@ def test_paths(root) -> Paths:
 
 def make_app(settings, engine_factory, root, **kw):
     """The real app; ``kw`` are ``AppOptions`` fields (test seams), hardware fixed."""
-    from tui.app import KvtopApp
-    from tui.options import AppOptions
+    from kvtop.tui.app import KvtopApp
+    from kvtop.tui.options import AppOptions
 
     kw.setdefault("hardware", FIXED_HW)
     kw.setdefault("argv", ["kvtop", settings.model])
     if "resume_messages" in kw:
-        from runner.process.commands import as_messages
+        from kvtop.runner.process.commands import as_messages
 
         kw["resume_messages"] = as_messages(kw["resume_messages"])
     return KvtopApp(settings, engine_factory, test_paths(root), AppOptions(**kw))
@@ -46,7 +46,7 @@ def make_app(settings, engine_factory, root, **kw):
 def scripted_app(tmp_path, model_path, pieces):
     """The real app on a scripted engine: SmolLM2's facts, one turn that writes ``pieces``."""
     from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
-    from runner.settings import Settings
+    from kvtop.runner.settings import Settings
 
     settings = Settings(model_path, n_ctx=4096, n_threads=2)
     loaded = smollm_loaded(model_path)
@@ -126,7 +126,7 @@ def tiny_context(path: str, n_ctx: int = 256, n_ubatch: int = 16):
     tests (tests/e2e/engine)."""
     import llama_cpp
 
-    from runner.engine.handles import Context, Model
+    from kvtop.runner.engine.handles import Context, Model
 
     llama_cpp.llama_backend_init()
     mp = llama_cpp.llama_model_default_params()

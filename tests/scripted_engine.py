@@ -13,10 +13,10 @@ import sys
 import threading
 import time
 
-from runner import events as ev
-from runner.llama_buffers import KVBufferLine, LlamaBuffers
-from runner.process.contract import LOCAL
-from runner.settings import Settings
+from kvtop.runner import events as ev
+from kvtop.runner.llama_buffers import KVBufferLine, LlamaBuffers
+from kvtop.runner.process.contract import LOCAL
+from kvtop.runner.settings import Settings
 
 
 def smollm_loaded(path: str, n_ctx: int = 4096) -> ev.Loaded:
@@ -127,8 +127,8 @@ class ScriptedEngine:
         self._work.put(None)
 
     def pump(self, sink) -> None:
-        from runner.process.commands import Chat, MeasurePrompt, Reset, Tokenize
-        from runner.process.contract import SecondReader
+        from kvtop.runner.process.commands import Chat, MeasurePrompt, Reset, Tokenize
+        from kvtop.runner.process.contract import SecondReader
 
         if not self._reading.acquire(blocking=False):
             raise SecondReader("another thread is already reading this engine's events")

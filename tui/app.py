@@ -23,15 +23,15 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Input
 
-from runner.pacing import MEMORY_SAMPLE_S, chart_interval, prefill_interval, refresh_interval
-from runner.process.commands import ChatMessage
-from runner.process.contract import EngineClient
-from runner.records.paths import Paths
-from runner.sanitize import clean_line
-from runner.session.chat import ChatSession
-from runner.session.source import EngineSource
-from runner.settings import Settings, usable_cores
-from themes import APP_VARIABLE_DEFAULTS, THEMES
+from kvtop.runner.pacing import MEMORY_SAMPLE_S, chart_interval, prefill_interval, refresh_interval
+from kvtop.runner.process.commands import ChatMessage
+from kvtop.runner.process.contract import EngineClient
+from kvtop.runner.records.paths import Paths
+from kvtop.runner.sanitize import clean_line
+from kvtop.runner.session.chat import ChatSession
+from kvtop.runner.session.source import EngineSource
+from kvtop.runner.settings import Settings, usable_cores
+from kvtop.themes import APP_VARIABLE_DEFAULTS, THEMES
 
 from .collector import TurnCollector
 from .options import AppOptions
@@ -222,7 +222,7 @@ class KvtopApp(EngineWorkers, ServerRouting, EngineLifecycle, Forecasting, CPUWa
         if self.options.prompt_file:
             self.read_prompt_file(self.options.prompt_file)
         elif self.options.prompt_text and self.options.prompt_text.strip():
-            from runner.sanitize import clean_text
+            from kvtop.runner.sanitize import clean_text
 
             self.turn.send(clean_text(self.options.prompt_text).strip())
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-from runner import events as ev
-from runner.sanitize import clean_text
+from kvtop.runner import events as ev
+from kvtop.runner.sanitize import clean_text
 
 from . import messages as msg
 from .decode_series import DecodeSeries

@@ -12,15 +12,15 @@ import sys
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "bench":
-        from runner.commands.bench import bench_main
+        from kvtop.runner.commands.bench import bench_main
 
         return bench_main(argv[1:])
     if argv and argv[0] == "estimate":
-        from runner.commands.estimate import estimate_main
+        from kvtop.runner.commands.estimate import estimate_main
 
         return estimate_main(argv[1:])
     if argv and argv[0] == "load":
-        from runner.commands.load import load_main
+        from kvtop.runner.commands.load import load_main
 
         def live(*args):  # the --server dashboard with the sweep, on a terminal (Textual only imported then)
             from .launch_server import load_live

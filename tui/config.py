@@ -13,7 +13,7 @@ import os
 import stat
 from dataclasses import dataclass, field
 
-from runner.sanitize import clean_line
+from kvtop.runner.sanitize import clean_line
 
 MAX_CONFIG_BYTES = 1024 * 1024  # a real config is a few dozen bytes
 

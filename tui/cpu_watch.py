@@ -17,9 +17,9 @@ import os
 import time
 from functools import partial
 
-from runner.pacing import MEMORY_HOLD_S
-from runner.system.cpu_use import CPUReading, cpu_use, read_cpu
-from runner.system.memory import take_sample
+from kvtop.runner.pacing import MEMORY_HOLD_S
+from kvtop.runner.system.cpu_use import CPUReading, cpu_use, read_cpu
+from kvtop.runner.system.memory import take_sample
 
 from . import messages as msg
 from .guards import while_running
@@ -72,7 +72,7 @@ class CPUWatch:
         machine is quiet (others under QUIET_PROBE of the cores at every reading of the
         last LOAD_WINDOW_S) and no turn runs, it is taken again: once a session, in a worker,
         and said like the re-probe after a beaten ceiling."""
-        from runner.system.cpu_probe import QUIET_PROBE
+        from kvtop.runner.system.cpu_probe import QUIET_PROBE
 
         app = self.app
         cpu = getattr(app.hw, "cpu", None)
@@ -87,7 +87,7 @@ class CPUWatch:
     def load_now(self):
         """Other processes' use of the CPU over the last seconds (``runner.calibration.load.
         CPULoad``), as the Memory pane shows it; None before a second was measured."""
-        from runner.calibration.load import CPULoad
+        from kvtop.runner.calibration.load import CPULoad
 
         if not self.others_recent:
             return None
@@ -125,7 +125,7 @@ class CPUWatch:
                             exit_on_error=False, thread=True)
 
     def _probe(self, why: str) -> None:
-        from runner.system.hardware import hardware_profile
+        from kvtop.runner.system.hardware import hardware_profile
 
         app = self.app
         old = app.hw

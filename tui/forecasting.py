@@ -19,11 +19,11 @@ from functools import partial
 from textual.css.query import NoMatches
 from textual.widgets import Input
 
-from runner.calibration.forecast import Forecast
-from runner.calibration.load import slowed, ttft_texts
-from runner.pacing import FORECAST_DEBOUNCE_S
-from runner.process.commands import ChatMessage, MeasurePrompt
-from runner.sanitize import clean_line, clean_text
+from kvtop.runner.calibration.forecast import Forecast
+from kvtop.runner.calibration.load import slowed, ttft_texts
+from kvtop.runner.pacing import FORECAST_DEBOUNCE_S
+from kvtop.runner.process.commands import ChatMessage, MeasurePrompt
+from kvtop.runner.sanitize import clean_line, clean_text
 
 from . import messages as msg
 from .guards import while_running
@@ -36,7 +36,7 @@ REPLY_TOKENS = 256  # the reply length a forecast before Enter assumes (when -n 
 def forecast_line(fc: Forecast, n_ctx: int, width: int) -> str:
     """What the prompt's lower border says, as much as ``width`` allows (what the
     forecast rests on goes on the upper border: ``forecast_basis_line``)."""
-    from runner.engine.context_shift import prompt_fits
+    from kvtop.runner.engine.context_shift import prompt_fits
 
     n, new = fmt_int(fc.prompt_tokens), None if fc.cached_tokens is None else fmt_int(fc.new_tokens)
     long_head = f"{n} tokens" + ("" if new is None else f", {new} new after the cached prefix")
@@ -108,8 +108,8 @@ class Estimates:
     # ------------------------------------------------------------ calibration
     def setup_calibration(self) -> None:
         """Once the facts, hardware and settings are known (and again after a restart)."""
-        from runner.calibration.basis import roofline_basis
-        from runner.calibration.calibration import calibration_for
+        from kvtop.runner.calibration.basis import roofline_basis
+        from kvtop.runner.calibration.calibration import calibration_for
 
         app, here = self.app, self.app.here
         if here is None or app.session.engine.capabilities.replaying:
@@ -124,7 +124,7 @@ class Estimates:
     def forecast(self, prompt_tokens: int, cached: int | None, reply_tokens: int, load=None) -> Forecast | None:
         """The calibration's (a quiet machine's) forecast, priced at today's load (``load``:
         the one the turn's threads were chosen at; None: the load now)."""
-        from runner.calibration.load import at_load
+        from kvtop.runner.calibration.load import at_load
 
         if self.calibration is None or self.basis is None:
             return None
@@ -141,9 +141,9 @@ class Estimates:
     def engine_on_this_cpu(self):
         """The engine's threads and the CPU's share of its work, when it runs on this
         machine's CPU (a remote server's load is not this machine's): None otherwise."""
-        from runner.calibration.load import LoadedEngine
-        from runner.physics.here import cpu_share
-        from runner.server.urls import is_loopback
+        from kvtop.runner.calibration.load import LoadedEngine
+        from kvtop.runner.physics.here import cpu_share
+        from kvtop.runner.server.urls import is_loopback
 
         app = self.app
         L = app.session.loaded
@@ -169,7 +169,7 @@ class Estimates:
         """The threads the turn about to be sent runs on, when fewer than the engine's
         (the cores other processes leave free, when kvtop chose the threads): the same
         decision, at the same load, as the forecast the turn is shown (``forecast_turn``)."""
-        from runner.calibration.load import turn_threads
+        from kvtop.runner.calibration.load import turn_threads
 
         engine = self.engine_on_this_cpu()
         self.sent_load = self.app.cpu_watch.load_now()
@@ -183,7 +183,7 @@ class Estimates:
         Not a turn run while other processes took a quarter of the CPU or more: it says
         what a busy machine did, and two such turns made every later forecast of a quiet
         machine 30x slow (a new user's "decode 1.8 tok/s (calibrated on 2 turns)")."""
-        from runner.calibration.busy import too_busy
+        from kvtop.runner.calibration.busy import too_busy
 
         app = self.app
         if self.calibration is None or app.session.engine.capabilities.replaying:
@@ -205,7 +205,7 @@ class Estimates:
         room the engine keeps free for a reply (runner.engine.context_shift.reply_room: a
         quarter of a small context), so "fits" means what the engine will do: with -c 256
         a 50-token draft was said not to fit (50 + 256 > 256), then ran."""
-        from runner.engine.context_shift import reply_room
+        from kvtop.runner.engine.context_shift import reply_room
 
         settings = self.app.settings
         n = settings.n_predict
@@ -219,8 +219,8 @@ class Estimates:
     def forecast_turn(self, started) -> None:
         """The Estimate pane's forecast and roofline as soon as the prompt's size is
         known; its measured column then fills as the turn runs (``measure_live``)."""
-        from runner.calibration.forecast import Forecaster
-        from runner.calibration.store import Samples
+        from kvtop.runner.calibration.forecast import Forecaster
+        from kvtop.runner.calibration.store import Samples
 
         n, cached, reply = started.prompt_tokens, started.reused_tokens, self.reply_tokens()
         load, self.sent_load = self.sent_load, None  # the load the turn's threads were chosen at
@@ -291,7 +291,7 @@ class ForecastBorder:
     def _measure_file(self, request_id: int, history: tuple, path: str) -> None:
         """In a worker: ``/file PATH`` read as sending would (bounded, refusing what is not
         text), then measured; a file that cannot be sent says why in the border."""
-        from runner.records.prompt_file import PromptFileError, read_prompt_file
+        from kvtop.runner.records.prompt_file import PromptFileError, read_prompt_file
 
         try:
             text = read_prompt_file(path)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from textual.content import Content
 
 # one set of formatters for the panes and the headless commands
-from runner.units import NA, fmt_bytes, fmt_int, fmt_rate, fmt_ratio, fmt_seconds  # noqa: F401
+from kvtop.runner.units import NA, fmt_bytes, fmt_int, fmt_rate, fmt_ratio, fmt_seconds  # noqa: F401
 
 
 def bar(width: int, parts: list[tuple[float, str]], empty_style: str = "$kvtop-bar-empty") -> Content:

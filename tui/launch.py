@@ -12,11 +12,11 @@ import argparse
 import os
 import sys
 
-from runner.demo import INSTALL_HINT, demo_model_path
-from runner.cli_types import nice_increment, refresh_seconds, replay_speed
-from runner.sanitize import clean_line
-from runner.commands.engine_flags import add_engine_flags
-from runner.settings import settings_from_args
+from kvtop.runner.demo import INSTALL_HINT, demo_model_path
+from kvtop.runner.cli_types import nice_increment, refresh_seconds, replay_speed
+from kvtop.runner.sanitize import clean_line
+from kvtop.runner.commands.engine_flags import add_engine_flags
+from kvtop.runner.settings import settings_from_args
 
 from .run import print_summary, refusal, run_app, run_until_quit
 
@@ -126,17 +126,17 @@ def launch_main(argv: list[str], terminal: bool = False, *, hardware=None, engin
         return 1
     settings = settings_from_args(model, a)
 
-    from runner.records.paths import default_paths
-    from runner.session.source import EngineSource
+    from kvtop.runner.records.paths import default_paths
+    from kvtop.runner.session.source import EngineSource
 
     paths = default_paths()
     resume, resume_note = (), None
     if a.resume:
-        from runner.records.transcript import resume_last
+        from kvtop.runner.records.transcript import resume_last
 
         resume, resume_note = resume_last(paths.sessions_dir)
 
-    from runner.records.redact import scrub_argv
+    from kvtop.runner.records.redact import scrub_argv
 
     from .app import KvtopApp
     from .options import AppOptions
@@ -166,9 +166,9 @@ def replay_main(argv: list[str], ask=None, terminal: bool = False) -> int:
     g.add_argument("--end", action="store_true", help="jump to the end")
     a = p.parse_args(argv)
 
-    from runner.records.paths import default_paths
-    from runner.records.trace import TraceError, read_trace
-    from runner.session.source import EngineSource
+    from kvtop.runner.records.paths import default_paths
+    from kvtop.runner.records.trace import TraceError, read_trace
+    from kvtop.runner.session.source import EngineSource
     from .quitting import NO_REPLAY_TERMINAL, has_terminal
 
     if a.trace is None:
@@ -221,7 +221,7 @@ def offer_last_trace(sessions_dir: str, ask=None) -> str | int:
     """``kvtop replay`` with no file: the last session's trace, if the user takes it; else
     the exit status: 0 when the user said no, 1 when there is none, 2 when there is no
     terminal to ask on (one line on stderr names the file)."""
-    from runner.records.replay import count_turns, latest_trace
+    from kvtop.runner.records.replay import count_turns, latest_trace
 
     path = latest_trace(sessions_dir)
     if path is None:

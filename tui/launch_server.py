@@ -8,7 +8,7 @@ import argparse
 import os
 import sys
 
-from runner.sanitize import clean_line
+from kvtop.runner.sanitize import clean_line
 
 
 def add_server_flags(p: argparse.ArgumentParser) -> None:
@@ -17,7 +17,7 @@ def add_server_flags(p: argparse.ArgumentParser) -> None:
                    help="attach to a running llama-server (start it with --metrics --slots); repeat for a fleet")
     g.add_argument("--server-file", metavar="FILE", help="a file of llama-server URLs, one per line")
     g.add_argument("--api-key", metavar="KEY", help="the server's --api-key (default: $LLAMA_API_KEY)")
-    from runner.cli_types import positive_float
+    from kvtop.runner.cli_types import positive_float
 
     g.add_argument("--bandwidth-gbs", type=positive_float, metavar="X",
                    help="the server machine's memory bandwidth, GB/s (a remote server cannot be probed)")
@@ -34,10 +34,10 @@ def server_main(p: argparse.ArgumentParser, a: argparse.Namespace, argv: list[st
     """``hardware``: a fixed HardwareProfile instead of the probe (a seam for tests);
     ``run``: what runs the app (default: tui/run.py's ``run_until_quit``; ``kvtop`` passes
     ``tui.launch.run_until_quit``, the seam tests replace)."""
-    from runner.server.http import ServerClient, ServerError
-    from runner.server.urls import api_key_from_env, is_loopback
-    from runner.server.props import read_server_info
-    from runner.settings import settings_from_args
+    from kvtop.runner.server.http import ServerClient, ServerError
+    from kvtop.runner.server.urls import api_key_from_env, is_loopback
+    from kvtop.runner.server.props import read_server_info
+    from kvtop.runner.settings import settings_from_args
 
     if a.context_shift is not None or a.keep is not None:
         # kvtop sends the server the whole chat; what happens when it does not fit is the
@@ -45,7 +45,7 @@ def server_main(p: argparse.ArgumentParser, a: argparse.Namespace, argv: list[st
         p.error("--context-shift, --no-context-shift and --keep are llama-server's to decide with --server: "
                 "start llama-server with them (kvtop sends the whole chat; a prompt over the server's context "
                 "is refused by the server, and the chat pane shows its reason)")
-    from runner.server.credentials import Credentials
+    from kvtop.runner.server.credentials import Credentials
 
     # the key and the URLs' logins stay inside Credentials (the HTTP header); every URL
     # kept, shown or recorded from here on is without user:password@
@@ -94,9 +94,9 @@ def run_server_app(settings, urls, key, a, argv, local_model: bool, local: bool,
 
 def server_app(settings, urls, key, a, argv, local_model: bool, local: bool, hardware=None, **more):
     """The ``kvtop --server`` app; ``more``: further AppOptions (kvtop load's ``load``)."""
-    from runner.records.paths import default_paths
-    from runner.session.source import EngineSource
-    from runner.system.hardware import HardwareProfile
+    from kvtop.runner.records.paths import default_paths
+    from kvtop.runner.session.source import EngineSource
+    from kvtop.runner.system.hardware import HardwareProfile
 
     from .app import KvtopApp
     from .options import AppOptions
@@ -109,7 +109,7 @@ def server_app(settings, urls, key, a, argv, local_model: bool, local: bool, har
                                    "(give --bandwidth-gbs and --tflops)", None, None)
     # --ui-nice as for a local model: on the server's machine kvtop's redraws compete
     # with llama-server's decode threads (the nice applies once the server's pid is known)
-    from runner.records.redact import scrub_argv
+    from kvtop.runner.records.redact import scrub_argv
 
     opts = AppOptions(argv=scrub_argv([sys.argv[0]] + argv), servers=tuple(urls), api_key=key, hardware=hardware,
                       model_readable=local_model, refresh=a.refresh, trace_path=a.trace, ui_nice=a.ui_nice,
@@ -124,8 +124,8 @@ def load_app(la, urls: list[str], key, infos, hardware=None):
     left alone (the sweep's client runs in this process, and its CPU is measured)."""
     import argparse
 
-    from runner.server.urls import is_loopback
-    from runner.settings import settings_from_args
+    from kvtop.runner.server.urls import is_loopback
+    from kvtop.runner.settings import settings_from_args
 
     from .load_view import LoadRun
 

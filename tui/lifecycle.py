@@ -13,11 +13,11 @@ import time
 
 from functools import partial
 
-from runner.pacing import prefill_interval
-from runner.process.contract import EngineClient
-from runner.sanitize import clean_line
-from runner.session.source import EngineSource
-from runner.units import fmt_int
+from kvtop.runner.pacing import prefill_interval
+from kvtop.runner.process.contract import EngineClient
+from kvtop.runner.sanitize import clean_line
+from kvtop.runner.session.source import EngineSource
+from kvtop.runner.units import fmt_int
 
 from . import messages as msg
 from .bridge import TurnBridge

@@ -105,7 +105,7 @@ class LoadView(Vertical):
 
     @work(thread=True, exclusive=True, group="load", exit_on_error=False)
     def run_sweep(self) -> None:
-        from runner.commands.load import SweepResult, sweep
+        from kvtop.runner.commands.load import SweepResult, sweep
 
         run = self.run
         seen: list[dict] = []
@@ -134,7 +134,7 @@ class LoadView(Vertical):
         CPU's probe, which the dashboard takes too (tui/workers.py). The sweep waits for the
         dashboard's, cached, rather than take its own at the same time (each would measure
         the other) or under the load. Worker thread: it reads a flag, touches no widget."""
-        from runner.server.urls import is_loopback
+        from kvtop.runner.server.urls import is_loopback
 
         app = self.app
         if run.a.bandwidth_gbs or run.a.tflops or not is_loopback(run.urls[0]) or app.model_inspected:
@@ -145,7 +145,7 @@ class LoadView(Vertical):
             time.sleep(0.1)
 
     def say(self, text: str) -> None:
-        from runner.sanitize import clean_line
+        from kvtop.runner.sanitize import clean_line
 
         # an error may hold the server's own words: one line, no control characters, no markup
         self.query_one("#load-status", PaneStatic).update(Content(f"kvtop load: {clean_line(text, 600)}"))
@@ -198,7 +198,7 @@ class LoadView(Vertical):
             return
         run.end_said = True
         r = run.result
-        from runner.commands.load import STOPPED
+        from kvtop.runner.commands.load import STOPPED
 
         if r.stopped:
             end = next((n for n in r.notes if n.startswith(STOPPED)), "stopped")

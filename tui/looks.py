@@ -8,8 +8,8 @@ saves each change at once; a file that cannot be written is a warning, never a c
 
 from __future__ import annotations
 
-from runner.sanitize import clean_line
-from themes import DEFAULT_THEME, THEMES, register_all
+from kvtop.runner.sanitize import clean_line
+from kvtop.themes import DEFAULT_THEME, THEMES, register_all
 
 from .config import load_preferences, save_preferences
 

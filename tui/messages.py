@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from textual.message import Message
 
-from runner import events as ev
+from kvtop.runner import events as ev
 
 
 # ------------------------------------------------------------ loading

@@ -12,8 +12,8 @@ import time
 
 from textual.widgets import Input
 
-from runner.physics.here import Here
-from runner.sanitize import clean_text
+from kvtop.runner.physics.here import Here
+from kvtop.runner.sanitize import clean_text
 
 from . import messages as msg
 from .guards import while_running
@@ -129,7 +129,7 @@ class EngineRouting:
     @while_running
     def on_context_shift_note(self, m: msg.ContextShiftNote) -> None:
         """The context was full: the dim line goes above the reply it concerns."""
-        from runner.engine.context_shift import shift_line
+        from kvtop.runner.engine.context_shift import shift_line
 
         if not self.session.is_current(m.shift.turn_id):
             return

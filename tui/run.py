@@ -15,7 +15,7 @@ def refusal(a: argparse.Namespace, terminal: bool) -> str | None:
     or (``terminal``) no terminal to run in. Without one, Textual drew into the pipe and
     read a stdin that had ended, in a loop, for ever."""
     if a.prompt_file:
-        from runner.records.prompt_file import PromptFileError, read_prompt_file
+        from kvtop.runner.records.prompt_file import PromptFileError, read_prompt_file
 
         try:
             read_prompt_file(a.prompt_file)  # non-blocking: a FIFO or a device is refused, not read
@@ -61,7 +61,7 @@ def run_until_quit(app, guarded: bool = False) -> int:
 def print_summary(session) -> None:
     """After the app has left the alternate screen: the session's figures and files, as
     llama-cli prints its perf block on exit (nothing when no model loaded)."""
-    from runner.session.summary import session_summary
+    from kvtop.runner.session.summary import session_summary
 
     text = session_summary(session)
     if text:

@@ -3,7 +3,7 @@ server pane, with the many-users physics computed from the slots decoding now.""
 
 from __future__ import annotations
 
-from runner.physics.here import server_physics
+from kvtop.runner.physics.here import server_physics
 
 from . import messages as msg
 from .guards import while_running

@@ -26,9 +26,9 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
-from runner.records.paths import unique_file
-from runner.records.redact import Redactor, scrub_svg
-from runner.sanitize import clean_line
+from kvtop.runner.records.paths import unique_file
+from kvtop.runner.records.redact import Redactor, scrub_svg
+from kvtop.runner.sanitize import clean_line
 
 CHAT_HIDDEN = "chat left out of this screenshot"
 HIDE_TRIES = 20  # refreshes to wait for the chat to be hidden before giving up on the shot
@@ -110,7 +110,7 @@ class Share:
         return clean_svg(self.app.export_screenshot(title="kvtop"))
 
     def debug_bundle(self, redact: bool = True, screenshot_svg: str | None = None) -> dict:
-        from runner.commands.bundle import debug_bundle
+        from kvtop.runner.commands.bundle import debug_bundle
 
         app = self.app
         svg = self.screenshot_svg() if screenshot_svg is None else screenshot_svg
@@ -230,7 +230,7 @@ class Share:
 
     def _write_export(self, redact: bool) -> None:
         """The debug bundle (JSON) and the per-turn timings as CSV beside it."""
-        from runner.commands.bundle import turn_dicts
+        from kvtop.runner.commands.bundle import turn_dicts
 
         from .export import write_turns_csv
 

@@ -13,10 +13,10 @@ with each event this object is handed.
 
 from __future__ import annotations
 
-from runner import events as ev
-from runner.pacing import CHAT_INTERVAL_S
-from runner.sanitize import clean_line, clean_text
-from runner.session.records import DecodeSoFar
+from kvtop.runner import events as ev
+from kvtop.runner.pacing import CHAT_INTERVAL_S
+from kvtop.runner.sanitize import clean_line, clean_text
+from kvtop.runner.session.records import DecodeSoFar
 
 from .format import fmt_bytes, fmt_int, fmt_seconds
 from .panes.chat import turn_footer
@@ -194,7 +194,7 @@ class TurnView:
         saved, at a rate measured over many tokens and named (the turn's own prefill is the
         one token recomputed for logits); the turn that saved the cache records its prefill
         rate beside the file for the next run (``runner.records.prompt_cache_rate``)."""
-        from runner.records.prompt_cache_rate import saved_note, write_rate
+        from kvtop.runner.records.prompt_cache_rate import saved_note, write_rate
 
         app = self.app
         if e is None:

@@ -23,10 +23,10 @@ from textual.screen import ModalScreen
 from textual.widget import Widget
 from textual.widgets import Static
 
-from runner.events import STOP_LABELS
-from runner.physics.diagnosis import predicted_ubatch_seconds
-from runner.physics.verdicts import ttft_verdict
-from runner.sanitize import clean_line
+from kvtop.runner.events import STOP_LABELS
+from kvtop.runner.physics.diagnosis import predicted_ubatch_seconds
+from kvtop.runner.physics.verdicts import ttft_verdict
+from kvtop.runner.sanitize import clean_line
 
 from .format import fmt_int, fmt_seconds, segment_style
 
@@ -143,7 +143,7 @@ def waterfall_table(metrics, prefill_s) -> Content:
 
 
 def _metrics(turn: dict):
-    from runner.events import TurnMetrics
+    from kvtop.runner.events import TurnMetrics
 
     return TurnMetrics(**{k: (tuple(tuple(x) for x in v) if k in ("ubatches", "timeline") else v)
                           for k, v in turn["metrics"].items()})
@@ -151,7 +151,7 @@ def _metrics(turn: dict):
 
 def _shift(turn: dict):
     """A finished turn's ContextShifted, from its ``to_dict()`` form (None: no shift)."""
-    from runner.events import ContextShifted
+    from kvtop.runner.events import ContextShifted
 
     d = turn.get("context_shift")
     if not isinstance(d, dict):
@@ -161,7 +161,7 @@ def _shift(turn: dict):
 
 def shift_static(shift) -> Static:
     """The line that says the turn's prefix broke because the context was full, and why."""
-    from runner.engine.context_shift import shift_line
+    from kvtop.runner.engine.context_shift import shift_line
 
     why = (" (the chat no longer fit the context; kvtop left its oldest turns out of the prompt, "
            "--no-context-shift refuses instead)")

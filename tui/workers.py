@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from textual import work
 
-from runner.sanitize import clean_line
+from kvtop.runner.sanitize import clean_line
 
 from . import messages as msg
 
@@ -25,9 +25,9 @@ class EngineWorkers:
 
     @work(thread=True, exclusive=True, group="inspect", exit_on_error=False)
     def inspect_model(self) -> None:
-        from runner.model.inspect import ModelFileError, load_facts
-        from runner.physics.here import Here
-        from runner.system.hardware import hardware_profile
+        from kvtop.runner.model.inspect import ModelFileError, load_facts
+        from kvtop.runner.physics.here import Here
+        from kvtop.runner.system.hardware import hardware_profile
 
         s, opts, caps = self.settings, self.options, self.session.engine.capabilities
         try:
@@ -55,7 +55,7 @@ class EngineWorkers:
 
     @work(thread=True, exclusive=True, group="file", exit_on_error=False)
     def read_prompt_file(self, path: str) -> None:
-        from runner.records.prompt_file import PromptFileError, read_prompt_file
+        from kvtop.runner.records.prompt_file import PromptFileError, read_prompt_file
 
         try:
             self.post_message(msg.PromptFileRead(path, read_prompt_file(path), None))
@@ -70,10 +70,10 @@ class FleetWatch:
     polls reach it only as messages (``ServerPolled``, ``ServerRestarted``)."""
 
     def __init__(self, app) -> None:
-        from runner.pacing import SERVER_POLL_S
-        from runner.server.fleet import FleetPoller
-        from runner.server.http import ServerClient
-        from runner.server.monitor import ServerMonitor
+        from kvtop.runner.pacing import SERVER_POLL_S
+        from kvtop.runner.server.fleet import FleetPoller
+        from kvtop.runner.server.http import ServerClient
+        from kvtop.runner.server.monitor import ServerMonitor
 
         self.app = app
         self.monitors = [ServerMonitor(ServerClient(url, app.options.api_key)) for url in app.options.servers]
@@ -104,6 +104,6 @@ class FleetWatch:
 
 
 def restart_watch(monitor):
-    from runner.server.identity import RestartWatch
+    from kvtop.runner.server.identity import RestartWatch
 
     return RestartWatch(lambda: monitor.client.get_json("/props"))

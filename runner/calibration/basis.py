@@ -9,10 +9,10 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from runner.calibration.forecast import Basis
+from kvtop.runner.calibration.forecast import Basis
 
 if TYPE_CHECKING:
-    from runner.physics.here import Here
+    from kvtop.runner.physics.here import Here
 
 
 def roofline_basis(here: "Here") -> Basis:
@@ -34,7 +34,7 @@ def roofline_basis(here: "Here") -> Basis:
 
     @lru_cache(maxsize=4096)
     def attention_share(n: int, depth: int) -> float:
-        from runner.physics.phase_costs import layer_attention_flops, prefill_flops
+        from kvtop.runner.physics.phase_costs import layer_attention_flops, prefill_flops
 
         total = prefill_flops(here.facts, n, depth)
         return sum(layer_attention_flops(here.facts, n, depth)) / total if total else 0.0
@@ -50,7 +50,7 @@ def roofline_basis(here: "Here") -> Basis:
 def decode_attention_pace(here: "Here"):
     """Seconds of one decoded token's attention at a depth, each layer at the pace the
     CPU probe measured for heads of its size (runner.system.ggml_matmul.probe_attention)."""
-    from runner.physics.phase_costs import layer_attention_flops
+    from kvtop.runner.physics.phase_costs import layer_attention_flops
 
     cpu = here.hw.cpu
 

@@ -6,7 +6,7 @@ runs on a machine at 63-79% load became the calibration ("calibrated on 16 turns
 
 from __future__ import annotations
 
-from runner.physics.verdicts import BUSY_SHARE
+from kvtop.runner.physics.verdicts import BUSY_SHARE
 
 
 def too_busy(others_cpu: float | None) -> bool:

@@ -3,10 +3,10 @@ what each finished turn adds, and the forecaster they make."""
 
 from __future__ import annotations
 
-from runner.calibration.forecast import Basis, Forecaster
-from runner.calibration.key import key_hash
-from runner.calibration.samples import samples_from_turn
-from runner.calibration.store import Samples, calibration_path, load_samples, save_samples
+from kvtop.runner.calibration.forecast import Basis, Forecaster
+from kvtop.runner.calibration.key import key_hash
+from kvtop.runner.calibration.samples import samples_from_turn
+from kvtop.runner.calibration.store import Samples, calibration_path, load_samples, save_samples
 
 
 class Calibration:
@@ -42,13 +42,13 @@ def calibration_for(settings, cache_dir: str, server: str | None = None, gpu_nam
     """The calibration the app and ``kvtop bench`` share for this model and settings
     (``server``: a llama-server's URL; ``gpu_names``: None asks NVML when layers are
     offloaded)."""
-    from runner.calibration.key import calibration_key, file_identity
+    from kvtop.runner.calibration.key import calibration_key, file_identity
 
     s = settings.resolved()
     if gpu_names is None:
         gpu_names = ()
         if s.n_gpu_layers:
-            from runner.system.hardware import query_gpus
+            from kvtop.runner.system.hardware import query_gpus
 
             gpu_names = tuple(g.name for g in query_gpus(None).gpus)
     ident = file_identity(s.model) or s.model

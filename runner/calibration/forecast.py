@@ -14,8 +14,8 @@ import statistics
 from dataclasses import dataclass
 from typing import Callable
 
-from runner.calibration.fit import Fit, SplitFit, fit_scale, fit_split
-from runner.calibration.store import Samples
+from kvtop.runner.calibration.fit import Fit, SplitFit, fit_scale, fit_split
+from kvtop.runner.calibration.store import Samples
 
 
 @dataclass(frozen=True)

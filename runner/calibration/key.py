@@ -13,7 +13,7 @@ import hashlib
 import json
 import os
 
-from runner.settings import Settings
+from kvtop.runner.settings import Settings
 
 HEAD_BYTES = 1 << 20
 

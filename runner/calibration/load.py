@@ -36,9 +36,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from runner.calibration.busy import too_busy
-from runner.calibration.forecast import Forecast
-from runner.system.cpu_pace import free_cores, slowdown, thread_pace, thread_scaling  # noqa: F401 (the model above; imported from here too)
+from kvtop.runner.calibration.busy import too_busy
+from kvtop.runner.calibration.forecast import Forecast
+from kvtop.runner.system.cpu_pace import free_cores, slowdown, thread_pace, thread_scaling  # noqa: F401 (the model above; imported from here too)
 
 NOTABLE = 1.05  # a forecast this much slower at today's load says so; below, it is the quiet one
 
@@ -135,7 +135,7 @@ def slowed(fc: Forecast) -> bool:
 def ttft_texts(fc: Forecast) -> list[str]:
     """The TTFT as the border says it, longest first: with today's load and the quiet
     machine's figure when the load slows it notably."""
-    from runner.units import fmt_seconds
+    from kvtop.runner.units import fmt_seconds
 
     plain = f"TTFT ≈ {fmt_seconds(fc.ttft_s)}"
     if not slowed(fc):
@@ -147,7 +147,7 @@ def ttft_texts(fc: Forecast) -> list[str]:
 
 def load_note(fc: Forecast) -> str:
     """One line on what the load costs (``""`` when it costs little or was not priced)."""
-    from runner.units import fmt_seconds
+    from kvtop.runner.units import fmt_seconds
 
     if not slowed(fc) or fc.others_cpu is None:
         return ""

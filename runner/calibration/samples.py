@@ -9,7 +9,7 @@ tokenize, the first sample, the trip to the screen).
 
 from __future__ import annotations
 
-from runner.calibration.store import Samples
+from kvtop.runner.calibration.store import Samples
 
 MIN_DECODE_TOKENS = 4  # fewer intervals say more about the clock than about decode
 

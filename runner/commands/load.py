@@ -20,9 +20,9 @@ import argparse
 import sys
 from dataclasses import dataclass, field
 
-from runner.cli_types import int_in, positive_float, positive_int
-from runner.commands.common import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, fail, stopped_before
-from runner.commands.load_output import FORMATS, knee, meets, render, write_plot
+from kvtop.runner.cli_types import int_in, positive_float, positive_int
+from kvtop.runner.commands.common import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, fail, stopped_before
+from kvtop.runner.commands.load_output import FORMATS, knee, meets, render, write_plot
 
 
 def _float_list(text: str) -> list[float]:
@@ -30,8 +30,8 @@ def _float_list(text: str) -> list[float]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from runner.commands.bench_plan import int_list
-    from runner.physics.kv_bytes import KV_CACHE_TYPES
+    from kvtop.runner.commands.bench_plan import int_list
+    from kvtop.runner.physics.kv_bytes import KV_CACHE_TYPES
 
     p = argparse.ArgumentParser(
         prog="kvtop load", allow_abbrev=False, formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -103,10 +103,10 @@ def check_args(p: argparse.ArgumentParser, a: argparse.Namespace) -> list[str]:
 def load_main(argv: list[str], live=None) -> int:
     """``live(a, urls, key, infos) -> SweepResult``: the live view (tui/launch_server.py ``load_live``), used
     on a terminal unless --no-tui; runner/ itself never imports the UI."""
-    from runner.server.credentials import Credentials
-    from runner.server.http import ServerClient, ServerError
-    from runner.server.urls import api_key_from_env
-    from runner.server.props import read_server_info
+    from kvtop.runner.server.credentials import Credentials
+    from kvtop.runner.server.http import ServerClient, ServerError
+    from kvtop.runner.server.urls import api_key_from_env
+    from kvtop.runner.server.props import read_server_info
 
     p = build_parser()
     a = p.parse_args(argv)
@@ -162,10 +162,10 @@ def sweep(a, urls: list[str], key: str | None, infos, on_rows=None, driver_ready
     """Every level, one after another. ``on_rows(rows)`` gets each level's rows as it ends
     (the live view), ``driver_ready(driver)`` the driver (to stop it), ``say(text)`` the
     progress (default: stderr). Ctrl+C (or ``driver.stop()``) ends the level in flight."""
-    from runner.commands.load_physics import physics_for
-    from runner.commands.load_rows import build_row
-    from runner.server.http import ServerError
-    from runner.server.load_driver import LoadDriver
+    from kvtop.runner.commands.load_physics import physics_for
+    from kvtop.runner.commands.load_rows import build_row
+    from kvtop.runner.server.http import ServerError
+    from kvtop.runner.server.load_driver import LoadDriver
 
     say = say or (lambda text: progress(a, text))
     out = SweepResult()
@@ -222,7 +222,7 @@ def finish(a, urls: list[str], out: SweepResult) -> int:
             if note.startswith(STOPPED):
                 progress(a, note)
     if out.rows:
-        from runner.records.redact import scrub, scrub_json
+        from kvtop.runner.records.redact import scrub, scrub_json
 
         text = render(a.output, out.rows, out.notes if a.output == "md" else [])
         print(scrub_json(text) if a.output in ("json", "jsonl") else scrub(text), flush=True)

@@ -14,8 +14,8 @@ import io
 import json
 import math
 
-from runner.commands.common import json_safe
-from runner.commands.load_rows import FIELDS
+from kvtop.runner.commands.common import json_safe
+from kvtop.runner.commands.load_rows import FIELDS
 
 FORMATS = ("md", "csv", "json", "jsonl")
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-from runner.physics.batching import batched_decode_ceiling, more_conversations_fit
+from kvtop.runner.physics.batching import batched_decode_ceiling, more_conversations_fit
 
 
 class LoadPhysics:
@@ -25,8 +25,8 @@ class LoadPhysics:
 
     def roofs(self, batch: int) -> tuple[float | None, float | None]:
         """(bandwidth roof, compute roof) in tok/s for ``batch`` users on one server."""
-        from runner.physics.kv_bytes import kv_bytes_read_at_depth
-        from runner.physics.phase_costs import decode_flops, decode_weight_bytes
+        from kvtop.runner.physics.kv_bytes import kv_bytes_read_at_depth
+        from kvtop.runner.physics.phase_costs import decode_flops, decode_weight_bytes
 
         if self.facts is None or batch < 1:
             return None, None
@@ -42,7 +42,7 @@ class LoadPhysics:
 
     def figures(self, row: dict, run, servers) -> dict:
         """The physics columns of one row (``servers``: the fleet indices it covers)."""
-        from runner.commands.load_rows import concurrency
+        from kvtop.runner.commands.load_rows import concurrency
 
         bw_sum = comp_sum = 0.0
         bw_known = comp_known = True
@@ -65,7 +65,7 @@ def server_share(tflops, source: str, hw, url: str, n_gpu_layers: int) -> tuple[
     """The probe's FLOPS scaled to the local server's CPU threads when it runs fewer than
     the probe did (read from its command line); as they are otherwise (on a GPU, or the
     threads unknown: llama.cpp's default is every physical core, as the probe's)."""
-    from runner.server.props import local_server_threads
+    from kvtop.runner.server.props import local_server_threads
 
     probe_threads = hw.cpu.threads if hw.cpu is not None else None
     if not tflops or not probe_threads or (hw.gpus and n_gpu_layers):
@@ -79,9 +79,9 @@ def server_share(tflops, source: str, hw, url: str, n_gpu_layers: int) -> tuple[
 def physics_for(info, url: str, a) -> LoadPhysics:
     """The served model's facts from its GGUF header (when the file is readable here) and
     this machine's probe (a server elsewhere needs --bandwidth-gbs and --tflops)."""
-    from runner.model.inspect import ModelFileError, load_facts
-    from runner.physics.kv_bytes import kv_layout
-    from runner.server.urls import is_loopback
+    from kvtop.runner.model.inspect import ModelFileError, load_facts
+    from kvtop.runner.physics.kv_bytes import kv_layout
+    from kvtop.runner.server.urls import is_loopback
 
     def none(note: str) -> LoadPhysics:
         return LoadPhysics(None, None, None, None, info.total_slots, a.n_prompt, a.n_predict, note)
@@ -100,8 +100,8 @@ def physics_for(info, url: str, a) -> LoadPhysics:
         return LoadPhysics(facts, layout, None, None, info.total_slots, a.n_prompt, a.n_predict,
                            "no roof: the server is not on this machine (give --bandwidth-gbs and --tflops)")
     else:
-        from runner.records.paths import default_paths
-        from runner.system.hardware import hardware_profile
+        from kvtop.runner.records.paths import default_paths
+        from kvtop.runner.system.hardware import hardware_profile
 
         hw = hardware_profile(a.n_gpu_layers, cache_dir=default_paths().cache_dir)
         bw, tf, source = hw.bandwidth_gbs, hw.tflops, hw.source

@@ -29,7 +29,7 @@ from typing import Callable
 import jinja2
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from runner.units import MIB
+from kvtop.runner.units import MIB
 
 MAX_RANGE = 10_000
 MAX_OUTPUT_CHARS = 4 * 1024 * 1024

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from runner.units import fmt_int
+from kvtop.runner.units import fmt_int
 
 Tokens = Callable[[list[dict]], list[int]]  # messages -> the prompt's tokens (with the reply's header)
 Start = Callable[[list[dict]], int]  # messages -> their tokens without the reply's header

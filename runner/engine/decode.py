@@ -18,10 +18,10 @@ from typing import Callable
 
 import llama_cpp
 
-from runner import events as ev
-from runner.engine.handles import SamplerChain, TokenBuffer, Vocab
-from runner.engine.prompt_cache import KVCache
-from runner.engine.utf8_stream import Utf8Stream
+from kvtop.runner import events as ev
+from kvtop.runner.engine.handles import SamplerChain, TokenBuffer, Vocab
+from kvtop.runner.engine.prompt_cache import KVCache
+from kvtop.runner.engine.utf8_stream import Utf8Stream
 
 
 @dataclass(slots=True)

@@ -28,22 +28,22 @@ from typing import Callable
 
 import llama_cpp
 
-from runner import events as ev
-from runner.engine.chat_template import render_chat
-from runner.engine.context_shift import Fitted, fit_turns, prompt_fits, reply_room, turn_ranges
-from runner.engine.decode import Decode, Sampling
-from runner.engine.handles import Context, Model
-from runner.engine.kv_shift import cached_after_shift, shift_for, why_no_shift
-from runner.engine.llama_log import CAPTURE
-from runner.llama_buffers import parse_buffers
-from runner.engine.prefill import Prefill
-from runner.engine.prompt_cache import KVCache, PromptCacheFile, common_prefix, diff_windows, first_difference
-from runner.engine.timeline import TOKENS, PromptInfo, TurnClock, turn_metrics
-from runner.model.gguf_header import check_loadable, read_header
-from runner.model.quant_types import KV_CACHE_TYPES
-from runner.sanitize import clean_line
-from runner.settings import Settings
-from runner.units import fmt_int
+from kvtop.runner import events as ev
+from kvtop.runner.engine.chat_template import render_chat
+from kvtop.runner.engine.context_shift import Fitted, fit_turns, prompt_fits, reply_room, turn_ranges
+from kvtop.runner.engine.decode import Decode, Sampling
+from kvtop.runner.engine.handles import Context, Model
+from kvtop.runner.engine.kv_shift import cached_after_shift, shift_for, why_no_shift
+from kvtop.runner.engine.llama_log import CAPTURE
+from kvtop.runner.llama_buffers import parse_buffers
+from kvtop.runner.engine.prefill import Prefill
+from kvtop.runner.engine.prompt_cache import KVCache, PromptCacheFile, common_prefix, diff_windows, first_difference
+from kvtop.runner.engine.timeline import TOKENS, PromptInfo, TurnClock, turn_metrics
+from kvtop.runner.model.gguf_header import check_loadable, read_header
+from kvtop.runner.model.quant_types import KV_CACHE_TYPES
+from kvtop.runner.sanitize import clean_line
+from kvtop.runner.settings import Settings
+from kvtop.runner.units import fmt_int
 
 Emit = Callable[[object], None]
 

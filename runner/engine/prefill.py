@@ -15,9 +15,9 @@ from typing import Callable
 
 import llama_cpp
 
-from runner import events as ev
-from runner.engine.handles import TokenBuffer
-from runner.engine.prompt_cache import KVCache
+from kvtop.runner import events as ev
+from kvtop.runner.engine.handles import TokenBuffer
+from kvtop.runner.engine.prompt_cache import KVCache
 
 
 @dataclass(slots=True)

@@ -18,8 +18,8 @@ from typing import Callable
 
 import llama_cpp
 
-from runner import events as ev
-from runner.sanitize import clean_line
+from kvtop.runner import events as ev
+from kvtop.runner.sanitize import clean_line
 
 DIFF_WINDOW = 8  # tokens shown either side of where a prompt left the cache
 

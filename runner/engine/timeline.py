@@ -9,12 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from runner import events as ev
-from runner.units import fmt_int
+from kvtop.runner import events as ev
+from kvtop.runner.units import fmt_int
 
 if TYPE_CHECKING:
-    from runner.engine.decode import Decoded
-    from runner.engine.prefill import Prefilled
+    from kvtop.runner.engine.decode import Decoded
+    from kvtop.runner.engine.prefill import Prefilled
 
 Segment = tuple[str, float, float]  # (label, start offset from submit, seconds)
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from runner.model.gguf_header import ArraySummary, GGUFHeader
-from runner.model.quant_types import tensor_bytes, type_name
-from runner.model.weights import weight_split
+from kvtop.runner.model.gguf_header import ArraySummary, GGUFHeader
+from kvtop.runner.model.quant_types import tensor_bytes, type_name
+from kvtop.runner.model.weights import weight_split
 
 # llama.cpp's hard-coded sliding-window layer patterns (llama-model.cpp,
 # hparams.set_swa_pattern(n)): layer il slides when il % n < n - 1.

@@ -15,7 +15,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
-from runner.units import MIB
+from kvtop.runner.units import MIB
 
 GGUF_MAGIC = b"GGUF"
 SUPPORTED_VERSIONS = (2, 3)
@@ -79,7 +79,7 @@ class GGUFHeader:
         return self.file_size >= self.data_offset + self.tensor_data_bytes()
 
     def tensor_data_bytes(self) -> int:
-        from runner.model.quant_types import tensor_bytes
+        from kvtop.runner.model.quant_types import tensor_bytes
 
         end = 0
         for t in self.tensors:

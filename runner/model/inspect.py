@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 
-from runner.model.facts import ModelFacts, facts_from_header
-from runner.model.gguf_header import GGUFFormatError, GGUFHeader, check_loadable, read_header
+from kvtop.runner.model.facts import ModelFacts, facts_from_header
+from kvtop.runner.model.gguf_header import GGUFFormatError, GGUFHeader, check_loadable, read_header
 
 MAX_LAYERS = 4096
 

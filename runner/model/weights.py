@@ -21,8 +21,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from runner.model.gguf_header import TensorInfo
-from runner.model.quant_types import tensor_bytes
+from kvtop.runner.model.gguf_header import TensorInfo
+from kvtop.runner.model.quant_types import tensor_bytes
 
 INPUT_EMBEDDING = "token_embd.weight"
 OUTPUT_PROJECTION = "output.weight"

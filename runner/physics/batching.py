@@ -51,7 +51,7 @@ def more_conversations_fit(cells_total: int, cells_used: int, average_length: fl
 
 def compute_tok_s(facts, tflops: float | None) -> float | None:
     """The compute ceiling of decode: FLOPS over the FLOPs one token costs (None unknown)."""
-    from runner.physics.phase_costs import decode_flops
+    from kvtop.runner.physics.phase_costs import decode_flops
 
     flops = decode_flops(facts) if facts is not None else None
     return tflops * 1e12 / flops if tflops and flops else None

@@ -35,8 +35,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from runner.model.facts import ModelFacts
-from runner.physics.kv_bytes import KVLayout
+from kvtop.runner.model.facts import ModelFacts
+from kvtop.runner.physics.kv_bytes import KVLayout
 
 F32 = 4
 F16 = 2

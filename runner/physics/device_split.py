@@ -31,11 +31,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from runner.model.facts import ModelFacts
-from runner.physics.compute_buffer import F32, ComputeBuffer
-from runner.physics.kv_bytes import KVLayout, layer_kv
-from runner.physics.phase_costs import has_split, layer_attention_flops, logit_tokens, output_flops
-from runner.physics.placement import CPU, Device, Placement
+from kvtop.runner.model.facts import ModelFacts
+from kvtop.runner.physics.compute_buffer import F32, ComputeBuffer
+from kvtop.runner.physics.kv_bytes import KVLayout, layer_kv
+from kvtop.runner.physics.phase_costs import has_split, layer_attention_flops, logit_tokens, output_flops
+from kvtop.runner.physics.placement import CPU, Device, Placement
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from runner.physics.machine import predict_here
-from runner.settings import usable_cores
-from runner.units import MIB
+from kvtop.runner.physics.machine import predict_here
+from kvtop.runner.settings import usable_cores
+from kvtop.runner.units import MIB
 
 FULL_PRECISION_KV = ("f16", "f32", "bf16")
 

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from runner.physics.batching import BatchCeiling, batched_decode_ceiling, compute_tok_s, more_conversations_fit
-from runner.physics.kv_bytes import KVLayout, kv_bytes_read_at_depth, kv_layout
-from runner.physics.machine import ceilings_here, predict_here, prefill_seconds_here
-from runner.physics.placement import effective_gpu_layers
-from runner.physics.roofline import Prediction
-from runner.units import fmt_rate
+from kvtop.runner.physics.batching import BatchCeiling, batched_decode_ceiling, compute_tok_s, more_conversations_fit
+from kvtop.runner.physics.kv_bytes import KVLayout, kv_bytes_read_at_depth, kv_layout
+from kvtop.runner.physics.machine import ceilings_here, predict_here, prefill_seconds_here
+from kvtop.runner.physics.placement import effective_gpu_layers
+from kvtop.runner.physics.roofline import Prediction
+from kvtop.runner.units import fmt_rate
 
 BEATEN = 1.02  # a measured rate this far above its ceiling means the ceiling is wrong
 
@@ -86,15 +86,15 @@ class Here:
     def estimate_rows(self, *, buffers=None, peak_rss: int | None = None, turn=None, turn_ran: bool = False,
                       others_cpu: float | None = None):
         """The Estimate pane's rows (runner.physics.estimate_rows.estimate_rows)."""
-        from runner.physics.estimate_rows import estimate_rows
+        from kvtop.runner.physics.estimate_rows import estimate_rows
 
         return estimate_rows(self.facts, self.layout, self.hw, self.settings, buffers=buffers, peak_rss=peak_rss,
                              turn=turn, turn_ran=turn_ran, others_cpu=others_cpu)
 
     def memory_check(self):
         """The pre-flight memory check at these settings (runner.physics.memory_check)."""
-        from runner.physics.memory_check import memory_check
-        from runner.physics.offload import OffloadSettings
+        from kvtop.runner.physics.memory_check import memory_check
+        from kvtop.runner.physics.offload import OffloadSettings
 
         return memory_check(self.facts, self.layout, self.hw, self.settings.n_gpu_layers,
                             offload=OffloadSettings.from_settings(self.settings))

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from runner.model.facts import LayerShape, ModelFacts
-from runner.model.quant_types import KV_CACHE_TYPES, row_bytes
-from runner.units import pad  # llama.cpp's padding to N_CTX_PAD (256)
+from kvtop.runner.model.facts import LayerShape, ModelFacts
+from kvtop.runner.model.quant_types import KV_CACHE_TYPES, row_bytes
+from kvtop.runner.units import pad  # llama.cpp's padding to N_CTX_PAD (256)
 
 F32 = KV_CACHE_TYPES["f32"]
 

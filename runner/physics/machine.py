@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from runner.physics.offload import OffloadSettings, plan
-from runner.physics.phase_costs import has_split, output_flops
-from runner.physics.roofline import Prediction, predict, predict_split
-from runner.system.cpu_probe import batch_factor
+from kvtop.runner.physics.offload import OffloadSettings, plan
+from kvtop.runner.physics.phase_costs import has_split, output_flops
+from kvtop.runner.physics.roofline import Prediction, predict, predict_split
+from kvtop.runner.system.cpu_probe import batch_factor
 
 
 def _predict_flat(facts, layout, hw, settings, prompt_tokens: int, output_tokens: int,

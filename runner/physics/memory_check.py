@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from runner.model.facts import ModelFacts
-from runner.physics.kv_bytes import KVLayout
-from runner.physics.offload import OffloadSettings, Plan, plan
-from runner.system.hardware import HardwareProfile
-from runner.units import GIB
+from kvtop.runner.model.facts import ModelFacts
+from kvtop.runner.physics.kv_bytes import KVLayout
+from kvtop.runner.physics.offload import OffloadSettings, Plan, plan
+from kvtop.runner.system.hardware import HardwareProfile
+from kvtop.runner.units import GIB
 
 
 @dataclass(frozen=True)

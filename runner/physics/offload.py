@@ -12,14 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from runner.model.facts import ModelFacts
-from runner.physics.compute_buffer import ComputeBuffer, compute_buffer
-from runner.physics.device_split import DeviceShare, device_shares
-from runner.physics.kv_bytes import KVLayout
-from runner.physics.placement import Device, Placement, place_layers
+from kvtop.runner.model.facts import ModelFacts
+from kvtop.runner.physics.compute_buffer import ComputeBuffer, compute_buffer
+from kvtop.runner.physics.device_split import DeviceShare, device_shares
+from kvtop.runner.physics.kv_bytes import KVLayout
+from kvtop.runner.physics.placement import Device, Placement, place_layers
 
 if TYPE_CHECKING:
-    from runner.system.hardware import HardwareProfile
+    from kvtop.runner.system.hardware import HardwareProfile
 
 SPLIT_MODES = ("none", "layer")  # -sm row (every matrix split across GPUs) is not modelled
 

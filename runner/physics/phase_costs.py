@@ -20,7 +20,7 @@ before the split existed (an older trace) fall back to the whole-model rule.
 
 from __future__ import annotations
 
-from runner.model.facts import LayerShape, ModelFacts
+from kvtop.runner.model.facts import LayerShape, ModelFacts
 
 
 def attention_flops(n_layers: int, n_head: int, head_dim: int, prompt_tokens: int,

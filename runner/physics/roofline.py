@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from runner.model.facts import ModelFacts
-from runner.physics.device_split import DeviceShare, decode_compute_seconds, decode_seconds, prefill_seconds_on
-from runner.physics.kv_bytes import KVLayout, kv_bytes_read_at_depth
-from runner.physics.phase_costs import (attention_flops, decode_flops, decode_weight_bytes,  # noqa: F401
+from kvtop.runner.model.facts import ModelFacts
+from kvtop.runner.physics.device_split import DeviceShare, decode_compute_seconds, decode_seconds, prefill_seconds_on
+from kvtop.runner.physics.kv_bytes import KVLayout, kv_bytes_read_at_depth
+from kvtop.runner.physics.phase_costs import (attention_flops, decode_flops, decode_weight_bytes,  # noqa: F401
                                         prefill_flops, sum_range)
 
 

@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import math
 
-from runner.physics.estimate_rows import EstimateRows, TurnFigures
-from runner.system.cpu_pace import free_cores
-from runner.units import MIB, fmt_bytes, fmt_seconds
+from kvtop.runner.physics.estimate_rows import EstimateRows, TurnFigures
+from kvtop.runner.system.cpu_pace import free_cores
+from kvtop.runner.units import MIB, fmt_bytes, fmt_seconds
 
 TOLERANCE = 1.25  # within 25% either way: "near the hardware's limits"
 BUSY_SHARE = 0.25  # other processes took at least a quarter of the CPU: named before the model
@@ -276,7 +276,7 @@ def _shift_cause(metrics, shift) -> str | None:
     prefill = sum(dt for _, dt in metrics.ubatches)
     if shift is None or shift.prefix_broken_at is None or prefill < 0.5 * metrics.ttft_s:
         return None
-    from runner.engine.context_shift import turn_ranges
+    from kvtop.runner.engine.context_shift import turn_ranges
 
     n = len(shift.dropped_turns)
     rate = metrics.prefill_tokens / prefill if prefill else 0

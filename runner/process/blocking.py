@@ -13,9 +13,9 @@ import threading
 import time
 from typing import Callable
 
-from runner import events as ev
-from runner.process.commands import Chat, Generate, Reset, Tokenize, as_messages
-from runner.process.contract import EngineClient, EngineUnavailable
+from kvtop.runner import events as ev
+from kvtop.runner.process.commands import Chat, Generate, Reset, Tokenize, as_messages
+from kvtop.runner.process.contract import EngineClient, EngineUnavailable
 
 OnEvent = Callable[[object], None]
 

@@ -16,10 +16,10 @@ import threading
 import time
 from multiprocessing.connection import Connection
 
-from runner import events as ev
-from runner.process.commands import Cancel, Chat, Generate, Load, MeasurePrompt, Quit, Reset, Tokenize
-from runner.pacing import BATCH_S  # token events sent together: one wake-up of the parent per batch
-from runner.process.lifeline import die_with_parent
+from kvtop.runner import events as ev
+from kvtop.runner.process.commands import Cancel, Chat, Generate, Load, MeasurePrompt, Quit, Reset, Tokenize
+from kvtop.runner.pacing import BATCH_S  # token events sent together: one wake-up of the parent per batch
+from kvtop.runner.process.lifeline import die_with_parent
 
 
 EOF_EXIT_S = 0.5  # after its command pipe ends, the time the child gives its main thread to stop
@@ -129,8 +129,8 @@ def child_main(cmd_fd: int, ev_fd: int) -> int:
                 return
 
     threading.Thread(target=reader, daemon=True, name="kvtop-cmd").start()
-    from runner.engine.engine import Engine, EngineLoadError
-    from runner.sanitize import clean_line
+    from kvtop.runner.engine.engine import Engine, EngineLoadError
+    from kvtop.runner.sanitize import clean_line
 
     engine = None
     while True:

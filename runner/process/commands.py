@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from runner.settings import Settings
+from kvtop.runner.settings import Settings
 
 
 @dataclass(frozen=True)

@@ -32,8 +32,8 @@ import threading
 from dataclasses import dataclass
 from typing import Callable, Protocol, runtime_checkable
 
-from runner.process.commands import Cancel, Command, Load
-from runner.settings import Settings
+from kvtop.runner.process.commands import Cancel, Command, Load
+from kvtop.runner.settings import Settings
 
 Sink = Callable[[object], None]
 

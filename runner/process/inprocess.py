@@ -8,11 +8,11 @@ import os
 import queue
 import sys
 
-from runner import events as ev
-from runner.process.child import CancelState, run_command
-from runner.process.commands import Load, Quit
-from runner.process.contract import LOCAL, QueuedCommands, ReaderGuard, Sink
-from runner.settings import Settings
+from kvtop.runner import events as ev
+from kvtop.runner.process.child import CancelState, run_command
+from kvtop.runner.process.commands import Load, Quit
+from kvtop.runner.process.contract import LOCAL, QueuedCommands, ReaderGuard, Sink
+from kvtop.runner.settings import Settings
 
 
 class InProcessEngine(QueuedCommands):
@@ -36,8 +36,8 @@ class InProcessEngine(QueuedCommands):
         self._cancel.cancel(upto)
 
     def pump(self, sink: Sink) -> None:
-        from runner.engine.engine import Engine, EngineLoadError
-        from runner.sanitize import clean_line
+        from kvtop.runner.engine.engine import Engine, EngineLoadError
+        from kvtop.runner.sanitize import clean_line
 
         with self._guard:
             engine = None

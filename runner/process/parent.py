@@ -26,10 +26,10 @@ import tempfile
 import threading
 from multiprocessing.connection import Connection
 
-from runner import events as ev
-from runner.process.commands import Cancel, Command, Load, Quit
-from runner.process.contract import LOCAL, EngineUnavailable, ReaderGuard, Sink
-from runner.settings import Settings
+from kvtop.runner import events as ev
+from kvtop.runner.process.commands import Cancel, Command, Load, Quit
+from kvtop.runner.process.contract import LOCAL, EngineUnavailable, ReaderGuard, Sink
+from kvtop.runner.settings import Settings
 
 __all__ = ["EngineProcess", "EngineUnavailable", "child_env"]
 
@@ -38,7 +38,7 @@ def child_env(**extra: str) -> dict[str, str]:
     """The environment for a Python child that imports ``runner``: this checkout first
     on PYTHONPATH (kvtop may run from a clone that is not installed), plus ``extra``."""
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from runner.process.lifeline import PARENT_ENV
+    from kvtop.runner.process.lifeline import PARENT_ENV
 
     env = dict(os.environ, **extra)
     env[PARENT_ENV] = str(os.getpid())  # the child checks it is still ours (runner/process/lifeline.py)
@@ -106,7 +106,7 @@ class EngineProcess:
         log = open(self.log_path, "ab")
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "runner.process.child", str(cmd_r), str(ev_w)],
+                [sys.executable, "-m", "kvtop.runner.process.child", str(cmd_r), str(ev_w)],
                 pass_fds=(cmd_r, ev_w), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                 env=env, start_new_session=True,
             )

@@ -13,7 +13,7 @@ import errno
 import os
 import stat
 
-from runner.sanitize import clean_line, clean_text
+from kvtop.runner.sanitize import clean_line, clean_text
 
 MAX_BYTES = 4 * 2**20
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import threading
 
-from runner import events as ev
-from runner.process.commands import Command
-from runner.process.contract import Capabilities, ReaderGuard, Sink
-from runner.records.trace import Trace
-from runner.settings import Settings
+from kvtop.runner import events as ev
+from kvtop.runner.process.commands import Command
+from kvtop.runner.process.contract import Capabilities, ReaderGuard, Sink
+from kvtop.runner.records.trace import Trace
+from kvtop.runner.settings import Settings
 
 MAX_GAP_S = 10.0  # a longer recorded pause (a stall, a suspended laptop) plays as this
 
@@ -96,7 +96,7 @@ class ReplayEngine:
 def latest_trace(sessions_dir: str) -> str | None:
     """The newest trace in the sessions folder, known by its header (``kvtop-trace``),
     newest by its recorded ``created`` time (a sane one), else by the file's mtime."""
-    from runner.records.paths import newest_by_header
+    from kvtop.runner.records.paths import newest_by_header
 
     return newest_by_header(sessions_dir, "kvtop-trace", "created")
 

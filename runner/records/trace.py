@@ -26,14 +26,14 @@ import threading
 import time
 from dataclasses import asdict, fields, is_dataclass
 
-from runner import events as ev
-from runner.system.hardware import CPUProbe, GPUInfo, HardwareProfile
-from runner.llama_buffers import KVBufferLine, LlamaBuffers
-from runner.model.facts import LayerShape, ModelFacts
-from runner.records.redact import scrub_argv, scrub_json
-from runner.sanitize import clean_line
-from runner.settings import Settings
-from runner.records.trace_check import (  # noqa: F401 (number_range: the ranges, for callers)
+from kvtop.runner import events as ev
+from kvtop.runner.system.hardware import CPUProbe, GPUInfo, HardwareProfile
+from kvtop.runner.llama_buffers import KVBufferLine, LlamaBuffers
+from kvtop.runner.model.facts import LayerShape, ModelFacts
+from kvtop.runner.records.redact import scrub_argv, scrub_json
+from kvtop.runner.sanitize import clean_line
+from kvtop.runner.settings import Settings
+from kvtop.runner.records.trace_check import (  # noqa: F401 (number_range: the ranges, for callers)
     _Bad, _hints, _number, _show, check_record, check_value, number_range)
 
 TRACE_VERSION = 1
@@ -292,7 +292,7 @@ def parse_forecast(path: str, n: int, data):
     """A forecast record, every number finite and in range, or ``TraceError``."""
     from dataclasses import fields
 
-    from runner.calibration.forecast import Forecast
+    from kvtop.runner.calibration.forecast import Forecast
 
     names = {f.name for f in fields(Forecast)}
     # at today's load, and the threads a turn ran on at it: older traces lack them

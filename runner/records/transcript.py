@@ -11,7 +11,7 @@ import os
 import time
 from dataclasses import asdict, is_dataclass
 
-from runner.records.redact import scrub_argv, scrub_json
+from kvtop.runner.records.redact import scrub_argv, scrub_json
 
 FORMAT_VERSION = 1
 
@@ -24,7 +24,7 @@ def _plain(obj):
 
 class Transcript:
     def __init__(self, sessions_dir: str, header: dict):
-        from runner.records.paths import unique_file
+        from kvtop.runner.records.paths import unique_file
 
         stem = time.strftime("session-%Y%m%d-%H%M%S")
         self.path, self._fh = unique_file(sessions_dir, stem, "jsonl")
@@ -57,7 +57,7 @@ ROLES = ("user", "assistant")
 def latest_session(sessions_dir: str) -> str | None:
     """The newest transcript in the folder, known by its header (``"type": "session"``),
     not by its name: traces and other JSONL files live there too."""
-    from runner.records.paths import newest_by_header
+    from kvtop.runner.records.paths import newest_by_header
 
     return newest_by_header(sessions_dir, "session", "started")
 
@@ -90,8 +90,8 @@ def read_messages(path: str) -> list[dict]:
 
 def resume_last(sessions_dir: str) -> tuple[tuple, str]:
     """``--resume``: the last transcript's messages and one line saying what was restored."""
-    from runner.process.commands import ChatMessage
-    from runner.sanitize import clean_line
+    from kvtop.runner.process.commands import ChatMessage
+    from kvtop.runner.sanitize import clean_line
 
     path = latest_session(sessions_dir)
     if path is None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import base64
 from urllib.parse import unquote, urlsplit
 
-from runner.records.redact import remember_secret
+from kvtop.runner.records.redact import remember_secret
 
 
 def split_login(url: str) -> tuple[str, tuple[str, str] | None]:
@@ -47,7 +47,7 @@ class Credentials:
 
     def add(self, url: str) -> str:
         """``url`` normalised and without its login, which is kept for that URL."""
-        from runner.server.urls import normalise_url
+        from kvtop.runner.server.urls import normalise_url
 
         bare, login = split_login(url)
         clean = normalise_url(bare)
@@ -77,7 +77,7 @@ class Credentials:
 def client_auth(url: str, api_key) -> tuple[str, dict[str, str]]:
     """(the URL to use and show, the headers) for a client of ``url``: ``api_key`` is a
     key, ``Credentials`` or None; a login in ``url`` is taken out of it here."""
-    from runner.server.urls import normalise_url
+    from kvtop.runner.server.urls import normalise_url
 
     creds = api_key if isinstance(api_key, Credentials) else Credentials(api_key)
     bare, login = split_login(url)
@@ -89,8 +89,8 @@ def take_secrets(a, parser) -> None:
     """``kvtop bench/estimate --server``: right after parsing, ``a.server`` loses its login
     and ``a.api_key`` (or ``$LLAMA_API_KEY``) becomes ``Credentials``, so no later
     setting, row, report or error can hold either (a bad URL is a usage error)."""
-    from runner.sanitize import clean_line
-    from runner.server.urls import ServerError, api_key_from_env
+    from kvtop.runner.sanitize import clean_line
+    from kvtop.runner.server.urls import ServerError, api_key_from_env
 
     key = a.api_key if isinstance(a.api_key, Credentials) else api_key_from_env(a.api_key)
     creds = key if isinstance(key, Credentials) else Credentials(key)

@@ -16,16 +16,16 @@ import queue
 import sys
 import time
 
-from runner import events as ev
-from runner.llama_buffers import LlamaBuffers
-from runner.process.commands import Chat, Generate, Load, MeasurePrompt, Quit, Reset, Tokenize
-from runner.process.contract import SERVER, QueuedCommands, ReaderGuard, Sink
-from runner.sanitize import clean_line
-from runner.server.http import ServerClient, ServerError
-from runner.server.urls import is_loopback
-from runner.server.props import ServerInfo, read_server_info
-from runner.server.stream import TurnTranslator
-from runner.settings import Settings
+from kvtop.runner import events as ev
+from kvtop.runner.llama_buffers import LlamaBuffers
+from kvtop.runner.process.commands import Chat, Generate, Load, MeasurePrompt, Quit, Reset, Tokenize
+from kvtop.runner.process.contract import SERVER, QueuedCommands, ReaderGuard, Sink
+from kvtop.runner.sanitize import clean_line
+from kvtop.runner.server.http import ServerClient, ServerError
+from kvtop.runner.server.urls import is_loopback
+from kvtop.runner.server.props import ServerInfo, read_server_info
+from kvtop.runner.server.stream import TurnTranslator
+from kvtop.runner.settings import Settings
 
 
 class ServerEngine(QueuedCommands):

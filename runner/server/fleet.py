@@ -23,7 +23,7 @@ import threading
 import time
 from typing import Callable, Sequence
 
-from runner.pacing import FLEET_POLLS_PER_S
+from kvtop.runner.pacing import FLEET_POLLS_PER_S
 
 COST_FACTOR = 20  # the pause after a poll is at least 20 times the CPU time it took
 MAX_THREADS = 32  # polls at once: each waits on one server (only hanging ones pile up)

@@ -25,9 +25,9 @@ import time
 from typing import Iterator
 from urllib.parse import urlsplit
 
-from runner.sanitize import clean_line
-from runner.server.urls import ServerError
-from runner.server.wire import TooDeep, TooSlow, loads_bounded, open_connection
+from kvtop.runner.sanitize import clean_line
+from kvtop.runner.server.urls import ServerError
+from kvtop.runner.server.wire import TooDeep, TooSlow, loads_bounded, open_connection
 
 CONNECT_S = 3.0  # TCP (and TLS) connect
 DEADLINE_S = 10.0  # one whole request: connect, headers and body
@@ -70,7 +70,7 @@ class ServerClient:
     thread to end the stream another thread is reading."""
 
     def __init__(self, url: str, api_key=None, deadline_s: float | None = None):
-        from runner.server.credentials import client_auth
+        from kvtop.runner.server.credentials import client_auth
 
         # api_key: a key, runner.server.credentials.Credentials or None. The key and a URL's
         # login go into the header only: self.url is the one shown and recorded.

@@ -32,8 +32,8 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
-from runner.sanitize import clean_line
-from runner.units import fmt_int
+from kvtop.runner.sanitize import clean_line
+from kvtop.runner.units import fmt_int
 
 
 def _count(v, lo: int, hi: int) -> int | None:

@@ -18,10 +18,10 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from runner.sanitize import clean_line
-from runner.server.http import ServerClient, ServerError
-from runner.server.load_prompts import PromptMaker, detokenize
-from runner.server.load_watch import ServerWatch
+from kvtop.runner.sanitize import clean_line
+from kvtop.runner.server.http import ServerClient, ServerError
+from kvtop.runner.server.load_prompts import PromptMaker, detokenize
+from kvtop.runner.server.load_watch import ServerWatch
 
 ENDPOINTS = ("completion", "chat")
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import random
 
-from runner.server.http import ServerClient, ServerError
+from kvtop.runner.server.http import ServerClient, ServerError
 
 # Ordinary words: their tokens are what real prompts are made of (no control tokens).
 WORDS = (

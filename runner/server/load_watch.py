@@ -14,9 +14,9 @@ import os
 import threading
 import time
 
-from runner.server.http import ServerClient
-from runner.server.urls import is_loopback
-from runner.server.monitor import ServerMonitor, ServerSnapshot
+from kvtop.runner.server.http import ServerClient
+from kvtop.runner.server.urls import is_loopback
+from kvtop.runner.server.monitor import ServerMonitor, ServerSnapshot
 
 
 def _cpu_seconds(pid: int | None) -> float | None:
@@ -62,7 +62,7 @@ class ServerWatch:
         return s
 
     def _cpu(self):
-        from runner.server.props import listening_pid
+        from kvtop.runner.server.props import listening_pid
 
         if not hasattr(self, "_pids"):
             self._pids = [listening_pid(u) for u in self.urls if is_loopback(u)]

@@ -18,9 +18,9 @@ import re
 import time
 from dataclasses import dataclass
 
-from runner.sanitize import clean_line
-from runner.server.checks import MAX_CTX, MAX_REQUESTS, MAX_SLOTS, MAX_TASK_ID, MAX_TOTAL_TOKENS, Refused, count
-from runner.server.http import ServerClient, ServerError
+from kvtop.runner.sanitize import clean_line
+from kvtop.runner.server.checks import MAX_CTX, MAX_REQUESTS, MAX_SLOTS, MAX_TASK_ID, MAX_TOTAL_TOKENS, Refused, count
+from kvtop.runner.server.http import ServerClient, ServerError
 
 COUNTER = {"prompt": "prompt_tokens_total", "gen": "tokens_predicted_total"}
 # llama-server's /metrics answer carries the process's start (its source: server.cpp,

@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from runner.sanitize import clean_line
-from runner.server.checks import MAX_CTX, MAX_SLOTS, Refused, count
-from runner.server.http import ServerClient, ServerError
-from runner.server.urls import is_loopback
+from kvtop.runner.sanitize import clean_line
+from kvtop.runner.server.checks import MAX_CTX, MAX_SLOTS, Refused, count
+from kvtop.runner.server.http import ServerClient, ServerError
+from kvtop.runner.server.urls import is_loopback
 
 
 @dataclass(frozen=True)

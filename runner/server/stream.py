@@ -13,7 +13,7 @@ from __future__ import annotations
 import statistics
 from typing import Callable
 
-from runner import events as ev
+from kvtop.runner import events as ev
 
 FINISH = {"stop": "eog", "length": "n_predict", "eos": "eog", "limit": "n_predict", "word": "eog"}
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 from urllib.parse import urlsplit
 
-from runner.records.redact import no_login
-from runner.sanitize import clean_line
+from kvtop.runner.records.redact import no_login
+from kvtop.runner.sanitize import clean_line
 
 
 class ServerError(Exception):

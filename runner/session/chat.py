@@ -18,13 +18,13 @@ import time
 from dataclasses import asdict, replace
 from typing import Callable
 
-from runner import events as ev
-from runner.process.commands import Chat, ChatMessage, Reset
-from runner.process.contract import EngineClient
-from runner.records.paths import Paths, unique_file
-from runner.sanitize import clean_line
-from runner.session.records import ActiveTurn, DecodeSoFar, TurnRecord
-from runner.settings import Settings
+from kvtop.runner import events as ev
+from kvtop.runner.process.commands import Chat, ChatMessage, Reset
+from kvtop.runner.process.contract import EngineClient
+from kvtop.runner.records.paths import Paths, unique_file
+from kvtop.runner.sanitize import clean_line
+from kvtop.runner.session.records import ActiveTurn, DecodeSoFar, TurnRecord
+from kvtop.runner.settings import Settings
 
 
 class ChatSession:
@@ -75,7 +75,7 @@ class ChatSession:
         """The trace file, once the model's facts and the hardware are known."""
         if not self.record_trace or self.trace is not None:
             return
-        from runner.records.trace import TraceWriter
+        from kvtop.runner.records.trace import TraceWriter
 
         header = {"argv": self.argv, "settings": self.settings.to_dict(),
                   "hardware": hw.to_dict() if hw else None, "facts": asdict(facts) if facts else None}
@@ -121,7 +121,7 @@ class ChatSession:
     def _open_transcript(self, notice: Callable[[str], None]) -> None:
         if not self.write_transcript or self.transcript is not None or self.replaying:
             return
-        from runner.records.transcript import Transcript
+        from kvtop.runner.records.transcript import Transcript
 
         try:
             self.transcript = Transcript(self.paths.sessions_dir, {

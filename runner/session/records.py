@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from runner import events as ev
+from kvtop.runner import events as ev
 
 
 @dataclass(frozen=True)

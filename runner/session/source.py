@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from runner.process.contract import EngineClient, EngineFactory
-from runner.settings import Settings
+from kvtop.runner.process.contract import EngineClient, EngineFactory
+from kvtop.runner.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -37,19 +37,19 @@ class EngineSource:
     def engine(self, settings: Settings, server: int | None = None) -> EngineClient:
         """A fresh engine with ``settings``; ``server``: which of ``servers`` (None: the first engine)."""
         if self.servers and (server is not None or self.given is None):
-            from runner.server.engine import ServerEngine
+            from kvtop.runner.server.engine import ServerEngine
 
             return ServerEngine(settings, self.servers[server or 0], self.api_key)
         if self.given is not None:
             return self.given(settings)
         if self.replay is not None:
-            from runner.records.replay import ReplayEngine
+            from kvtop.runner.records.replay import ReplayEngine
 
             return ReplayEngine(self.replay, self.speed, settings)
         if self.in_process:
-            from runner.process.inprocess import InProcessEngine
+            from kvtop.runner.process.inprocess import InProcessEngine
 
             return InProcessEngine(settings)
-        from runner.process.parent import EngineProcess
+        from kvtop.runner.process.parent import EngineProcess
 
         return EngineProcess(settings)

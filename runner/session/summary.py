@@ -73,7 +73,7 @@ def session_summary(session) -> str | None:
     turn ran (nothing to sum up)."""
     import os
 
-    from runner.sanitize import clean_line
+    from kvtop.runner.sanitize import clean_line
 
     loaded = session.loaded
     if loaded is None and not session.turns:

@@ -12,7 +12,7 @@ import functools
 import platform
 import subprocess
 
-from runner.sanitize import clean_line
+from kvtop.runner.sanitize import clean_line
 
 
 def name_from_cpuinfo(text: str) -> str:

@@ -18,7 +18,7 @@ import platform
 import time
 from dataclasses import asdict, dataclass
 
-from runner.units import MIB
+from kvtop.runner.units import MIB
 
 
 @dataclass(frozen=True)
@@ -119,7 +119,7 @@ def without_load(probe: CPUProbe, n_cores: int | None = None) -> CPUProbe:
     gives 20.7 GB/s and 0.26 TFLOPS. An estimate, said as such (``describe``)."""
     from dataclasses import replace
 
-    from runner.system.cpu_pace import slowdown, thread_pace
+    from kvtop.runner.system.cpu_pace import slowdown, thread_pace
 
     if not probe.disturbed or probe.flops_factor is not None:
         return probe
@@ -212,15 +212,15 @@ def probe_cpu_in_subprocess() -> CPUProbe:
     import subprocess
     import sys
 
-    from runner.process.parent import child_env
+    from kvtop.runner.process.parent import child_env
 
     # No huge pages for the probe's buffer (numpy asks for them): once it is freed the
     # kernel compacts memory for seconds, and the model's first decode ran 2% slower
     # (measured here: 0.981 of a decode without the probe before it, 0.997 with this).
     # llama.cpp's mmap-ed weights do not ask for huge pages either.
     env = child_env(NUMPY_MADVISE_HUGEPAGE="0")
-    code = ("from runner.process.lifeline import die_with_parent; die_with_parent(); "  # no orphan probe
-            "import json, dataclasses; from runner.system.hardware import probe_cpu; "
+    code = ("from kvtop.runner.process.lifeline import die_with_parent; die_with_parent(); "  # no orphan probe
+            "import json, dataclasses; from kvtop.runner.system.hardware import probe_cpu; "
             "print(json.dumps(dataclasses.asdict(probe_cpu())))")
     try:
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
@@ -247,7 +247,7 @@ def compute_peak_tflops(f32_tflops: float, kernel_tflops: dict[str, float] | Non
 
 
 def probe_cpu(threads: int | None = None) -> CPUProbe:
-    from runner.system.ggml_matmul import probe_attention, probe_batch_curve, probe_kernels
+    from kvtop.runner.system.ggml_matmul import probe_attention, probe_batch_curve, probe_kernels
 
     threads = threads or os.cpu_count() or 1
     busy = machine_busy()

@@ -23,7 +23,7 @@ from __future__ import annotations
 import ctypes
 import time
 
-from runner.units import MIB
+from kvtop.runner.units import MIB
 
 # ggml_type enum values (ggml.h) of the weight types probed
 KERNEL_TYPES: dict[str, int] = {
@@ -38,7 +38,7 @@ class _InitParams(ctypes.Structure):
 
 
 def _libs():
-    from runner.engine.ggml_devices import _open
+    from kvtop.runner.engine.ggml_devices import _open
 
     base, cpu = _open("ggml-base"), _open("ggml-cpu")
     vp = ctypes.c_void_p

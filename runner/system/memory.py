@@ -19,7 +19,7 @@ class MemorySample:
 
 
 def take_sample(engine_pid: int | None, ui_pid: int, same_process: bool = False) -> MemorySample:
-    from runner.system.hardware import process_memory, query_gpus, system_memory
+    from kvtop.runner.system.hardware import process_memory, query_gpus, system_memory
 
     eng = process_memory(engine_pid).rss if engine_pid else None
     ui = process_memory(ui_pid).rss

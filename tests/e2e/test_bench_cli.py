@@ -12,7 +12,7 @@ from helpers import cores
 
 
 def run(*args, timeout=300):
-    return subprocess.run([sys.executable, "-m", "tui", "bench", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "kvtop", "bench", *args], capture_output=True, text=True,
                           timeout=timeout)
 
 
@@ -49,11 +49,11 @@ def test_out_of_range_is_a_usage_error(smollm_path, flag):
 def test_a_bench_run_calibrates_the_forecast_the_app_shows(smollm_path, tmp_path):
     """Three repetitions of pp256 and of tg16 are six calibrated turns under the key the
     app uses for the same model and settings: its forecast is then "calibrated"."""
-    from runner.calibration.calibration import calibration_for
-    from runner.settings import Settings
+    from kvtop.runner.calibration.calibration import calibration_for
+    from kvtop.runner.settings import Settings
 
     env = {**os.environ, "KVTOP_HOME": str(tmp_path)}
-    r = subprocess.run([sys.executable, "-m", "tui", "bench", smollm_path, "-r", "3", "-p", "256", "-n", "16", "-t", str(cores())],
+    r = subprocess.run([sys.executable, "-m", "kvtop", "bench", smollm_path, "-r", "3", "-p", "256", "-n", "16", "-t", str(cores())],
                        capture_output=True, text=True, timeout=300, env=env)
     assert r.returncode == 0, r.stderr
     # the batch threads are not the batch size (a new user read "batch 2" as -b 2)
@@ -76,11 +76,11 @@ def test_kvtop_estimate_shows_the_forecast_the_bench_calibrated(smollm_path, tmp
     """Before any run: the roofline, said to be one; after a bench with the same settings:
     calibrated, in --json (forecast.basis, n_samples) and in the human output."""
     env = {**os.environ, "KVTOP_HOME": str(tmp_path)}
-    args = [sys.executable, "-m", "tui", "estimate", smollm_path, "-t", str(cores()), "--bandwidth-gbs", "30", "--tflops", "0.25"]
+    args = [sys.executable, "-m", "kvtop", "estimate", smollm_path, "-t", str(cores()), "--bandwidth-gbs", "30", "--tflops", "0.25"]
     before = json.loads(subprocess.run(args + ["--json"], capture_output=True, text=True, timeout=120, env=env).stdout)
     assert before["forecast"]["basis"] == "roofline" and before["forecast"]["n_samples"] == 0
     assert before["forecast"]["ttft_s"] > 0 and before["forecast"]["decode_tok_s"] > 0
-    r = subprocess.run([sys.executable, "-m", "tui", "bench", smollm_path, "-r", "2", "-p", "512", "-n", "16", "-t", str(cores())],
+    r = subprocess.run([sys.executable, "-m", "kvtop", "bench", smollm_path, "-r", "2", "-p", "512", "-n", "16", "-t", str(cores())],
                        capture_output=True, text=True, timeout=300, env=env)
     assert r.returncode == 0, r.stderr
     after = json.loads(subprocess.run(args + ["--json"], capture_output=True, text=True, timeout=120, env=env).stdout)
@@ -89,7 +89,7 @@ def test_kvtop_estimate_shows_the_forecast_the_bench_calibrated(smollm_path, tmp
         assert fc["n_samples"] == 2 * (2 - len(busy_tests(r.stderr)))
         return
     assert fc["basis"] == "calibrated" and fc["n_samples"] == 4
-    m = subprocess.run([sys.executable, "-m", "tui", "bench", smollm_path, "-r", "1", "-p", "512", "-n", "0",
+    m = subprocess.run([sys.executable, "-m", "kvtop", "bench", smollm_path, "-r", "1", "-p", "512", "-n", "0",
                         "-t", str(cores()), "--json"], capture_output=True, text=True, timeout=300, env=env)
     (measured,) = json.loads(m.stdout)
     human = subprocess.run(args, capture_output=True, text=True, timeout=120, env=env).stdout

@@ -14,13 +14,13 @@ import sys
 import pytest
 from helpers import cores
 
-from runner.commands.bench_output import FIELDS
+from kvtop.runner.commands.bench_output import FIELDS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def bench(*args, timeout=540) -> str:  # a ceiling for a busy machine, under the 600 s per test
-    r = subprocess.run([sys.executable, "-m", "tui", "bench", *args], capture_output=True, text=True,
+    r = subprocess.run([sys.executable, "-m", "kvtop", "bench", *args], capture_output=True, text=True,
                        timeout=timeout, cwd=ROOT)
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
     return r.stdout

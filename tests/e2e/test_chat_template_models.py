@@ -11,12 +11,12 @@ import argparse
 import pytest
 from helpers import cores
 
-from runner.engine.chat_template import check_override, pick_family, render_chat
+from kvtop.runner.engine.chat_template import check_override, pick_family, render_chat
 
-from runner import events as ev
-from runner.process.blocking import BlockingEngine
-from runner.process.parent import EngineProcess
-from runner.settings import Settings
+from kvtop.runner import events as ev
+from kvtop.runner.process.blocking import BlockingEngine
+from kvtop.runner.process.parent import EngineProcess
+from kvtop.runner.settings import Settings
 
 TEMPLATE_TOKENS = ("<|im_start|>", "<|im_end|>", "<start_of_turn>", "<end_of_turn>", "<|eot_id|>",
                    "<|start_header_id|>", "<|end|>", "<|user|>", "<|assistant|>")
@@ -69,8 +69,8 @@ def test_chat_template_flag_accepts_a_format_name_or_a_file(tmp_path):
 
 
 def test_chat_template_flag_reaches_the_settings():
-    from runner.commands.engine_flags import add_engine_flags
-    from runner.settings import settings_from_args
+    from kvtop.runner.commands.engine_flags import add_engine_flags
+    from kvtop.runner.settings import settings_from_args
 
     p = argparse.ArgumentParser()
     add_engine_flags(p)

@@ -8,11 +8,11 @@ import sys
 
 import pytest
 
-from tui.launch import version_text
+from kvtop.tui.launch import version_text
 
 
 def kvtop(*args, timeout=120):
-    return subprocess.run([sys.executable, "-m", "tui", *args], capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([sys.executable, "-m", "kvtop", *args], capture_output=True, text=True, timeout=timeout)
 
 
 @pytest.mark.parametrize("value", ["-1", "nan", "inf"])
@@ -45,7 +45,7 @@ def test_refresh_below_the_token_batch_is_a_usage_error(tmp_path):
 @pytest.mark.parametrize("argv,needle", [(["-hf", "org/repo"], "downloads nothing"),
                                          (["-f"], "expected one argument")])
 def test_misread_flags_give_a_usage_error_that_names_them(argv, needle):
-    r = subprocess.run([sys.executable, "-m", "tui", *argv], capture_output=True, text=True, timeout=60)
+    r = subprocess.run([sys.executable, "-m", "kvtop", *argv], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and needle in r.stderr
     assert "invalid choice" not in r.stderr  # "-f FILE" used to become "-fa FILE"
 
@@ -57,10 +57,10 @@ def test_version_names_kvtop_llama_cpp_python_and_the_backends():
     # the distribution is kvtop-llm ("kvtop" on PyPI is another tool): its version, not "not installed"
     assert text.startswith(f"kvtop {version('kvtop-llm')}\n") and "llama-cpp-python 0.3.36" in text
     assert "llama.cpp backends: CPU" in text and "GPU offload: " in text
-    r = subprocess.run([sys.executable, "-m", "tui", "-V"], capture_output=True, text=True, timeout=60)
+    r = subprocess.run([sys.executable, "-m", "kvtop", "-V"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and r.stdout.strip() == text
 
 
 def test_refresh_must_be_positive():
-    r = subprocess.run([sys.executable, "-m", "tui", "--refresh", "0", "x.gguf"], capture_output=True, text=True)
+    r = subprocess.run([sys.executable, "-m", "kvtop", "--refresh", "0", "x.gguf"], capture_output=True, text=True)
     assert r.returncode == 2 and "argument --refresh: must be a number from 0.25 to 10 (got 0)" in r.stderr

@@ -18,12 +18,12 @@ logits), 1.1% at n_ctx 2048 and 4096 without. On Gemma-3 270M it is at most 1.25
 
 import pytest
 
-from runner.engine.engine import Engine
-from runner.model.inspect import load_facts
-from runner.physics.compute_buffer import compute_buffer
-from runner.physics.kv_bytes import kv_layout
-from runner.settings import Settings
-from runner.units import MIB
+from kvtop.runner.engine.engine import Engine
+from kvtop.runner.model.inspect import load_facts
+from kvtop.runner.physics.compute_buffer import compute_buffer
+from kvtop.runner.physics.kv_bytes import kv_layout
+from kvtop.runner.settings import Settings
+from kvtop.runner.units import MIB
 
 TOLERANCE = 0.05
 PRINTED = 0.01 * MIB  # llama.cpp prints MiB with two decimals

@@ -5,10 +5,10 @@ than the context without --swa-full) cannot shift: it recomputes, and says why."
 
 from helpers import cores
 
-from runner import events as ev
-from runner.engine.context_shift import shift_line
-from runner.engine.engine import Engine
-from runner.settings import Settings
+from kvtop.runner import events as ev
+from kvtop.runner.engine.context_shift import shift_line
+from kvtop.runner.engine.engine import Engine
+from kvtop.runner.settings import Settings
 
 QUESTIONS = [
     "Describe how tides are caused by the moon and the sun, in some detail, with an example of a spring tide.",

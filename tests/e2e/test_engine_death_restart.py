@@ -17,11 +17,11 @@ import time
 import pytest
 from helpers import cores, make_app, send, wait_until
 
-from runner.process.parent import EngineProcess
-from runner.settings import Settings
-from tui.panes.chat import ChatLog
-from tui.panes.status import StatusBar
-from tui.screens import ErrorScreen
+from kvtop.runner.process.parent import EngineProcess
+from kvtop.runner.settings import Settings
+from kvtop.tui.panes.chat import ChatLog
+from kvtop.tui.panes.status import StatusBar
+from kvtop.tui.screens import ErrorScreen
 from textual.command import CommandPalette
 from textual.widgets import OptionList
 

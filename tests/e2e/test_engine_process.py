@@ -10,11 +10,11 @@ import time
 
 import pytest
 
-from runner import events as ev
-from runner.process.blocking import BlockingEngine
-from runner.process.contract import EngineUnavailable
-from runner.process.parent import EngineProcess
-from runner.settings import Settings
+from kvtop.runner import events as ev
+from kvtop.runner.process.blocking import BlockingEngine
+from kvtop.runner.process.contract import EngineUnavailable
+from kvtop.runner.process.parent import EngineProcess
+from kvtop.runner.settings import Settings
 
 LONG = "Here is a long document about the sea and its many colours. " * 120  # ~1,500 tokens
 
@@ -130,8 +130,8 @@ def test_generation_that_fills_the_context_stops_with_context_full(smollm_path):
 
 
 def test_multibyte_characters_split_across_tokens(smollm_path):
-    from runner.engine.engine import Engine
-    from runner.engine.utf8_stream import Utf8Stream
+    from kvtop.runner.engine.engine import Engine
+    from kvtop.runner.engine.utf8_stream import Utf8Stream
 
     e = Engine(Settings(smollm_path, n_ctx=256), lambda x: None)
     e.load()
@@ -179,7 +179,7 @@ def test_engine_death_is_reported_and_the_parent_lives(smollm_path):
 
 
 def test_bench_json(smollm_path):
-    out = subprocess.run([sys.executable, "-m", "tui", "bench", smollm_path, "-p", "64", "-n", "16", "-r", "2",
+    out = subprocess.run([sys.executable, "-m", "kvtop", "bench", smollm_path, "-p", "64", "-n", "16", "-r", "2",
                           "-c", "512", "--json"], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     pp, tg = json.loads(out.stdout)  # llama-bench's rows: pp64, then tg16 from an empty context
@@ -194,14 +194,14 @@ def test_bench_json(smollm_path):
 def test_bench_usage_and_runtime_errors(tmp_path):
     bad = tmp_path / "bad.gguf"
     bad.write_bytes(b"GGUF\x03\x00\x00\x00" + b"\x00" * 4)
-    r = subprocess.run([sys.executable, "-m", "tui", "bench", str(bad)], capture_output=True, text=True)
+    r = subprocess.run([sys.executable, "-m", "kvtop", "bench", str(bad)], capture_output=True, text=True)
     assert r.returncode == 1 and "truncated" in r.stderr and str(bad) in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
-    r = subprocess.run([sys.executable, "-m", "tui", "bench", str(bad), "--server", "http://127.0.0.1:9"],
+    r = subprocess.run([sys.executable, "-m", "kvtop", "bench", str(bad), "--server", "http://127.0.0.1:9"],
                        capture_output=True, text=True)
     assert r.returncode == 2 and "one of them" in r.stderr  # a MODEL and a server: a usage error
     # no MODEL: the demo model, as kvtop itself (a new user looked for its path)
-    r = subprocess.run([sys.executable, "-m", "tui", "bench", "-p", "16", "-n", "4", "-r", "1"],
+    r = subprocess.run([sys.executable, "-m", "kvtop", "bench", "-p", "16", "-n", "4", "-r", "1"],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and r.stdout.startswith("| model ") and "| llama 256M Q4_1 " in r.stdout, r.stderr
     assert "| tg4 |" in " ".join(r.stdout.split()) and "@ d" not in r.stdout  # from an empty context, as llama-bench
@@ -209,7 +209,7 @@ def test_bench_usage_and_runtime_errors(tmp_path):
 
 def test_n_ctx_is_padded_so_no_prompt_lands_in_llama_cpps_padding(smollm_path):
     """-c 300 becomes 512 (llama.cpp pads to 256); a 400-token prompt then fits and runs."""
-    from runner.engine.engine import Engine
+    from kvtop.runner.engine.engine import Engine
 
     e = Engine(Settings(smollm_path, n_ctx=300, temp=0, n_predict=2), lambda x: None)
     loaded = e.load()
@@ -223,10 +223,10 @@ def test_n_ctx_is_padded_so_no_prompt_lands_in_llama_cpps_padding(smollm_path):
 
 
 def test_cpu_probe_is_sane_and_its_ceiling_is_above_measured_decode(smollm_path, tmp_path):
-    from runner.physics.roofline import decode_ceilings_at
-    from runner.system.hardware import cpu_profile
-    from runner.physics.kv_bytes import kv_layout
-    from runner.model.inspect import load_facts
+    from kvtop.runner.physics.roofline import decode_ceilings_at
+    from kvtop.runner.system.hardware import cpu_profile
+    from kvtop.runner.physics.kv_bytes import kv_layout
+    from kvtop.runner.model.inspect import load_facts
 
     probe = cpu_profile(str(tmp_path), refresh=True)
     # how long it took is no test's business (~3 s quiet here, 22 s on a busy machine):
@@ -254,7 +254,7 @@ def test_the_probe_leaves_no_huge_pages_behind(monkeypatch):
     import json as _json
     import subprocess
 
-    from runner.system import hardware
+    from kvtop.runner.system import hardware
 
     seen = {}
 

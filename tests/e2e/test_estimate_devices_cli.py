@@ -7,11 +7,11 @@ import sys
 
 import pytest
 
-from runner.commands.estimate import estimate_report, format_report
-from runner.model.inspect import load_facts
-from runner.physics.offload import OffloadSettings
-from runner.system.hardware import HardwareProfile
-from runner.units import MIB
+from kvtop.runner.commands.estimate import estimate_report, format_report
+from kvtop.runner.model.inspect import load_facts
+from kvtop.runner.physics.offload import OffloadSettings
+from kvtop.runner.system.hardware import HardwareProfile
+from kvtop.runner.units import MIB
 
 KEYS_BEFORE = (
     "model name architecture file_type n_layers layer_kinds sliding_window n_params n_params_active weights_bytes "
@@ -26,7 +26,7 @@ NO_GPU = HardwareProfile(60.0, 1.0, "test CPU", 16 * 2**30, 24 * 2**30, cpu_band
 
 
 def kvtop(*args):
-    return subprocess.run([sys.executable, "-m", "tui", *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "-m", "kvtop", *args], capture_output=True, text=True, timeout=120)
 
 
 def test_every_key_kept_and_the_compute_buffer_added(smollm_path):

@@ -4,9 +4,9 @@ import pytest
 
 from gguf_factory import make_bad_files, write_tiny_llama
 from helpers import make_app, screen_text, send, wait_until
-from runner.process.parent import EngineProcess
-from runner.settings import Settings
-from tui.screens import ErrorScreen
+from kvtop.runner.process.parent import EngineProcess
+from kvtop.runner.settings import Settings
+from kvtop.tui.screens import ErrorScreen
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +44,7 @@ async def test_engine_abort_while_loading_is_reported_in_the_ui(tmp_path, smollm
 async def test_preflight_warns_before_loading_a_model_too_big_for_memory(tmp_path, smollm_path):
     from helpers import FIXED_HW
     from dataclasses import replace
-    from tui.screens import PreflightScreen
+    from kvtop.tui.screens import PreflightScreen
 
     tiny_ram = replace(FIXED_HW, memory_free=64 * 2**20)  # 64 MiB free: the model needs ~260 MiB
     app = make_app(Settings(smollm_path, n_ctx=2048), EngineProcess, tmp_path, live_system=False, hardware=tiny_ram)

@@ -5,20 +5,20 @@ import pkgutil
 import subprocess
 import sys
 
-import runner
+import kvtop.runner
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def all_runner_modules() -> list[str]:
-    return sorted(m.name for m in pkgutil.walk_packages(runner.__path__, "runner."))
+    return sorted(m.name for m in pkgutil.walk_packages(kvtop.runner.__path__, "kvtop.runner."))
 
 
 def test_every_runner_module_is_walked():
     mods = all_runner_modules()
     # the walk finds the folders' modules, not a hand-kept list
-    for expected in ("runner.process.contract", "runner.session.chat", "runner.engine.engine",
-                     "runner.records.replay", "runner.physics.kv_bytes"):
+    for expected in ("kvtop.runner.process.contract", "kvtop.runner.session.chat", "kvtop.runner.engine.engine",
+                     "kvtop.runner.records.replay", "kvtop.runner.physics.kv_bytes"):
         assert expected in mods
     assert len(mods) > 30
 
@@ -37,7 +37,7 @@ def test_the_probe_imports_no_ui():
     import subprocess
     import sys
 
-    code = ("import sys, runner.system.memory\n"
+    code = ("import sys, kvtop.runner.system.memory\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('textual', 'rich')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

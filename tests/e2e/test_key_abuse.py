@@ -14,9 +14,9 @@ import pytest
 from helpers import make_app, send, wait_until
 from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
 
-from runner.process.parent import EngineProcess
-from runner.settings import Settings
-from tui.screens import ErrorScreen
+from kvtop.runner.process.parent import EngineProcess
+from kvtop.runner.settings import Settings
+from kvtop.tui.screens import ErrorScreen
 
 LONG = "The tide comes in and the tide goes out. " * 60  # ~600 tokens: several ubatches
 
@@ -78,7 +78,7 @@ async def test_hundreds_of_random_rounds_on_a_timed_script(smollm_shaped, tmp_pa
         assert landed["ctrl+l"] > 30 and landed["escape"] > 15
         await wait_until(pilot, lambda: not app.turn_running, timeout=30, what="last turn")
         # every new chat reached the engine as a Reset, after the cancel of its turn
-        from runner.process.commands import Reset
+        from kvtop.runner.process.commands import Reset
 
         resets = sum(isinstance(c, Reset) for c in engine["e"].commands)
         assert resets >= landed["ctrl+l"]

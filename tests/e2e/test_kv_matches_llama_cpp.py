@@ -2,10 +2,10 @@
 
 import pytest
 
-from runner.engine.engine import Engine
-from runner.physics.kv_bytes import kv_layout
-from runner.model.inspect import load_facts
-from runner.settings import Settings
+from kvtop.runner.engine.engine import Engine
+from kvtop.runner.physics.kv_bytes import kv_layout
+from kvtop.runner.model.inspect import load_facts
+from kvtop.runner.settings import Settings
 
 MiB = 1024 * 1024
 

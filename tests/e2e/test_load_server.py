@@ -45,7 +45,7 @@ def predicted_total(url: str) -> float:
 
 
 def kvtop_load(*args, **kw):
-    return subprocess.run([sys.executable, "-m", "tui", "load", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "kvtop", "load", *args], capture_output=True, text=True,
                           cwd=ROOT, timeout=kw.get("timeout", 400))
 
 
@@ -115,7 +115,7 @@ def test_ctrl_c_mid_level_leaves_no_slot_busy_and_says_so_once(four_slots):
     """Ctrl+C in the second level: the first level's row is printed, no slot is left busy,
     and the stop line is printed once (a trial read it twice on its terminal: on stderr as
     progress, then again under the table on stdout)."""
-    p = subprocess.Popen([sys.executable, "-m", "tui", "load", four_slots, "--users", "1,4", "-p", "16", "-n", "64",
+    p = subprocess.Popen([sys.executable, "-m", "kvtop", "load", four_slots, "--users", "1,4", "-p", "16", "-n", "64",
                           "--requests", "2", "--no-warmup", "--no-tui"],
                          cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     out, err = interrupt_when_two_busy(p, four_slots)  # 1 user first: only level 2 has 2 in flight
@@ -133,7 +133,7 @@ def test_ctrl_c_mid_level_leaves_no_slot_busy_and_says_so_once(four_slots):
 
 def test_ctrl_c_with_nothing_measured_says_the_stop_on_stderr(four_slots):
     """No row to print (json, or md before a level ended): the stop line goes to stderr, once."""
-    p = subprocess.Popen([sys.executable, "-m", "tui", "load", four_slots, "--users", "4", "-p", "16", "-n", "900",
+    p = subprocess.Popen([sys.executable, "-m", "kvtop", "load", four_slots, "--users", "4", "-p", "16", "-n", "900",
                           "--requests", "3", "--no-warmup", "--no-tui", "-o", "json"],
                          cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     out, err = interrupt_when_two_busy(p, four_slots)
@@ -151,10 +151,10 @@ def test_the_live_view_is_the_server_dashboard_with_the_curve_and_esc_leaves_no_
     import asyncio
     from types import SimpleNamespace
 
-    from runner.commands.load import load_main
-    from tui.launch_server import load_app
-    from tui.panes.load import LoadPane
-    from tui.panes.server import ServerPane
+    from kvtop.runner.commands.load import load_main
+    from kvtop.tui.launch_server import load_app
+    from kvtop.tui.panes.load import LoadPane
+    from kvtop.tui.panes.server import ServerPane
 
     seen: dict = {}
 

@@ -64,7 +64,7 @@ class Terminal:
         raise AssertionError(f"timed out waiting for {what}; screen:\n{self.screen()}")
 
     def kvtop(self, timeout=20.0) -> psutil.Process:
-        """The kvtop process: the pane's shell's child running ``-m tui``."""
+        """The kvtop process: the pane's shell's child running ``-m kvtop``."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             out = self.tmux("list-panes", "-t", "k", "-F", "#{pane_pid}", check=False).stdout.split()
@@ -206,7 +206,7 @@ def hanging_server():
 
 
 def kvtop_command(home, args: str) -> str:
-    return f"KVTOP_HOME={home} {sys.executable} -m tui {args}; echo KVTOP-EXIT=$?; sleep 30"
+    return f"KVTOP_HOME={home} {sys.executable} -m kvtop {args}; echo KVTOP-EXIT=$?; sleep 30"
 
 
 def start_watching(terminal, hanging_server, tmp_path) -> psutil.Process:
@@ -235,7 +235,7 @@ def test_killing_the_terminal_mid_decode_leaves_no_process(terminal, tmp_path, s
     terminal.kill()
     wait_gone(procs, GONE_S, t0)
     # the reply so far is in the transcript: --resume brings it back
-    from runner.records.transcript import latest_session
+    from kvtop.runner.records.transcript import latest_session
 
     with open(latest_session(str(tmp_path / "home" / "data" / "sessions")), encoding="utf-8") as fh:
         turns = [r for r in map(json.loads, fh) if r.get("type") == "turn"]
@@ -247,7 +247,7 @@ def test_a_terminal_that_hangs_up_without_a_sighup_is_noticed(terminal, tmp_path
     """kvtop in a session of its own (``setsid``): the kernel sends the hang-up to the
     terminal's session only, so no SIGHUP comes; kvtop sees the terminal go (poll) and
     leaves. Before issue 21 this kvtop spun on ``read(0) = 0`` for ever, at half a core."""
-    terminal.start(f"KVTOP_HOME={tmp_path / 'home'} setsid -w {sys.executable} -m tui {smollm_path} -c 4096; "
+    terminal.start(f"KVTOP_HOME={tmp_path / 'home'} setsid -w {sys.executable} -m kvtop {smollm_path} -c 4096; "
                    "echo KVTOP-EXIT=$?; sleep 30")
     kvtop = terminal.kvtop()
     terminal.wait(lambda s: "n_ctx 4,096" in s, timeout=LOAD_S, what="the model to load")
@@ -266,7 +266,7 @@ def test_the_engine_child_dies_with_a_killed_kvtop(terminal, tmp_path, smollm_pa
     terminal.wait(lambda s: "n_ctx 4,096" in s, timeout=LOAD_S, what="the model to load")
     procs = family(kvtop)
     terminal.started.extend(procs)
-    engine = [p for p in procs if "runner.process.child" in " ".join(p.cmdline())]
+    engine = [p for p in procs if "kvtop.runner.process.child" in " ".join(p.cmdline())]
     assert engine, "no engine child"
     t0 = time.monotonic()
     kvtop.kill()
@@ -317,7 +317,7 @@ def refused(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, home=None):
     """Run ``kvtop ARGV`` without the terminal the test runs in; (exit status, stderr)."""
     env = dict(os.environ, KVTOP_HOME=str(home)) if home else None
     t0 = time.monotonic()
-    r = subprocess.run([sys.executable, "-m", "tui", *argv], stdin=stdin, stdout=stdout, stderr=subprocess.PIPE,
+    r = subprocess.run([sys.executable, "-m", "kvtop", *argv], stdin=stdin, stdout=stdout, stderr=subprocess.PIPE,
                        text=True, cwd=ROOT, env=env, timeout=30)
     assert time.monotonic() - t0 < 10, "a refusal must come before anything starts"
     return r.returncode, r.stderr.strip()
@@ -345,9 +345,9 @@ def write_trace(path, model: str) -> str:
     from helpers import FIXED_HW
     from scripted_engine import scripted_turn, smollm_loaded
 
-    from runner.model.inspect import load_facts
-    from runner.records.trace import TraceWriter
-    from runner.settings import Settings
+    from kvtop.runner.model.inspect import load_facts
+    from kvtop.runner.records.trace import TraceWriter
+    from kvtop.runner.settings import Settings
 
     s = Settings(model, n_ctx=4096, n_threads=2).resolved()
     w = TraceWriter(str(path), {"argv": ["kvtop"], "settings": s.to_dict(), "hardware": FIXED_HW.to_dict(),

@@ -12,9 +12,9 @@ from textual.events import Resize
 from textual.geometry import Size
 
 from helpers import make_app, screen_text, send, wait_until
-from runner.process.parent import EngineProcess
-from runner.settings import Settings
-from tui.panes.kv import KVPane
+from kvtop.runner.process.parent import EngineProcess
+from kvtop.runner.settings import Settings
+from kvtop.tui.panes.kv import KVPane
 
 
 def resize(app, width: int, height: int) -> None:

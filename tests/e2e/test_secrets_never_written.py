@@ -55,8 +55,8 @@ async def drive(app, seen: dict) -> None:
 
 
 def test_every_file_and_the_screen_hold_no_secret(llama_server_bin, smollm_path, tmp_path, monkeypatch, capsys):
-    from runner.records import redact
-    from tui import launch
+    from kvtop.runner.records import redact
+    from kvtop.tui import launch
 
     home = tmp_path / "home"
     monkeypatch.setenv("KVTOP_HOME", str(home))
@@ -76,7 +76,7 @@ def test_every_file_and_the_screen_hold_no_secret(llama_server_bin, smollm_path,
             "estimate json": ["estimate", "--server", login_url(url), "--json"],
             "refused": ["estimate", "--server", login_url(url).replace(port, "1")],  # an error names the URL
         }
-        outputs = {name: subprocess.run([sys.executable, "-m", "tui", *args], env=env, capture_output=True,
+        outputs = {name: subprocess.run([sys.executable, "-m", "kvtop", *args], env=env, capture_output=True,
                                         text=True, timeout=300) for name, args in commands.items()}
     redact.forget_secrets()
     assert rc == 0
@@ -113,9 +113,9 @@ def test_every_file_and_the_screen_hold_no_secret(llama_server_bin, smollm_path,
 def test_a_redacted_bundle_of_a_server_session_replays(llama_server_bin, smollm_path, tmp_path, monkeypatch):
     """The redacted bundle keeps no token id and no token text, and still replays: the
     same turns and counts."""
-    from runner.records.replay import ReplayEngine
-    from runner.records.trace import read_trace
-    from tui import launch
+    from kvtop.runner.records.replay import ReplayEngine
+    from kvtop.runner.records.trace import read_trace
+    from kvtop.tui import launch
 
     home = tmp_path / "home"
     monkeypatch.setenv("KVTOP_HOME", str(home))

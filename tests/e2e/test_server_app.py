@@ -11,11 +11,11 @@ import pytest
 from helpers import make_app, screen_text, send, wait_until
 from llama_server import llama_server
 
-from runner.server.engine import ServerEngine
-from runner.settings import Settings
-from tui.panes.estimate import EstimatePane
-from tui.panes.kv import KVPane
-from tui.panes.prefill import PrefillPane
+from kvtop.runner.server.engine import ServerEngine
+from kvtop.runner.settings import Settings
+from kvtop.tui.panes.estimate import EstimatePane
+from kvtop.tui.panes.kv import KVPane
+from kvtop.tui.panes.prefill import PrefillPane
 
 LONG = "The tide comes in and the tide goes out, and the gulls count the waves. " * 120
 
@@ -75,7 +75,7 @@ async def test_a_fleet_of_two_servers_and_f4_moves_the_chat(llama_server_bin, sm
 def test_kvtop_server_in_a_real_terminal(served, tmp_path):
     url, _ = served
     name = f"kvtop-srv-{os.getpid()}"
-    cmd = f"KVTOP_HOME={tmp_path} {sys.executable} -m tui --server {url} -n 16; echo KVTOP-EXIT=$?; sleep 30"
+    cmd = f"KVTOP_HOME={tmp_path} {sys.executable} -m kvtop --server {url} -n 16; echo KVTOP-EXIT=$?; sleep 30"
     subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "160", "-y", "48", cmd], check=True)
     try:
         def screen():

@@ -10,13 +10,13 @@ import pytest
 from helpers import cores
 from llama_server import get_json, healthy, llama_server, post_json
 
-from runner import events as ev
-from runner.process.blocking import BlockingEngine
-from runner.process.contract import EngineUnavailable
-from runner.server.engine import ServerEngine
-from runner.server.http import ServerClient
-from runner.server.monitor import ServerMonitor
-from runner.settings import Settings
+from kvtop.runner import events as ev
+from kvtop.runner.process.blocking import BlockingEngine
+from kvtop.runner.process.contract import EngineUnavailable
+from kvtop.runner.server.engine import ServerEngine
+from kvtop.runner.server.http import ServerClient
+from kvtop.runner.server.monitor import ServerMonitor
+from kvtop.runner.settings import Settings
 
 LONG = "The tide comes in and the tide goes out, and the gulls count the waves. " * 120  # ~2,000 tokens
 
@@ -64,7 +64,7 @@ def test_a_chat_turn_is_measured_by_the_server(served, smollm_path):
 def test_a_draft_is_measured_by_the_servers_own_template_and_tokenizer(served, smollm_path):
     """The forecast before Enter: /apply-template then /tokenize, the count a chat request
     prefills (the slot's cache is the server's to know: None, not 0)."""
-    from runner.process.commands import ChatMessage, MeasurePrompt
+    from kvtop.runner.process.commands import ChatMessage, MeasurePrompt
 
     url, _ = served
     client = ServerEngine(Settings(smollm_path), url)
@@ -204,7 +204,7 @@ def test_the_server_killed_mid_stream_ends_the_turn_with_a_reason(llama_server_b
 def test_kvtop_server_exits_1_with_one_line_when_nothing_listens(tmp_path):
     from llama_server import free_port
 
-    out = subprocess.run([sys.executable, "-m", "tui", "--server", f"127.0.0.1:{free_port()}"],
+    out = subprocess.run([sys.executable, "-m", "kvtop", "--server", f"127.0.0.1:{free_port()}"],
                          capture_output=True, text=True, timeout=30, env={"KVTOP_HOME": str(tmp_path),
                                                                         "PATH": "/usr/bin:/bin"})
     assert out.returncode == 1
@@ -225,7 +225,7 @@ def test_a_url_that_is_not_llama_server_is_named(tmp_path):
 
 
 def kvtop_cli(*args, timeout=300):
-    return subprocess.run([sys.executable, "-m", "tui", *args], capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([sys.executable, "-m", "kvtop", *args], capture_output=True, text=True, timeout=timeout)
 
 
 def test_kvtop_bench_through_the_server_gives_the_local_fields(served, smollm_path):

@@ -42,7 +42,7 @@ class Fakes:
 
 def kvtop(*args: str, home) -> tuple[subprocess.CompletedProcess, float]:
     t0 = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "tui", *args], capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-m", "kvtop", *args], capture_output=True, text=True,
                           timeout=CEILING_S + 30, env={**os.environ, "KVTOP_HOME": str(home)})
     return done, time.monotonic() - t0
 
@@ -93,7 +93,7 @@ def start(session, urls, home, size=(160, 50)) -> None:
     exports them). kvtop follows the terminal, not the variables: at 80x24 the server
     pane would be on another page and these tests would wait for it in vain."""
     servers = " ".join(f"--server {u}" for u in urls)
-    cmd = f"COLUMNS=80 LINES=24 KVTOP_HOME={home} {sys.executable} -m tui {servers}; echo KVTOP-EXIT=$?; sleep 60"
+    cmd = f"COLUMNS=80 LINES=24 KVTOP_HOME={home} {sys.executable} -m kvtop {servers}; echo KVTOP-EXIT=$?; sleep 60"
     tmux("new-session", "-d", "-s", session, "-x", str(size[0]), "-y", str(size[1]), cmd)
 
 

@@ -5,7 +5,7 @@ quietly: one line at most, exit status 130 (128 + SIGINT). ``kvtop estimate --se
 URL`` and ``kvtop load URL`` wait the same way (runner.server.props) and traced back
 the same way until they too caught it (runner.commands.common.stopped_before).
 
-kvtop runs as a user runs it (``python -m tui``, a process of its own); the server is a
+kvtop runs as a user runs it (``python -m kvtop``, a process of its own); the server is a
 loopback fake that answers what the vendored llama-server answers while it loads
 (recorded from the built binary: HTTP 503 with this body)."""
 
@@ -27,7 +27,7 @@ def _ctrl_c_while_the_server_loads(tmp_path, args: list[str]) -> None:
     once kvtop is waiting (two /health polls seen), and check how it exits."""
     server = FakeServer({path: LOADING for path in ("/health", "/props", "/slots", "/metrics", "/v1/models")})
     with server as url:
-        proc = subprocess.Popen([sys.executable, "-m", "tui", *args, url], stdout=subprocess.PIPE,
+        proc = subprocess.Popen([sys.executable, "-m", "kvtop", *args, url], stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, env={**os.environ, "KVTOP_HOME": str(tmp_path)})
         try:
             deadline = time.monotonic() + 60  # start-up on a busy machine

@@ -12,13 +12,13 @@ from contextlib import ExitStack
 from helpers import make_app, screen_text, send, wait_until
 from llama_server import free_port, llama_server
 
-from runner.server.engine import ServerEngine
-from runner.settings import Settings
-from tui.panes.chat import ChatLog, StreamTail
-from tui.panes.decode import DecodePane
-from tui.panes.kv import KVPane
-from tui.panes.server import ServerPane
-from tui.panes.status import StatusBar
+from kvtop.runner.server.engine import ServerEngine
+from kvtop.runner.settings import Settings
+from kvtop.tui.panes.chat import ChatLog, StreamTail
+from kvtop.tui.panes.decode import DecodePane
+from kvtop.tui.panes.kv import KVPane
+from kvtop.tui.panes.server import ServerPane
+from kvtop.tui.panes.status import StatusBar
 
 RESTARTED = "llama-server restarted: now 2 slots, n_ctx 1,024/slot (was 4 slots)"
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from llama_server import free_port, llama_server
 
-from runner.server.http import ServerClient
-from runner.server.identity import RestartWatch
-from runner.server.monitor import ServerMonitor
+from kvtop.runner.server.http import ServerClient
+from kvtop.runner.server.identity import RestartWatch
+from kvtop.runner.server.monitor import ServerMonitor
 
 
 def test_a_restart_with_the_same_settings_and_no_traffic_is_seen_at_the_next_poll(llama_server_bin, smollm_path,

@@ -4,10 +4,10 @@ llama-server samples with them: its /slots answer shows the task's own parameter
 import pytest
 from llama_server import get_json
 
-from runner import events as ev
-from runner.process.blocking import BlockingEngine
-from runner.server.engine import ServerEngine
-from runner.settings import Settings
+from kvtop.runner import events as ev
+from kvtop.runner.process.blocking import BlockingEngine
+from kvtop.runner.server.engine import ServerEngine
+from kvtop.runner.settings import Settings
 
 FLAGS = {"min_p": 0.2, "repeat_penalty": 1.3, "repeat_last_n": 32, "presence_penalty": 0.4,
          "frequency_penalty": 0.3}

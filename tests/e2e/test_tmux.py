@@ -46,7 +46,7 @@ def engine_pids(session) -> set[int]:
     found = set()
     for p in kids:
         try:
-            if "runner.process.child" in " ".join(p.cmdline()):
+            if "kvtop.runner.process.child" in " ".join(p.cmdline()):
                 found.add(p.pid)
         except psutil.Error:
             pass
@@ -77,7 +77,7 @@ def session(tmp_path):
 @pytest.mark.parametrize("size", [(120, 40), (80, 24)])
 def test_chat_in_a_real_terminal(session, tmp_path, size):
     home = tmp_path / "home"
-    cmd = (f"KVTOP_HOME={home} {sys.executable} -m tui -n 24 --temp 0 -c 1024; "
+    cmd = (f"KVTOP_HOME={home} {sys.executable} -m kvtop -n 24 --temp 0 -c 1024; "
            f"echo KVTOP-EXIT=$?; sleep 30")
     tmux("new-session", "-d", "-s", session, "-x", str(size[0]), "-y", str(size[1]), cmd)
     wait_screen(session, lambda s: "n_ctx 1,024" in s, what="the model to load")
@@ -105,7 +105,7 @@ def test_chat_in_a_real_terminal(session, tmp_path, size):
 @pytest.mark.parametrize("stop", ["SIGTERM", "SIGHUP", "C-c"])
 def test_stopping_during_a_turn_stops_the_engine(session, tmp_path, stop):
     home = tmp_path / "home"
-    cmd = f"KVTOP_HOME={home} {sys.executable} -m tui -n -1 --temp 0 -c 4096; echo KVTOP-EXIT=$?; sleep 30"
+    cmd = f"KVTOP_HOME={home} {sys.executable} -m kvtop -n -1 --temp 0 -c 4096; echo KVTOP-EXIT=$?; sleep 30"
     tmux("new-session", "-d", "-s", session, "-x", "120", "-y", "40", cmd)
     wait_screen(session, lambda s: "n_ctx 4,096" in s, what="the model to load")
     tmux("send-keys", "-t", session, "Write a very long essay about oceans.", "Enter")

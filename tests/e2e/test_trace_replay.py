@@ -12,14 +12,14 @@ import sys
 import pytest
 
 from helpers import make_app, screen_text, send, wait_until
-from runner.process.parent import EngineProcess
-from runner.records.replay import ReplayEngine
-from runner.records.trace import TraceError, read_trace
-from runner.settings import Settings
-from runner.system.hardware import SystemMemory
-from tui.panes.chat import ChatLog
-from runner.system.memory import MemorySample
-from tui.panes.memory import MemoryPane
+from kvtop.runner.process.parent import EngineProcess
+from kvtop.runner.records.replay import ReplayEngine
+from kvtop.runner.records.trace import TraceError, read_trace
+from kvtop.runner.settings import Settings
+from kvtop.runner.system.hardware import SystemMemory
+from kvtop.tui.panes.chat import ChatLog
+from kvtop.runner.system.memory import MemorySample
+from kvtop.tui.panes.memory import MemoryPane
 
 MEMORY = MemorySample(engine_rss=250 * 2**20, ui_rss=60 * 2**20,
                       system=SystemMemory(24 * 2**30, 22 * 2**30, 2 * 2**30, 0, 2**30), gpus=(), gpu_note="no NVIDIA GPU")
@@ -129,8 +129,8 @@ async def test_kvtop_replay_says_what_it_is_refuses_input_and_shows_no_live_memo
     import platform
     import time
 
-    from tui import launch
-    from tui.app import KvtopApp
+    from kvtop.tui import launch
+    from kvtop.tui.app import KvtopApp
 
     path, _svg, _turns, live_chat = live_run
     built = {}
@@ -162,8 +162,8 @@ async def test_kvtop_replay_says_what_it_is_refuses_input_and_shows_no_live_memo
 
 
 async def test_replay_memory_pane_says_its_figures_are_not_recorded(live_run, tmp_path, monkeypatch):
-    from tui import launch
-    from tui.app import KvtopApp
+    from kvtop.tui import launch
+    from kvtop.tui.app import KvtopApp
 
     path = live_run[0]
     built = {}
@@ -205,5 +205,5 @@ def test_corrupted_or_truncated_trace_gives_a_clear_error(live_run, tmp_path, da
     bad.write_text("".join(damage(lines)))
     with pytest.raises(TraceError, match=message):
         read_trace(str(bad))
-    r = subprocess.run([sys.executable, "-m", "tui", "replay", str(bad)], capture_output=True, text=True)
+    r = subprocess.run([sys.executable, "-m", "kvtop", "replay", str(bad)], capture_output=True, text=True)
     assert r.returncode == 1 and message in r.stderr and len(r.stderr.strip().splitlines()) == 1

@@ -5,12 +5,12 @@ import os
 import pytest
 
 from helpers import make_app, screen_text, send, wait_until
-from runner.physics.verdicts import ttft_verdict
-from runner.engine.engine import Engine
-from runner.events import TurnStarted
-from runner.process.parent import EngineProcess
-from runner.settings import Settings
-from tui.waterfall import WaterfallScreen
+from kvtop.runner.physics.verdicts import ttft_verdict
+from kvtop.runner.engine.engine import Engine
+from kvtop.runner.events import TurnStarted
+from kvtop.runner.process.parent import EngineProcess
+from kvtop.runner.settings import Settings
+from kvtop.tui.waterfall import WaterfallScreen
 
 
 def test_changed_system_prompt_shows_where_the_cache_diverged(smollm_path):
@@ -69,7 +69,7 @@ async def test_waterfall_screen_for_a_long_prompt(smollm_path, tmp_path):
 
 
 def test_prompt_cache_saves_and_restores_the_kv_state(smollm_path, tmp_path):
-    from runner import events as ev
+    from kvtop.runner import events as ev
 
     cache = str(tmp_path / "system.kvcache")
     msgs = [{"role": "system", "content": "You are a careful assistant. " * 60}, {"role": "user", "content": "Hi"}]
@@ -92,7 +92,7 @@ def test_prompt_cache_saves_and_restores_the_kv_state(smollm_path, tmp_path):
 
 
 async def test_prompt_cache_note_in_the_ui(smollm_path, tmp_path):
-    from tui.panes.prefill import PrefillPane
+    from kvtop.tui.panes.prefill import PrefillPane
 
     cache = str(tmp_path / "c.kvcache")
     for run in range(2):

@@ -16,7 +16,7 @@ def _unit_tests_run_no_model_probe_or_process():
     (autouse fixtures come first within a scope) and is gone again after the file."""
     import llama_cpp
 
-    import runner.system.cpu_probe as cpu_probe
+    import kvtop.runner.system.cpu_probe as cpu_probe
 
     def no_process(self, args, *a, **kw):
         raise UnitTestRule(f"tests/unit starts no process (move this test to tests/e2e): {str(args)[:200]}")

@@ -90,7 +90,7 @@ def calls_to(attr: str, top: str = "tui") -> list[str]:
 
 
 def test_the_app_with_its_mixins_has_at_most_60_methods():
-    from tui.app import KvtopApp
+    from kvtop.tui.app import KvtopApp
 
     counts = app_methods(KvtopApp)
     total = sum(len(v) for v in counts.values())

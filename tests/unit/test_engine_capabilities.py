@@ -61,11 +61,11 @@ def test_every_engine_declares_its_capabilities():
 def test_the_declared_capabilities_are_what_the_app_branches_on(tmp_path):
     from scripted_engine import ScriptedEngine, smollm_loaded
 
-    from runner.process.contract import Capabilities, EngineClient
-    from runner.process.inprocess import InProcessEngine
-    from runner.process.parent import EngineProcess
-    from runner.server.engine import ServerEngine
-    from runner.settings import Settings
+    from kvtop.runner.process.contract import Capabilities, EngineClient
+    from kvtop.runner.process.inprocess import InProcessEngine
+    from kvtop.runner.process.parent import EngineProcess
+    from kvtop.runner.server.engine import ServerEngine
+    from kvtop.runner.settings import Settings
 
     s = Settings(str(tmp_path / "m.gguf"))
     for cls in (EngineProcess, InProcessEngine):
@@ -82,7 +82,7 @@ def test_the_declared_capabilities_are_what_the_app_branches_on(tmp_path):
 def test_a_replay_declares_no_input_no_restart_and_the_recorded_buffers(tmp_path):
     from scripted_engine import smollm_loaded
 
-    from runner.records.replay import ReplayEngine
+    from kvtop.runner.records.replay import ReplayEngine
 
     class Trace:  # what ReplayEngine reads of a trace at construction
         header = {"settings": {"model": "m.gguf"}}
@@ -100,11 +100,11 @@ def test_a_replay_declares_no_input_no_restart_and_the_recorded_buffers(tmp_path
 
 
 def test_the_source_builds_each_engine_from_the_options(tmp_path):
-    from runner.process.inprocess import InProcessEngine
-    from runner.process.parent import EngineProcess
-    from runner.server.engine import ServerEngine
-    from runner.session.source import EngineSource
-    from runner.settings import Settings
+    from kvtop.runner.process.inprocess import InProcessEngine
+    from kvtop.runner.process.parent import EngineProcess
+    from kvtop.runner.server.engine import ServerEngine
+    from kvtop.runner.session.source import EngineSource
+    from kvtop.runner.settings import Settings
 
     s = Settings(str(tmp_path / "m.gguf"))
     assert type(EngineSource().engine(s)) is EngineProcess

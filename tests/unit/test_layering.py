@@ -16,25 +16,25 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # plain data and text that everything uses: no llama.cpp, no files of kvtop's own.
     # records/redact.py imports nothing of runner: its secret scrubbing is what
     # sanitize's clean_line and every writer pass text through, so it sits here.
-    ("base", ("runner", "runner.units", "runner.pacing", "runner.sanitize", "runner.cli_types",
-              "runner.events", "runner.llama_buffers", "runner.demo", "runner.records.redact")),
-    ("model", ("runner.model",)),
-    ("settings", ("runner.settings",)),
-    ("engine", ("runner.engine",)),
-    ("process", ("runner.process",)),
-    ("system", ("runner.system",)),
-    ("physics", ("runner.physics",)),
-    ("calibration", ("runner.calibration",)),
-    ("records", ("runner.records",)),
-    ("server/session", ("runner.server", "runner.session")),
-    ("commands", ("runner.commands",)),
+    ("base", ("kvtop", "kvtop.runner", "kvtop.runner.units", "kvtop.runner.pacing", "kvtop.runner.sanitize", "kvtop.runner.cli_types",
+              "kvtop.runner.events", "kvtop.runner.llama_buffers", "kvtop.runner.demo", "kvtop.runner.records.redact")),
+    ("model", ("kvtop.runner.model",)),
+    ("settings", ("kvtop.runner.settings",)),
+    ("engine", ("kvtop.runner.engine",)),
+    ("process", ("kvtop.runner.process",)),
+    ("system", ("kvtop.runner.system",)),
+    ("physics", ("kvtop.runner.physics",)),
+    ("calibration", ("kvtop.runner.calibration",)),
+    ("records", ("kvtop.runner.records",)),
+    ("server/session", ("kvtop.runner.server", "kvtop.runner.session")),
+    ("commands", ("kvtop.runner.commands",)),
     # tui/: above all of runner/
-    ("tui base", ("tui.format", "tui.messages", "tui.decode_series", "tui.config", "tui.options",
-                  "tui.collector", "tui.export", "tui.palette", "tui.prompt_input", "tui.quitting",
-                  "tui.screens", "tui.textual_private")),
-    ("panes", ("tui.panes",)),
-    ("app", ("tui",)),
-    ("entry", ("tui.run", "tui.launch", "tui.launch_server", "tui.cli", "tui.__main__")),
+    ("tui base", ("kvtop.tui.format", "kvtop.tui.messages", "kvtop.tui.decode_series", "kvtop.tui.config", "kvtop.tui.options",
+                  "kvtop.tui.collector", "kvtop.tui.export", "kvtop.tui.palette", "kvtop.tui.prompt_input", "kvtop.tui.quitting",
+                  "kvtop.tui.screens", "kvtop.tui.textual_private")),
+    ("panes", ("kvtop.tui.panes",)),
+    ("app", ("kvtop.tui",)),
+    ("entry", ("kvtop.tui.run", "kvtop.tui.launch", "kvtop.tui.launch_server", "kvtop.tui.cli", "kvtop.__main__")),
 ]
 
 
@@ -46,7 +46,9 @@ def module_files(root: str = None) -> dict[str, str]:
             for f in files:
                 if f.endswith(".py"):
                     path = os.path.join(dirpath, f)
-                    name = os.path.relpath(path, root)[:-3].replace(os.sep, ".")
+                    name = "kvtop." + os.path.relpath(path, root)[:-3].replace(os.sep, ".")
+                    # tui/kvtop_package/ is installed as the kvtop package itself
+                    name = name.replace("kvtop.tui.kvtop_package", "kvtop", 1)
                     out[name[: -len(".__init__")] if name.endswith(".__init__") else name] = path
     return out
 
@@ -168,14 +170,14 @@ def _write(root, files: dict[str, str]) -> None:
 def test_the_checks_find_a_back_arrow_and_a_circle(tmp_path):
     _write(tmp_path, {
         "runner/__init__.py": "",
-        "runner/events.py": "def f():\n    from runner.engine.llama_log import X\n",  # lazy: still an arrow
+        "runner/events.py": "def f():\n    from kvtop.runner.engine.llama_log import X\n",  # lazy: still an arrow
         "runner/engine/__init__.py": "",
-        "runner/engine/llama_log.py": "from runner import events\n",
+        "runner/engine/llama_log.py": "from kvtop.runner import events\n",
         "tui/__init__.py": "",
         "tui/launch.py": "from .launch_server import y\n",
         "tui/launch_server.py": "from . import launch\n",
     })
     graph = import_graph(str(tmp_path))
     assert back_arrows(graph) == [
-        "runner.events (base) imports runner.engine.llama_log (engine) at line 2: runs back up"]
-    assert cycles(graph) == [["runner.engine.llama_log", "runner.events"], ["tui.launch", "tui.launch_server"]]
+        "kvtop.runner.events (base) imports kvtop.runner.engine.llama_log (engine) at line 2: runs back up"]
+    assert cycles(graph) == [["kvtop.runner.engine.llama_log", "kvtop.runner.events"], ["kvtop.tui.launch", "kvtop.tui.launch_server"]]

@@ -13,7 +13,7 @@ def test_a_subprocess_is_refused():
 
 
 def test_a_model_load_is_refused(smollm_shaped):
-    from runner.engine.handles import Model
+    from kvtop.runner.engine.handles import Model
     import llama_cpp
 
     with pytest.raises(UnitTestRule, match="no model"):
@@ -21,7 +21,7 @@ def test_a_model_load_is_refused(smollm_shaped):
 
 
 def test_the_cpu_figures_are_the_fixed_probe(tmp_path):
-    from runner.system.cpu_probe import cpu_profile
+    from kvtop.runner.system.cpu_probe import cpu_profile
 
     probe = cpu_profile(str(tmp_path), refresh=True)
     assert probe.bandwidth_gbs == FIXED_PROBE["bandwidth_gbs"] and probe.machine == "test-machine"

@@ -17,8 +17,8 @@ import time
 from rich.cells import cell_len
 from textual.content import Content
 
-from runner.sanitize import clean_line
-from runner.settings import sampler_text
+from kvtop.runner.sanitize import clean_line
+from kvtop.runner.settings import sampler_text
 
 from .base import PaneWidget
 
@@ -36,7 +36,7 @@ def dist_version(name: str) -> str:
 
 def hardware_items(hw) -> list[tuple[str, str]]:
     """(label, value) of the machine: the CPU (name, probe figures) and each GPU."""
-    from runner.system.cpu_name import cpu_name
+    from kvtop.runner.system.cpu_name import cpu_name
 
     if hw is None:
         return []

@@ -17,8 +17,8 @@ from textual.containers import VerticalScroll
 from textual.css.query import NoMatches
 from textual.content import Content
 
-from runner.events import STOP_LABELS
-from runner.sanitize import clean_text
+from kvtop.runner.events import STOP_LABELS
+from kvtop.runner.sanitize import clean_text
 
 from ..format import fmt_int, fmt_rate, fmt_seconds
 from .base import PaneWidget, PaneStatic

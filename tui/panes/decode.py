@@ -15,8 +15,8 @@ from textual.color import Color
 from textual.containers import Vertical
 from textual.content import Content
 
-from runner.physics.here import Here
-from runner.physics.roofline import binding_ceiling
+from kvtop.runner.physics.here import Here
+from kvtop.runner.physics.roofline import binding_ceiling
 
 from ..format import fmt_int, fmt_rate, fmt_seconds
 from .base import PaneWidget, PanePlot

@@ -28,7 +28,7 @@ from typing import Callable
 
 from textual.content import Content
 
-from runner.units import fmt_int, fmt_rate, fmt_seconds
+from kvtop.runner.units import fmt_int, fmt_rate, fmt_seconds
 
 from .base import PaneWidget
 

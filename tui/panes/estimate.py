@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from textual.content import Content
 
-from runner.calibration.forecast import Forecast
-from runner.calibration.load import load_note
-from runner.physics.estimate_rows import EstimateRows, Row
-from runner.physics.verdicts import estimate_verdict
+from kvtop.runner.calibration.forecast import Forecast
+from kvtop.runner.calibration.load import load_note
+from kvtop.runner.physics.estimate_rows import EstimateRows, Row
+from kvtop.runner.physics.verdicts import estimate_verdict
 
 from ..format import NA, fmt_bytes, fmt_rate, fmt_seconds
 from .base import PaneWidget

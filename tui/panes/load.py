@@ -16,8 +16,8 @@ from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.content import Content
 
-from runner.commands.load_output import meets
-from runner.units import fmt_rate
+from kvtop.runner.commands.load_output import meets
+from kvtop.runner.units import fmt_rate
 
 from .base import PanePlot, PaneStatic
 from .decode_chart import nice_ticks, tick_labels

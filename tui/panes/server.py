@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from textual.content import Content
 
-from runner.units import fmt_int, fmt_rate
+from kvtop.runner.units import fmt_int, fmt_rate
 
 from .base import PaneWidget, lines_at
 

@@ -15,8 +15,8 @@ import time
 
 from textual.content import Content
 
-from runner.sanitize import clean_line
-from runner.units import fmt_int
+from kvtop.runner.sanitize import clean_line
+from kvtop.runner.units import fmt_int
 
 from ..format import bar
 from .base import PaneWidget

@@ -16,7 +16,7 @@ def tiny_model(tiny_llama):
 @pytest.fixture
 def kv(tiny_model):
     """An empty KVCache on the tiny context, cleared again afterwards."""
-    from runner.engine.prompt_cache import KVCache
+    from kvtop.runner.engine.prompt_cache import KVCache
 
     cache = KVCache(tiny_model[1].mem)
     cache.clear()

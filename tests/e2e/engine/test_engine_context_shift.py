@@ -5,10 +5,10 @@ which, and the KV cache keeps exactly the prefix the shifted prompt shares with 
 
 import pytest
 
-from runner import events as ev
-from runner.engine.context_shift import fit_turns, split_turns, turn_ranges
-from runner.engine.engine import Engine
-from runner.settings import Settings
+from kvtop.runner import events as ev
+from kvtop.runner.engine.context_shift import fit_turns, split_turns, turn_ranges
+from kvtop.runner.engine.engine import Engine
+from kvtop.runner.settings import Settings
 
 WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf"]
 REPLY = "Sure. " + " ".join(f"point {i} is noted" for i in range(6))

@@ -5,7 +5,7 @@ import ctypes
 import llama_cpp
 import pytest
 
-from runner.engine.handles import Context, Model, SamplerChain, TokenBuffer
+from kvtop.runner.engine.handles import Context, Model, SamplerChain, TokenBuffer
 
 
 def _model_params():

@@ -4,10 +4,10 @@ import threading
 
 import llama_cpp
 
-from runner import events as ev
-from runner.engine.decode import Decode, Sampling
-from runner.engine.handles import TokenBuffer
-from runner.engine.prefill import Prefill
+from kvtop.runner import events as ev
+from kvtop.runner.engine.decode import Decode, Sampling
+from kvtop.runner.engine.handles import TokenBuffer
+from kvtop.runner.engine.prefill import Prefill
 
 GREEDY = Sampling(temp=0.0, top_k=40, top_p=0.95, seed=0)
 

@@ -3,9 +3,9 @@
 import llama_cpp
 import pytest
 
-from runner import events as ev
-from runner.engine.handles import TokenBuffer
-from runner.engine.prompt_cache import PromptCacheFile, common_prefix, diff_windows, first_difference
+from kvtop.runner import events as ev
+from kvtop.runner.engine.handles import TokenBuffer
+from kvtop.runner.engine.prompt_cache import PromptCacheFile, common_prefix, diff_windows, first_difference
 
 
 @pytest.mark.parametrize("cached, prompt, common", [

@@ -1,8 +1,8 @@
 """A prompt longer than the context is refused with counts written as everywhere else."""
 
-from runner import events as ev
-from runner.engine.engine import Engine
-from runner.settings import Settings
+from kvtop.runner import events as ev
+from kvtop.runner.engine.engine import Engine
+from kvtop.runner.settings import Settings
 
 
 def test_a_prompt_over_the_context_is_refused_with_separated_counts(tiny_llama):

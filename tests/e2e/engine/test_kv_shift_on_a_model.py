@@ -8,10 +8,10 @@ import pytest
 
 from helpers import tiny_context
 
-from runner import events as ev
-from runner.engine.context_shift import shift_line
-from runner.engine.handles import TokenBuffer
-from runner.engine.kv_shift import shift_out, why_no_shift
+from kvtop.runner import events as ev
+from kvtop.runner.engine.context_shift import shift_line
+from kvtop.runner.engine.handles import TokenBuffer
+from kvtop.runner.engine.kv_shift import shift_out, why_no_shift
 
 
 @pytest.fixture
@@ -58,8 +58,8 @@ def test_moved_cells_give_what_a_fresh_prefill_gives(tiny_model):
 
 def test_an_engine_that_cannot_shift_recomputes_and_says_why(tiny_llama):
     """The fallback path on the real engine (the tiny llama can shift: told it cannot)."""
-    from runner.engine.engine import Engine
-    from runner.settings import Settings
+    from kvtop.runner.engine.engine import Engine
+    from kvtop.runner.settings import Settings
 
     seen: list = []
     s = Settings(tiny_llama, n_ctx=256, n_threads=1, n_batch=64, n_ubatch=64, n_predict=16, temp=0.0, seed=1)

@@ -1,7 +1,7 @@
 """Every interval in runner.pacing; the older homes re-export it, nobody keeps a copy."""
 
-import runner.pacing as pacing
-from runner.pacing import chart_interval, prefill_interval, refresh_interval
+import kvtop.runner.pacing as pacing
+from kvtop.runner.pacing import chart_interval, prefill_interval, refresh_interval
 
 
 def test_intervals():
@@ -22,6 +22,6 @@ def test_the_redraw_pace():
 
 def test_the_engine_batches_tokens_at_the_pace_the_ui_assumes():
     """``--refresh``'s floor is the engine's token batch: the child batches at it."""
-    from runner.process import child
+    from kvtop.runner.process import child
 
     assert child.BATCH_S is pacing.BATCH_S and pacing.MIN_S == pacing.BATCH_S

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from runner.units import GIB, KIB, MIB, NA, fmt_bytes, fmt_int, fmt_num, fmt_rate, fmt_ratio, fmt_seconds, mib_to_bytes
+from kvtop.runner.units import GIB, KIB, MIB, NA, fmt_bytes, fmt_int, fmt_num, fmt_rate, fmt_ratio, fmt_seconds, mib_to_bytes
 
 
 def test_units():
@@ -44,8 +44,8 @@ def test_mib_to_bytes():
 
 
 def test_the_panes_use_the_same_formatters():
-    import runner.units as units
-    import tui.format as fmt
+    import kvtop.runner.units as units
+    import kvtop.tui.format as fmt
 
     for name in ("NA", "fmt_bytes", "fmt_int", "fmt_rate", "fmt_seconds", "fmt_ratio"):
         assert getattr(fmt, name) is getattr(units, name)

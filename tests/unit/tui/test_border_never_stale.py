@@ -10,7 +10,7 @@ import threading
 from types import SimpleNamespace
 
 from helpers import make_app, wait_until
-from runner.settings import Settings
+from kvtop.runner.settings import Settings
 from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
 
 
@@ -103,9 +103,9 @@ async def test_the_border_fits_what_the_turn_runs_and_refuses_what_it_refuses(tm
 
 def test_does_not_fit_is_the_engines_refusal():
     """One function decides for the border and the engine, at every size around n_ctx."""
-    from runner.calibration.forecast import Forecast
-    from runner.engine.engine import Engine
-    from tui.forecasting import forecast_line
+    from kvtop.runner.calibration.forecast import Forecast
+    from kvtop.runner.engine.engine import Engine
+    from kvtop.tui.forecasting import forecast_line
 
     engine = SimpleNamespace(n_ctx=256)
     for n in range(180, 300):

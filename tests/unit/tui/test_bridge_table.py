@@ -9,9 +9,9 @@ import inspect
 
 from helpers import scripted_app, send, wait_until
 
-from runner import events as ev
-from tui import messages as msg
-from tui.bridge import MESSAGES, STEPS, TurnBridge
+from kvtop.runner import events as ev
+from kvtop.tui import messages as msg
+from kvtop.tui.bridge import MESSAGES, STEPS, TurnBridge
 
 NOT_FOR_THE_SCREEN = {ev.Tokenized, ev.EventBatch, ev.TurnMetrics}  # answers a caller waits for; a batch's
 # events reach the bridge one by one; metrics travel inside TurnDone
@@ -45,7 +45,7 @@ async def test_a_refused_turn_says_why_under_its_reply(tmp_path, smollm_shaped):
         app.engine.cancel(10**6)  # the scripted engine refuses every turn up to this id before it starts
         await send(pilot, "Hello")
         await wait_until(pilot, lambda: app.session.active is None, what="the refusal")
-        from tui.panes.chat import ChatMessage
+        from kvtop.tui.panes.chat import ChatMessage
 
         reply = list(app.dash.chat.query(ChatMessage))[-1]
         assert reply.footer == "refused: cancelled before it started" and app.turns == []

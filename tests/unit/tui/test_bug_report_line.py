@@ -2,8 +2,8 @@
 waterfall in the prefill pane, and the versions/hardware line under the status bar."""
 
 from helpers import one_turn, scripted_app, screen_text
-from runner.system.cpu_name import name_from_cpuinfo
-from tui.panes.prefill import compact_waterfall
+from kvtop.runner.system.cpu_name import name_from_cpuinfo
+from kvtop.tui.panes.prefill import compact_waterfall
 
 TIMELINE = (("wait for engine", 0.0, 0.002), ("template", 0.002, 0.001), ("ubatch 1", 0.003, 0.5),
             ("ubatch 2", 0.503, 0.4), ("first decode", 0.903, 0.1))
@@ -35,7 +35,7 @@ async def test_the_dashboard_shows_the_turns_waterfall_and_the_versions_line(tmp
     from dataclasses import replace
 
     from helpers import make_app
-    from runner.settings import Settings
+    from kvtop.runner.settings import Settings
     from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
 
     turn = scripted_turn(1, 1000.0, 30, 0, ["The", " moon", "."])
@@ -62,8 +62,8 @@ async def test_the_dashboard_shows_the_turns_waterfall_and_the_versions_line(tmp
 def test_the_bundle_names_the_versions_the_cpu_and_the_load():
     from importlib.metadata import version
 
-    from runner.commands.bundle import system_facts
-    from runner.system.cpu_name import cpu_name
+    from kvtop.runner.commands.bundle import system_facts
+    from kvtop.runner.system.cpu_name import cpu_name
 
     f = system_facts()
     assert f["kvtop"] == version("kvtop-llm") and f["llama_cpp_python"] == version("llama-cpp-python")

@@ -12,11 +12,11 @@ import platform
 import pytest
 
 from helpers import make_app, screen_text, send, wait_until
-from runner.records.trace import read_trace
-from runner.records.replay import ReplayEngine
-from runner.settings import Settings
-from runner.system.hardware import SystemMemory
-from runner.system.memory import MemorySample
+from kvtop.runner.records.trace import read_trace
+from kvtop.runner.records.replay import ReplayEngine
+from kvtop.runner.settings import Settings
+from kvtop.runner.system.hardware import SystemMemory
+from kvtop.runner.system.memory import MemorySample
 from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
 
 USER = "alicekvtop"
@@ -242,7 +242,7 @@ async def test_screenshot_without_the_chat(home):
 
 
 def footers(app) -> list[str]:
-    from tui.panes.chat import ChatLog
+    from kvtop.tui.panes.chat import ChatLog
 
     return [m.footer for m in app.query_one(ChatLog).children if m.role == "assistant"]
 
@@ -280,8 +280,8 @@ async def test_redacted_bundle_replays_with_the_same_numbers(home, tmp_path, mon
     assert f"<redacted: {len(FIRST)} chars>" in shown and f"<redacted: {len(''.join(REPLY1))} chars>" in shown
     assert not any(secret in shown for secret in SECRETS)
 
-    from tui import launch
-    from tui.app import KvtopApp
+    from kvtop.tui import launch
+    from kvtop.tui.app import KvtopApp
 
     built = {}
     monkeypatch.setattr(KvtopApp, "run", lambda self, **kw: built.setdefault("app", self) and 0)
@@ -291,9 +291,9 @@ async def test_redacted_bundle_replays_with_the_same_numbers(home, tmp_path, mon
 
 def test_bundle_text_reaches_the_app_for_a_llama_server_too(monkeypatch, tmp_path):
     """``kvtop --server URL --bundle-text``: the flag is not dropped on the server path."""
-    import runner.server.props as props
-    from tui import launch
-    from tui.app import KvtopApp
+    import kvtop.runner.server.props as props
+    from kvtop.tui import launch
+    from kvtop.tui.app import KvtopApp
 
     info = props.ServerInfo(None, "m", 4096, 1, "b1", None, None, None, None, None, None)
     monkeypatch.setenv("KVTOP_HOME", str(tmp_path / "home"))

@@ -4,8 +4,8 @@ machine was busy): kvtop probes again once, says what changed, and the ceilings 
 from dataclasses import replace
 
 from helpers import FIXED_HW, make_app, send, wait_until
-from runner.settings import Settings
-from runner.system.cpu_probe import CPUProbe
+from kvtop.runner.settings import Settings
+from kvtop.runner.system.cpu_probe import CPUProbe
 from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
 
 BUSY_PROBE = CPUProbe(12.0, 0.05, 2, 0.5, 1.7e9, "m", 0.61, 2.0)
@@ -27,7 +27,7 @@ def _fake_probe(monkeypatch) -> list:
         calls.append(refresh)
         return replace(FIXED_HW, bandwidth_gbs=60.0, tflops=0.5, cpu=QUIET_PROBE, source=QUIET_PROBE.describe())
 
-    import runner.system.hardware as hardware
+    import kvtop.runner.system.hardware as hardware
 
     monkeypatch.setattr(hardware, "hardware_profile", profile)
     return calls

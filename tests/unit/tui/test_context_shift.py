@@ -7,12 +7,12 @@ import dataclasses
 from helpers import make_app, screen_text, send, wait_until
 from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
 
-from runner import events as ev
-from runner.records.replay import ReplayEngine
-from runner.records.trace import read_trace
-from runner.settings import Settings
-from tui.panes.chat import ChatLog, ChatMessage
-from tui.panes.prefill import PrefillPane
+from kvtop.runner import events as ev
+from kvtop.runner.records.replay import ReplayEngine
+from kvtop.runner.records.trace import read_trace
+from kvtop.runner.settings import Settings
+from kvtop.tui.panes.chat import ChatLog, ChatMessage
+from kvtop.tui.panes.prefill import PrefillPane
 
 LINE = "context full: dropped turns 1–2 (1,234 tokens); cache prefix broke at token 87, recomputing 1,100 tokens"
 
@@ -124,7 +124,7 @@ async def test_the_trace_records_the_shift_and_a_replay_shows_it(tmp_path, smoll
 def test_a_hostile_shift_record_is_refused(tmp_path):
     import json
 
-    from runner.records.trace import TraceError
+    from kvtop.runner.records.trace import TraceError
 
     header = {"type": "kvtop-trace", "version": 1, "settings": {"model": "m"}}
     bad = {"turn_id": 1, "dropped_turns": [1, -5], "dropped_tokens": 3, "kept_tokens": 1, "prompt_tokens": 9,
@@ -142,8 +142,8 @@ def test_a_hostile_shift_record_is_refused(tmp_path):
 def test_the_flags_use_llama_cpp_names_and_default_to_shifting(capsys):
     import pytest
 
-    from runner.settings import settings_from_args
-    from tui.launch import build_parser, launch_main
+    from kvtop.runner.settings import settings_from_args
+    from kvtop.tui.launch import build_parser, launch_main
 
     def settings(*argv):
         return settings_from_args("m.gguf", build_parser().parse_args(list(argv)))
@@ -165,7 +165,7 @@ def test_the_flags_use_llama_cpp_names_and_default_to_shifting(capsys):
 
 
 async def test_the_border_says_a_draft_fits_once_the_oldest_turns_go(tmp_path, smollm_shaped):
-    from tui import messages as msg
+    from kvtop.tui import messages as msg
 
     app = _app(tmp_path, smollm_shaped, record_trace=False)
     async with app.run_test(size=(200, 60)) as pilot:

@@ -6,9 +6,9 @@ progress (then the settings) once the probe ends."""
 import threading
 
 from helpers import FIXED_HW, make_app, wait_until
-from runner.settings import Settings
+from kvtop.runner.settings import Settings
 from scripted_engine import ScriptedEngine, smollm_loaded
-from tui.panes.status import StatusBar
+from kvtop.tui.panes.status import StatusBar
 
 MEASURING = "measuring this machine's CPU (bandwidth, FLOPS)"
 
@@ -21,7 +21,7 @@ async def test_the_status_bar_says_the_cpu_probe_runs_while_it_does(tmp_path, sm
         release.wait(30)  # the probe on a busy machine, until the test lets it end
         return FIXED_HW
 
-    import runner.system.hardware as hardware
+    import kvtop.runner.system.hardware as hardware
 
     monkeypatch.setattr(hardware, "hardware_profile", slow_profile)
     loaded = smollm_loaded(smollm_shaped)

@@ -5,7 +5,7 @@ finished reply opens its waterfall."""
 import pytest
 
 from helpers import one_turn, scripted_app, screen_text, wait_until
-from tui.dashboard import Unit, pager_labels, plan_pages, row_heights
+from kvtop.tui.dashboard import Unit, pager_labels, plan_pages, row_heights
 
 ALL = ("Prefill", "KV cache", "Decode", "Estimate vs actual", "Memory")
 
@@ -86,8 +86,8 @@ async def test_a_click_on_a_page_name_shows_it_and_a_click_on_a_pane_focuses_it(
 
 
 async def test_a_click_on_a_finished_reply_opens_its_waterfall(tmp_path, smollm_shaped):
-    from tui.panes.chat import ChatMessage
-    from tui.waterfall import WaterfallScreen
+    from kvtop.tui.panes.chat import ChatMessage
+    from kvtop.tui.waterfall import WaterfallScreen
 
     app = scripted_app(tmp_path, smollm_shaped, ["Hello", "."])
     async with app.run_test(size=(160, 48)) as pilot:

@@ -1,8 +1,8 @@
 """The decode pane's ceilings come from the model's facts before anything ran."""
 
 from helpers import scripted_app, screen_text, wait_until
-from runner.physics.roofline import decode_ceilings_at
-from tui.format import fmt_rate
+from kvtop.runner.physics.roofline import decode_ceilings_at
+from kvtop.tui.format import fmt_rate
 
 
 async def test_the_decode_ceilings_show_before_the_first_message(tmp_path, smollm_shaped):

@@ -5,12 +5,12 @@ import types
 import psutil
 
 from helpers import make_app, screen_text, send, wait_until
-from runner.system import hardware
+from kvtop.runner.system import hardware
 from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
-from runner.settings import Settings
-from runner.records.transcript import Transcript, latest_session, read_messages
-from tui.panes.kv import KVPane
-from tui.panes.memory import MemoryPane
+from kvtop.runner.settings import Settings
+from kvtop.runner.records.transcript import Transcript, latest_session, read_messages
+from kvtop.tui.panes.kv import KVPane
+from kvtop.tui.panes.memory import MemoryPane
 
 
 def test_no_nvml_is_a_value(monkeypatch):

@@ -7,7 +7,7 @@ import time
 
 from helpers import scripted_app, wait_until
 
-from runner.records import prompt_file
+from kvtop.runner.records import prompt_file
 
 
 def record_notices(app) -> list[str]:

@@ -18,11 +18,11 @@ import pytest
 from fake_servers import METRICS, FakeServer, Reply, json_reply, llama_routes, slot
 from helpers import make_app, wait_until
 
-import runner.server.http as http
-from runner.server.engine import ServerEngine
-from runner.settings import Settings
-from tui.panes.fleet import FleetPane
-from tui.panes.server import ServerPane
+import kvtop.runner.server.http as http
+from kvtop.runner.server.engine import ServerEngine
+from kvtop.runner.settings import Settings
+from kvtop.tui.panes.fleet import FleetPane
+from kvtop.tui.panes.server import ServerPane
 
 HOSTILE_METRICS = METRICS.replace("requests_deferred 0", "requests_deferred -3").replace(
     "prompt_tokens_total 100", "prompt_tokens_total -5")

@@ -2,10 +2,10 @@
 border and the Estimate pane price it and say so; a quiet machine's border is as before."""
 
 from helpers import make_app, wait_until
-from runner.calibration.load import CPULoad
-from runner.settings import Settings
+from kvtop.runner.calibration.load import CPULoad
+from kvtop.runner.settings import Settings
 from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
-from tui.panes.estimate import EstimatePane
+from kvtop.tui.panes.estimate import EstimatePane
 
 
 def _app(tmp_path, model, turns, threads=2, record_trace=False, load_gate=None):
@@ -97,8 +97,8 @@ async def test_a_turn_on_the_free_cores_is_in_the_trace_and_a_replay_shows_its_f
     import glob
     import os
 
-    from runner.records.replay import ReplayEngine
-    from runner.records.trace import read_trace
+    from kvtop.runner.records.replay import ReplayEngine
+    from kvtop.runner.records.trace import read_trace
 
     app = _app(tmp_path, smollm_shaped, [scripted_turn(1, 1000.0, 600, 0, ["Hi", "."])], threads=0, record_trace=True)
     async with app.run_test(size=(200, 50)) as pilot:

@@ -7,9 +7,9 @@ import json
 import os
 
 from helpers import make_app, screen_text, wait_until
-from runner.settings import Settings
+from kvtop.runner.settings import Settings
 from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
-from tui.panes.estimate import EstimatePane
+from kvtop.tui.panes.estimate import EstimatePane
 
 
 def _app(tmp_path, model, turns, speed=0.0):
@@ -118,8 +118,8 @@ async def test_a_file_draft_is_forecast_and_a_fifo_is_named(tmp_path, smollm_sha
 
 
 def test_the_border_line_keeps_what_matters_most_as_it_narrows():
-    from runner.calibration.forecast import Forecast
-    from tui.forecasting import forecast_basis_line, forecast_line
+    from kvtop.runner.calibration.forecast import Forecast
+    from kvtop.tui.forecasting import forecast_basis_line, forecast_line
 
     fc = Forecast(412, 375, 256, 0.42, 0.3, 123.0, 90.0, 3.1, "calibrated", 7)
     assert forecast_line(fc, 4096, 200) == ("412 tokens, 37 new after the cached prefix → TTFT ≈ 420 ms, "
@@ -158,8 +158,8 @@ async def test_the_estimate_fills_its_measured_column_while_the_turn_runs(tmp_pa
 
 
 async def test_the_turns_forecast_is_in_the_trace_and_a_replay_shows_it(tmp_path, smollm_shaped):
-    from runner.records.trace import TraceError, read_trace
-    from tui.panes.estimate import EstimatePane as Pane
+    from kvtop.runner.records.trace import TraceError, read_trace
+    from kvtop.tui.panes.estimate import EstimatePane as Pane
 
     turn = scripted_turn(1, 1000.0, 700, 0, ["Hi"] * 8, pp_tok_s=900, tg_tok_s=80)
     app = _app(tmp_path, smollm_shaped, [turn])
@@ -172,7 +172,7 @@ async def test_the_turns_forecast_is_in_the_trace_and_a_replay_shows_it(tmp_path
     assert fc == shown and fc.prompt_tokens == 700 and fc.basis == "roofline"
 
     from helpers import make_app as make
-    from runner.records.replay import ReplayEngine
+    from kvtop.runner.records.replay import ReplayEngine
 
     replay = make(trace.settings(), lambda s: ReplayEngine(trace, speed=0.0), tmp_path / "r", live_system=False,
                   write_transcript=False, record_trace=False, facts=trace.facts, hardware=trace.hardware)

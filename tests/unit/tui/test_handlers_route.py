@@ -6,8 +6,8 @@ import ast
 import inspect
 import pathlib
 
-from tui.app import KvtopApp
-from tui.routing import EngineRouting
+from kvtop.tui.app import KvtopApp
+from kvtop.tui.routing import EngineRouting
 
 TUI = pathlib.Path(__file__).resolve().parents[3] / "tui"
 ROUTED = ("routing.py", "turn_view.py", "chat_undo.py", "bridge.py")

@@ -4,12 +4,12 @@ import io
 import xml.etree.ElementTree as ET
 
 from helpers import make_app, screen_text, send, wait_until
-from runner.engine.chat_template import TIME_LIMIT_S, render_chat
-from runner.sanitize import clean_line, clean_text
+from kvtop.runner.engine.chat_template import TIME_LIMIT_S, render_chat
+from kvtop.runner.sanitize import clean_line, clean_text
 from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
-from runner.settings import Settings
-from tui.export import safe_cell, write_turns_csv
-from tui.panes.chat import ChatMessage
+from kvtop.runner.settings import Settings
+from kvtop.tui.export import safe_cell, write_turns_csv
+from kvtop.tui.panes.chat import ChatMessage
 
 MSGS = [{"role": "user", "content": "hi"}]
 EVIL = "[bold]b[/] [@click=app.quit]quit[/] [link=file:///etc/passwd]pw[/link] [/] \x1b[31mred\x1b[0m " \
@@ -138,7 +138,7 @@ async def test_screenshots_are_named_by_kvtop_and_never_overwrite(tmp_path, smol
 
 
 def test_unique_file_refuses_to_follow_or_replace(tmp_path):
-    from runner.records.paths import unique_file
+    from kvtop.runner.records.paths import unique_file
 
     (tmp_path / "a.svg").write_text("old")
     (tmp_path / "a-1.svg").symlink_to(tmp_path / "target")

@@ -7,8 +7,8 @@ from textual import events
 from textual.widgets import Static
 
 from helpers import scripted_app, screen_text, wait_until
-from tui.app import KvtopApp
-from tui.screens import HelpScreen
+from kvtop.tui.app import KvtopApp
+from kvtop.tui.screens import HelpScreen
 
 KEY_NAMES = {"escape": "Esc", "question_mark": "?"}
 

@@ -6,7 +6,7 @@ returns None: kvtop exited 0 after a crash. ``App.return_code`` is 1 then (Textu
 import pytest
 from textual.app import App
 
-from tui import launch
+from kvtop.tui import launch
 
 
 class Crashes(App[int]):
@@ -37,8 +37,8 @@ def test_run_app_returns_the_apps_exit_status(cls, code):
 
 def test_a_crash_inside_a_replay_exits_1(write_trace, tmp_path, monkeypatch):
     """The whole ``kvtop replay`` path: the app crashes on the first replayed message."""
-    from tui.app import KvtopApp
-    from tui.routing import EngineRouting
+    from kvtop.tui.app import KvtopApp
+    from kvtop.tui.routing import EngineRouting
 
     def crash(self, m):
         raise RuntimeError("a pane crashed")
@@ -51,7 +51,7 @@ def test_a_crash_inside_a_replay_exits_1(write_trace, tmp_path, monkeypatch):
 
 def test_replay_shows_no_live_system_figures(write_trace, tmp_path, monkeypatch):
     """A replay must show what was recorded: the viewer's own RAM and RSS are not."""
-    from tui.app import KvtopApp
+    from kvtop.tui.app import KvtopApp
 
     seen = {}
 

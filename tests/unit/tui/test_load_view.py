@@ -11,8 +11,8 @@ from types import SimpleNamespace
 
 from fake_llama_server import FakeLlamaServer
 
-from runner.commands.load_rows import FIELDS
-from tui.panes.load import plan_load_chart
+from kvtop.runner.commands.load_rows import FIELDS
+from kvtop.tui.panes.load import plan_load_chart
 
 
 def row(users, gen, per_user, ttft95, roof=None, server="http://a"):
@@ -43,7 +43,7 @@ def test_the_roof_is_the_lower_of_bandwidth_and_compute():
 def test_a_roof_far_above_the_curve_is_named_not_drawn():
     """A roof 20x above (measured on a busy 2-core CPU: 6 tok/s under a 206-409 tok/s roof)
     drew the curve on the bottom row; the legend names it, as the decode chart does."""
-    from tui.panes.load import table
+    from kvtop.tui.panes.load import table
 
     rows = [row(1, 6.4, 7.8, 0.7, 206.0), row(2, 5.2, 3.6, 3.0, 409.0)]
     plan = plan_load_chart(rows, None, None)
@@ -83,15 +83,15 @@ def live_app(a, url):
     """kvtop load's live view as ``kvtop load URL`` builds it on a terminal."""
     from helpers import FIXED_HW
 
-    from tui.launch_server import load_app
+    from kvtop.tui.launch_server import load_app
 
     return load_app(a, [url], None, infos(), hardware=FIXED_HW)
 
 
 async def test_the_server_dashboard_shows_and_rows_fill_the_load_pane_level_by_level():
-    from tui.panes.chat import ChatLog
-    from tui.panes.load import LoadPane
-    from tui.panes.server import ServerPane
+    from kvtop.tui.panes.chat import ChatLog
+    from kvtop.tui.panes.load import LoadPane
+    from kvtop.tui.panes.server import ServerPane
 
     with FakeLlamaServer() as srv:
         app = live_app(args(), srv.url)
@@ -127,7 +127,7 @@ async def test_esc_stops_the_load_and_the_server_is_left_idle_then_q_quits():
             await wait_for(pilot, lambda: "stopped: streams in flight closed; no slot was busy afterwards"
                            in app.query_one("#load-status").render().plain)
             await pilot.pause()
-            from tui.panes.prefill import PrefillPane
+            from kvtop.tui.panes.prefill import PrefillPane
 
             assert "no chat turn: the load shows in the Server" in app.query_one(PrefillPane).render().plain
             keys = app.query_one("#keys").render().plain
@@ -160,7 +160,7 @@ async def test_f1_lists_the_keys_of_the_load_view_not_the_chats():
     stopping the load."""
     from helpers import screen_text
 
-    from tui.screens import HelpScreen
+    from kvtop.tui.screens import HelpScreen
 
     with FakeLlamaServer(token_s=0.05) as srv:
         app = live_app(args(users=[2], n_predict=400, requests=5), srv.url)
@@ -188,7 +188,7 @@ async def test_the_status_says_done_only_once_the_server_pane_shows_the_slots_id
     """A trial saw "done" in the status line while the server pane, polled a second before,
     still showed the load's slots busy: the screen contradicted itself until the next poll.
     The status now waits for a poll taken after the end (asked for at once)."""
-    from tui.panes.server import ServerPane
+    from kvtop.tui.panes.server import ServerPane
 
     with FakeLlamaServer(token_s=0.03) as srv:
         app = live_app(args(users=[2], n_predict=100, requests=1), srv.url)
@@ -217,7 +217,7 @@ async def test_the_status_says_done_only_once_the_server_pane_shows_the_slots_id
 async def test_the_chats_keys_do_nothing_in_the_load_view():
     """No chat in kvtop load: a trial's Ctrl+R restarted the engine behind the hidden chat
     and wrote a line nobody saw; Ctrl+L, Ctrl+Z, F2, F3 and Ctrl+O acted on it too."""
-    from tui.panes.chat import ChatLog
+    from kvtop.tui.panes.chat import ChatLog
 
     with FakeLlamaServer(token_s=0.05) as srv:
         app = live_app(args(users=[2], n_predict=400, requests=5), srv.url)

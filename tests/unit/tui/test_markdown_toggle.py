@@ -5,7 +5,7 @@ choice is remembered."""
 import json
 
 from helpers import wait_until, one_turn, scripted_app, screen_text
-from tui.panes.chat import ChatMessage
+from kvtop.tui.panes.chat import ChatMessage
 
 PIECES = ["**Lighthouses**", " guide", " ships.", " See", " [the", " list](http://evil.example/x)",
           " and", " [@click=app.quit]q[/]", " and", " `code`", "."]

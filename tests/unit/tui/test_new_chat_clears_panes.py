@@ -3,14 +3,14 @@ the prefill pane's counts, the stream tail under the chat, the KV fill; the canc
 turn's late events do not paint them again, and the next turn shows only its own."""
 
 from helpers import make_app, screen_text, send, wait_until
-from runner.settings import Settings
+from kvtop.runner.settings import Settings
 from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
-from tui.panes.chat import StreamTail
-from tui.panes.decode import DecodePane
-from tui.panes.estimate import EstimatePane
-from tui.panes.kv import KVPane
-from tui.panes.prefill import PrefillPane
-from runner.physics.verdicts import estimate_verdict
+from kvtop.tui.panes.chat import StreamTail
+from kvtop.tui.panes.decode import DecodePane
+from kvtop.tui.panes.estimate import EstimatePane
+from kvtop.tui.panes.kv import KVPane
+from kvtop.tui.panes.prefill import PrefillPane
+from kvtop.runner.physics.verdicts import estimate_verdict
 
 SLOW_REPLY = [f"word{i} " for i in range(200)]  # 200 tokens at 20 tok/s: 10 s of decode
 
@@ -50,7 +50,7 @@ async def test_ctrl_l_mid_reply_clears_the_turns_panes_and_they_stay_clear(tmp_p
         # summary), as a cancelled turn, though no longer in the conversation
         await wait_until(pilot, lambda: len(app.turns) == 1, timeout=5, what="the cut turn recorded")
         assert app.turns[0].stop_reason == "new_chat" and app.turns[0].metrics.prompt_tokens == 700
-        from tui.waterfall import WaterfallScreen
+        from kvtop.tui.waterfall import WaterfallScreen
 
         await pilot.press("f2")
         await wait_until(pilot, lambda: isinstance(app.screen, WaterfallScreen), timeout=5, what="F2")

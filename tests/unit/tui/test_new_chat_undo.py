@@ -4,13 +4,13 @@ to get it back, and Ctrl+Z (or /undo) does: the chat pane as it was, the message
 next turn sends, the transcript that --resume reads and the trace a replay plays."""
 
 from helpers import make_app, screen_text, send, wait_until
-from runner.process.commands import Reset
-from runner.records.replay import ReplayEngine
-from runner.records.trace import read_trace
-from runner.records.transcript import read_messages
-from runner.settings import Settings
+from kvtop.runner.process.commands import Reset
+from kvtop.runner.records.replay import ReplayEngine
+from kvtop.runner.records.trace import read_trace
+from kvtop.runner.records.transcript import read_messages
+from kvtop.runner.settings import Settings
 from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
-from tui.panes.chat import ChatLog, StreamTail
+from kvtop.tui.panes.chat import ChatLog, StreamTail
 
 Q1, Q2, Q3, Q4 = "Where do PAPAYAS grow?", "And MANGOES?", "Which is sweeter?", "Something else."
 R1, R2, R3, R4 = ["In ", "the ", "tropics."], ["Also ", "warm ", "places."], ["MANGOES ", "usually."], ["Sure."]
@@ -158,7 +158,7 @@ async def test_undo_brings_the_estimate_pane_back_as_it_was(tmp_path, smollm_sha
     verdict read as the new chat's), so it is part of what Ctrl+Z brings back: before, it
     stayed at the rows of a chat with no turn (no measured column, no forecast) beside the
     restored chat. A second Ctrl+Z swaps back to the new chat's own."""
-    from tui.panes.estimate import EstimatePane
+    from kvtop.tui.panes.estimate import EstimatePane
 
     turns = [scripted_turn(i, 1000.0 * i, 30 * i, 0, r) for i, r in enumerate((R1, R2, R4), 1)]
     app, _ = _app(tmp_path, smollm_shaped, turns, write_transcript=False)

@@ -5,7 +5,7 @@ import os
 import re
 
 from helpers import make_app, screen_text, wait_until, send
-from runner.settings import Settings
+from kvtop.runner.settings import Settings
 from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))

@@ -6,9 +6,9 @@ as one piece (tui/prompt_input.py)."""
 from textual import events
 
 from helpers import make_app, screen_text, wait_until
-from runner.settings import Settings
+from kvtop.runner.settings import Settings
 from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
-from tui.prompt_input import PromptInput
+from kvtop.tui.prompt_input import PromptInput
 
 PARAGRAPHS = [
     "Tides rise and fall twice a day because the moon pulls on the oceans.",

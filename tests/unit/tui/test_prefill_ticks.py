@@ -4,9 +4,9 @@ not only when a micro-batch reports (one can take many seconds on a long prompt)
 import time
 
 from helpers import make_app, wait_until
-from runner.settings import Settings
+from kvtop.runner.settings import Settings
 from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
-from tui.panes.prefill import PrefillPane
+from kvtop.tui.panes.prefill import PrefillPane
 
 UBATCH_S = 3.0  # each 512-token micro-batch reports 3 s after the one before
 

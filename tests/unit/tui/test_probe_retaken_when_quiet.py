@@ -8,9 +8,9 @@ import os
 from dataclasses import replace
 
 from helpers import FIXED_HW, make_app, wait_until
-from runner.settings import Settings
-from runner.system.cpu_probe import CPUProbe, without_load
-from runner.system.cpu_use import CPUReading
+from kvtop.runner.settings import Settings
+from kvtop.runner.system.cpu_probe import CPUProbe, without_load
+from kvtop.runner.system.cpu_use import CPUReading
 from scripted_engine import ScriptedEngine, smollm_loaded
 
 UNDER_LOAD = without_load(CPUProbe(3.48, 0.0074, 2, 80.0, 1.7e9, "m", 1.0, 11.9), n_cores=2)
@@ -36,10 +36,10 @@ def _app(tmp_path, model, probe, monkeypatch):
         calls.append(refresh)
         return replace(FIXED_HW, bandwidth_gbs=34.0, tflops=0.3, cpu=QUIET, source=QUIET.describe())
 
-    import runner.system.hardware as hardware
+    import kvtop.runner.system.hardware as hardware
 
     monkeypatch.setattr(hardware, "hardware_profile", profile)
-    monkeypatch.setattr("tui.cpu_watch.read_cpu", clock.read)
+    monkeypatch.setattr("kvtop.tui.cpu_watch.read_cpu", clock.read)
     hw = replace(FIXED_HW, bandwidth_gbs=probe.bandwidth_gbs, tflops=probe.tflops, cpu=probe, source=probe.describe())
     loaded = smollm_loaded(model)
     app = make_app(Settings(model, n_ctx=4096), lambda s: ScriptedEngine(s, loaded, []), tmp_path,

@@ -7,9 +7,9 @@ import os
 from helpers import make_app, wait_until
 from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
 
-from runner import events as ev
-from runner.records.trace import read_trace
-from runner.settings import Settings
+from kvtop.runner import events as ev
+from kvtop.runner.records.trace import read_trace
+from kvtop.runner.settings import Settings
 
 
 def scripted(smollm_shaped, tmp_path, **kw):

@@ -7,7 +7,7 @@ issue 21): the reply so far is saved in the transcript, marked ``quit``."""
 import threading
 
 from helpers import make_app, send, wait_until
-from runner.settings import Settings
+from kvtop.runner.settings import Settings
 from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
 
 
@@ -34,7 +34,7 @@ async def test_ctrl_q_mid_reply_keeps_the_cancelled_turn(tmp_path, smollm_shaped
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_until(pilot, lambda: app.loaded is not None, what="load")
         await send(pilot, "Count for me.")
-        from tui.panes.decode import DecodePane
+        from kvtop.tui.panes.decode import DecodePane
 
         await wait_until(pilot, lambda: app.query_one(DecodePane).state == "decoding", what="decode under way")
         await pilot.press("ctrl+q")
@@ -56,7 +56,7 @@ async def test_ctrl_q_does_not_wait_for_an_engine_that_does_not_stop(tmp_path, s
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_until(pilot, lambda: app.loaded is not None, what="load")
         await send(pilot, "Count for me.")
-        from tui.panes.chat import StreamTail
+        from kvtop.tui.panes.chat import StreamTail
 
         await wait_until(pilot, lambda: "w3" in app.query_one(StreamTail).text, what="a few words of the reply")
         t0 = time.monotonic()
@@ -64,7 +64,7 @@ async def test_ctrl_q_does_not_wait_for_an_engine_that_does_not_stop(tmp_path, s
         await wait_until(pilot, lambda: not app.is_running, timeout=10, what="the app to quit")
         took = time.monotonic() - t0
     assert took < 2.0, f"Ctrl+Q took {took:.2f} s"  # the target is 1 s (0.4 s of grace); a busy machine gets 2
-    from runner.records.transcript import latest_session, read_messages
+    from kvtop.runner.records.transcript import latest_session, read_messages
 
     with open(latest_session(app.paths.sessions_dir), encoding="utf-8") as fh:
         turns = [r for r in map(json.loads, fh) if r["type"] == "turn"]

@@ -16,15 +16,15 @@ def launch_with(monkeypatch, tmp_path):
     """``launch_with(engine_factory, drive)``: ``kvtop MODEL`` through launch_main, the
     engine replaced and the app run headless by ``drive(pilot)``; (rc, stdout while the
     app ran, the app)."""
-    import runner.process.parent as parent
-    import tui.collector
-    import tui.run
-    from tui import launch
-    from tui.app import KvtopApp
+    import kvtop.runner.process.parent as parent
+    import kvtop.tui.collector
+    import kvtop.tui.run
+    from kvtop.tui import launch
+    from kvtop.tui.app import KvtopApp
 
     monkeypatch.setenv("KVTOP_HOME", str(tmp_path / "home"))
-    monkeypatch.setattr(tui.run.signal, "signal", lambda *a: None)  # not this test process's handlers
-    monkeypatch.setattr(tui.collector, "freeze_startup_objects", lambda: None)
+    monkeypatch.setattr(kvtop.tui.run.signal, "signal", lambda *a: None)  # not this test process's handlers
+    monkeypatch.setattr(kvtop.tui.collector, "freeze_startup_objects", lambda: None)
     seen = {}
 
     def go(factory, drive, capsys, model):

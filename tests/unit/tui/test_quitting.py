@@ -6,7 +6,7 @@ import argparse
 import os
 import pty
 
-from tui import launch, quitting
+from kvtop.tui import launch, quitting
 
 
 def test_a_hang_up_is_seen_and_waiting_input_is_not_taken():

@@ -7,17 +7,17 @@ from rich.cells import cell_len
 from textual.content import Content
 
 from helpers import make_app, screen_text, wait_until
-from runner import events as ev
+from kvtop.runner import events as ev
 from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
-from runner.settings import Settings
+from kvtop.runner.settings import Settings
 
-from tui import messages as msg
-from tui.bridge import TurnBridge
-from tui.panes.base import PaneWidget
-from tui.panes.decode import DecodePane
-from runner.pacing import chart_interval, prefill_interval, refresh_interval
-from tui.screens import HelpScreen
-from tui.decode_series import MIN_WINDOW
+from kvtop.tui import messages as msg
+from kvtop.tui.bridge import TurnBridge
+from kvtop.tui.panes.base import PaneWidget
+from kvtop.tui.panes.decode import DecodePane
+from kvtop.runner.pacing import chart_interval, prefill_interval, refresh_interval
+from kvtop.tui.screens import HelpScreen
+from kvtop.tui.decode_series import MIN_WINDOW
 
 
 def test_every_core_decoding_means_one_redraw_a_second():

@@ -7,14 +7,14 @@ import glob
 import os
 
 from helpers import make_app, wait_until
-from runner.physics.verdicts import estimate_verdict
-from runner.settings import Settings
+from kvtop.runner.physics.verdicts import estimate_verdict
+from kvtop.runner.settings import Settings
 from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
-from tui.panes.estimate import EstimatePane
+from kvtop.tui.panes.estimate import EstimatePane
 
 
 async def test_the_replay_names_the_busy_cpu_as_the_live_run_did(tmp_path, smollm_shaped):
-    from runner.records.trace import read_trace
+    from kvtop.runner.records.trace import read_trace
 
     # slow on purpose (far below the roofline) so the verdict has a gap to explain
     turns = [scripted_turn(1, 1000.0, 700, 0, ["Hi"] * 8, pp_tok_s=90, tg_tok_s=8),
@@ -46,9 +46,9 @@ async def test_the_replay_names_the_busy_cpu_as_the_live_run_did(tmp_path, smoll
     # a redacted debug bundle embeds the trace (its cpu records kept): the same verdicts
     import json
 
-    from runner.commands.bundle import trace_records
-    from runner.records.trace import read_bundle_trace
-    from runner.records.redact import Redactor
+    from kvtop.runner.commands.bundle import trace_records
+    from kvtop.runner.records.trace import read_bundle_trace
+    from kvtop.runner.records.redact import Redactor
 
     bundle = tmp_path / "bundle.json"
     bundle.write_text(json.dumps({"kvtop_bundle_version": 1, "trace": [Redactor().trace_record(x)
@@ -58,7 +58,7 @@ async def test_the_replay_names_the_busy_cpu_as_the_live_run_did(tmp_path, smoll
 
 async def _replayed_verdicts(trace, root) -> list[str]:
     """The Estimate pane's verdict after each turn of a replay of ``trace``."""
-    from runner.records.replay import ReplayEngine
+    from kvtop.runner.records.replay import ReplayEngine
 
     replay = make_app(trace.settings(), lambda s: ReplayEngine(trace, speed=0.0), root,
                       live_system=False, write_transcript=False, record_trace=False, facts=trace.facts,
@@ -84,11 +84,11 @@ def test_a_cpu_record_out_of_range_is_refused(tmp_path):
 
     import pytest
 
-    from runner.records.trace import TraceError, read_trace
+    from kvtop.runner.records.trace import TraceError, read_trace
 
     path = tmp_path / "t.jsonl"
     header = {"type": "kvtop-trace", "version": None, "settings": {"model": "m"}}
-    from runner.records.trace import TRACE_VERSION
+    from kvtop.runner.records.trace import TRACE_VERSION
 
     header["version"] = TRACE_VERSION
     path.write_text(json.dumps(header) + "\n" + json.dumps({"type": "cpu", "turn_id": 1, "others_cpu": 7}) + "\n")

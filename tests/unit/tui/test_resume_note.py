@@ -8,10 +8,10 @@ from helpers import make_app, screen_text, send, wait_until
 from helpers import test_paths as paths_under
 from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
 
-from runner.records.trace import TraceWriter
-from runner.records.transcript import Transcript, resume_last
-from runner.settings import Settings
-from tui.panes.chat import ChatLog
+from kvtop.runner.records.trace import TraceWriter
+from kvtop.runner.records.transcript import Transcript, resume_last
+from kvtop.runner.settings import Settings
+from kvtop.tui.panes.chat import ChatLog
 
 
 def system_lines(app) -> list[str]:
@@ -57,9 +57,9 @@ async def test_resume_with_nothing_to_restore_says_so(tmp_path, smollm_shaped):
 def test_launch_passes_what_resume_found_to_the_app(tmp_path, smollm_shaped, monkeypatch):
     """``kvtop --resume``: launch reads the last transcript and hands the app its
     messages and the note (the app is not run here)."""
-    from runner.records.paths import default_paths
-    from tui import collector, launch
-    from tui.app import KvtopApp
+    from kvtop.runner.records.paths import default_paths
+    from kvtop.tui import collector, launch
+    from kvtop.tui.app import KvtopApp
 
     monkeypatch.setenv("KVTOP_HOME", str(tmp_path / "home"))
     t = Transcript(default_paths().sessions_dir, {"model": smollm_shaped})

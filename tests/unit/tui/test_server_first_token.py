@@ -17,11 +17,11 @@ import time
 
 from fake_servers import FakeServer, Reply, llama_routes
 
-from runner.process.commands import Chat, ChatMessage
-from runner.server.engine import ServerEngine
-from runner.settings import Settings
-from tui import messages as msg
-from tui.bridge import TurnBridge
+from kvtop.runner.process.commands import Chat, ChatMessage
+from kvtop.runner.server.engine import ServerEngine
+from kvtop.runner.settings import Settings
+from kvtop.tui import messages as msg
+from kvtop.tui.bridge import TurnBridge
 
 TOKEN = json.dumps({"choices": [{"delta": {"content": "Hello"}}]})
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 from fake_servers import FakeServer, json_reply, llama_routes, slot
 from helpers import make_app, wait_until
 
-from runner.server.engine import ServerEngine
-from runner.settings import Settings
-from tui.panes.kv import KVPane
+from kvtop.runner.server.engine import ServerEngine
+from kvtop.runner.settings import Settings
+from kvtop.tui.panes.kv import KVPane
 
 
 async def test_the_kv_pane_counts_the_cells_of_every_slot(tmp_path, smollm_shaped):

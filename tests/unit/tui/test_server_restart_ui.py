@@ -14,13 +14,13 @@ import json
 from fake_servers import FakeServer, Reply, llama_routes
 from helpers import make_app, screen_text, send, wait_until
 
-from runner.server.engine import ServerEngine
-from runner.settings import Settings
-from tui.panes.chat import ChatLog, StreamTail
-from tui.panes.decode import DecodePane
-from tui.panes.kv import KVPane
-from tui.panes.server import ServerPane
-from tui.panes.status import StatusBar
+from kvtop.runner.server.engine import ServerEngine
+from kvtop.runner.settings import Settings
+from kvtop.tui.panes.chat import ChatLog, StreamTail
+from kvtop.tui.panes.decode import DecodePane
+from kvtop.tui.panes.kv import KVPane
+from kvtop.tui.panes.server import ServerPane
+from kvtop.tui.panes.status import StatusBar
 
 TOKEN = json.dumps({"choices": [{"delta": {"content": " wave"}}]})
 RESTARTED = "llama-server restarted: now 2 slots, n_ctx 1,024/slot (was 4 slots)"
@@ -99,7 +99,7 @@ async def test_a_restart_seen_before_the_model_is_inspected_does_not_read_the_en
     not also by the restart (a second reader of one engine is "the engine died")."""
     import time as _time
 
-    import runner.model.inspect as inspect
+    import kvtop.runner.model.inspect as inspect
 
     real = inspect.load_facts
     monkeypatch.setattr(inspect, "load_facts", lambda *a, **k: (_time.sleep(4.0), real(*a, **k))[1])

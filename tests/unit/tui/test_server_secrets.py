@@ -11,9 +11,9 @@ PASSWORD = "pw-SECRET"
 
 @pytest.mark.parametrize("key_from", ["flag", "env"])
 def test_the_app_never_holds_the_key_or_the_login(monkeypatch, tmp_path, key_from):
-    import runner.server.props as props
-    from tui import launch
-    from tui.app import KvtopApp
+    import kvtop.runner.server.props as props
+    from kvtop.tui import launch
+    from kvtop.tui.app import KvtopApp
 
     info = props.ServerInfo(None, "m", 4096, 1, "b1", None, None, None, None, None, None)
     seen = []

@@ -12,7 +12,7 @@ from textual.containers import Vertical
 from textual.geometry import Size
 from textual.widgets import Static
 
-from tui import textual_private as tp
+from kvtop.tui import textual_private as tp
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 

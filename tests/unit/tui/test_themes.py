@@ -2,7 +2,7 @@
 every colour kvtop draws with, and the decode chart follows a change of theme."""
 
 from helpers import one_turn, scripted_app, wait_until
-from themes import THEMES
+from kvtop.themes import THEMES
 
 
 async def test_the_picker_lists_kvtops_themes_only(tmp_path, smollm_shaped):
@@ -20,7 +20,7 @@ async def test_the_picker_lists_kvtops_themes_only(tmp_path, smollm_shaped):
 
 
 async def test_the_chart_is_drawn_again_in_the_new_themes_colours(tmp_path, smollm_shaped):
-    from tui.panes.decode import DecodePane
+    from kvtop.tui.panes.decode import DecodePane
 
     app = scripted_app(tmp_path, smollm_shaped, ["The", " moon", "."])
     async with app.run_test(size=(160, 48)) as pilot:

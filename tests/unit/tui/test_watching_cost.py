@@ -4,11 +4,11 @@ runs, and none of it hides a figure from the user."""
 import gc
 
 from helpers import one_turn, scripted_app, screen_text, send, wait_until
-from runner.system.hardware import SystemMemory
-from tui.collector import TurnCollector
-from tui.panes.kv import KVPane
-from runner.system.memory import MemorySample
-from tui.panes.memory import MemoryPane
+from kvtop.runner.system.hardware import SystemMemory
+from kvtop.tui.collector import TurnCollector
+from kvtop.tui.panes.kv import KVPane
+from kvtop.runner.system.memory import MemorySample
+from kvtop.tui.panes.memory import MemoryPane
 
 PIECES = ["The", " sea", " is", " wide", "."]
 

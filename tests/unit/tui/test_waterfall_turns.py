@@ -4,10 +4,10 @@ the session (left/right), and always says which turn it shows."""
 import dataclasses
 
 from helpers import make_app, screen_text, wait_until
-from runner import events as ev
-from runner.settings import Settings
+from kvtop.runner import events as ev
+from kvtop.runner.settings import Settings
 from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
-from tui.waterfall import WaterfallScreen
+from kvtop.tui.waterfall import WaterfallScreen
 
 
 def _with_timeline(script: list) -> list:
@@ -130,8 +130,8 @@ async def test_f2_during_decode_says_when_the_first_token_came_and_counts_on(tmp
 async def test_f2_gives_the_forecast_the_estimate_pane_showed_for_that_turn(tmp_path, smollm_shaped):
     """A new user saw a forecast in the input's border and the Estimate pane, and in F2 a
     "predicted" column of roofline times that agreed with neither."""
-    from tui.format import fmt_seconds
-    from tui.panes.estimate import EstimatePane
+    from kvtop.tui.format import fmt_seconds
+    from kvtop.tui.panes.estimate import EstimatePane
 
     turns = [_with_timeline(scripted_turn(1, 1000.0, 600, 0, ["A", "."])),
              _with_timeline(scripted_turn(2, 2000.0, 1100, 0, ["B", "."]))]
@@ -159,8 +159,8 @@ def test_a_server_turn_in_flight_starts_with_the_wait_for_the_server_not_kvtop_s
     a bogus "prefill +0 tok (to 0)" row (llama-server reports "processed 0" first), and
     952 ms of segments beside a 996 ms first token. The wait for the server's prefill is
     the first segment, as in the finished turn's table."""
-    from runner.events import TurnStarted
-    from tui.waterfall import LiveTurn
+    from kvtop.runner.events import TurnStarted
+    from kvtop.tui.waterfall import LiveTurn
 
     started = TurnStarted(1, 39, 0, 2048, "server", None, 0.0, 0.0, None, t=100.044)
     live = LiveTurn("hi", started, ((0, 0.0), (39, 0.952)), first_token_s=0.996, decoded=5, t_submit=100.0)

@@ -6,11 +6,11 @@ import os
 
 import pytest
 
-from runner.calibration.fit import fit_scale
-from runner.calibration.forecast import Basis, Forecaster
-from runner.calibration.samples import samples_from_turn
-from runner.calibration.store import MAX_PREFILL, VERSION, Samples, load_samples, save_samples
-from runner.events import TurnMetrics
+from kvtop.runner.calibration.fit import fit_scale
+from kvtop.runner.calibration.forecast import Basis, Forecaster
+from kvtop.runner.calibration.samples import samples_from_turn
+from kvtop.runner.calibration.store import MAX_PREFILL, VERSION, Samples, load_samples, save_samples
+from kvtop.runner.events import TurnMetrics
 
 # A roofline shape: 1 ms per prompt token plus attention growing with depth; decode
 # 5 ms per token plus 1 us per position of depth.
@@ -119,7 +119,7 @@ def test_one_turn_on_a_busy_machine_does_not_move_the_fit():
 def test_short_follow_ups_keep_the_fixed_cost_once_attention_is_fitted_apart():
     """A new user's short follow-ups (18-25 new tokens after a cached prefix) came out
     30-40% short: the two-efficiency fit had dropped the per-micro-batch fixed cost."""
-    from runner.calibration.fit import fit_split
+    from kvtop.runner.calibration.fit import fit_split
 
     def machine(m, a):  # matrices at 1.5x their roofline, attention at 6x, 30 ms per micro-batch
         return 1.5 * m + 6 * a + 0.030

@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from runner.calibration.forecast import Basis, Forecaster
-from runner.calibration.load import CPULoad, LoadedEngine, at_load, load_note, mixed, slowdown, slowed, ttft_texts
-from runner.calibration.store import Samples
+from kvtop.runner.calibration.forecast import Basis, Forecaster
+from kvtop.runner.calibration.load import CPULoad, LoadedEngine, at_load, load_note, mixed, slowdown, slowed, ttft_texts
+from kvtop.runner.calibration.store import Samples
 
 ROOF = Basis(lambda n, d: n * 1e-3, lambda d: 5e-3, 512)
 
@@ -108,7 +108,7 @@ def test_the_json_and_the_words():
 
 
 def test_the_border_says_the_load_before_the_token_counts():
-    from tui.forecasting import forecast_basis_line, forecast_line
+    from kvtop.tui.forecasting import forecast_basis_line, forecast_line
 
     fc = at_load(quiet(), CPULoad.of_share(0.75, 2), LoadedEngine(2, 2, 1.0))
     wide = forecast_line(fc, 4096, 200)
@@ -125,10 +125,10 @@ def test_the_border_says_the_load_before_the_token_counts():
 
 def test_kvtop_estimate_json_prices_the_load(smollm_shaped, tmp_path, monkeypatch):
     from helpers import FIXED_HW
-    from runner.commands.estimate_forecast import estimate_settings, forecast_block, forecast_line
-    from runner.model.inspect import load_facts
-    from runner.physics.here import Here
-    from runner.physics.kv_bytes import kv_layout
+    from kvtop.runner.commands.estimate_forecast import estimate_settings, forecast_block, forecast_line
+    from kvtop.runner.model.inspect import load_facts
+    from kvtop.runner.physics.here import Here
+    from kvtop.runner.physics.kv_bytes import kv_layout
 
     monkeypatch.setenv("KVTOP_HOME", str(tmp_path))
     facts = load_facts(smollm_shaped)
@@ -162,7 +162,7 @@ def test_kvtop_runs_a_turn_on_the_free_cores_and_prices_those_threads():
     """Without -t, a turn on a busy machine runs on the cores others leave free (packed
     threads decoded 0.90 tok/s beside one busy process; one thread 45.6): the forecast is
     on those threads, and says so instead of advising -t."""
-    from runner.calibration.load import thread_scaling
+    from kvtop.runner.calibration.load import thread_scaling
 
     engine = LoadedEngine(2, 2, 1.0, fits=True)
     fc = at_load(quiet(), CPULoad.of_share(0.5, 2), engine)  # one of 2 cores held
@@ -182,7 +182,7 @@ def test_kvtop_runs_a_turn_on_the_free_cores_and_prices_those_threads():
 
 
 def test_turn_threads_follow_the_free_cores_only_when_kvtop_chose_them():
-    from runner.calibration.load import turn_threads
+    from kvtop.runner.calibration.load import turn_threads
 
     assert turn_threads(2, 2, CPULoad(1.5, 2)) == (1, 1)
     assert turn_threads(2, 2, CPULoad(2.0, 2)) == (1, 1)  # never fewer than one
@@ -198,7 +198,7 @@ FEWER_THREADS = {"prefill": (1.89, 1.67, 1.88), "decode": (1.83, 1.46, 1.43, 1.6
 
 
 def test_fewer_threads_cost_what_was_measured_within_the_benchmarks_goal():
-    from runner.calibration.load import thread_scaling
+    from kvtop.runner.calibration.load import thread_scaling
 
     for m in FEWER_THREADS["prefill"]:
         assert 0.8 <= thread_scaling(2, 1, long_ops=True) / m <= 1.25

@@ -7,10 +7,10 @@ import json
 import pytest
 
 from gguf_factory import write_tiny_llama
-from runner import events as ev
-from runner.commands import bench
-from runner.commands.bench_plan import BenchTest
-from runner.engine.prompt_cache import common_prefix
+from kvtop.runner import events as ev
+from kvtop.runner.commands import bench
+from kvtop.runner.commands.bench_plan import BenchTest
+from kvtop.runner.engine.prompt_cache import common_prefix
 from scripted_engine import smollm_loaded
 
 PP, TG, FIRST = 1000.0, 100.0, 0.002  # the fake engine's prefill and decode tok/s, its first-token wait

@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from runner.calibration.busy import busy_run_note, too_busy
-from runner.commands.bench_busy import busy_fields, warn_if_busy
-from runner.commands.bench_output import format_json, format_jsonl
-from runner.physics.verdicts import BUSY_SHARE
+from kvtop.runner.calibration.busy import busy_run_note, too_busy
+from kvtop.runner.commands.bench_busy import busy_fields, warn_if_busy
+from kvtop.runner.commands.bench_output import format_json, format_jsonl
+from kvtop.runner.physics.verdicts import BUSY_SHARE
 
 
 def test_one_threshold_for_app_and_bench():

@@ -6,7 +6,7 @@ import io
 import json
 import sqlite3
 
-from runner.commands.bench_output import (FIELDS, FIXED, Row, format_csv, format_json, format_jsonl, format_md,
+from kvtop.runner.commands.bench_output import (FIELDS, FIXED, Row, format_csv, format_json, format_jsonl, format_md,
                                           format_sql, md_fields, params_text, size_text)
 
 # tools/llama-bench/llama-bench.cpp test::get_fields in the llama.cpp llama-cpp-python 0.3.36 vendors
@@ -143,7 +143,7 @@ def test_fixed_fields_are_llama_benchs_defaults():
 
 
 def test_the_backend_is_named_as_llama_bench_names_it():
-    from runner.engine.ggml_devices import backend_label, build_facts, registries_from_system_info
+    from kvtop.runner.engine.ggml_devices import backend_label, build_facts, registries_from_system_info
 
     assert backend_label(["CPU"]) == "CPU" and backend_label([]) == "CPU"
     assert backend_label(["CUDA", "CPU"]) == "CUDA" and backend_label(["Metal", "BLAS", "CPU"]) == "Metal,BLAS"

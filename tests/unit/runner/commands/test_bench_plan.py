@@ -5,8 +5,8 @@ import argparse
 
 import pytest
 
-from runner.commands import bench
-from runner.commands.bench_plan import BenchTest, Lists, Load, bench_label, fa_list, int_list, kv_type_list, pg_pair, \
+from kvtop.runner.commands import bench
+from kvtop.runner.commands.bench_plan import BenchTest, Lists, Load, bench_label, fa_list, int_list, kv_type_list, pg_pair, \
     plan
 
 

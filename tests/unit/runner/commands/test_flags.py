@@ -6,14 +6,14 @@ import math
 
 import pytest
 
-from runner.cli_types import INT32_MAX, float_in, int_in, refresh_seconds
-from runner.commands.common import json_safe
+from kvtop.runner.cli_types import INT32_MAX, float_in, int_in, refresh_seconds
+from kvtop.runner.commands.common import json_safe
 
 
 def parsers():
-    from runner.commands.bench import build_parser as bench_parser
-    from runner.commands.estimate import build_parser as estimate_parser
-    from runner.commands.engine_flags import add_engine_flags
+    from kvtop.runner.commands.bench import build_parser as bench_parser
+    from kvtop.runner.commands.estimate import build_parser as estimate_parser
+    from kvtop.runner.commands.engine_flags import add_engine_flags
 
     engine = argparse.ArgumentParser(prog="kvtop")
     engine.add_argument("model")

@@ -8,7 +8,7 @@ import json
 import pytest
 from fake_llama_server import FakeLlamaServer
 
-from runner.commands.load import load_main
+from kvtop.runner.commands.load import load_main
 
 
 def test_a_sweep_prints_one_json_row_per_level(capsys):

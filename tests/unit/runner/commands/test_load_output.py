@@ -8,8 +8,8 @@ import csv
 import io
 import json
 
-from runner.commands.load_output import format_csv, format_json, format_jsonl, format_md, knee, plot_svg
-from runner.commands.load_rows import FIELDS
+from kvtop.runner.commands.load_output import format_csv, format_json, format_jsonl, format_md, knee, plot_svg
+from kvtop.runner.commands.load_rows import FIELDS
 
 
 def row(users, gen, per_user, ttft95, server="http://127.0.0.1:8080", roof=100.0):

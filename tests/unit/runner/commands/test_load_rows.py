@@ -8,8 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from runner.commands.load_rows import FIELDS, build_row, percentile, union_seconds
-from runner.server.load_driver import RequestResult
+from kvtop.runner.commands.load_rows import FIELDS, build_row, percentile, union_seconds
+from kvtop.runner.server.load_driver import RequestResult
 
 
 def test_percentiles_interpolate_linearly_like_numpy():
@@ -76,7 +76,7 @@ def test_fleet_rows_split_users_and_requests_by_server():
 
 
 def test_physics_columns_take_each_levels_users_as_the_batch():
-    from runner.commands.load_physics import LoadPhysics
+    from kvtop.runner.commands.load_physics import LoadPhysics
 
     phys = LoadPhysics(None, None, 10.0, 1.0, 4, 64, 16, "")
     seen = []
@@ -89,9 +89,9 @@ def test_physics_columns_take_each_levels_users_as_the_batch():
 
 
 def test_the_roof_caps_the_batch_at_the_servers_slots(smollm_shaped):
-    from runner.commands.load_physics import LoadPhysics
-    from runner.model.inspect import load_facts
-    from runner.physics.kv_bytes import kv_layout
+    from kvtop.runner.commands.load_physics import LoadPhysics
+    from kvtop.runner.model.inspect import load_facts
+    from kvtop.runner.physics.kv_bytes import kv_layout
 
     facts = load_facts(smollm_shaped)
     phys = LoadPhysics(facts, kv_layout(facts, 1024), 20.0, 0.5, 4, 64, 16, "")

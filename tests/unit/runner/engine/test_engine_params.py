@@ -5,8 +5,8 @@ for a whole release that way (llama.cpp had replaced use_mmap/use_mlock with loa
 import llama_cpp
 import pytest
 
-from runner.engine.engine import _context_params, _model_params
-from runner.settings import Settings
+from kvtop.runner.engine.engine import _context_params, _model_params
+from kvtop.runner.settings import Settings
 
 
 @pytest.mark.parametrize("mmap,mlock,mode", [(True, False, None), (False, False, llama_cpp.LLAMA_LOAD_MODE_NONE),

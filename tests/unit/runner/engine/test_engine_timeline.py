@@ -2,9 +2,9 @@
 
 import pytest
 
-from runner.engine.decode import Decoded
-from runner.engine.prefill import Prefilled
-from runner.engine.timeline import TOKENS, PromptInfo, TurnClock, percentile, turn_metrics, waterfall
+from kvtop.runner.engine.decode import Decoded
+from kvtop.runner.engine.prefill import Prefilled
+from kvtop.runner.engine.timeline import TOKENS, PromptInfo, TurnClock, percentile, turn_metrics, waterfall
 
 
 def _turn():

@@ -9,10 +9,10 @@ import ctypes
 import llama_cpp
 import pytest
 
-from runner.engine.decode import Sampling
-from runner.records.redact import Redactor
-from runner.records.trace import Trace
-from runner.settings import Settings, sampler_text, settings_from_args
+from kvtop.runner.engine.decode import Sampling
+from kvtop.runner.records.redact import Redactor
+from kvtop.runner.records.trace import Trace
+from kvtop.runner.settings import Settings, sampler_text, settings_from_args
 
 FLAGS = {  # flag: (Settings field, llama.cpp's default, a value to set)
     "--min-p": ("min_p", 0.05, 0.3),
@@ -25,13 +25,13 @@ N_VOCAB = 8
 
 
 def parse(*argv):
-    from tui.launch import build_parser
+    from kvtop.tui.launch import build_parser
 
     return settings_from_args("m.gguf", build_parser().parse_args(list(argv)))
 
 
 def test_flags_have_llama_cpps_names_and_defaults_and_are_in_help():
-    from tui.launch import build_parser
+    from kvtop.tui.launch import build_parser
 
     helptext = build_parser().format_help()
     defaults = parse()
@@ -107,8 +107,8 @@ def test_greedy_still_applies_the_penalties():
 
 
 def test_sent_to_a_server_recorded_and_shown():
-    from runner.process.commands import Chat
-    from runner.server.engine import ServerEngine
+    from kvtop.runner.process.commands import Chat
+    from kvtop.runner.server.engine import ServerEngine
 
     values = {field: value for field, _default, value in FLAGS.values()}
     s = Settings("m.gguf", **values)

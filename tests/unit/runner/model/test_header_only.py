@@ -3,10 +3,10 @@
 import pytest
 
 from gguf_factory import write_header_only
-from runner.model.gguf_header import GGUFFormatError, check_loadable, read_header
-from runner.physics.kv_bytes import kv_layout
-from runner.model.facts import facts_from_header
-from runner.model.quant_types import KV_CACHE_TYPES
+from kvtop.runner.model.gguf_header import GGUFFormatError, check_loadable, read_header
+from kvtop.runner.physics.kv_bytes import kv_layout
+from kvtop.runner.model.facts import facts_from_header
+from kvtop.runner.model.quant_types import KV_CACHE_TYPES
 
 F16, Q4_0 = 1, 2
 
@@ -100,6 +100,6 @@ def test_tensor_infos_give_params_and_bytes_without_data(tmp_path):
     ("q4_1", 32, 20), ("iq4_nl", 32, 18), ("q5_0", 32, 22), ("q5_1", 32, 24),
 ])
 def test_every_llama_cpp_cache_type_has_its_block_size(name, elems_per_block, bytes_per_block):
-    from runner.model.quant_types import row_bytes
+    from kvtop.runner.model.quant_types import row_bytes
 
     assert row_bytes(KV_CACHE_TYPES[name], 32 * 6) == 6 * 32 // elems_per_block * bytes_per_block

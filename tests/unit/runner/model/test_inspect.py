@@ -3,7 +3,7 @@
 import pytest
 
 from gguf_factory import write_header_only, write_tiny_llama
-from runner.model.inspect import ModelFileError, load_facts
+from kvtop.runner.model.inspect import ModelFileError, load_facts
 
 LLAMA = {"block_count": 2, "embedding_length": 64, "attention.head_count": 4}
 

@@ -9,17 +9,17 @@ from dataclasses import replace
 
 import pytest
 
-from runner.calibration.basis import roofline_basis
-from runner.calibration.forecast import Forecaster
-from runner.calibration.store import Samples
-from runner.model.inspect import load_facts
-from runner.physics.here import Here
-from runner.physics.kv_bytes import kv_layout
-from runner.physics.machine import ceilings_here, hardware_at_batch, predict_here, prefill_seconds_here
-from runner.physics.phase_costs import output_flops
-from runner.settings import Settings
-from runner.system.cpu_probe import CPUProbe, batch_factor
-from runner.system.hardware import HardwareProfile
+from kvtop.runner.calibration.basis import roofline_basis
+from kvtop.runner.calibration.forecast import Forecaster
+from kvtop.runner.calibration.store import Samples
+from kvtop.runner.model.inspect import load_facts
+from kvtop.runner.physics.here import Here
+from kvtop.runner.physics.kv_bytes import kv_layout
+from kvtop.runner.physics.machine import ceilings_here, hardware_at_batch, predict_here, prefill_seconds_here
+from kvtop.runner.physics.phase_costs import output_flops
+from kvtop.runner.settings import Settings
+from kvtop.runner.system.cpu_probe import CPUProbe, batch_factor
+from kvtop.runner.system.hardware import HardwareProfile
 
 # The fastest kernel's TFLOPS per batch, as measured here (2-core Zen 4 VM)
 CURVE = {"1": 0.14, "4": 0.21, "16": 0.30, "64": 0.32, "128": 0.42, "512": 0.45}

@@ -2,8 +2,8 @@
 
 import pytest
 
-from runner.physics.batching import batched_decode_ceiling, more_conversations_fit
-from runner.physics.kv_bytes import kv_bytes_simple
+from kvtop.runner.physics.batching import batched_decode_ceiling, more_conversations_fit
+from kvtop.runner.physics.kv_bytes import kv_bytes_simple
 
 H100 = 3.35e12  # bytes/s, as the reading uses
 WEIGHTS_8B = 16e9  # 8B parameters at 2 bytes

@@ -2,7 +2,7 @@
 
 import pytest
 
-from runner.physics.roofline import binding_ceiling
+from kvtop.runner.physics.roofline import binding_ceiling
 
 
 @pytest.mark.parametrize("bw,comp,expected", [
@@ -19,9 +19,9 @@ def test_the_lower_known_ceiling_binds(bw, comp, expected):
 
 def test_predict_and_the_decode_pane_use_it(smollm_path):
     from helpers import FIXED_HW
-    from runner.model.inspect import load_facts
-    from runner.physics.kv_bytes import kv_layout
-    from runner.physics.roofline import predict
+    from kvtop.runner.model.inspect import load_facts
+    from kvtop.runner.physics.kv_bytes import kv_layout
+    from kvtop.runner.physics.roofline import predict
 
     facts = load_facts(smollm_path)
     p = predict(facts, kv_layout(facts, 4096), FIXED_HW.bandwidth_gbs, FIXED_HW.tflops)

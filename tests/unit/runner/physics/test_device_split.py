@@ -4,13 +4,13 @@ the sum over devices of bytes read there / that device's bandwidth."""
 
 import pytest
 
-from runner.model.facts import LayerShape, ModelFacts
-from runner.physics.device_split import decode_seconds, slowest
-from runner.physics.kv_bytes import kv_layout
-from runner.physics.offload import OffloadSettings, devices_from_hardware, plan
-from runner.physics.phase_costs import attention_flops
-from runner.physics.roofline import predict, predict_split
-from runner.system.hardware import HardwareProfile
+from kvtop.runner.model.facts import LayerShape, ModelFacts
+from kvtop.runner.physics.device_split import decode_seconds, slowest
+from kvtop.runner.physics.kv_bytes import kv_layout
+from kvtop.runner.physics.offload import OffloadSettings, devices_from_hardware, plan
+from kvtop.runner.physics.phase_costs import attention_flops
+from kvtop.runner.physics.roofline import predict, predict_split
+from kvtop.runner.system.hardware import HardwareProfile
 
 LAYER = 125_000_000  # bytes per layer: 32 x 125 MB = 4.0 GB
 OUTPUT = EMBD = 300_000_000  # untied: the output matrix and the embedding table, 0.3 GB each (4.6 GB in all)
@@ -119,7 +119,7 @@ def test_without_a_gpu_ngl_does_nothing_and_says_so():
 def test_hardware_profile_keeps_the_cpu_s_figures_when_layers_are_offloaded(monkeypatch, tmp_path):
     """It took GPU 0's figures for everything whenever a layer was offloaded: the CPU's
     layers were then estimated at the GPU's bandwidth."""
-    from runner.system import hardware as hwmod
+    from kvtop.runner.system import hardware as hwmod
 
     gpu = hwmod.GPUInfo(0, "NVIDIA H200", 141 * 2**30, 0, 141 * 2**30, 0, 4800.0, 989.0, "datasheet")
     monkeypatch.setattr(hwmod, "query_gpus", lambda pid=None: hwmod.GPUReport((gpu,), None))

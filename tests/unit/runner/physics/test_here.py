@@ -9,17 +9,17 @@ from types import SimpleNamespace
 import pytest
 
 from helpers import FIXED_HW
-from runner.events import TurnMetrics
-from runner.model.inspect import load_facts
-from runner.physics.batching import batched_decode_ceiling, compute_tok_s
-from runner.physics.estimate_rows import estimate_rows
-from runner.physics.here import BEATEN, Here, cpu_share, layout_for, server_physics
-from runner.physics.kv_bytes import kv_bytes_read_at_depth, kv_layout
-from runner.physics.machine import ceilings_here, predict_here, prefill_seconds_here
-from runner.physics.memory_check import memory_check
-from runner.physics.offload import OffloadSettings
-from runner.server.monitor import SlotState
-from runner.settings import Settings
+from kvtop.runner.events import TurnMetrics
+from kvtop.runner.model.inspect import load_facts
+from kvtop.runner.physics.batching import batched_decode_ceiling, compute_tok_s
+from kvtop.runner.physics.estimate_rows import estimate_rows
+from kvtop.runner.physics.here import BEATEN, Here, cpu_share, layout_for, server_physics
+from kvtop.runner.physics.kv_bytes import kv_bytes_read_at_depth, kv_layout
+from kvtop.runner.physics.machine import ceilings_here, predict_here, prefill_seconds_here
+from kvtop.runner.physics.memory_check import memory_check
+from kvtop.runner.physics.offload import OffloadSettings
+from kvtop.runner.server.monitor import SlotState
+from kvtop.runner.settings import Settings
 
 
 @pytest.fixture(scope="module")

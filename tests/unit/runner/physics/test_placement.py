@@ -4,7 +4,7 @@ llama-cpp-python vendors), worked by hand for a 32-layer model (issue 12)."""
 
 import pytest
 
-from runner.physics.placement import CPU, place_layers, split_points
+from kvtop.runner.physics.placement import CPU, place_layers, split_points
 
 N = 32  # repeating layers; the output layer is number 32
 

@@ -9,9 +9,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from runner.physics.estimate_rows import EstimateContext, EstimateRows, Row, TurnFigures
-from runner.physics.verdicts import GPU_IDLE, decode_stalls, estimate_verdict, ttft_verdict
-from runner.units import GIB, MIB
+from kvtop.runner.physics.estimate_rows import EstimateContext, EstimateRows, Row, TurnFigures
+from kvtop.runner.physics.verdicts import GPU_IDLE, decode_stalls, estimate_verdict, ttft_verdict
+from kvtop.runner.units import GIB, MIB
 
 CPU_TINY = EstimateContext(weights_bytes=92 * MIB)  # SmolLM2-135M on a CPU
 CPU_BIG = EstimateContext(weights_bytes=4 * GIB)
@@ -279,10 +279,10 @@ def test_the_rows_carry_the_threads_the_turn_ran_on(smollm_shaped):
     from dataclasses import replace as dc_replace
 
     from helpers import FIXED_HW
-    from runner.model.inspect import load_facts
-    from runner.physics.estimate_rows import estimate_rows
-    from runner.physics.kv_bytes import kv_layout
-    from runner.settings import Settings
+    from kvtop.runner.model.inspect import load_facts
+    from kvtop.runner.physics.estimate_rows import estimate_rows
+    from kvtop.runner.physics.kv_bytes import kv_layout
+    from kvtop.runner.settings import Settings
     from scripted_engine import scripted_turn
 
     facts, s = load_facts(smollm_shaped), Settings(smollm_shaped, n_ctx=4096, n_threads=2)

@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from runner.commands.bundle import trace_records
-from runner.records.replay import count_turns, latest_trace
-from runner.records.trace import TraceError, read_trace
+from kvtop.runner.commands.bundle import trace_records
+from kvtop.runner.records.replay import count_turns, latest_trace
+from kvtop.runner.records.trace import TraceError, read_trace
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from runner.records.prompt_file import MAX_BYTES, PromptFileError, looks_binary, read_prompt_file
+from kvtop.runner.records.prompt_file import MAX_BYTES, PromptFileError, looks_binary, read_prompt_file
 
 
 def refusal(path) -> str:

@@ -4,8 +4,8 @@ read back whatever damage it took (issue 12)."""
 import json
 import os
 
-from runner.records.trace import TraceWriter
-from runner.records.transcript import Transcript, latest_session, read_messages, resume_last
+from kvtop.runner.records.trace import TraceWriter
+from kvtop.runner.records.transcript import Transcript, latest_session, read_messages, resume_last
 
 
 def transcript(folder, turns, started=None):

@@ -7,7 +7,7 @@ import pytest
 
 from helpers import damaged
 
-from runner.records.trace import TraceError, number_range, read_trace
+from kvtop.runner.records.trace import TraceError, number_range, read_trace
 
 
 # line 1 header, 2 LoadProgress, 3 Loaded, 4 user, 5 TurnStarted, 6 PrefillProgress,
@@ -65,7 +65,7 @@ def test_ranges_fit_real_figures():
 @pytest.mark.parametrize("threads,ok", [([1, 1], True), (None, True), ([0, 1], False), ([1], False),
                                         (["1", 1], False), ([True, 1], False), ([1, 10**9], False)])
 def test_a_forecasts_threads_are_two_thread_counts(threads, ok):
-    from runner.records.trace import parse_forecast
+    from kvtop.runner.records.trace import parse_forecast
 
     data = {"prompt_tokens": 10, "cached_tokens": 0, "reply_tokens": 5, "ttft_s": 0.1, "prefill_s": 0.1,
             "prefill_tok_s": 100.0, "decode_tok_s": 50.0, "reply_s": 0.2, "basis": "roofline", "n_turns": 0,

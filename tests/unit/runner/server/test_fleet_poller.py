@@ -15,9 +15,9 @@ from contextlib import ExitStack
 
 from fake_servers import FakeServer
 
-from runner.server.fleet import COST_FACTOR, FleetPoller
-from runner.server.http import ServerClient
-from runner.server.monitor import ServerMonitor
+from kvtop.runner.server.fleet import COST_FACTOR, FleetPoller
+from kvtop.runner.server.http import ServerClient
+from kvtop.runner.server.monitor import ServerMonitor
 
 
 def fleet(stack: ExitStack, good: int, blackholes: int = 0) -> list[ServerMonitor]:

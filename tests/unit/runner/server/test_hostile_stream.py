@@ -16,11 +16,11 @@ import time
 
 import pytest
 
-from runner import events as ev
-from runner.process.commands import Chat, ChatMessage
-from runner.server.engine import ServerEngine
-from runner.server.http import MAX_LINE_BYTES
-from runner.settings import Settings
+from kvtop.runner import events as ev
+from kvtop.runner.process.commands import Chat, ChatMessage
+from kvtop.runner.server.engine import ServerEngine
+from kvtop.runner.server.http import MAX_LINE_BYTES
+from kvtop.runner.settings import Settings
 
 GOOD_TOKEN = {"choices": [{"delta": {"content": "ok"}}],
               "timings": {"prompt_n": 5, "prompt_ms": 10.0, "cache_n": 0, "predicted_n": 1, "predicted_ms": 1.0}}

@@ -10,7 +10,7 @@ import time
 
 from fake_llama_server import FakeLlamaServer
 
-from runner.server.load_driver import LoadDriver
+from kvtop.runner.server.load_driver import LoadDriver
 
 
 def test_each_request_sends_exactly_p_tokens_and_no_two_are_alike():

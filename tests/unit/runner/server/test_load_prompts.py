@@ -3,7 +3,7 @@ With a fixed seed a second run against the same server sent the first run's prom
 the server's prefix cache answered them and TTFT fell from 0.61 s to 0.03 s (a new
 user's trial)."""
 
-from runner.server.load_prompts import PromptMaker
+from kvtop.runner.server.load_prompts import PromptMaker
 
 
 class Tokenizer:

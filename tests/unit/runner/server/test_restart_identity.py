@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from runner.server.http import ServerError
-from runner.server.identity import RestartWatch, ServerIdentity
-from runner.server.monitor import ServerMonitor
+from kvtop.runner.server.http import ServerError
+from kvtop.runner.server.identity import RestartWatch, ServerIdentity
+from kvtop.runner.server.monitor import ServerMonitor
 
 BUILD = "b1-unknown"  # what the vendored llama.cpp, built outside git, answers
 

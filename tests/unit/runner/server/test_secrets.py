@@ -11,12 +11,12 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
-from runner.records.redact import scrub, scrub_argv, scrub_value
-from runner.records.trace import TraceWriter
-from runner.records.transcript import Transcript
-from runner.sanitize import clean_line, clean_text
-from runner.server.credentials import Credentials, client_auth, split_login
-from runner.server.http import ServerClient, ServerError
+from kvtop.runner.records.redact import scrub, scrub_argv, scrub_value
+from kvtop.runner.records.trace import TraceWriter
+from kvtop.runner.records.transcript import Transcript
+from kvtop.runner.sanitize import clean_line, clean_text
+from kvtop.runner.server.credentials import Credentials, client_auth, split_login
+from kvtop.runner.server.http import ServerClient, ServerError
 
 KEY = "sk-SECRET123"
 PASSWORD = "pw-SECRET"
@@ -39,7 +39,7 @@ def test_a_login_is_taken_out_of_the_url_where_it_enters():
 
 
 def test_options_never_show_the_key():
-    from tui.options import AppOptions
+    from kvtop.tui.options import AppOptions
 
     shown = repr(AppOptions(servers=("http://127.0.0.1:9",), api_key=Credentials(KEY)))
     assert KEY not in shown
@@ -110,7 +110,7 @@ def test_a_key_of_digits_breaks_no_number_in_a_file(tmp_path):
     """A secret is replaced in the files' text, never in their numbers or structure: a key
     of digits inside a count, or one spelling a JSON literal, leaves the trace readable and
     the SVG's coordinates numbers."""
-    from runner.records.redact import scrub_json, scrub_svg
+    from kvtop.runner.records.redact import scrub_json, scrub_svg
 
     Credentials("123456")
     Credentials("nullnull")
@@ -132,7 +132,7 @@ def test_a_key_of_digits_breaks_no_number_in_a_file(tmp_path):
 def test_the_trace_and_the_session_file_never_write_a_secret_they_are_handed(tmp_path):
     """The second line of defence: even given the raw argv and a URL with its login, the
     writers put neither on disk."""
-    from runner import events as ev
+    from kvtop.runner import events as ev
 
     Credentials(KEY)
     split_login(f"http://alice:{PASSWORD}@127.0.0.1:8080")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from runner.server.monitor import ServerMonitor
+from kvtop.runner.server.monitor import ServerMonitor
 
 
 class FakeClient:
@@ -38,7 +38,7 @@ def poll(mon, client, t, monkeypatch, slots, prompt_total, gen_total):
     client.slots = slots
     client.metrics = (f"llamacpp:prompt_tokens_total {prompt_total}\n"
                       f"llamacpp:tokens_predicted_total {gen_total}\n")
-    monkeypatch.setattr("runner.server.monitor.time.monotonic", lambda: t)
+    monkeypatch.setattr("kvtop.runner.server.monitor.time.monotonic", lambda: t)
     return mon.poll().rates
 
 
@@ -72,7 +72,7 @@ def test_without_slots_the_counters_alone_give_the_rates(monkeypatch):
     client = FakeClient()
 
     def no_slots(path):
-        from runner.server.http import ServerError
+        from kvtop.runner.server.http import ServerError
 
         if path == "/slots":
             raise ServerError("not found", 501)

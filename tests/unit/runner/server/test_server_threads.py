@@ -7,9 +7,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from runner.commands import load_physics
-from runner.server import props
-from runner.server.props import threads_from_cmdline
+from kvtop.runner.commands import load_physics
+from kvtop.runner.server import props
+from kvtop.runner.server.props import threads_from_cmdline
 
 
 @pytest.mark.parametrize("argv,threads", [

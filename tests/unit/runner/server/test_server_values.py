@@ -13,9 +13,9 @@ import json
 import pytest
 from fake_servers import FakeServer, Reply, json_reply, llama_routes, slot
 
-from runner.server.checks import MAX_CTX, Refused, count
-from runner.server.http import ServerClient
-from runner.server.monitor import ServerMonitor, check_metrics, parse_metrics
+from kvtop.runner.server.checks import MAX_CTX, Refused, count
+from kvtop.runner.server.http import ServerClient
+from kvtop.runner.server.monitor import ServerMonitor, check_metrics, parse_metrics
 
 
 def poll(**routes):
@@ -93,8 +93,8 @@ def test_an_openai_style_url_is_told_to_drop_its_path():
     too, so only /props failed, with a bare 404; the line now says what to give."""
     from fake_servers import HEALTH
 
-    from runner.server.http import ServerError
-    from runner.server.props import read_server_info
+    from kvtop.runner.server.http import ServerError
+    from kvtop.runner.server.props import read_server_info
 
     with FakeServer({"/v1/health": json_reply(HEALTH)}) as url:
         client = ServerClient(url + "/v1", deadline_s=5.0)

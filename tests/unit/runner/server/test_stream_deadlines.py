@@ -16,8 +16,8 @@ import time
 import pytest
 from fake_servers import FakeServer, Reply, llama_routes, nested
 
-import runner.server.http as http
-from runner.server.http import ServerClient, ServerError
+import kvtop.runner.server.http as http
+from kvtop.runner.server.http import ServerClient, ServerError
 
 TOKEN = json.dumps({"choices": [{"delta": {"content": "ok"}}]})
 CEILING_S = 3.0

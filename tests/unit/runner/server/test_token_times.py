@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from runner import events as ev
-from runner.server.stream import TurnTranslator
-from tui.decode_series import DecodeSeries
+from kvtop.runner import events as ev
+from kvtop.runner.server.stream import TurnTranslator
+from kvtop.tui.decode_series import DecodeSeries
 
 
 def chunk(i: int, ms: float | None) -> dict:

@@ -3,8 +3,8 @@ event of the turn the UI receives: the F2 waterfall draws the turn in flight fro
 prefill pane's prompt-cache note reads it at the turn's end. Before, the prefill pane
 kept the reports, the App the first token and the prompt-cache event."""
 
-from runner import events as ev
-from runner.session.records import ActiveTurn, DecodeSoFar
+from kvtop.runner import events as ev
+from kvtop.runner.session.records import ActiveTurn, DecodeSoFar
 
 STARTED = ev.TurnStarted(7, 300, 100, 4096, "chatml", None, 0.01, 0.02, None, 1000.5)
 

@@ -1,9 +1,9 @@
 """The block printed on quit, as llama-cli's perf print: the session's own figures, summed
 over its turns, with the rates the panes showed (issue: print the session's summary)."""
 
-from runner import events as ev
-from runner.session.records import TurnRecord
-from runner.session.summary import summary_lines, turn_seconds
+from kvtop.runner import events as ev
+from kvtop.runner.session.records import TurnRecord
+from kvtop.runner.session.summary import summary_lines, turn_seconds
 
 
 def metrics(prefill_tokens, prefill_s, decode_tokens, decode_s, reused=0, first_token_at=None):

@@ -6,9 +6,9 @@ import os
 
 import pytest
 
-from runner.system import cpu_probe
-from runner.system.cpu_probe import CPUProbe, cpu_profile, without_load
-from runner.system.cpu_use import CPUReading, cpu_use
+from kvtop.runner.system import cpu_probe
+from kvtop.runner.system.cpu_probe import CPUProbe, cpu_profile, without_load
+from kvtop.runner.system.cpu_use import CPUReading, cpu_use
 
 
 def _probe(bw: float, busy: float | None, kernels: dict | None = None, version: int = cpu_probe.PROBE_VERSION) -> CPUProbe:
@@ -49,7 +49,7 @@ def test_a_disturbed_probe_is_not_the_ceiling_while_the_machine_stays_busy(tmp_p
     as long as the machine stayed busy. It is not probed again under load (that reads
     the load again), but its figures are handed out with the load's price taken off, by
     the model that prices forecasts at today's load, and the hardware line says so."""
-    from runner.system.cpu_pace import slowdown, thread_pace
+    from kvtop.runner.system.cpu_pace import slowdown, thread_pace
 
     _cache(tmp_path, _probe(19.6, busy=0.61))
     calls = _fake(monkeypatch, busy_now=0.7, fresh=_probe(34.1, busy=0.04))
@@ -126,7 +126,7 @@ def test_the_compute_peak_is_the_fastest_matmul_measured():
 
 
 def test_llama_cpp_kernels_are_timed_through_ggml():
-    from runner.system.ggml_matmul import probe_kernels
+    from kvtop.runner.system.ggml_matmul import probe_kernels
 
     got = probe_kernels(1, k=256, m=64, n=32, repeats=1)
     assert {"q4_K", "q4_1", "q8_0", "f16"} <= set(got) and all(v > 0 for v in got.values())
@@ -163,7 +163,7 @@ def test_a_probe_taken_at_one_batch_size_only_is_taken_again_once_quiet(tmp_path
 
 
 def test_the_fastest_kernel_is_timed_at_each_batch_size():
-    from runner.system.ggml_matmul import probe_batch_curve
+    from kvtop.runner.system.ggml_matmul import probe_batch_curve
 
     got = probe_batch_curve(1, batches=(1, 16), k=256, m=64, repeats=1)
     assert set(got) == {"1", "16"} and all(v > 0 for v in got.values())
@@ -172,7 +172,7 @@ def test_the_fastest_kernel_is_timed_at_each_batch_size():
 def test_decode_attention_is_timed_through_llama_cpps_flash_attention():
     """One token's query over an f16 cache, a head long: far below a 512-token batch's
     peak (here ~0.007 TFLOPS at 64 against ~0.035), and it is what decode's attention runs."""
-    from runner.system.ggml_matmul import probe_attention, probe_kernels
+    from kvtop.runner.system.ggml_matmul import probe_attention, probe_kernels
 
     got = probe_attention(1, head_dims=(64, 256), depth=512, repeats=1)
     assert set(got) == {"64", "256"} and all(v > 0 for v in got.values())

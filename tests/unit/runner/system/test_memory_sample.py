@@ -4,7 +4,7 @@ import os
 
 
 def test_take_sample_of_this_process():
-    from runner.system.memory import MemorySample, take_sample
+    from kvtop.runner.system.memory import MemorySample, take_sample
 
     s = take_sample(os.getpid(), os.getpid(), same_process=True)
     assert isinstance(s, MemorySample)

@@ -1,6 +1,6 @@
 """The tok/s chart gets at most two points per column, and they keep the shape of the run."""
 
-from tui.panes.decode_chart import bucket_series
+from kvtop.tui.panes.decode_chart import bucket_series
 
 
 def test_a_long_run_is_cut_to_the_bucket_count_and_keeps_its_slowdown():

@@ -9,10 +9,10 @@ import dataclasses
 import re
 
 from helpers import make_app, screen_text, send, wait_until
-from runner import events as ev
-from runner.settings import Settings
+from kvtop.runner import events as ev
+from kvtop.runner.settings import Settings
 from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
-from tui.decode_series import DecodeSeries
+from kvtop.tui.decode_series import DecodeSeries
 
 INTEGER = re.compile(r"^\d{1,3}(,\d{3})*$")
 
@@ -132,7 +132,7 @@ def test_the_first_tokens_gap_does_not_start_the_line_far_below_the_rate():
 def test_the_ceiling_above_the_scale_is_compared_with_the_latest_rate():
     """The legend's "Nx" divided the ceiling at the last position by the highest point
     drawn (early, at a shallow depth), so it understated the gap at the current depth."""
-    from tui.panes.decode_chart import legend, plan_chart
+    from kvtop.tui.panes.decode_chart import legend, plan_chart
 
     series = [(100 + i, 20.0 - i / 4) for i in range(41)]  # 20 tok/s falling to 10
     plan = plan_chart(series, [], lambda depth: 300.0, 80)
@@ -168,7 +168,7 @@ async def test_a_decode_with_no_token_for_seconds_says_so_not_its_last_rate(tmp_
     saying its last rate as "live". The once-a-second check says how long it has waited."""
     import time
 
-    from tui.panes.decode import DecodePane
+    from kvtop.tui.panes.decode import DecodePane
 
     settings = Settings(smollm_shaped, n_ctx=4096, n_threads=2)
     loaded = smollm_loaded(smollm_shaped)

@@ -1,10 +1,10 @@
 """The Estimate pane draws EstimateRows."""
 
-from runner.calibration.forecast import Forecast
-from runner.physics.estimate_rows import EstimateContext, EstimateRows, Row, TurnFigures
-from runner.physics.verdicts import estimate_verdict
-from runner.units import MIB
-from tui.panes.estimate import EstimatePane
+from kvtop.runner.calibration.forecast import Forecast
+from kvtop.runner.physics.estimate_rows import EstimateContext, EstimateRows, Row, TurnFigures
+from kvtop.runner.physics.verdicts import estimate_verdict
+from kvtop.runner.units import MIB
+from kvtop.tui.panes.estimate import EstimatePane
 
 ROWS = EstimateRows(ttft=Row(0.043, 0.098), prefill=Row(925.0, 420.0), decode=Row(307.0, 150.0),
                     kv=Row(90 * MIB, 90 * MIB), weights=Row(92.1 * MIB, 92.1 * MIB), peak=Row(280 * MIB, 251 * MIB),

@@ -4,8 +4,8 @@ idle server polled again redraws nothing."""
 
 from textual.app import App
 
-from runner.server.monitor import ServerRates, ServerSnapshot, SlotState
-from tui.panes.server import HEADER, NARROW_HEADER, TINY_HEADER, ServerPane
+from kvtop.runner.server.monitor import ServerRates, ServerSnapshot, SlotState
+from kvtop.tui.panes.server import HEADER, NARROW_HEADER, TINY_HEADER, ServerPane
 
 URL = "http://127.0.0.1:8080"
 

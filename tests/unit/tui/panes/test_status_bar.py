@@ -9,8 +9,8 @@ import dataclasses
 import os
 
 from helpers import make_app, screen_text, wait_until
-from runner.model.inspect import load_facts
-from runner.settings import Settings
+from kvtop.runner.model.inspect import load_facts
+from kvtop.runner.settings import Settings
 from scripted_engine import ScriptedEngine, smollm_loaded
 
 
@@ -58,7 +58,7 @@ async def test_the_model_is_named_by_its_file_and_by_its_metadata_name_only_wher
 
 
 def test_the_metadata_name_is_added_when_it_shares_no_word_with_the_file_name():
-    from tui.panes.status import model_label
+    from kvtop.tui.panes.status import model_label
 
     demo = "Smollm2 135M 8k Lc100K Mix1 Ep2"
     assert model_label("/m/SmolLM2-135M-Instruct.Q4_1.gguf", demo) == ("SmolLM2-135M-Instruct.Q4_1.gguf", None)

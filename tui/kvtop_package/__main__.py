@@ -1,0 +1,7 @@
+"""``python -m kvtop``: the ``kvtop`` command."""
+
+import sys
+
+from kvtop.tui.cli import main
+
+sys.exit(main())
