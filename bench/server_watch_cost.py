@@ -35,8 +35,8 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))
 import json  # noqa: E402
 
 import urllib3  # noqa: E402
-
 from llama_server import llama_server, server_binary  # noqa: E402
+
 from kvtop.runner.demo import demo_model_path  # noqa: E402
 from kvtop.runner.process.blocking import BlockingEngine  # noqa: E402
 from kvtop.runner.server.engine import ServerEngine  # noqa: E402

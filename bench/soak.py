@@ -24,8 +24,8 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
 import psutil  # noqa: E402
-
 from helpers import make_app, send, wait_until  # noqa: E402
+
 from kvtop.runner.demo import demo_model_path  # noqa: E402
 from kvtop.runner.process.parent import EngineProcess  # noqa: E402
 from kvtop.runner.settings import Settings  # noqa: E402

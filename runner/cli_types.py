@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import argparse
 import math
-from typing import Callable
+from collections.abc import Callable
 
 from kvtop.runner.pacing import MAX_S, MIN_S
 

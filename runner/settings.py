@@ -73,7 +73,7 @@ class Settings:
     keep: int = -1  # --keep N: turns that begin in the first N tokens stay too (-1, 0: the system prompt only)
     threads_why: str = ""
 
-    def resolved(self) -> "Settings":
+    def resolved(self) -> Settings:
         """Fill the automatic values (threads, padded n_ctx, ubatch <= batch)."""
         s = self
         if s.n_threads <= 0:

@@ -7,8 +7,8 @@ import os
 import time
 from contextlib import contextmanager
 
-from kvtop.runner.system.hardware import HardwareProfile
 from kvtop.runner.records.paths import Paths
+from kvtop.runner.system.hardware import HardwareProfile
 
 # A fixed hardware profile: tests must not depend on what the CPU probe measures today.
 FIXED_HW = HardwareProfile(bandwidth_gbs=30.0, tflops=0.25, source="test profile",
@@ -46,6 +46,7 @@ def make_app(settings, engine_factory, root, **kw):
 def scripted_app(tmp_path, model_path, pieces):
     """The real app on a scripted engine: SmolLM2's facts, one turn that writes ``pieces``."""
     from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
+
     from kvtop.runner.settings import Settings
 
     settings = Settings(model_path, n_ctx=4096, n_threads=2)

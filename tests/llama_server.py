@@ -3,15 +3,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
 import time
-from contextlib import contextmanager
-
-import json
 import urllib.error
 import urllib.request
+from contextlib import contextmanager
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import inspect
 import os
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from textual.actions import parse as parse_action
 from textual.app import App, ComposeResult, SystemCommand
@@ -33,8 +33,16 @@ from kvtop.runner.session.source import EngineSource
 from kvtop.runner.settings import Settings, usable_cores
 from kvtop.themes import APP_VARIABLE_DEFAULTS, THEMES
 
+from .chat_undo import ChatUndo
 from .collector import TurnCollector
+from .cpu_watch import CPUWatch, CPUWatching
+from .dashboard import WIDE_COLUMNS, Dashboard, MetricsScroll, PagerBar
+from .forecasting import Estimates, ForecastBorder, Forecasting
+from .lifecycle import EngineControl, EngineLifecycle
+from .load_view import LoadView
+from .looks import Looks
 from .options import AppOptions
+from .palette import handler
 from .panes.about import AboutBar
 from .panes.chat import ChatLog, StreamTail, TypedKeys
 from .panes.decode import DecodePane
@@ -45,19 +53,11 @@ from .panes.memory import MemoryPane
 from .panes.prefill import PrefillPane
 from .panes.status import StatusBar
 from .prompt_input import PromptInput
-from .chat_undo import ChatUndo
-from .cpu_watch import CPUWatch, CPUWatching
-from .dashboard import WIDE_COLUMNS, Dashboard, MetricsScroll, PagerBar
-from .forecasting import Estimates, ForecastBorder, Forecasting
-from .lifecycle import EngineControl, EngineLifecycle
-from .load_view import LoadView
-from .looks import Looks
 from .routing import EngineRouting
-from .server_routing import ServerRouting
-from .palette import handler
-from .turn_view import TurnView
 from .screens import HelpScreen
+from .server_routing import ServerRouting
 from .share import Share
+from .turn_view import TurnView
 from .workers import EngineWorkers, FleetWatch
 
 KVTOP_THEME_NAMES = frozenset(t.name for t in THEMES)

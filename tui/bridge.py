@@ -14,7 +14,7 @@ bridge accumulates text and per-token times and posts a cumulative
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from kvtop.runner import events as ev
 from kvtop.runner.sanitize import clean_text

@@ -26,8 +26,8 @@ from kvtop.runner.process.commands import ChatMessage, MeasurePrompt
 from kvtop.runner.sanitize import clean_line, clean_text
 
 from . import messages as msg
-from .guards import while_running
 from .format import fmt_int, fmt_seconds
+from .guards import while_running
 from .prompt_input import expanded_draft
 
 REPLY_TOKENS = 256  # the reply length a forecast before Enter assumes (when -n does not say)

@@ -12,10 +12,10 @@ import argparse
 import os
 import sys
 
-from kvtop.runner.demo import INSTALL_HINT, demo_model_path
 from kvtop.runner.cli_types import nice_increment, refresh_seconds, replay_speed
-from kvtop.runner.sanitize import clean_line
 from kvtop.runner.commands.engine_flags import add_engine_flags
+from kvtop.runner.demo import INSTALL_HINT, demo_model_path
+from kvtop.runner.sanitize import clean_line
 from kvtop.runner.settings import settings_from_args
 
 from .run import print_summary, refusal, run_app, run_until_quit
@@ -169,6 +169,7 @@ def replay_main(argv: list[str], ask=None, terminal: bool = False) -> int:
     from kvtop.runner.records.paths import default_paths
     from kvtop.runner.records.trace import TraceError, read_trace
     from kvtop.runner.session.source import EngineSource
+
     from .quitting import NO_REPLAY_TERMINAL, has_terminal
 
     if a.trace is None:

@@ -35,8 +35,8 @@ def server_main(p: argparse.ArgumentParser, a: argparse.Namespace, argv: list[st
     ``run``: what runs the app (default: tui/run.py's ``run_until_quit``; ``kvtop`` passes
     ``tui.launch.run_until_quit``, the seam tests replace)."""
     from kvtop.runner.server.http import ServerClient, ServerError
-    from kvtop.runner.server.urls import api_key_from_env, is_loopback
     from kvtop.runner.server.props import read_server_info
+    from kvtop.runner.server.urls import api_key_from_env, is_loopback
     from kvtop.runner.settings import settings_from_args
 
     if a.context_shift is not None or a.keep is not None:

@@ -10,7 +10,6 @@ reader, a restart, the server the chat follows, and stopping it on quit."""
 from __future__ import annotations
 
 import time
-
 from functools import partial
 
 from kvtop.runner.pacing import prefill_interval

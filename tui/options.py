@@ -5,8 +5,8 @@ so the App's constructor stays small and tests set only what they fix (as Postin
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 
 @dataclass

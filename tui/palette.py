@@ -15,8 +15,8 @@ Maximize/Minimize of the focused pane stay.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from functools import partial
-from typing import Iterable
 
 from textual.app import SystemCommand
 

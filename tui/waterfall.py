@@ -12,8 +12,8 @@ for the biggest cause. The heading always says which turn it is.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from textual.app import ComposeResult
 from textual.binding import Binding

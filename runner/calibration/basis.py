@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from kvtop.runner.physics.here import Here
 
 
-def roofline_basis(here: "Here") -> Basis:
+def roofline_basis(here: Here) -> Basis:
     """The forecast's shape on ``here``: the model's facts, its KV cache, the hardware,
     and the settings whose micro-batch (``-ub`` within ``-b``) the forecast steps by."""
 
@@ -47,7 +47,7 @@ def roofline_basis(here: "Here") -> Basis:
                  decode_attention_pace(here) if measured else None)
 
 
-def decode_attention_pace(here: "Here"):
+def decode_attention_pace(here: Here):
     """Seconds of one decoded token's attention at a depth, each layer at the pace the
     CPU probe measured for heads of its size (runner.system.ggml_matmul.probe_attention)."""
     from kvtop.runner.physics.phase_costs import layer_attention_flops

@@ -11,8 +11,8 @@ micro-batch counts as often as it is paid.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from kvtop.runner.calibration.fit import Fit, SplitFit, fit_scale, fit_split
 from kvtop.runner.calibration.store import Samples

@@ -55,7 +55,7 @@ class CPULoad:
         return min(max(self.others_cores / self.n_cores, 0.0), 1.0) if self.n_cores > 0 else 0.0
 
     @classmethod
-    def of_share(cls, share: float, n_cores: int) -> "CPULoad":
+    def of_share(cls, share: float, n_cores: int) -> CPULoad:
         return cls(max(share, 0.0) * n_cores, n_cores)
 
 

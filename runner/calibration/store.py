@@ -27,7 +27,7 @@ class Samples:
     overhead: list[float] = field(default_factory=list)
     turns: int = 0
 
-    def add(self, other: "Samples") -> None:
+    def add(self, other: Samples) -> None:
         self.prefill = (self.prefill + other.prefill)[-MAX_PREFILL:]
         self.decode = (self.decode + other.decode)[-MAX_DECODE:]
         self.overhead = (self.overhead + other.overhead)[-MAX_OVERHEAD:]

@@ -21,8 +21,19 @@ import time
 from dataclasses import replace
 
 from kvtop.runner.cli_types import INT32_MAX, int_in, positive_int
-from kvtop.runner.commands.bench_output import FA_NUMBER, FORMATS, Row, build_of, format_csv, format_json, format_jsonl, \
-    format_md, format_sql, md_fields, model_type_of
+from kvtop.runner.commands.bench_output import (
+    FA_NUMBER,
+    FORMATS,
+    Row,
+    build_of,
+    format_csv,
+    format_json,
+    format_jsonl,
+    format_md,
+    format_sql,
+    md_fields,
+    model_type_of,
+)
 from kvtop.runner.commands.bench_plan import BenchTest, Lists, Load, fa_list, int_list, kv_type_list, pg_pair, plan
 from kvtop.runner.commands.common import EXIT_OK, fail
 from kvtop.runner.units import mib_to_bytes

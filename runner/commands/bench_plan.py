@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import argparse
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from kvtop.runner.cli_types import INT32_MAX, int_in
 from kvtop.runner.model.quant_types import KV_CACHE_TYPES

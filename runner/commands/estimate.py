@@ -11,8 +11,13 @@ import json
 from kvtop.runner.cli_types import non_negative_int, positive_float, positive_int
 from kvtop.runner.commands.common import EXIT_OK, fail, json_safe, stopped_before
 from kvtop.runner.commands.estimate_devices import add_offload_flags, device_lines, device_report, offload_settings
-from kvtop.runner.commands.estimate_forecast import (add_forecast_flags, estimate_settings, forecast_block, forecast_line,
-                                              load_here)
+from kvtop.runner.commands.estimate_forecast import (
+    add_forecast_flags,
+    estimate_settings,
+    forecast_block,
+    forecast_line,
+    load_here,
+)
 from kvtop.runner.model.facts import ModelFacts
 from kvtop.runner.physics.here import Here
 from kvtop.runner.physics.kv_bytes import kv_layout
@@ -263,8 +268,8 @@ def server_facts(a) -> tuple[dict | None, str | None]:
     import os
 
     from kvtop.runner.server.http import ServerClient, ServerError
-    from kvtop.runner.server.urls import api_key_from_env, is_loopback
     from kvtop.runner.server.props import read_server_info
+    from kvtop.runner.server.urls import api_key_from_env, is_loopback
 
     client = ServerClient(a.server, api_key_from_env(a.api_key))
     try:

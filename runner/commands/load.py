@@ -105,8 +105,8 @@ def load_main(argv: list[str], live=None) -> int:
     on a terminal unless --no-tui; runner/ itself never imports the UI."""
     from kvtop.runner.server.credentials import Credentials
     from kvtop.runner.server.http import ServerClient, ServerError
-    from kvtop.runner.server.urls import api_key_from_env
     from kvtop.runner.server.props import read_server_info
+    from kvtop.runner.server.urls import api_key_from_env
 
     p = build_parser()
     a = p.parse_args(argv)

@@ -22,9 +22,9 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Callable
 
 import jinja2
 from jinja2.sandbox import ImmutableSandboxedEnvironment

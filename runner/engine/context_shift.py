@@ -18,8 +18,8 @@ cached prefix.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from kvtop.runner.units import fmt_int
 

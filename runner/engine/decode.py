@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import llama_cpp
 
@@ -50,7 +50,7 @@ class Sampling:
     frequency_penalty: float = 0.0
 
     @classmethod
-    def of(cls, s) -> "Sampling":
+    def of(cls, s) -> Sampling:
         """The sampler settings of ``runner.settings.Settings``."""
         return cls(s.temp, s.top_k, s.top_p, s.seed, s.min_p, s.repeat_penalty, s.repeat_last_n,
                    s.presence_penalty, s.frequency_penalty)

@@ -23,8 +23,8 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Callable
 
 import llama_cpp
 
@@ -35,10 +35,10 @@ from kvtop.runner.engine.decode import Decode, Sampling
 from kvtop.runner.engine.handles import Context, Model
 from kvtop.runner.engine.kv_shift import cached_after_shift, shift_for, why_no_shift
 from kvtop.runner.engine.llama_log import CAPTURE
-from kvtop.runner.llama_buffers import parse_buffers
 from kvtop.runner.engine.prefill import Prefill
 from kvtop.runner.engine.prompt_cache import KVCache, PromptCacheFile, common_prefix, diff_windows, first_difference
 from kvtop.runner.engine.timeline import TOKENS, PromptInfo, TurnClock, turn_metrics
+from kvtop.runner.llama_buffers import parse_buffers
 from kvtop.runner.model.gguf_header import check_loadable, read_header
 from kvtop.runner.model.quant_types import KV_CACHE_TYPES
 from kvtop.runner.sanitize import clean_line

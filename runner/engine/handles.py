@@ -14,7 +14,7 @@ freed memory. Whoever opens a handle closes it (the engine in ``close()``).
 from __future__ import annotations
 
 import ctypes
-from typing import Sequence
+from collections.abc import Sequence
 
 import llama_cpp
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import ctypes
 import os
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import llama_cpp
 

@@ -5,7 +5,7 @@ The verdicts themselves (``ttft_verdict`` among them) live in ``runner.physics.v
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 
 def predicted_ubatch_seconds(prefill_s: Callable[[int, int], float | None] | None, ubatches,

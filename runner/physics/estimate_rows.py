@@ -54,7 +54,7 @@ class TurnFigures:
     itl_p95_ms: float | None = None
 
     @classmethod
-    def from_metrics(cls, mt) -> "TurnFigures":
+    def from_metrics(cls, mt) -> TurnFigures:
         return cls(prefill_tokens=mt.prefill_tokens, prefill_s=mt.prefill_s, wait_s=mt.wait_s, ttft_s=mt.ttft_s,
                    decode_tokens=mt.decode_tokens, decode_s=mt.decode_s, decode_tok_s=mt.decode_tok_s,
                    itl_p50_ms=mt.itl_p50_ms, itl_p95_ms=mt.itl_p95_ms)

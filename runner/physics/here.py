@@ -44,24 +44,24 @@ class Here:
     settings: object  # runner.settings.Settings
 
     @classmethod
-    def at(cls, facts, hw, settings, n_ctx: int | None = None, n_ubatch: int | None = None) -> "Here":
+    def at(cls, facts, hw, settings, n_ctx: int | None = None, n_ubatch: int | None = None) -> Here:
         """With the KV cache of ``n_ctx`` cells (default: the settings')."""
         return cls(facts, layout_for(facts, settings, settings.n_ctx if n_ctx is None else n_ctx, n_ubatch),
                    hw, settings)
 
     @classmethod
-    def known(cls, facts, layout, hw, settings) -> "Here | None":
+    def known(cls, facts, layout, hw, settings) -> Here | None:
         """The model on this machine, or None while any of it is not known (a server
         without its GGUF header: no facts, no KV layout, no physics)."""
         if facts is None or layout is None or hw is None:
             return None
         return cls(facts, layout, hw, settings)
 
-    def resized(self, n_ctx: int, n_ubatch: int | None = None) -> "Here":
+    def resized(self, n_ctx: int, n_ubatch: int | None = None) -> Here:
         """The same machine with the KV cache the engine allocated (a server: every slot's)."""
         return replace(self, layout=layout_for(self.facts, self.settings, n_ctx, n_ubatch))
 
-    def with_hardware(self, hw) -> "Here":
+    def with_hardware(self, hw) -> Here:
         """The same model and cache on a re-probed machine."""
         return replace(self, hw=hw)
 

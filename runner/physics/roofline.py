@@ -17,8 +17,13 @@ from dataclasses import asdict, dataclass
 from kvtop.runner.model.facts import ModelFacts
 from kvtop.runner.physics.device_split import DeviceShare, decode_compute_seconds, decode_seconds, prefill_seconds_on
 from kvtop.runner.physics.kv_bytes import KVLayout, kv_bytes_read_at_depth
-from kvtop.runner.physics.phase_costs import (attention_flops, decode_flops, decode_weight_bytes,  # noqa: F401
-                                        prefill_flops, sum_range)
+from kvtop.runner.physics.phase_costs import (  # noqa: F401
+    attention_flops,
+    decode_flops,
+    decode_weight_bytes,
+    prefill_flops,
+    sum_range,
+)
 
 
 def flops_per_token(n_params: float) -> float:

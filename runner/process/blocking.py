@@ -11,7 +11,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from kvtop.runner import events as ev
 from kvtop.runner.process.commands import Chat, Generate, Reset, Tokenize, as_messages

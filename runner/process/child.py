@@ -17,10 +17,9 @@ import time
 from multiprocessing.connection import Connection
 
 from kvtop.runner import events as ev
-from kvtop.runner.process.commands import Cancel, Chat, Generate, Load, MeasurePrompt, Quit, Reset, Tokenize
 from kvtop.runner.pacing import BATCH_S  # token events sent together: one wake-up of the parent per batch
+from kvtop.runner.process.commands import Cancel, Chat, Generate, Load, MeasurePrompt, Quit, Reset, Tokenize
 from kvtop.runner.process.lifeline import die_with_parent
-
 
 EOF_EXIT_S = 0.5  # after its command pipe ends, the time the child gives its main thread to stop
 

@@ -29,8 +29,9 @@ queued commands, no moment of load, prefill or decode can have two.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from kvtop.runner.process.commands import Cancel, Command, Load
 from kvtop.runner.settings import Settings
@@ -96,7 +97,7 @@ class ReaderGuard:
     def __init__(self) -> None:
         self._lock = threading.Lock()
 
-    def __enter__(self) -> "ReaderGuard":
+    def __enter__(self) -> ReaderGuard:
         if not self._lock.acquire(blocking=False):
             raise SecondReader("another thread is already reading this engine's events")
         return self

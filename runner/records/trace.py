@@ -27,14 +27,13 @@ import time
 from dataclasses import asdict, fields, is_dataclass
 
 from kvtop.runner import events as ev
-from kvtop.runner.system.hardware import CPUProbe, GPUInfo, HardwareProfile
 from kvtop.runner.llama_buffers import KVBufferLine, LlamaBuffers
 from kvtop.runner.model.facts import LayerShape, ModelFacts
 from kvtop.runner.records.redact import scrub_argv, scrub_json
+from kvtop.runner.records.trace_check import _Bad, _hints, _number, _show, check_record, check_value, number_range  # noqa: F401 (number_range: the ranges, for callers)
 from kvtop.runner.sanitize import clean_line
 from kvtop.runner.settings import Settings
-from kvtop.runner.records.trace_check import (  # noqa: F401 (number_range: the ranges, for callers)
-    _Bad, _hints, _number, _show, check_record, check_value, number_range)
+from kvtop.runner.system.hardware import CPUProbe, GPUInfo, HardwareProfile
 
 TRACE_VERSION = 1
 EVENT_TYPES = {cls.__name__: cls for cls in (

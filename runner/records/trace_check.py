@@ -7,7 +7,7 @@ import math
 import types
 import typing
 from dataclasses import is_dataclass
-from functools import lru_cache
+from functools import cache
 
 # ------------------------------------------------------------------ validation
 # The range of a number, by its field's name. Wide enough for any real session, narrow
@@ -86,7 +86,7 @@ def _any(v, name: str) -> None:
         raise _Bad(f"{name} is {_show(v)}")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _hints(cls) -> dict:
     return typing.get_type_hints(cls)
 

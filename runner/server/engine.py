@@ -22,9 +22,9 @@ from kvtop.runner.process.commands import Chat, Generate, Load, MeasurePrompt, Q
 from kvtop.runner.process.contract import SERVER, QueuedCommands, ReaderGuard, Sink
 from kvtop.runner.sanitize import clean_line
 from kvtop.runner.server.http import ServerClient, ServerError
-from kvtop.runner.server.urls import is_loopback
 from kvtop.runner.server.props import ServerInfo, read_server_info
 from kvtop.runner.server.stream import TurnTranslator
+from kvtop.runner.server.urls import is_loopback
 from kvtop.runner.settings import Settings
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from kvtop.runner.pacing import FLEET_POLLS_PER_S
 

@@ -22,7 +22,7 @@ import socket
 import struct
 import threading
 import time
-from typing import Iterator
+from collections.abc import Iterator
 from urllib.parse import urlsplit
 
 from kvtop.runner.sanitize import clean_line

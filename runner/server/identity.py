@@ -29,8 +29,8 @@ carries the chat template: kilobytes).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from kvtop.runner.sanitize import clean_line
 from kvtop.runner.units import fmt_int
@@ -51,7 +51,7 @@ class ServerIdentity:
     n_ctx: int | None  # per slot
 
     @classmethod
-    def from_props(cls, props) -> "ServerIdentity | None":
+    def from_props(cls, props) -> ServerIdentity | None:
         """``/props`` as llama-server answers it; None when it is not a dict."""
         if not isinstance(props, dict):
             return None
@@ -64,7 +64,7 @@ class ServerIdentity:
             n_ctx=_count(gen.get("n_ctx"), 1, 1 << 40) if isinstance(gen, dict) else None,
         )
 
-    def changed(self, old: "ServerIdentity") -> tuple[str, ...]:
+    def changed(self, old: ServerIdentity) -> tuple[str, ...]:
         """The fields that differ from ``old`` (an unknown on either side is no change)."""
         return tuple(f for f in ("model", "total_slots", "n_ctx", "build_info")
                      if getattr(self, f) is not None and getattr(old, f) is not None

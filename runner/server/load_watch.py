@@ -15,8 +15,8 @@ import threading
 import time
 
 from kvtop.runner.server.http import ServerClient
-from kvtop.runner.server.urls import is_loopback
 from kvtop.runner.server.monitor import ServerMonitor, ServerSnapshot
+from kvtop.runner.server.urls import is_loopback
 
 
 def _cpu_seconds(pid: int | None) -> float | None:

@@ -11,7 +11,7 @@ waterfall names the network and queue time around the server's own numbers.
 from __future__ import annotations
 
 import statistics
-from typing import Callable
+from collections.abc import Callable
 
 from kvtop.runner import events as ev
 

@@ -51,7 +51,7 @@ class DeadlineSocket:
         self._arm()
         try:
             n = self._sock.recv_into(buf, nbytes, flags)
-        except socket.timeout:
+        except TimeoutError:
             if time.monotonic() >= self.deadline:
                 raise TooSlow() from None
             raise
@@ -67,7 +67,7 @@ class DeadlineSocket:
         self._arm()  # since Python 3.5 the timeout bounds the whole sendall
         try:
             self._sock.sendall(data, flags)
-        except socket.timeout:
+        except TimeoutError:
             raise TooSlow() from None
 
     def makefile(self, mode: str = "rb", buffering: int | None = None, **_kw):

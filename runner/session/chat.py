@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, replace
-from typing import Callable
 
 from kvtop.runner import events as ev
 from kvtop.runner.process.commands import Chat, ChatMessage, Reset

@@ -139,8 +139,9 @@ def without_load(probe: CPUProbe, n_cores: int | None = None) -> CPUProbe:
 
 
 def _probe_bandwidth(threads: int, nbytes: int = 256 * MIB, repeats: int = 3) -> float:
-    import numpy as np
     from concurrent.futures import ThreadPoolExecutor
+
+    import numpy as np
 
     arr = np.ones(nbytes // 8, dtype=np.float64)
     parts = np.array_split(arr, threads)

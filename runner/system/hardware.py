@@ -11,7 +11,6 @@ import threading
 from dataclasses import asdict, dataclass, field
 
 from kvtop.runner.system.cpu_name import cpu_name
-
 from kvtop.runner.system.cpu_probe import CPUProbe, cpu_profile, probe_cpu_in_subprocess  # noqa: F401 (re-exported)
 
 # Peak dense FLOPS (bf16/fp16 tensor cores, no sparsity) and memory bandwidth of

@@ -4,8 +4,8 @@ import json
 import os
 
 import pytest
-
 from helpers import make_app, screen_text, send, wait_until
+
 from kvtop.runner.process.parent import EngineProcess
 from kvtop.runner.settings import Settings
 from kvtop.tui.decode_series import MIN_WINDOW

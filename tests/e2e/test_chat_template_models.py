@@ -11,9 +11,8 @@ import argparse
 import pytest
 from helpers import cores
 
-from kvtop.runner.engine.chat_template import check_override, pick_family, render_chat
-
 from kvtop.runner import events as ev
+from kvtop.runner.engine.chat_template import check_override, pick_family, render_chat
 from kvtop.runner.process.blocking import BlockingEngine
 from kvtop.runner.process.parent import EngineProcess
 from kvtop.runner.settings import Settings

@@ -16,14 +16,14 @@ import time
 
 import pytest
 from helpers import cores, make_app, send, wait_until
+from textual.command import CommandPalette
+from textual.widgets import OptionList
 
 from kvtop.runner.process.parent import EngineProcess
 from kvtop.runner.settings import Settings
 from kvtop.tui.panes.chat import ChatLog
 from kvtop.tui.panes.status import StatusBar
 from kvtop.tui.screens import ErrorScreen
-from textual.command import CommandPalette
-from textual.widgets import OptionList
 
 LONG = "Summarise this: " + "The tide comes in and the tide goes out. " * 40  # ~400 tokens
 

@@ -223,10 +223,10 @@ def test_n_ctx_is_padded_so_no_prompt_lands_in_llama_cpps_padding(smollm_path):
 
 
 def test_cpu_probe_is_sane_and_its_ceiling_is_above_measured_decode(smollm_path, tmp_path):
+    from kvtop.runner.model.inspect import load_facts
+    from kvtop.runner.physics.kv_bytes import kv_layout
     from kvtop.runner.physics.roofline import decode_ceilings_at
     from kvtop.runner.system.hardware import cpu_profile
-    from kvtop.runner.physics.kv_bytes import kv_layout
-    from kvtop.runner.model.inspect import load_facts
 
     probe = cpu_profile(str(tmp_path), refresh=True)
     # how long it took is no test's business (~3 s quiet here, 22 s on a busy machine):

@@ -4,8 +4,8 @@ import subprocess
 import sys
 
 import pytest
-
 from gguf_factory import make_bad_files, write_tiny_llama
+
 from kvtop.runner.settings import Settings
 
 

@@ -1,9 +1,9 @@
 """Bad model files in the UI: an error screen that names the file and the reason, and the app stays up."""
 
 import pytest
-
 from gguf_factory import make_bad_files, write_tiny_llama
 from helpers import make_app, screen_text, send, wait_until
+
 from kvtop.runner.process.parent import EngineProcess
 from kvtop.runner.settings import Settings
 from kvtop.tui.screens import ErrorScreen
@@ -42,8 +42,10 @@ async def test_engine_abort_while_loading_is_reported_in_the_ui(tmp_path, smollm
 
 
 async def test_preflight_warns_before_loading_a_model_too_big_for_memory(tmp_path, smollm_path):
-    from helpers import FIXED_HW
     from dataclasses import replace
+
+    from helpers import FIXED_HW
+
     from kvtop.tui.screens import PreflightScreen
 
     tiny_ram = replace(FIXED_HW, memory_free=64 * 2**20)  # 64 MiB free: the model needs ~260 MiB

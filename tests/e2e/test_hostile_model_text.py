@@ -2,10 +2,12 @@
 
 from gguf_factory import write_tiny_llama
 from helpers import make_app, screen_text, send, wait_until
+
 from kvtop.runner.engine.engine import Engine
 from kvtop.runner.process.parent import EngineProcess
 from kvtop.runner.settings import Settings
 from kvtop.tui.panes.status import StatusBar
+
 MSGS = [{"role": "user", "content": "hi"}]
 EVIL = "[bold]b[/] [@click=app.quit]quit[/] [link=file:///etc/passwd]pw[/link] [/] \x1b[31mred\x1b[0m " \
        "\x1b]8;;https://evil.example\x07osc\x1b]8;;\x07 nul\x00 c1\x9b2J bel\x07"

@@ -3,8 +3,8 @@
 import pytest
 
 from kvtop.runner.engine.engine import Engine
-from kvtop.runner.physics.kv_bytes import kv_layout
 from kvtop.runner.model.inspect import load_facts
+from kvtop.runner.physics.kv_bytes import kv_layout
 from kvtop.runner.settings import Settings
 
 MiB = 1024 * 1024

@@ -23,7 +23,6 @@ import time
 import urllib.request
 
 import pytest
-
 from llama_server import get_json, llama_server
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -15,8 +15,8 @@ busy with other tests, and still fail the old behaviour by far.
 
 import json
 import os
-import re
 import pty
+import re
 import shutil
 import signal
 import socket

@@ -5,7 +5,6 @@ import subprocess
 import sys
 
 import pytest
-
 from helpers import damaged
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

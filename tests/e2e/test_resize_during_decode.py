@@ -7,11 +7,11 @@ tokens) decodes, 24 of them; only those posted while it ran are counted."""
 
 import asyncio
 
+from helpers import make_app, screen_text, send, wait_until
 from textual.drivers.headless_driver import HeadlessDriver
 from textual.events import Resize
 from textual.geometry import Size
 
-from helpers import make_app, screen_text, send, wait_until
 from kvtop.runner.process.parent import EngineProcess
 from kvtop.runner.settings import Settings
 from kvtop.tui.panes.kv import KVPane

@@ -10,15 +10,15 @@ import subprocess
 import sys
 
 import pytest
-
 from helpers import make_app, screen_text, send, wait_until
+
 from kvtop.runner.process.parent import EngineProcess
 from kvtop.runner.records.replay import ReplayEngine
 from kvtop.runner.records.trace import TraceError, read_trace
 from kvtop.runner.settings import Settings
 from kvtop.runner.system.hardware import SystemMemory
-from kvtop.tui.panes.chat import ChatLog
 from kvtop.runner.system.memory import MemorySample
+from kvtop.tui.panes.chat import ChatLog
 from kvtop.tui.panes.memory import MemoryPane
 
 MEMORY = MemorySample(engine_rss=250 * 2**20, ui_rss=60 * 2**20,

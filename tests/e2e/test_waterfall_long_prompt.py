@@ -3,11 +3,11 @@
 import os
 
 import pytest
-
 from helpers import make_app, screen_text, send, wait_until
-from kvtop.runner.physics.verdicts import ttft_verdict
+
 from kvtop.runner.engine.engine import Engine
 from kvtop.runner.events import TurnStarted
+from kvtop.runner.physics.verdicts import ttft_verdict
 from kvtop.runner.process.parent import EngineProcess
 from kvtop.runner.settings import Settings
 from kvtop.tui.waterfall import WaterfallScreen

@@ -6,7 +6,6 @@ belongs in tests/e2e). The CPU figures every unit test sees are a fixed probe.""
 import subprocess
 
 import pytest
-
 from helpers import FIXED_PROBE, UnitTestRule
 
 

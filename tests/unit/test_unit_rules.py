@@ -13,8 +13,9 @@ def test_a_subprocess_is_refused():
 
 
 def test_a_model_load_is_refused(smollm_shaped):
-    from kvtop.runner.engine.handles import Model
     import llama_cpp
+
+    from kvtop.runner.engine.handles import Model
 
     with pytest.raises(UnitTestRule, match="no model"):
         Model.load(smollm_shaped, llama_cpp.llama_model_default_params())

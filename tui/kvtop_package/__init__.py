@@ -7,7 +7,8 @@ package named after the tool, so nothing else claims a top-level name:
 ``python -m kvtop`` runs the ``kvtop`` command (``__main__.py``).
 """
 
-from importlib.metadata import PackageNotFoundError, version as _version
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as _version
 
 try:
     __version__ = _version("kvtop-llm")

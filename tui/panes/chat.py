@@ -14,15 +14,14 @@ from __future__ import annotations
 
 from textual import events
 from textual.containers import VerticalScroll
-from textual.css.query import NoMatches
 from textual.content import Content
+from textual.css.query import NoMatches
 
 from kvtop.runner.events import STOP_LABELS
 from kvtop.runner.sanitize import clean_text
 
 from ..format import fmt_int, fmt_rate, fmt_seconds
-from .base import PaneWidget, PaneStatic
-
+from .base import PaneStatic, PaneWidget
 
 FOLLOW_AFTER_S = 0.05
 

@@ -19,8 +19,9 @@ from kvtop.runner.physics.here import Here
 from kvtop.runner.physics.roofline import binding_ceiling
 
 from ..format import fmt_int, fmt_rate, fmt_seconds
-from .base import PaneWidget, PanePlot
+from .base import PanePlot, PaneWidget
 from .decode_chart import ChartLegend, draw, legend, plan_chart
+
 
 class DecodeSummary(PaneWidget):
     """Three fixed lines; ``refresh`` without a re-layout."""

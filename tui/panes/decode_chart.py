@@ -23,8 +23,8 @@ What the chart promises, and why:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from textual.content import Content
 

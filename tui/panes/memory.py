@@ -9,14 +9,14 @@ import time
 
 from textual.content import Content
 
+from kvtop.runner.physics.verdicts import BUSY_SHARE
 from kvtop.runner.sanitize import clean_line
+
 # the probe lives in runner.system.memory; re-exported while tui/app.py imports it from here
 from kvtop.runner.system.memory import MemorySample
 from kvtop.runner.units import MIB
 
 from ..format import NA, bar, fmt_bytes, pack
-from kvtop.runner.physics.verdicts import BUSY_SHARE
-
 from .base import PaneWidget
 
 

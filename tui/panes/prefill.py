@@ -6,7 +6,7 @@ It stays on screen after the turn with the final figures.
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from textual.content import Content
 

@@ -2,7 +2,6 @@
 own tests: llama.cpp runs in them, so they live in tests/e2e (tests/unit loads no model)."""
 
 import pytest
-
 from helpers import tiny_context
 
 

@@ -180,7 +180,7 @@ def _count(messages):
 
 def _msgs(n_turns: int, words: int = 8, system: bool = True) -> list[dict]:
     out = [{"role": "system", "content": "be brief"}] if system else []
-    for i in range(n_turns):
+    for _ in range(n_turns):
         out.append({"role": "user", "content": " ".join(["u"] * words)})
         out.append({"role": "assistant", "content": " ".join(["a"] * words)})
     return out + [{"role": "user", "content": "last"}]

@@ -5,7 +5,6 @@ from where the prefix broke and says why."""
 
 import llama_cpp
 import pytest
-
 from helpers import tiny_context
 
 from kvtop.runner import events as ev

@@ -4,7 +4,19 @@ import math
 
 import pytest
 
-from kvtop.runner.units import GIB, KIB, MIB, NA, fmt_bytes, fmt_int, fmt_num, fmt_rate, fmt_ratio, fmt_seconds, mib_to_bytes
+from kvtop.runner.units import (
+    GIB,
+    KIB,
+    MIB,
+    NA,
+    fmt_bytes,
+    fmt_int,
+    fmt_num,
+    fmt_rate,
+    fmt_ratio,
+    fmt_seconds,
+    mib_to_bytes,
+)
 
 
 def test_units():

@@ -10,8 +10,9 @@ import threading
 from types import SimpleNamespace
 
 from helpers import make_app, wait_until
-from kvtop.runner.settings import Settings
 from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
+
+from kvtop.runner.settings import Settings
 
 
 def _app(tmp_path, model, turns, speed=0.0, n_ctx=4096, load_gate=None, **kw):

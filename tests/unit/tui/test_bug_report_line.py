@@ -1,7 +1,8 @@
 """What a bug report needs, on the screen (issue 15 item 8): the last turn's compact
 waterfall in the prefill pane, and the versions/hardware line under the status bar."""
 
-from helpers import one_turn, scripted_app, screen_text
+from helpers import one_turn, screen_text, scripted_app
+
 from kvtop.runner.system.cpu_name import name_from_cpuinfo
 from kvtop.tui.panes.prefill import compact_waterfall
 
@@ -30,13 +31,13 @@ import pytest
 
 @pytest.mark.parametrize("size", [(160, 48), (120, 40)])  # one page, and pages (a new user saw none there)
 async def test_the_dashboard_shows_the_turns_waterfall_and_the_versions_line(tmp_path, smollm_shaped, size):
+    from dataclasses import replace
     from importlib.metadata import version
 
-    from dataclasses import replace
-
     from helpers import make_app
-    from kvtop.runner.settings import Settings
     from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
+
+    from kvtop.runner.settings import Settings
 
     turn = scripted_turn(1, 1000.0, 30, 0, ["The", " moon", "."])
     done = turn[-1]

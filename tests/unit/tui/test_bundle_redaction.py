@@ -10,14 +10,14 @@ import os
 import platform
 
 import pytest
-
 from helpers import make_app, screen_text, send, wait_until
-from kvtop.runner.records.trace import read_trace
+from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
+
 from kvtop.runner.records.replay import ReplayEngine
+from kvtop.runner.records.trace import read_trace
 from kvtop.runner.settings import Settings
 from kvtop.runner.system.hardware import SystemMemory
 from kvtop.runner.system.memory import MemorySample
-from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
 
 USER = "alicekvtop"
 HOST = "alicekvtop-laptop"

@@ -4,9 +4,10 @@ machine was busy): kvtop probes again once, says what changed, and the ceilings 
 from dataclasses import replace
 
 from helpers import FIXED_HW, make_app, send, wait_until
+from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
+
 from kvtop.runner.settings import Settings
 from kvtop.runner.system.cpu_probe import CPUProbe
-from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
 
 BUSY_PROBE = CPUProbe(12.0, 0.05, 2, 0.5, 1.7e9, "m", 0.61, 2.0)
 QUIET_PROBE = CPUProbe(60.0, 0.5, 2, 0.5, 1.7e9, "m", 0.02, 0.1)

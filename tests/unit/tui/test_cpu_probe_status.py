@@ -6,8 +6,9 @@ progress (then the settings) once the probe ends."""
 import threading
 
 from helpers import FIXED_HW, make_app, wait_until
-from kvtop.runner.settings import Settings
 from scripted_engine import ScriptedEngine, smollm_loaded
+
+from kvtop.runner.settings import Settings
 from kvtop.tui.panes.status import StatusBar
 
 MEASURING = "measuring this machine's CPU (bandwidth, FLOPS)"

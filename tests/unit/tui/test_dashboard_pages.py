@@ -3,8 +3,8 @@ not fit, none cut, F6 and clicks turn the pages, a click focuses a pane, a click
 finished reply opens its waterfall."""
 
 import pytest
+from helpers import one_turn, screen_text, scripted_app, wait_until
 
-from helpers import one_turn, scripted_app, screen_text, wait_until
 from kvtop.tui.dashboard import Unit, pager_labels, plan_pages, row_heights
 
 ALL = ("Prefill", "KV cache", "Decode", "Estimate vs actual", "Memory")

@@ -1,6 +1,7 @@
 """The decode pane's ceilings come from the model's facts before anything ran."""
 
-from helpers import scripted_app, screen_text, wait_until
+from helpers import screen_text, scripted_app, wait_until
+
 from kvtop.runner.physics.roofline import decode_ceilings_at
 from kvtop.tui.format import fmt_rate
 

@@ -3,12 +3,12 @@
 import types
 
 import psutil
-
 from helpers import make_app, screen_text, send, wait_until
-from kvtop.runner.system import hardware
 from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
-from kvtop.runner.settings import Settings
+
 from kvtop.runner.records.transcript import Transcript, latest_session, read_messages
+from kvtop.runner.settings import Settings
+from kvtop.runner.system import hardware
 from kvtop.tui.panes.kv import KVPane
 from kvtop.tui.panes.memory import MemoryPane
 

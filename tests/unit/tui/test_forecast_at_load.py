@@ -2,9 +2,10 @@
 border and the Estimate pane price it and say so; a quiet machine's border is as before."""
 
 from helpers import make_app, wait_until
+from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
+
 from kvtop.runner.calibration.load import CPULoad
 from kvtop.runner.settings import Settings
-from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
 from kvtop.tui.panes.estimate import EstimatePane
 
 

@@ -7,8 +7,9 @@ import json
 import os
 
 from helpers import make_app, screen_text, wait_until
-from kvtop.runner.settings import Settings
 from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
+
+from kvtop.runner.settings import Settings
 from kvtop.tui.panes.estimate import EstimatePane
 
 
@@ -172,6 +173,7 @@ async def test_the_turns_forecast_is_in_the_trace_and_a_replay_shows_it(tmp_path
     assert fc == shown and fc.prompt_tokens == 700 and fc.basis == "roofline"
 
     from helpers import make_app as make
+
     from kvtop.runner.records.replay import ReplayEngine
 
     replay = make(trace.settings(), lambda s: ReplayEngine(trace, speed=0.0), tmp_path / "r", live_system=False,

@@ -4,9 +4,10 @@ import io
 import xml.etree.ElementTree as ET
 
 from helpers import make_app, screen_text, send, wait_until
+from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
+
 from kvtop.runner.engine.chat_template import TIME_LIMIT_S, render_chat
 from kvtop.runner.sanitize import clean_line, clean_text
-from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
 from kvtop.runner.settings import Settings
 from kvtop.tui.export import safe_cell, write_turns_csv
 from kvtop.tui.panes.chat import ChatMessage

@@ -3,10 +3,10 @@ every key, and a key bar that keeps the keys that matter at any width."""
 
 import re
 
+from helpers import screen_text, scripted_app, wait_until
 from textual import events
 from textual.widgets import Static
 
-from helpers import scripted_app, screen_text, wait_until
 from kvtop.tui.app import KvtopApp
 from kvtop.tui.screens import HelpScreen
 

@@ -4,7 +4,8 @@ choice is remembered."""
 
 import json
 
-from helpers import wait_until, one_turn, scripted_app, screen_text
+from helpers import one_turn, screen_text, scripted_app, wait_until
+
 from kvtop.tui.panes.chat import ChatMessage
 
 PIECES = ["**Lighthouses**", " guide", " ships.", " See", " [the", " list](http://evil.example/x)",

@@ -3,14 +3,15 @@ the prefill pane's counts, the stream tail under the chat, the KV fill; the canc
 turn's late events do not paint them again, and the next turn shows only its own."""
 
 from helpers import make_app, screen_text, send, wait_until
-from kvtop.runner.settings import Settings
 from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
+
+from kvtop.runner.physics.verdicts import estimate_verdict
+from kvtop.runner.settings import Settings
 from kvtop.tui.panes.chat import StreamTail
 from kvtop.tui.panes.decode import DecodePane
 from kvtop.tui.panes.estimate import EstimatePane
 from kvtop.tui.panes.kv import KVPane
 from kvtop.tui.panes.prefill import PrefillPane
-from kvtop.runner.physics.verdicts import estimate_verdict
 
 SLOW_REPLY = [f"word{i} " for i in range(200)]  # 200 tokens at 20 tok/s: 10 s of decode
 

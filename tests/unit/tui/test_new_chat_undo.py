@@ -4,12 +4,13 @@ to get it back, and Ctrl+Z (or /undo) does: the chat pane as it was, the message
 next turn sends, the transcript that --resume reads and the trace a replay plays."""
 
 from helpers import make_app, screen_text, send, wait_until
+from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
+
 from kvtop.runner.process.commands import Reset
 from kvtop.runner.records.replay import ReplayEngine
 from kvtop.runner.records.trace import read_trace
 from kvtop.runner.records.transcript import read_messages
 from kvtop.runner.settings import Settings
-from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
 from kvtop.tui.panes.chat import ChatLog, StreamTail
 
 Q1, Q2, Q3, Q4 = "Where do PAPAYAS grow?", "And MANGOES?", "Which is sweeter?", "Something else."

@@ -4,9 +4,10 @@ the chat as in the panes ("3,265 reused", not "3265 reused" beside "3,265")."""
 import os
 import re
 
-from helpers import make_app, screen_text, wait_until, send
-from kvtop.runner.settings import Settings
+from helpers import make_app, screen_text, send, wait_until
 from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
+
+from kvtop.runner.settings import Settings
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 

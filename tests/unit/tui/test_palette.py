@@ -4,10 +4,10 @@ listed beside kvtop's, failed with "Failed to save screenshot")."""
 
 import os
 
+from helpers import scripted_app, wait_until
 from textual.command import CommandPalette
 from textual.widgets import Input, OptionList
 
-from helpers import scripted_app, wait_until
 from kvtop.tui.app import KvtopApp
 from kvtop.tui.palette import handler
 

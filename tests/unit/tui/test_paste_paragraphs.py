@@ -3,11 +3,11 @@ first line of a paste: paragraph one used to be sent alone, silently). The promp
 the paste as one chip, the forecast before Enter counts all of it, and the chip is edited
 as one piece (tui/prompt_input.py)."""
 
+from helpers import make_app, screen_text, wait_until
+from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
 from textual import events
 
-from helpers import make_app, screen_text, wait_until
 from kvtop.runner.settings import Settings
-from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
 from kvtop.tui.prompt_input import PromptInput
 
 PARAGRAPHS = [

@@ -4,8 +4,9 @@ not only when a micro-batch reports (one can take many seconds on a long prompt)
 import time
 
 from helpers import make_app, wait_until
-from kvtop.runner.settings import Settings
 from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
+
+from kvtop.runner.settings import Settings
 from kvtop.tui.panes.prefill import PrefillPane
 
 UBATCH_S = 3.0  # each 512-token micro-batch reports 3 s after the one before

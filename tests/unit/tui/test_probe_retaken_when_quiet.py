@@ -8,10 +8,11 @@ import os
 from dataclasses import replace
 
 from helpers import FIXED_HW, make_app, wait_until
+from scripted_engine import ScriptedEngine, smollm_loaded
+
 from kvtop.runner.settings import Settings
 from kvtop.runner.system.cpu_probe import CPUProbe, without_load
 from kvtop.runner.system.cpu_use import CPUReading
-from scripted_engine import ScriptedEngine, smollm_loaded
 
 UNDER_LOAD = without_load(CPUProbe(3.48, 0.0074, 2, 80.0, 1.7e9, "m", 1.0, 11.9), n_cores=2)
 QUIET = CPUProbe(34.0, 0.3, 2, 0.5, 1.7e9, "m", 0.02, 0.1)

@@ -6,10 +6,11 @@ import dataclasses
 import json
 
 from helpers import make_app, screen_text, wait_until
+from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
+
 from kvtop.runner import events as ev
 from kvtop.runner.records.prompt_cache_rate import rate_path, read_rate, write_rate
 from kvtop.runner.settings import Settings
-from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
 from kvtop.tui.panes.prefill import PrefillPane
 
 N = 823

@@ -7,9 +7,8 @@ ahead of the app, which then works through its queue.
 
 import time
 
-from textual import events
-
 from helpers import scripted_app, wait_until
+from textual import events
 
 
 def _post_keys(app, text: str) -> None:

@@ -7,8 +7,9 @@ issue 21): the reply so far is saved in the transcript, marked ``quit``."""
 import threading
 
 from helpers import make_app, send, wait_until
-from kvtop.runner.settings import Settings
 from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
+
+from kvtop.runner.settings import Settings
 
 
 class SlowCancel(ScriptedEngine):

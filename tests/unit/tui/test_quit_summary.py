@@ -6,7 +6,6 @@ import asyncio
 import os
 
 import pytest
-
 from helpers import one_turn
 from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
 

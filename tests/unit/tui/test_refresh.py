@@ -3,21 +3,20 @@ chosen by --refresh otherwise, shown to the user, and obeyed by the bridge."""
 
 import random
 
+from helpers import make_app, screen_text, wait_until
 from rich.cells import cell_len
+from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
 from textual.content import Content
 
-from helpers import make_app, screen_text, wait_until
 from kvtop.runner import events as ev
-from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
+from kvtop.runner.pacing import chart_interval, prefill_interval, refresh_interval
 from kvtop.runner.settings import Settings
-
 from kvtop.tui import messages as msg
 from kvtop.tui.bridge import TurnBridge
+from kvtop.tui.decode_series import MIN_WINDOW
 from kvtop.tui.panes.base import PaneWidget
 from kvtop.tui.panes.decode import DecodePane
-from kvtop.runner.pacing import chart_interval, prefill_interval, refresh_interval
 from kvtop.tui.screens import HelpScreen
-from kvtop.tui.decode_series import MIN_WINDOW
 
 
 def test_every_core_decoding_means_one_redraw_a_second():

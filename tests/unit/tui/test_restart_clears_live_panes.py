@@ -3,7 +3,7 @@ old engine's cells (a new user's trial: "1,647/4,096 cells 40.2%" stayed after t
 restart), and the prefill and decode panes drop the old engine's live figures, as a
 llama-server restart already did."""
 
-from helpers import one_turn, scripted_app, screen_text, wait_until
+from helpers import one_turn, screen_text, scripted_app, wait_until
 
 
 async def test_ctrl_r_empties_the_kv_pane_and_the_live_panes(tmp_path, smollm_shaped):

@@ -4,7 +4,7 @@ kvtop's own "saved…" notice from the screenshot before."""
 import html
 import re
 
-from helpers import scripted_app, screen_text, wait_until
+from helpers import screen_text, scripted_app, wait_until
 
 
 def _saved_text(app, path: str | None = None) -> str:

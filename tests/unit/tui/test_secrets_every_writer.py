@@ -16,7 +16,6 @@ import json
 import os
 
 from fake_servers import FakeServer, Reply, json_reply, llama_routes, props
-
 from helpers import screen_text, send, wait_until
 
 KEY = "sk-SECRET123"

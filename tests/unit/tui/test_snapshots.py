@@ -8,11 +8,11 @@ report it writes before committing.
 """
 
 import pytest
-
 from helpers import make_app, send, wait_until
-from kvtop.runner.system.hardware import SystemMemory
 from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
+
 from kvtop.runner.settings import Settings
+from kvtop.runner.system.hardware import SystemMemory
 from kvtop.runner.system.memory import MemorySample
 
 PIECES = ["The", " moon", " is", " Earth", "'s", " only", " natural", " satellite", ",", " about",

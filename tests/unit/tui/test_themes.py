@@ -2,6 +2,7 @@
 every colour kvtop draws with, and the decode chart follows a change of theme."""
 
 from helpers import one_turn, scripted_app, wait_until
+
 from kvtop.themes import THEMES
 
 

@@ -3,11 +3,12 @@ runs, and none of it hides a figure from the user."""
 
 import gc
 
-from helpers import one_turn, scripted_app, screen_text, send, wait_until
+from helpers import one_turn, screen_text, scripted_app, send, wait_until
+
 from kvtop.runner.system.hardware import SystemMemory
+from kvtop.runner.system.memory import MemorySample
 from kvtop.tui.collector import TurnCollector
 from kvtop.tui.panes.kv import KVPane
-from kvtop.runner.system.memory import MemorySample
 from kvtop.tui.panes.memory import MemoryPane
 
 PIECES = ["The", " sea", " is", " wide", "."]

@@ -4,9 +4,10 @@ the session (left/right), and always says which turn it shows."""
 import dataclasses
 
 from helpers import make_app, screen_text, wait_until
+from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
+
 from kvtop.runner import events as ev
 from kvtop.runner.settings import Settings
-from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
 from kvtop.tui.waterfall import WaterfallScreen
 
 

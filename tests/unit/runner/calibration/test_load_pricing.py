@@ -125,6 +125,7 @@ def test_the_border_says_the_load_before_the_token_counts():
 
 def test_kvtop_estimate_json_prices_the_load(smollm_shaped, tmp_path, monkeypatch):
     from helpers import FIXED_HW
+
     from kvtop.runner.commands.estimate_forecast import estimate_settings, forecast_block, forecast_line
     from kvtop.runner.model.inspect import load_facts
     from kvtop.runner.physics.here import Here

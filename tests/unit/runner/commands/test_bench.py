@@ -5,13 +5,13 @@ refusals, -p 0 / -n 0, and the model check before the engine starts."""
 import json
 
 import pytest
-
 from gguf_factory import write_tiny_llama
+from scripted_engine import smollm_loaded
+
 from kvtop.runner import events as ev
 from kvtop.runner.commands import bench
 from kvtop.runner.commands.bench_plan import BenchTest
 from kvtop.runner.engine.prompt_cache import common_prefix
-from scripted_engine import smollm_loaded
 
 PP, TG, FIRST = 1000.0, 100.0, 0.002  # the fake engine's prefill and decode tok/s, its first-token wait
 BOS, BODY = 1, list(range(10, 30))

@@ -6,8 +6,19 @@ import io
 import json
 import sqlite3
 
-from kvtop.runner.commands.bench_output import (FIELDS, FIXED, Row, format_csv, format_json, format_jsonl, format_md,
-                                          format_sql, md_fields, params_text, size_text)
+from kvtop.runner.commands.bench_output import (
+    FIELDS,
+    FIXED,
+    Row,
+    format_csv,
+    format_json,
+    format_jsonl,
+    format_md,
+    format_sql,
+    md_fields,
+    params_text,
+    size_text,
+)
 
 # tools/llama-bench/llama-bench.cpp test::get_fields in the llama.cpp llama-cpp-python 0.3.36 vendors
 LLAMA_BENCH_FIELDS = [

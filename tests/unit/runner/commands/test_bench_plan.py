@@ -6,8 +6,17 @@ import argparse
 import pytest
 
 from kvtop.runner.commands import bench
-from kvtop.runner.commands.bench_plan import BenchTest, Lists, Load, bench_label, fa_list, int_list, kv_type_list, pg_pair, \
-    plan
+from kvtop.runner.commands.bench_plan import (
+    BenchTest,
+    Lists,
+    Load,
+    bench_label,
+    fa_list,
+    int_list,
+    kv_type_list,
+    pg_pair,
+    plan,
+)
 
 
 def parse(*argv):

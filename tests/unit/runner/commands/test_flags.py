@@ -12,8 +12,8 @@ from kvtop.runner.commands.common import json_safe
 
 def parsers():
     from kvtop.runner.commands.bench import build_parser as bench_parser
-    from kvtop.runner.commands.estimate import build_parser as estimate_parser
     from kvtop.runner.commands.engine_flags import add_engine_flags
+    from kvtop.runner.commands.estimate import build_parser as estimate_parser
 
     engine = argparse.ArgumentParser(prog="kvtop")
     engine.add_argument("model")

@@ -1,12 +1,12 @@
 """Header-only GGUFs (metadata and tensor infos, no tensor data) give the right KV figures."""
 
 import pytest
-
 from gguf_factory import write_header_only
-from kvtop.runner.model.gguf_header import GGUFFormatError, check_loadable, read_header
-from kvtop.runner.physics.kv_bytes import kv_layout
+
 from kvtop.runner.model.facts import facts_from_header
+from kvtop.runner.model.gguf_header import GGUFFormatError, check_loadable, read_header
 from kvtop.runner.model.quant_types import KV_CACHE_TYPES
+from kvtop.runner.physics.kv_bytes import kv_layout
 
 F16, Q4_0 = 1, 2
 

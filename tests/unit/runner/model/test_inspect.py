@@ -1,8 +1,8 @@
 """The one check every command runs on a model file before llama.cpp sees it."""
 
 import pytest
-
 from gguf_factory import write_header_only, write_tiny_llama
+
 from kvtop.runner.model.inspect import ModelFileError, load_facts
 
 LLAMA = {"block_count": 2, "embedding_length": 64, "attention.head_count": 4}

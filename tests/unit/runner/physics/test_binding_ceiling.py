@@ -19,6 +19,7 @@ def test_the_lower_known_ceiling_binds(bw, comp, expected):
 
 def test_predict_and_the_decode_pane_use_it(smollm_path):
     from helpers import FIXED_HW
+
     from kvtop.runner.model.inspect import load_facts
     from kvtop.runner.physics.kv_bytes import kv_layout
     from kvtop.runner.physics.roofline import predict

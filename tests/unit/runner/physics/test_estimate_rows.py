@@ -4,16 +4,14 @@ from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
-
-from kvtop.runner.settings import usable_cores
-
 from helpers import FIXED_HW
+
 from kvtop.runner.events import TurnMetrics
 from kvtop.runner.model.inspect import load_facts
 from kvtop.runner.physics.estimate_rows import EstimateContext, EstimateRows, Row, TurnFigures, estimate_rows
 from kvtop.runner.physics.kv_bytes import kv_layout
 from kvtop.runner.physics.roofline import predict
-from kvtop.runner.settings import Settings
+from kvtop.runner.settings import Settings, usable_cores
 from kvtop.runner.units import MIB
 
 BUFFERS = SimpleNamespace(kv_mib=90.0, weights_mib=92.1, compute_total_mib=98.63)

@@ -7,8 +7,8 @@ from dataclasses import FrozenInstanceError, replace
 from types import SimpleNamespace
 
 import pytest
-
 from helpers import FIXED_HW
+
 from kvtop.runner.events import TurnMetrics
 from kvtop.runner.model.inspect import load_facts
 from kvtop.runner.physics.batching import batched_decode_ceiling, compute_tok_s

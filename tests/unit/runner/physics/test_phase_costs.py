@@ -5,12 +5,12 @@ The demo model (SmolLM2-135M, tied embeddings), Gemma-3 270M (tied, 168 M of its
 parameters are the embedding) and a header-only Qwen3-30B-A3B-shaped MoE (untied)."""
 
 import pytest
-
 from gguf_factory import write_header_only
+
 from kvtop.runner.model.gguf_header import read_header
 from kvtop.runner.model.inspect import load_facts
 from kvtop.runner.model.quant_types import tensor_bytes
-from kvtop.runner.physics.phase_costs import (decode_flops, decode_weight_bytes, layer_attention_flops, prefill_flops)
+from kvtop.runner.physics.phase_costs import decode_flops, decode_weight_bytes, layer_attention_flops, prefill_flops
 from kvtop.runner.physics.roofline import predict
 
 F32, F16, Q8_0, Q4_0 = 0, 1, 8, 2

@@ -2,9 +2,15 @@
 
 import pytest
 
-from kvtop.runner.physics.roofline import (compute_ceiling, conversations_that_fit, decode_ceiling, flops_per_token,
-                             prefill_seconds, response_seconds)
 from kvtop.runner.physics.kv_bytes import kv_bytes_simple
+from kvtop.runner.physics.roofline import (
+    compute_ceiling,
+    conversations_that_fit,
+    decode_ceiling,
+    flops_per_token,
+    prefill_seconds,
+    response_seconds,
+)
 
 KiB, GiB = 1024, 1024**3
 

@@ -279,11 +279,12 @@ def test_the_rows_carry_the_threads_the_turn_ran_on(smollm_shaped):
     from dataclasses import replace as dc_replace
 
     from helpers import FIXED_HW
+    from scripted_engine import scripted_turn
+
     from kvtop.runner.model.inspect import load_facts
     from kvtop.runner.physics.estimate_rows import estimate_rows
     from kvtop.runner.physics.kv_bytes import kv_layout
     from kvtop.runner.settings import Settings
-    from scripted_engine import scripted_turn
 
     facts, s = load_facts(smollm_shaped), Settings(smollm_shaped, n_ctx=4096, n_threads=2)
     lay = kv_layout(facts, 4096, "f16", "f16", False, 512)

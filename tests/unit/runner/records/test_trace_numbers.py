@@ -4,11 +4,9 @@ Textual (a NaN reached ``int()`` in a pane) and exited 0."""
 
 
 import pytest
-
 from helpers import damaged
 
 from kvtop.runner.records.trace import TraceError, number_range, read_trace
-
 
 # line 1 header, 2 LoadProgress, 3 Loaded, 4 user, 5 TurnStarted, 6 PrefillProgress,
 # 7-8 TokenEvent, 9 TurnDone

@@ -17,7 +17,7 @@ from fake_servers import METRICS, FakeServer, Reply, json_reply, llama_routes, n
 
 from kvtop.runner.server.http import MAX_JSON_BYTES, ServerClient, ServerError
 from kvtop.runner.server.props import read_server_info
-from kvtop.runner.server.wire import json_depth, loads_bounded, TooDeep
+from kvtop.runner.server.wire import TooDeep, json_depth, loads_bounded
 
 CEILING_S = 3.0  # a 1 s deadline; the rest is room for a busy machine
 

@@ -9,9 +9,10 @@ import dataclasses
 import re
 
 from helpers import make_app, screen_text, send, wait_until
+from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
+
 from kvtop.runner import events as ev
 from kvtop.runner.settings import Settings
-from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
 from kvtop.tui.decode_series import DecodeSeries
 
 INTEGER = re.compile(r"^\d{1,3}(,\d{3})*$")

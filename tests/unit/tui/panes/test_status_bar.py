@@ -9,9 +9,10 @@ import dataclasses
 import os
 
 from helpers import make_app, screen_text, wait_until
+from scripted_engine import ScriptedEngine, smollm_loaded
+
 from kvtop.runner.model.inspect import load_facts
 from kvtop.runner.settings import Settings
-from scripted_engine import ScriptedEngine, smollm_loaded
 
 
 def status_line(app) -> str:

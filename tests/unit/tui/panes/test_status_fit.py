@@ -2,6 +2,7 @@
 needed first (at 120 columns it used to cut "fa auto  kv f16/f16  refresh 1 s" off the end)."""
 
 from helpers import scripted_app, wait_until
+
 from kvtop.tui.panes.status import StatusBar
 
 
