@@ -71,7 +71,7 @@ class Terminal:
             if out:
                 for p in psutil.Process(int(out[0])).children(recursive=True):
                     try:
-                        if "tui" in p.cmdline():
+                        if "kvtop" in p.cmdline():
                             return p
                     except psutil.Error:
                         pass

@@ -99,7 +99,7 @@ def start(session, urls, home, size=(160, 50)) -> None:
 
 def kvtop_process(session) -> psutil.Process:
     pane = psutil.Process(int(tmux("list-panes", "-t", session, "-F", "#{pane_pid}").stdout.split()[0]))
-    (proc,) = [p for p in pane.children(recursive=True) if "tui" in p.cmdline()]
+    (proc,) = [p for p in pane.children(recursive=True) if "kvtop" in p.cmdline()]
     return proc
 
 
