@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from kvtop.runner.records.redact import no_login, scrub_secrets
+from kvtop.runner.redact import no_login, scrub_secrets
 
 # CSI ... final byte, OSC ... BEL/ST, other two-byte ESC sequences; 8-bit CSI/OSC too.
 _ESCAPES = re.compile(
@@ -25,7 +25,7 @@ _SURROGATES = re.compile(r"[\ud800-\udfff]")
 
 
 def clean_text(text: str, keep_newlines: bool = True) -> str:
-    text = scrub_secrets(text)  # the API key and passwords kvtop was given (runner/records/redact.py)
+    text = scrub_secrets(text)  # the API key and passwords kvtop was given (runner/redact.py)
     text = _SURROGATES.sub("\ufffd", text)
     text = _ESCAPES.sub("", text)
     text = _CONTROLS.sub("", text)

@@ -57,8 +57,8 @@ def _no_writes_to_the_users_folders(_session_home, monkeypatch):
 @pytest.fixture(autouse=True)
 def _no_secret_outlives_its_test():
     """kvtop registers an API key or URL password process-wide as it enters, so every
-    writer can strip it (runner/records/redact.py); one test's secrets never reach the next."""
-    from kvtop.runner.records import redact
+    writer can strip it (runner/redact.py); one test's secrets never reach the next."""
+    from kvtop.runner import redact
 
     redact.forget_secrets()
     yield

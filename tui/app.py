@@ -24,7 +24,6 @@ from textual.screen import Screen
 from textual.widgets import Input
 
 from kvtop.runner.pacing import MEMORY_SAMPLE_S, chart_interval, prefill_interval, refresh_interval
-from kvtop.runner.process.commands import ChatMessage
 from kvtop.runner.process.contract import EngineClient
 from kvtop.runner.records.paths import Paths
 from kvtop.runner.sanitize import clean_line
@@ -296,7 +295,3 @@ class KvtopApp(EngineWorkers, ServerRouting, EngineLifecycle, Forecasting, CPUWa
     def on_unmount(self) -> None:
         self.collector.turn_ended()  # never leave the collector paused behind us
         self.control.shutdown()
-
-
-def resumed(messages: list[dict]) -> tuple[ChatMessage, ...]:
-    return tuple(ChatMessage(m["role"], m["content"]) for m in messages)

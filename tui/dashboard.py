@@ -328,11 +328,3 @@ class Dashboard:
             self.app.notify("every pane fits on the screen: there is one page", markup=False, timeout=3)
             return
         self.show_page((self.page + 1) % count)
-
-    def show_pane(self, name: str) -> None:
-        """Turn to the page that holds a pane (a key that needs it, a click on it)."""
-        for i, label in enumerate(self.pager.labels):
-            if {TITLES.get(name), SHORT.get(name)} & set(label.split(" ")):
-                if i != self.page:
-                    self.show_page(i)
-                return

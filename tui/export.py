@@ -10,7 +10,7 @@ from __future__ import annotations
 import csv
 from typing import IO
 
-from kvtop.runner.records.redact import scrub
+from kvtop.runner.redact import scrub
 
 COLUMNS = ["turn", "user", "stop_reason", "prompt_tokens", "reused_tokens", "prefill_tokens", "prefill_s",
            "prefill_tok_s", "ttft_s", "decode_tokens", "decode_s", "decode_tok_s", "itl_p50_ms", "itl_p95_ms",
@@ -18,7 +18,7 @@ COLUMNS = ["turn", "user", "stop_reason", "prompt_tokens", "reused_tokens", "pre
 
 
 def safe_cell(value) -> str:
-    text = scrub("" if value is None else str(value))  # no API key or URL login (runner/records/redact.py)
+    text = scrub("" if value is None else str(value))  # no API key or URL login (runner/redact.py)
     if text[:1] in ("=", "+", "-", "@", "\t", "\r"):
         return "'" + text
     return text

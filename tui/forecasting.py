@@ -36,7 +36,7 @@ REPLY_TOKENS = 256  # the reply length a forecast before Enter assumes (when -n 
 def forecast_line(fc: Forecast, n_ctx: int, width: int) -> str:
     """What the prompt's lower border says, as much as ``width`` allows (what the
     forecast rests on goes on the upper border: ``forecast_basis_line``)."""
-    from kvtop.runner.engine.context_shift import prompt_fits
+    from kvtop.runner.policy.context_shift import prompt_fits
 
     n, new = fmt_int(fc.prompt_tokens), None if fc.cached_tokens is None else fmt_int(fc.new_tokens)
     long_head = f"{n} tokens" + ("" if new is None else f", {new} new after the cached prefix")
@@ -202,10 +202,10 @@ class Estimates:
 
     def reply_tokens(self) -> int:
         """The reply a forecast assumes: ``-n``, else REPLY_TOKENS, but no more than the
-        room the engine keeps free for a reply (runner.engine.context_shift.reply_room: a
+        room the engine keeps free for a reply (runner.policy.context_shift.reply_room: a
         quarter of a small context), so "fits" means what the engine will do: with -c 256
         a 50-token draft was said not to fit (50 + 256 > 256), then ran."""
-        from kvtop.runner.engine.context_shift import reply_room
+        from kvtop.runner.policy.context_shift import reply_room
 
         settings = self.app.settings
         n = settings.n_predict

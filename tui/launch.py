@@ -136,7 +136,7 @@ def launch_main(argv: list[str], terminal: bool = False, *, hardware=None, engin
 
         resume, resume_note = resume_last(paths.sessions_dir)
 
-    from kvtop.runner.records.redact import scrub_argv
+    from kvtop.runner.redact import scrub_argv
 
     from .app import KvtopApp
     from .options import AppOptions

@@ -109,7 +109,7 @@ def server_app(settings, urls, key, a, argv, local_model: bool, local: bool, har
                                    "(give --bandwidth-gbs and --tflops)", None, None)
     # --ui-nice as for a local model: on the server's machine kvtop's redraws compete
     # with llama-server's decode threads (the nice applies once the server's pid is known)
-    from kvtop.runner.records.redact import scrub_argv
+    from kvtop.runner.redact import scrub_argv
 
     opts = AppOptions(argv=scrub_argv([sys.argv[0]] + argv), servers=tuple(urls), api_key=key, hardware=hardware,
                       model_readable=local_model, refresh=a.refresh, trace_path=a.trace, ui_nice=a.ui_nice,

@@ -129,7 +129,7 @@ class EngineRouting:
     @while_running
     def on_context_shift_note(self, m: msg.ContextShiftNote) -> None:
         """The context was full: the dim line goes above the reply it concerns."""
-        from kvtop.runner.engine.context_shift import shift_line
+        from kvtop.runner.policy.context_shift import shift_line
 
         if not self.session.is_current(m.shift.turn_id):
             return

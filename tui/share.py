@@ -2,7 +2,7 @@
 leave the conversation out.
 
 Ctrl+E asks what to write. The default, a redacted bundle, is safe to attach to a public
-bug report (``runner.records.redact``): numbers, settings, hardware, GGUF facts and the
+bug report (``runner.redact``): numbers, settings, hardware, GGUF facts and the
 trace with every message and token replaced by its length, home paths, user and host
 names left out, and a screenshot with the chat pane blanked. The text goes in only when
 the user asks (the dialog's second choice, or ``--bundle-text``). A screenshot without
@@ -27,7 +27,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
 from kvtop.runner.records.paths import unique_file
-from kvtop.runner.records.redact import Redactor, scrub_svg
+from kvtop.runner.redact import Redactor, scrub_svg
 from kvtop.runner.sanitize import clean_line
 
 CHAT_HIDDEN = "chat left out of this screenshot"
@@ -187,7 +187,7 @@ class Share:
                 self.conceal_chat(False)
         if hide_chat:
             svg, whole = Redactor().home(svg), (Redactor().home(whole) if whole else None)
-        return scrub_svg(svg), scrub_svg(whole)  # never an API key or URL login (runner/records/redact.py)
+        return scrub_svg(svg), scrub_svg(whole)  # never an API key or URL login (runner/redact.py)
 
     def _save_screenshot(self, hide_chat: bool) -> None:
         app = self.app

@@ -161,7 +161,7 @@ def _shift(turn: dict):
 
 def shift_static(shift) -> Static:
     """The line that says the turn's prefix broke because the context was full, and why."""
-    from kvtop.runner.engine.context_shift import shift_line
+    from kvtop.runner.policy.context_shift import shift_line
 
     why = (" (the chat no longer fit the context; kvtop left its oldest turns out of the prompt, "
            "--no-context-shift refuses instead)")

@@ -200,7 +200,7 @@ def bench_main(argv: list[str]) -> int:
     except BenchError as exc:
         error = str(exc)
     if results:
-        from kvtop.runner.records.redact import scrub, scrub_json
+        from kvtop.runner.redact import scrub, scrub_json
 
         text = render(fmt, results, lists, notes)  # no API key or URL login, whatever the server said:
         print(scrub_json(text) if fmt in ("json", "jsonl") else scrub(text))

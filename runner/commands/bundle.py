@@ -2,7 +2,7 @@
 first token: command line, settings, hardware, GGUF facts, every turn's timings, the
 estimate, the trace and a screenshot. Built from plain data; the UI only adds the SVG.
 
-By default the bundle is safe to post (``runner.records.redact``): the conversation,
+By default the bundle is safe to post (``runner.redact``): the conversation,
 the home folder, the user and host names are left out, and it says so at its top.
 ``kvtop replay BUNDLE`` replays the trace it embeds (``runner.records.trace.read_bundle_trace``).
 
@@ -17,7 +17,7 @@ import json
 import os
 from dataclasses import asdict
 
-from kvtop.runner.records.redact import NOTE, NOTE_WITH_TEXT, Redactor, scrub_svg, scrub_value
+from kvtop.runner.redact import NOTE, NOTE_WITH_TEXT, Redactor, scrub_svg, scrub_value
 
 BUNDLE_VERSION = 1
 TRACE_LIMIT = 32 * 2**20

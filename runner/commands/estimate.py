@@ -254,9 +254,9 @@ def estimate_main(argv: list[str]) -> int:
         r["server"] = server_block(server, here.resized(server["n_ctx_per_slot"], a.ubatch_size), a)
     url = server["url"] if server else None
     r["forecast"] = forecast_block(here, a, url, load_here(a, url))
-    from kvtop.runner.records.redact import scrub, scrub_json
+    from kvtop.runner.redact import scrub, scrub_json
 
-    # no API key or URL login, whatever the server said (runner/records/redact.py)
+    # no API key or URL login, whatever the server said (runner/redact.py)
     print(scrub_json(json.dumps(json_safe(r), indent=2, allow_nan=False)) if a.json else scrub(format_report(r)))
     return EXIT_OK
 

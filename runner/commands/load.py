@@ -222,7 +222,7 @@ def finish(a, urls: list[str], out: SweepResult) -> int:
             if note.startswith(STOPPED):
                 progress(a, note)
     if out.rows:
-        from kvtop.runner.records.redact import scrub, scrub_json
+        from kvtop.runner.redact import scrub, scrub_json
 
         text = render(a.output, out.rows, out.notes if a.output == "md" else [])
         print(scrub_json(text) if a.output in ("json", "jsonl") else scrub(text), flush=True)

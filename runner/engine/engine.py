@@ -30,7 +30,6 @@ import llama_cpp
 
 from kvtop.runner import events as ev
 from kvtop.runner.engine.chat_template import render_chat
-from kvtop.runner.engine.context_shift import Fitted, fit_turns, prompt_fits, reply_room, turn_ranges
 from kvtop.runner.engine.decode import Decode, Sampling
 from kvtop.runner.engine.handles import Context, Model
 from kvtop.runner.engine.kv_shift import cached_after_shift, shift_for, why_no_shift
@@ -41,6 +40,7 @@ from kvtop.runner.engine.timeline import TOKENS, PromptInfo, TurnClock, turn_met
 from kvtop.runner.llama_buffers import parse_buffers
 from kvtop.runner.model.gguf_header import check_loadable, read_header
 from kvtop.runner.model.quant_types import KV_CACHE_TYPES
+from kvtop.runner.policy.context_shift import Fitted, fit_turns, prompt_fits, reply_room, turn_ranges
 from kvtop.runner.sanitize import clean_line
 from kvtop.runner.settings import Settings
 from kvtop.runner.units import fmt_int
@@ -269,7 +269,7 @@ class Engine:
 
     def _fit(self, messages: list[dict], tokens: list[int], n_predict: int) -> Fitted:
         """``--context-shift``: the oldest turns left out until the prompt and room for the
-        reply fit (``runner.engine.context_shift``); ``--no-context-shift``: all of it."""
+        reply fit (``runner.policy.context_shift``); ``--no-context-shift``: all of it."""
         s = self.settings
         if not s.context_shift:
             return Fitted(messages, tokens, (), len(tokens))

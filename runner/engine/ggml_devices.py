@@ -50,7 +50,9 @@ def _lib_names(base: str) -> list[str]:
     return [f"lib{base}.so"]
 
 
-def _open(base: str):
+def open_ggml_library(base: str):
+    """One of the ggml libraries the installed llama-cpp-python wheel ships (``ggml``,
+    ``ggml-base``, ``ggml-cpu``), opened with ctypes; the CPU probe opens them here too."""
     import llama_cpp
 
     folder = os.path.join(os.path.dirname(llama_cpp.__file__), "lib")
@@ -62,7 +64,7 @@ def _open(base: str):
 
 
 def _from_registry() -> BuildFacts:
-    ggml, base = _open("ggml"), _open("ggml-base")
+    ggml, base = open_ggml_library("ggml"), open_ggml_library("ggml-base")
     vp, size = ctypes.c_void_p, ctypes.c_size_t
     ggml.ggml_backend_reg_count.restype = size
     ggml.ggml_backend_reg_get.restype, ggml.ggml_backend_reg_get.argtypes = vp, [size]

@@ -6,7 +6,7 @@ decode), so only the new message is prefilled.
 Before, dropping turn 1 (30 tokens) at 3,075 of 4,096 cells broke the cached prefix
 at token 24 and recomputed 3,044 tokens (1m50s on a busy 2-core machine).
 
-Which cells: ``runner.engine.context_shift`` decides which turns the prompt leaves
+Which cells: ``runner.policy.context_shift`` decides which turns the prompt leaves
 out; here the new prompt is matched against the cached tokens: it shares a prefix
 with them (the system prompt and ``--keep``'s turns), then continues with cached
 tokens further on. The span between is cut (``cut_span``), pure Python.

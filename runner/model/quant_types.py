@@ -57,12 +57,3 @@ def tensor_bytes(ggml_type: int, n_elements: int) -> int | None:
         return None
     per_block, nbytes = bs
     return (n_elements + per_block - 1) // per_block * nbytes
-
-
-def kv_type_id(name: str) -> int:
-    try:
-        return KV_CACHE_TYPES[name.lower()]
-    except KeyError:
-        raise ValueError(
-            f"unknown cache type {name!r}; one of: {', '.join(KV_CACHE_TYPES)}"
-        ) from None

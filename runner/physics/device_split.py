@@ -53,10 +53,6 @@ class DeviceShare:
     prefill_flops: float  # for the prompt asked for
 
     @property
-    def memory_bytes(self) -> int:
-        return self.weights_bytes + self.kv_bytes + (self.compute_bytes or 0)
-
-    @property
     def seconds_per_token(self) -> float | None:
         """Decode time this device adds to each token (None: its bandwidth is unknown)."""
         if not self.read_bytes:

@@ -276,7 +276,7 @@ def _shift_cause(metrics, shift) -> str | None:
     prefill = sum(dt for _, dt in metrics.ubatches)
     if shift is None or shift.prefix_broken_at is None or prefill < 0.5 * metrics.ttft_s:
         return None
-    from kvtop.runner.engine.context_shift import turn_ranges
+    from kvtop.runner.policy.context_shift import turn_ranges
 
     n = len(shift.dropped_turns)
     rate = metrics.prefill_tokens / prefill if prefill else 0

@@ -19,6 +19,17 @@ PARENT_ENV = "KVTOP_PARENT_PID"
 PR_SET_PDEATHSIG = 1
 
 
+def child_env(**extra: str) -> dict[str, str]:
+    """The environment for a Python child kvtop starts (the engine, the CPU probe): this
+    process's, plus ``extra`` and kvtop's pid for ``die_with_parent``. The child imports
+    the installed kvtop package as this process did (an editable install finds this
+    checkout), so nothing is added to PYTHONPATH (the checkout's root would offer its
+    folders as top-level ``runner`` and ``tui``)."""
+    env = dict(os.environ, **extra)
+    env[PARENT_ENV] = str(os.getpid())  # the child checks it is still ours
+    return env
+
+
 def die_with_parent() -> None:
     """Call first thing in a child kvtop started (with ``child_env``'s environment)."""
     try:

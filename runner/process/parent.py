@@ -29,21 +29,10 @@ from multiprocessing.connection import Connection
 from kvtop.runner import events as ev
 from kvtop.runner.process.commands import Cancel, Command, Load, Quit
 from kvtop.runner.process.contract import LOCAL, EngineUnavailable, ReaderGuard, Sink
+from kvtop.runner.process.lifeline import child_env
 from kvtop.runner.settings import Settings
 
-__all__ = ["EngineProcess", "EngineUnavailable", "child_env"]
-
-
-def child_env(**extra: str) -> dict[str, str]:
-    """The environment for a Python child that imports ``runner``: this checkout first
-    on PYTHONPATH (kvtop may run from a clone that is not installed), plus ``extra``."""
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from kvtop.runner.process.lifeline import PARENT_ENV
-
-    env = dict(os.environ, **extra)
-    env[PARENT_ENV] = str(os.getpid())  # the child checks it is still ours (runner/process/lifeline.py)
-    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    return env
+__all__ = ["EngineProcess", "EngineUnavailable"]
 
 
 def exit_description(code: int | None) -> str:

@@ -29,8 +29,8 @@ from dataclasses import asdict, fields, is_dataclass
 from kvtop.runner import events as ev
 from kvtop.runner.llama_buffers import KVBufferLine, LlamaBuffers
 from kvtop.runner.model.facts import LayerShape, ModelFacts
-from kvtop.runner.records.redact import scrub_argv, scrub_json
 from kvtop.runner.records.trace_check import _Bad, _hints, _number, _show, check_record, check_value, number_range  # noqa: F401 (number_range: the ranges, for callers)
+from kvtop.runner.redact import scrub_argv, scrub_json
 from kvtop.runner.sanitize import clean_line
 from kvtop.runner.settings import Settings
 from kvtop.runner.system.hardware import CPUProbe, GPUInfo, HardwareProfile
@@ -83,7 +83,7 @@ def _build(cls, data: dict):
 
 class TraceWriter:
     """Appends records; thread-safe (events arrive on the worker thread). Flushed per turn.
-    Every line passes ``runner.records.redact.scrub_json``: no API key or URL login is written."""
+    Every line passes ``runner.redact.scrub_json``: no API key or URL login is written."""
 
     def __init__(self, path: str, header: dict, fh=None):
         """``fh``: the file already created at ``path`` (by ``unique_file``); else ``path``

@@ -11,7 +11,7 @@ import os
 import time
 from dataclasses import asdict, is_dataclass
 
-from kvtop.runner.records.redact import scrub_argv, scrub_json
+from kvtop.runner.redact import scrub_argv, scrub_json
 
 FORMAT_VERSION = 1
 
@@ -32,7 +32,7 @@ class Transcript:
         self._write({"type": "session", "version": FORMAT_VERSION, "started": time.time(), **header})
 
     def _write(self, obj: dict) -> None:
-        # no API key or URL login is written (runner/records/redact.py decides for every writer)
+        # no API key or URL login is written (runner/redact.py decides for every writer)
         self._fh.write(scrub_json(json.dumps(obj, default=_plain, ensure_ascii=False)) + "\n")
         self._fh.flush()
         os.fsync(self._fh.fileno())

@@ -4,7 +4,7 @@ They are taken apart where they enter (the command line, ``$LLAMA_API_KEY``, a
 ``--server-file``): the key and the login live only inside ``Credentials`` and become an
 ``Authorization`` header on the wire; every URL kvtop keeps, shows or records is the
 one without ``user:password@``. Each secret is also handed to
-``runner.records.redact.remember_secret``, so the one redaction module replaces it with
+``runner.redact.remember_secret``, so the one redaction module replaces it with
 ``<redacted>`` in anything written or drawn, should it come back some other way (a
 server that echoes it in an error, a test that passes it around).
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 import base64
 from urllib.parse import unquote, urlsplit
 
-from kvtop.runner.records.redact import remember_secret
+from kvtop.runner.redact import remember_secret
 
 
 def split_login(url: str) -> tuple[str, tuple[str, str] | None]:

@@ -186,11 +186,4 @@ def loaded_event(info: ServerInfo, url: str, connect_s: float) -> ev.Loaded:
     )
 
 
-def server_settings(url: str, model: str | None, base: Settings) -> Settings:
-    """Settings for a served model: the local GGUF when readable (for the physics)."""
-    from dataclasses import replace
-
-    return replace(base, model=model or base.model)
-
-
 __all__ = ["ServerEngine", "loaded_event", "is_loopback"]

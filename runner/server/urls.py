@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from urllib.parse import urlsplit
 
-from kvtop.runner.records.redact import no_login
+from kvtop.runner.redact import no_login
 from kvtop.runner.sanitize import clean_line
 
 

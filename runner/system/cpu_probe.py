@@ -213,7 +213,7 @@ def probe_cpu_in_subprocess() -> CPUProbe:
     import subprocess
     import sys
 
-    from kvtop.runner.process.parent import child_env
+    from kvtop.runner.process.lifeline import child_env
 
     # No huge pages for the probe's buffer (numpy asks for them): once it is freed the
     # kernel compacts memory for seconds, and the model's first decode ran 2% slower

@@ -38,9 +38,9 @@ class _InitParams(ctypes.Structure):
 
 
 def _libs():
-    from kvtop.runner.engine.ggml_devices import _open
+    from kvtop.runner.engine.ggml_devices import open_ggml_library
 
-    base, cpu = _open("ggml-base"), _open("ggml-cpu")
+    base, cpu = open_ggml_library("ggml-base"), open_ggml_library("ggml-cpu")
     vp = ctypes.c_void_p
     base.ggml_init.restype, base.ggml_init.argtypes = vp, [_InitParams]
     base.ggml_new_tensor_2d.restype = vp

@@ -6,8 +6,8 @@ than the context without --swa-full) cannot shift: it recomputes, and says why."
 from helpers import cores
 
 from kvtop.runner import events as ev
-from kvtop.runner.engine.context_shift import shift_line
 from kvtop.runner.engine.engine import Engine
+from kvtop.runner.policy.context_shift import shift_line
 from kvtop.runner.settings import Settings
 
 QUESTIONS = [

@@ -55,7 +55,7 @@ async def drive(app, seen: dict) -> None:
 
 
 def test_every_file_and_the_screen_hold_no_secret(llama_server_bin, smollm_path, tmp_path, monkeypatch, capsys):
-    from kvtop.runner.records import redact
+    from kvtop.runner import redact
     from kvtop.tui import launch
 
     home = tmp_path / "home"

@@ -4,6 +4,7 @@ tui and themes are other projects' names on PyPI)."""
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -37,7 +38,11 @@ def test_pyproject_lists_every_package_folder():
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> str:
     out = tmp_path_factory.mktemp("wheel")
-    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out), ROOT],
+    # built from a copy: setuptools writes build/ and *.egg-info into the folder it builds
+    src = out / "src"
+    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(".venv", ".git", "__pycache__", "build", "*.egg-info",
+                                                              ".pytest_cache", "dist"))
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out), str(src)],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     (whl,) = [p for p in os.listdir(out) if p.endswith(".whl")]

@@ -14,10 +14,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 # lowest first; an import may point at its own layer or any layer before it
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # plain data and text that everything uses: no llama.cpp, no files of kvtop's own.
-    # records/redact.py imports nothing of runner: its secret scrubbing is what
+    # redact.py imports nothing of runner: its secret scrubbing is what
     # sanitize's clean_line and every writer pass text through, so it sits here.
     ("base", ("kvtop", "kvtop.runner", "kvtop.runner.units", "kvtop.runner.pacing", "kvtop.runner.sanitize", "kvtop.runner.cli_types",
-              "kvtop.runner.events", "kvtop.runner.llama_buffers", "kvtop.runner.demo", "kvtop.runner.records.redact")),
+              "kvtop.runner.events", "kvtop.runner.llama_buffers", "kvtop.runner.demo", "kvtop.runner.redact")),
+    # pure decisions from sizes (which turns a prompt keeps): no llama.cpp
+    ("policy", ("kvtop.runner.policy",)),
     ("model", ("kvtop.runner.model",)),
     ("settings", ("kvtop.runner.settings",)),
     ("engine", ("kvtop.runner.engine",)),

@@ -153,7 +153,7 @@ class PrefillPane(PaneWidget):
 
     def _shift_line(self) -> Content:
         """Reused against recomputed after a context shift: what dropping turns cost."""
-        from kvtop.runner.engine.context_shift import turn_ranges
+        from kvtop.runner.policy.context_shift import turn_ranges
 
         e = self.shift
         n = len(e.dropped_turns)

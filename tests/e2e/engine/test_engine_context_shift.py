@@ -6,8 +6,8 @@ which, and the KV cache keeps exactly the prefix the shifted prompt shares with 
 import pytest
 
 from kvtop.runner import events as ev
-from kvtop.runner.engine.context_shift import fit_turns, split_turns, turn_ranges
 from kvtop.runner.engine.engine import Engine
+from kvtop.runner.policy.context_shift import fit_turns, split_turns, turn_ranges
 from kvtop.runner.settings import Settings
 
 WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf"]

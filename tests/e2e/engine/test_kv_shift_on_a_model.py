@@ -8,9 +8,9 @@ import pytest
 from helpers import tiny_context
 
 from kvtop.runner import events as ev
-from kvtop.runner.engine.context_shift import shift_line
 from kvtop.runner.engine.handles import TokenBuffer
 from kvtop.runner.engine.kv_shift import shift_out, why_no_shift
+from kvtop.runner.policy.context_shift import shift_line
 
 
 @pytest.fixture

@@ -48,8 +48,8 @@ async def test_the_replay_names_the_busy_cpu_as_the_live_run_did(tmp_path, smoll
     import json
 
     from kvtop.runner.commands.bundle import trace_records
-    from kvtop.runner.records.redact import Redactor
     from kvtop.runner.records.trace import read_bundle_trace
+    from kvtop.runner.redact import Redactor
 
     bundle = tmp_path / "bundle.json"
     bundle.write_text(json.dumps({"kvtop_bundle_version": 1, "trace": [Redactor().trace_record(x)

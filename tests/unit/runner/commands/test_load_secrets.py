@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from fake_llama_server import FakeLlamaServer
 
+from kvtop.runner import redact
 from kvtop.runner.commands.load import load_main
-from kvtop.runner.records import redact
 
 PASSWORD = "pw-SECRET"
 KEY = "sk-SECRET123"

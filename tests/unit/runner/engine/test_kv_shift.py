@@ -3,8 +3,8 @@ cells go, and what the chat line says either way. On a model (the moved cells gi
 fresh prefill gives; the fallback on the engine): tests/e2e/test_kv_shift_on_a_model.py."""
 
 from kvtop.runner import events as ev
-from kvtop.runner.engine.context_shift import shift_line
 from kvtop.runner.engine.kv_shift import MIN_KEPT, cached_after_shift, cut_span
+from kvtop.runner.policy.context_shift import shift_line
 
 
 def test_the_cut_is_the_dropped_span_and_keeps_the_rest():

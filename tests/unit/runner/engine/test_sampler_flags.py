@@ -10,8 +10,8 @@ import llama_cpp
 import pytest
 
 from kvtop.runner.engine.decode import Sampling
-from kvtop.runner.records.redact import Redactor
 from kvtop.runner.records.trace import Trace
+from kvtop.runner.redact import Redactor
 from kvtop.runner.settings import Settings, sampler_text, settings_from_args
 
 FLAGS = {  # flag: (Settings field, llama.cpp's default, a value to set)

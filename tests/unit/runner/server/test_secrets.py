@@ -11,9 +11,9 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
-from kvtop.runner.records.redact import scrub, scrub_argv, scrub_value
 from kvtop.runner.records.trace import TraceWriter
 from kvtop.runner.records.transcript import Transcript
+from kvtop.runner.redact import scrub, scrub_argv, scrub_value
 from kvtop.runner.sanitize import clean_line, clean_text
 from kvtop.runner.server.credentials import Credentials, client_auth, split_login
 from kvtop.runner.server.http import ServerClient, ServerError
@@ -110,7 +110,7 @@ def test_a_key_of_digits_breaks_no_number_in_a_file(tmp_path):
     """A secret is replaced in the files' text, never in their numbers or structure: a key
     of digits inside a count, or one spelling a JSON literal, leaves the trace readable and
     the SVG's coordinates numbers."""
-    from kvtop.runner.records.redact import scrub_json, scrub_svg
+    from kvtop.runner.redact import scrub_json, scrub_svg
 
     Credentials("123456")
     Credentials("nullnull")

@@ -5,8 +5,8 @@ the API key always (issue: sharing without leaking)."""
 import json
 
 from kvtop.runner.commands.bundle import trace_records
-from kvtop.runner.records.redact import Redactor, redact_text
 from kvtop.runner.records.trace import read_trace
+from kvtop.runner.redact import Redactor, redact_text
 
 R = Redactor(home="/home/alice", user="alice", host="alices-laptop.lan")
 
@@ -88,7 +88,7 @@ def test_a_short_host_name_is_still_taken_out_of_the_machine_key():
     "vm" could be any word); the probe's machine key names the host whatever its length."""
     import platform
 
-    from kvtop.runner.records.redact import Redactor
+    from kvtop.runner.redact import Redactor
 
     r = Redactor(home="/home/alice", user="alice", host="vm")
     key = f"vm-{platform.machine()}-2"
