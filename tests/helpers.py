@@ -32,7 +32,7 @@ def test_paths(root) -> Paths:
 def make_app(settings, engine_factory, root, **kw):
     """The real app; ``kw`` are ``AppOptions`` fields (test seams), hardware fixed."""
     from kvtop.tui.app import KvtopApp
-    from kvtop.tui.options import AppOptions
+    from kvtop.tui.base.options import AppOptions
 
     kw.setdefault("hardware", FIXED_HW)
     kw.setdefault("argv", ["kvtop", settings.model])

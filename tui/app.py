@@ -2,12 +2,12 @@
 
 What a session is (messages, turns, trace, transcript) lives in
 ``runner.session.ChatSession``; the engine is anything behind
-``runner.process.contract.EngineClient``; the workers (``tui/workers.py``) only post
-messages, and the handlers (``tui/routing.py``) turn them into pane updates on the
+``runner.process.contract.EngineClient``; the workers (``tui/events/workers.py``) only post
+messages, and the handlers (``tui/events/routing.py``) turn them into pane updates on the
 main thread. The App routes: what a key does is done by the object that owns it
-(``share``: screenshots and the bundle, tui/share.py; ``looks``: the remembered theme
-and Markdown, tui/looks.py; ``load_view``: kvtop load's view, tui/load_view.py), each
-found through tui/palette.py's routes.
+(``share``: screenshots and the bundle, tui/sharing/share.py; ``looks``: the remembered theme
+and Markdown, tui/looks.py; ``load_view``: kvtop load's view, tui/server/load_view.py), each
+found through tui/base/palette.py's routes.
 """
 
 from __future__ import annotations
@@ -31,33 +31,32 @@ from kvtop.runner.session.chat import ChatSession
 from kvtop.runner.session.source import EngineSource
 from kvtop.runner.settings import Settings, usable_cores
 from kvtop.themes import APP_VARIABLE_DEFAULTS, THEMES
-
-from .chat_undo import ChatUndo
-from .collector import TurnCollector
-from .cpu_watch import CPUWatch, CPUWatching
-from .dashboard import WIDE_COLUMNS, Dashboard, MetricsScroll, PagerBar
-from .forecasting import Estimates, ForecastBorder, Forecasting
-from .lifecycle import EngineControl, EngineLifecycle
-from .load_view import LoadView
-from .looks import Looks
-from .options import AppOptions
-from .palette import handler
-from .panes.about import AboutBar
-from .panes.chat import ChatLog, StreamTail, TypedKeys
-from .panes.decode import DecodePane
-from .panes.estimate import EstimatePane
-from .panes.keys import KeyBar
-from .panes.kv import KVPane
-from .panes.memory import MemoryPane
-from .panes.prefill import PrefillPane
-from .panes.status import StatusBar
-from .prompt_input import PromptInput
-from .routing import EngineRouting
-from .screens import HelpScreen
-from .server_routing import ServerRouting
-from .share import Share
-from .turn_view import TurnView
-from .workers import EngineWorkers, FleetWatch
+from kvtop.tui.base.collector import TurnCollector
+from kvtop.tui.base.options import AppOptions
+from kvtop.tui.base.palette import handler
+from kvtop.tui.base.prompt_input import PromptInput
+from kvtop.tui.base.screens import HelpScreen
+from kvtop.tui.dashboard import WIDE_COLUMNS, Dashboard, MetricsScroll, PagerBar
+from kvtop.tui.events.lifecycle import EngineControl, EngineLifecycle
+from kvtop.tui.events.routing import EngineRouting
+from kvtop.tui.events.workers import EngineWorkers, FleetWatch
+from kvtop.tui.looks import Looks
+from kvtop.tui.panes.about import AboutBar
+from kvtop.tui.panes.chat import ChatLog, StreamTail, TypedKeys
+from kvtop.tui.panes.decode import DecodePane
+from kvtop.tui.panes.estimate import EstimatePane
+from kvtop.tui.panes.keys import KeyBar
+from kvtop.tui.panes.kv import KVPane
+from kvtop.tui.panes.memory import MemoryPane
+from kvtop.tui.panes.prefill import PrefillPane
+from kvtop.tui.panes.status import StatusBar
+from kvtop.tui.server.load_view import LoadView
+from kvtop.tui.server.server_routing import ServerRouting
+from kvtop.tui.sharing.share import Share
+from kvtop.tui.turn.chat_undo import ChatUndo
+from kvtop.tui.turn.cpu_watch import CPUWatch, CPUWatching
+from kvtop.tui.turn.forecasting import Estimates, ForecastBorder, Forecasting
+from kvtop.tui.turn.turn_view import TurnView
 
 KVTOP_THEME_NAMES = frozenset(t.name for t in THEMES)
 
@@ -114,7 +113,7 @@ class KvtopApp(EngineWorkers, ServerRouting, EngineLifecycle, Forecasting, CPUWa
         self.chats = ChatUndo(self)  # Ctrl+L's chat put aside, Ctrl+Z's brought back
         self.server_snapshots: dict[int, object] = {}  # kvtop --server: the last poll of each server
         self.server_index = 0  # which server the chat and the panes follow
-        self.fleet_watch: FleetWatch | None = None  # kvtop --server: the polls (tui/workers.py)
+        self.fleet_watch: FleetWatch | None = None  # kvtop --server: the polls (tui/events/workers.py)
         self.share = Share(self)  # Ctrl+S, Ctrl+E and the files they saved
         self.load_view: LoadView | None = None  # kvtop load's live view, once composed
         self._quitting = False
@@ -173,8 +172,8 @@ class KvtopApp(EngineWorkers, ServerRouting, EngineLifecycle, Forecasting, CPUWa
                     yield PrefillPane(prefill_interval(self.refresh_s), self.options.clock, id="prefill", classes="pane")
                     yield KVPane(id="kv", classes="pane")
                     if self.session.engine.capabilities.slots:  # what the server does for everyone, right under the turn's panes
-                        from .panes.fleet import FleetPane
-                        from .panes.server import ServerPane
+                        from kvtop.tui.panes.fleet import FleetPane
+                        from kvtop.tui.panes.server import ServerPane
 
                         yield ServerPane(self.options.servers[0], id="server", classes="pane")
                         if len(self.options.servers) > 1:
@@ -240,14 +239,14 @@ class KvtopApp(EngineWorkers, ServerRouting, EngineLifecycle, Forecasting, CPUWa
         self.call_after_refresh(self.dash.fit)
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        """The command palette: every kvtop action once, by the words a user types (tui/palette.py)."""
-        from .palette import palette_commands
+        """The command palette: every kvtop action once, by the words a user types (tui/base/palette.py)."""
+        from kvtop.tui.base.palette import palette_commands
 
         yield from palette_commands(self, super().get_system_commands(screen))
 
     # --------------------------------------------------------------- actions
     async def run_action(self, action, default_namespace=None, namespaces=None) -> bool:
-        """Keys, the key bar and clicks: an action a composed object owns (tui/palette.py
+        """Keys, the key bar and clicks: an action a composed object owns (tui/base/palette.py
         ``ROUTES``; kvtop load's view first) goes to it, checked as Textual checks any."""
         if namespaces is None:
             target, name, params = action if isinstance(action, tuple) else parse_action(action)
@@ -263,7 +262,7 @@ class KvtopApp(EngineWorkers, ServerRouting, EngineLifecycle, Forecasting, CPUWa
         return await super().run_action(action, default_namespace, namespaces)
 
     def check_action(self, action: str, parameters) -> bool | None:
-        """kvtop load's view refuses the chat's actions (tui/load_view.py ``allows``)."""
+        """kvtop load's view refuses the chat's actions (tui/server/load_view.py ``allows``)."""
         if self.load_view is not None and not self.load_view.allows(action):
             return False
         return super().check_action(action, parameters)
@@ -280,7 +279,7 @@ class KvtopApp(EngineWorkers, ServerRouting, EngineLifecycle, Forecasting, CPUWa
 
     def action_waterfall(self, turn: int | None = None) -> None:
         """F2: the TTFT waterfall of the newest turn (or of ``turn``: a click on a reply)."""
-        from .waterfall import WaterfallScreen, live_turn
+        from kvtop.tui.turn.waterfall import WaterfallScreen, live_turn
 
         def source():  # every turn of the session, and the one in flight
             return list(self.turns), live_turn(self)

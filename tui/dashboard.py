@@ -26,20 +26,20 @@ from textual.containers import VerticalScroll
 from textual.content import Content
 from textual.widget import Widget
 
-from .panes.about import AboutBar
-from .panes.base import PaneWidget
-from .panes.chat import ChatLog, StreamTail
-from .panes.decode import DecodePane
-from .panes.estimate import EstimatePane
-from .panes.kv import KVPane
-from .panes.memory import MemoryPane
-from .panes.prefill import PrefillPane
-from .panes.status import StatusBar
-from .prompt_input import PromptInput
+from kvtop.tui.base.prompt_input import PromptInput
+from kvtop.tui.panes.about import AboutBar
+from kvtop.tui.panes.base import PaneWidget
+from kvtop.tui.panes.chat import ChatLog, StreamTail
+from kvtop.tui.panes.decode import DecodePane
+from kvtop.tui.panes.estimate import EstimatePane
+from kvtop.tui.panes.kv import KVPane
+from kvtop.tui.panes.memory import MemoryPane
+from kvtop.tui.panes.prefill import PrefillPane
+from kvtop.tui.panes.status import StatusBar
 
 if TYPE_CHECKING:
-    from .panes.fleet import FleetPane
-    from .panes.server import ServerPane
+    from kvtop.tui.panes.fleet import FleetPane
+    from kvtop.tui.panes.server import ServerPane
 
 WIDE_COLUMNS = 140
 ABOUT_MIN_ROWS = 30  # below this the versions/hardware line gives its row to the panes
@@ -233,8 +233,8 @@ class Dashboard:
     def _pane_height(name: str, pane, width: int) -> int:
         """Rows the pane needs at a content ``width``, borders included."""
         if name == FLEXIBLE:
-            from .panes.decode import DecodeSummary
-            from .panes.decode_chart import ChartLegend
+            from kvtop.tui.panes.decode import DecodeSummary
+            from kvtop.tui.panes.decode_chart import ChartLegend
 
             summaries, legends = pane.query(DecodeSummary), pane.query(ChartLegend)
             summary = max(3, summaries.first().height_at(width) if summaries else 3)

@@ -1,7 +1,7 @@
 """What the user chose for how kvtop looks, remembered: the theme (Ctrl+T) and Markdown
 for the model's replies (F3).
 
-``Looks`` is the App's ``looks``: it reads the preferences file at start (tui/config.py:
+``Looks`` is the App's ``looks``: it reads the preferences file at start (tui/base/config.py:
 whatever is there, kvtop starts), applies the choices once the screen is mounted, and
 saves each change at once; a file that cannot be written is a warning, never a crash.
 """
@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from kvtop.runner.sanitize import clean_line
 from kvtop.themes import DEFAULT_THEME, THEMES, register_all
-
-from .config import load_preferences, save_preferences
+from kvtop.tui.base.config import load_preferences, save_preferences
 
 
 class Looks:

@@ -79,7 +79,7 @@ class LoadedEngine:
 def turn_threads(threads: int, threads_batch: int, load: CPULoad | None, fits: bool = True) -> tuple[int, int]:
     """The threads (decode, prefill) a turn runs on: the engine's, or, when kvtop chose
     them (``fits``) and the load passes the busy test, no more than the free cores. The
-    app decides with it when it sends a turn (tui/forecasting.py ``next_turn_threads``;
+    app decides with it when it sends a turn (tui/turn/forecasting.py ``next_turn_threads``;
     runner.engine.engine applies it) and ``at_load`` prices the forecast with it."""
     if not fits or load is None or not too_busy(load.share):
         return threads, threads_batch

@@ -24,7 +24,7 @@ def fail(msg: str) -> int:
 def stopped_before(url: str) -> int:
     """Ctrl+C while a llama-server still loads its model (``read_server_info`` waits out
     its 503s, for up to minutes): one line on stderr and 130, as ``kvtop --server`` does
-    (tui/launch_server.py), not a traceback out of the wait's ``time.sleep``. ``url``
+    (tui/start/launch_server.py), not a traceback out of the wait's ``time.sleep``. ``url``
     carries no login (runner/server/credentials.py took it out)."""
     print(f"kvtop: stopped before {clean_line(url, 200)} answered", file=sys.stderr)
     return EXIT_INTERRUPTED

@@ -101,7 +101,7 @@ def check_args(p: argparse.ArgumentParser, a: argparse.Namespace) -> list[str]:
 
 
 def load_main(argv: list[str], live=None) -> int:
-    """``live(a, urls, key, infos) -> SweepResult``: the live view (tui/launch_server.py ``load_live``), used
+    """``live(a, urls, key, infos) -> SweepResult``: the live view (tui/start/launch_server.py ``load_live``), used
     on a terminal unless --no-tui; runner/ itself never imports the UI."""
     from kvtop.runner.server.credentials import Credentials
     from kvtop.runner.server.http import ServerClient, ServerError

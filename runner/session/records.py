@@ -33,7 +33,7 @@ class TurnRecord:
 class DecodeSoFar:
     """A turn's decode as the UI last heard of it: the KV position of its newest token
     and when its first token came (the engine's clock, ``time.monotonic``). The reader
-    thread gathers tokens and the UI receives this at its own pace (tui/bridge.py)."""
+    thread gathers tokens and the UI receives this at its own pace (tui/events/bridge.py)."""
 
     turn_id: int
     pos: int

@@ -5,7 +5,7 @@ reads low (measured here: 19.6 GB/s busy, ~34 GB/s quiet), and a ceiling that a
 measured rate beats is not a ceiling: so the probe records how busy the machine was
 just before it and says so in the hardware line. A probe taken under load is never the
 machine's ceiling (``cpu_profile`` says the rule): it is taken again once the machine
-is quiet (and whenever a turn beats it: tui/cpu_watch.py), and until then its figures
+is quiet (and whenever a turn beats it: tui/turn/cpu_watch.py), and until then its figures
 are handed out with the load's price taken off (``without_load``).
 """
 
@@ -278,7 +278,7 @@ def cpu_profile(cache_dir: str | None = None, refresh: bool = False) -> CPUProbe
       calibration leaves out turns run on a busy machine (runner.calibration.busy).
     - A disturbed probe, one that did not record how busy, or one of an older kvtop is
       taken again as soon as kvtop starts on a quiet machine (and the app takes it again
-      when the machine turns quiet: tui/cpu_watch.py).
+      when the machine turns quiet: tui/turn/cpu_watch.py).
     - Until then the disturbed probe (as measured, in the cache) is handed out with the
       load's price taken off (``without_load``), and the hardware line says so."""
     if cache_dir is None:

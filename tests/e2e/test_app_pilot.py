@@ -8,7 +8,7 @@ from helpers import make_app, screen_text, send, wait_until
 
 from kvtop.runner.process.parent import EngineProcess
 from kvtop.runner.settings import Settings
-from kvtop.tui.decode_series import MIN_WINDOW
+from kvtop.tui.base.decode_series import MIN_WINDOW
 from kvtop.tui.panes.chat import ChatMessage
 from kvtop.tui.panes.decode import DecodePane
 from kvtop.tui.panes.kv import KVPane
@@ -118,7 +118,7 @@ async def test_a_message_typed_while_loading_waits_for_the_model(settings, tmp_p
 
 
 def test_no_model_and_no_demo_says_how_to_install(monkeypatch, capsys):
-    import kvtop.tui.launch as launch
+    import kvtop.tui.start.launch as launch
 
     monkeypatch.setattr(launch, "demo_model_path", lambda: None)
     assert launch.launch_main([]) == 1

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from kvtop.tui.launch import version_text
+from kvtop.tui.start.launch import version_text
 
 
 def kvtop(*args, timeout=120):

@@ -21,9 +21,9 @@ from textual.widgets import OptionList
 
 from kvtop.runner.process.parent import EngineProcess
 from kvtop.runner.settings import Settings
+from kvtop.tui.base.screens import ErrorScreen
 from kvtop.tui.panes.chat import ChatLog
 from kvtop.tui.panes.status import StatusBar
-from kvtop.tui.screens import ErrorScreen
 
 LONG = "Summarise this: " + "The tide comes in and the tide goes out. " * 40  # ~400 tokens
 

@@ -6,7 +6,7 @@ from helpers import make_app, screen_text, send, wait_until
 
 from kvtop.runner.process.parent import EngineProcess
 from kvtop.runner.settings import Settings
-from kvtop.tui.screens import ErrorScreen
+from kvtop.tui.base.screens import ErrorScreen
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +46,7 @@ async def test_preflight_warns_before_loading_a_model_too_big_for_memory(tmp_pat
 
     from helpers import FIXED_HW
 
-    from kvtop.tui.screens import PreflightScreen
+    from kvtop.tui.base.screens import PreflightScreen
 
     tiny_ram = replace(FIXED_HW, memory_free=64 * 2**20)  # 64 MiB free: the model needs ~260 MiB
     app = make_app(Settings(smollm_path, n_ctx=2048), EngineProcess, tmp_path, live_system=False, hardware=tiny_ram)

@@ -16,7 +16,7 @@ from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
 
 from kvtop.runner.process.parent import EngineProcess
 from kvtop.runner.settings import Settings
-from kvtop.tui.screens import ErrorScreen
+from kvtop.tui.base.screens import ErrorScreen
 
 LONG = "The tide comes in and the tide goes out. " * 60  # ~600 tokens: several ubatches
 

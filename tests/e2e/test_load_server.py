@@ -151,9 +151,9 @@ def test_the_live_view_is_the_server_dashboard_with_the_curve_and_esc_leaves_no_
     from types import SimpleNamespace
 
     from kvtop.runner.commands.load import load_main
-    from kvtop.tui.launch_server import load_app
     from kvtop.tui.panes.load import LoadPane
     from kvtop.tui.panes.server import ServerPane
+    from kvtop.tui.start.launch_server import load_app
 
     seen: dict = {}
 

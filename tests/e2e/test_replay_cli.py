@@ -21,8 +21,8 @@ def test_kvtop_replay_of_absurd_numbers_exits_1_with_one_line(write_trace, tmp_p
 
 
 def test_kvtop_replay_with_no_file_offers_the_last_trace(write_trace, tmp_path, monkeypatch, capsys):
-    from kvtop.tui import launch
     from kvtop.tui.app import KvtopApp
+    from kvtop.tui.start import launch
 
     monkeypatch.setenv("KVTOP_HOME", str(tmp_path / "home"))
     sessions = tmp_path / "home" / "data" / "sessions"

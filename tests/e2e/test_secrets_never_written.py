@@ -56,8 +56,7 @@ async def drive(app, seen: dict) -> None:
 
 def test_every_file_and_the_screen_hold_no_secret(llama_server_bin, smollm_path, tmp_path, monkeypatch, capsys):
     from kvtop.runner import redact
-    from kvtop.tui import launch
-
+    from kvtop.tui.start import launch
     home = tmp_path / "home"
     monkeypatch.setenv("KVTOP_HOME", str(home))
     monkeypatch.delenv("LLAMA_API_KEY", raising=False)
@@ -115,8 +114,7 @@ def test_a_redacted_bundle_of_a_server_session_replays(llama_server_bin, smollm_
     same turns and counts."""
     from kvtop.runner.records.replay import ReplayEngine
     from kvtop.runner.records.trace import read_trace
-    from kvtop.tui import launch
-
+    from kvtop.tui.start import launch
     home = tmp_path / "home"
     monkeypatch.setenv("KVTOP_HOME", str(home))
     seen: dict = {}

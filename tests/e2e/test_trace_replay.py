@@ -129,8 +129,8 @@ async def test_kvtop_replay_says_what_it_is_refuses_input_and_shows_no_live_memo
     import platform
     import time
 
-    from kvtop.tui import launch
     from kvtop.tui.app import KvtopApp
+    from kvtop.tui.start import launch
 
     path, _svg, _turns, live_chat = live_run
     built = {}
@@ -162,8 +162,8 @@ async def test_kvtop_replay_says_what_it_is_refuses_input_and_shows_no_live_memo
 
 
 async def test_replay_memory_pane_says_its_figures_are_not_recorded(live_run, tmp_path, monkeypatch):
-    from kvtop.tui import launch
     from kvtop.tui.app import KvtopApp
+    from kvtop.tui.start import launch
 
     path = live_run[0]
     built = {}

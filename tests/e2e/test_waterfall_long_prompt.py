@@ -10,7 +10,7 @@ from kvtop.runner.events import TurnStarted
 from kvtop.runner.physics.verdicts import ttft_verdict
 from kvtop.runner.process.parent import EngineProcess
 from kvtop.runner.settings import Settings
-from kvtop.tui.waterfall import WaterfallScreen
+from kvtop.tui.turn.waterfall import WaterfallScreen
 
 
 def test_changed_system_prompt_shows_where_the_cache_diverged(smollm_path):

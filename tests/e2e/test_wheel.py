@@ -59,7 +59,7 @@ def test_the_wheel_has_one_top_level_package_named_kvtop(wheel):
     if top_level:
         assert zipfile.ZipFile(wheel).read(top_level[0]).decode().split() == ["kvtop"]
     entry = zipfile.ZipFile(wheel).read([n for n in names if n.endswith("entry_points.txt")][0]).decode()
-    assert "kvtop = kvtop.tui.cli:main" in entry
+    assert "kvtop = kvtop.tui.start.cli:main" in entry
 
 
 def test_python_m_kvtop_runs_from_the_installed_wheel(wheel, tmp_path):
@@ -84,7 +84,7 @@ def test_the_editable_install_imports_no_top_level_runner_tui_or_themes():
     """From the repository's own folder (where ``runner`` would be found on the path), the
     app and the engine's child import only kvtop.*: a stray ``from runner…`` would load a
     second copy of a module under another name."""
-    code = ("import sys, kvtop.tui.cli, kvtop.tui.app, kvtop.runner.process.child, kvtop.runner.commands.load; "
+    code = ("import sys, kvtop.tui.start.cli, kvtop.tui.app, kvtop.runner.process.child, kvtop.runner.commands.load; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('runner', 'tui', 'themes')))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert r.returncode == 0, r.stderr[-3000:]

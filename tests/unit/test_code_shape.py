@@ -66,7 +66,7 @@ def app_methods(app_class) -> dict[str, list[str]]:
 
     out = {}
     for c in app_class.__mro__:
-        if c.__module__.startswith(("tui", "tests")) or c is app_class:
+        if c.__module__.startswith(("kvtop.tui", "tests")) or c is app_class:
             out[f"{c.__module__}.{c.__name__}"] = [
                 k for k, v in vars(c).items()
                 if inspect.isfunction(v) or isinstance(v, (staticmethod, classmethod, property))]

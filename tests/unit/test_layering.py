@@ -30,13 +30,12 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("records", ("kvtop.runner.records",)),
     ("server/session", ("kvtop.runner.server", "kvtop.runner.session")),
     ("commands", ("kvtop.runner.commands",)),
-    # tui/: above all of runner/
-    ("tui base", ("kvtop.tui.format", "kvtop.tui.messages", "kvtop.tui.decode_series", "kvtop.tui.config", "kvtop.tui.options",
-                  "kvtop.tui.collector", "kvtop.tui.export", "kvtop.tui.palette", "kvtop.tui.prompt_input", "kvtop.tui.quitting",
-                  "kvtop.tui.screens", "kvtop.tui.textual_private")),
+    # tui/: above all of runner/; each layer is folders
+    ("tui base", ("kvtop.tui.base",)),
     ("panes", ("kvtop.tui.panes",)),
+    # the App (tui/app.py, dashboard.py, looks.py) and its features: events/, turn/, server/, sharing/
     ("app", ("kvtop.tui",)),
-    ("entry", ("kvtop.tui.run", "kvtop.tui.launch", "kvtop.tui.launch_server", "kvtop.tui.cli", "kvtop.__main__")),
+    ("entry", ("kvtop.tui.start", "kvtop.__main__")),
 ]
 
 
@@ -176,8 +175,8 @@ def test_the_checks_find_a_back_arrow_and_a_circle(tmp_path):
         "runner/engine/__init__.py": "",
         "runner/engine/llama_log.py": "from kvtop.runner import events\n",
         "tui/__init__.py": "",
-        "tui/launch.py": "from .launch_server import y\n",
-        "tui/launch_server.py": "from . import launch\n",
+        "tui/start/launch.py": "from .launch_server import y\n",
+        "tui/start/launch_server.py": "from . import launch\n",
     })
     graph = import_graph(str(tmp_path))
     assert back_arrows(graph) == [

@@ -2,6 +2,6 @@
 
 import sys
 
-from kvtop.tui.cli import main
+from kvtop.tui.start.cli import main
 
 sys.exit(main())

@@ -6,7 +6,7 @@ name and the GPUs', the figures the ceilings are computed from (the probe's or t
 datasheet's bandwidth and FLOPS), the batch sizes, the sampler, the system load and
 the time. Fitted to the width by priority, as the status bar is: the time and load
 go first, the versions stay. Shown when the terminal has the rows for it (and always
-in Ctrl+S's whole-dashboard SVG, tui/full_shot.py).
+in Ctrl+S's whole-dashboard SVG, tui/sharing/full_shot.py).
 """
 
 from __future__ import annotations
@@ -19,8 +19,7 @@ from textual.content import Content
 
 from kvtop.runner.sanitize import clean_line
 from kvtop.runner.settings import sampler_text
-
-from .base import PaneWidget
+from kvtop.tui.panes.base import PaneWidget
 
 GAP = "  "
 

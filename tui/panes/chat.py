@@ -19,9 +19,8 @@ from textual.css.query import NoMatches
 
 from kvtop.runner.events import STOP_LABELS
 from kvtop.runner.sanitize import clean_text
-
-from ..format import fmt_int, fmt_rate, fmt_seconds
-from .base import PaneStatic, PaneWidget
+from kvtop.tui.base.format import fmt_int, fmt_rate, fmt_seconds
+from kvtop.tui.panes.base import PaneStatic, PaneWidget
 
 FOLLOW_AFTER_S = 0.05
 
@@ -103,7 +102,7 @@ class StreamTail(PaneWidget):
     Re-wrapping and re-laying-out the whole growing reply in the transcript on every
     update measurably slows decode on a 2-core machine; this fixed-height tail shows
     the text as it streams, and the transcript gets the full reply at the end (and
-    every ``TurnView.CHAT_INTERVAL`` seconds during a long one: tui/turn_view.py)."""
+    every ``TurnView.CHAT_INTERVAL`` seconds during a long one: tui/turn/turn_view.py)."""
 
     LINES = 3
 

@@ -17,10 +17,9 @@ from textual.content import Content
 
 from kvtop.runner.physics.here import Here
 from kvtop.runner.physics.roofline import binding_ceiling
-
-from ..format import fmt_int, fmt_rate, fmt_seconds
-from .base import PanePlot, PaneWidget
-from .decode_chart import ChartLegend, draw, legend, plan_chart
+from kvtop.tui.base.format import fmt_int, fmt_rate, fmt_seconds
+from kvtop.tui.panes.base import PanePlot, PaneWidget
+from kvtop.tui.panes.decode_chart import ChartLegend, draw, legend, plan_chart
 
 
 class DecodeSummary(PaneWidget):

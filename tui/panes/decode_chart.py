@@ -16,7 +16,7 @@ What the chart promises, and why:
   percent as the context grows is a sliver of a decade) and plotext labels it in
   powers of ten;
 * **a stall is a break, not a drop to 0**: the series has no point across a pause
-  (``tui/decode_series.py``), each run between stalls is its own line, and the
+  (``tui/base/decode_series.py``), each run between stalls is its own line, and the
   stall's position is marked with a vertical line in the warning colour.
 """
 
@@ -29,8 +29,7 @@ from dataclasses import dataclass, field
 from textual.content import Content
 
 from kvtop.runner.units import fmt_int, fmt_rate, fmt_seconds
-
-from .base import PaneWidget
+from kvtop.tui.panes.base import PaneWidget
 
 CEILING_SPAN = 3.0  # the ceiling is drawn when it is at most this many times the measured top
 MAX_STALL_MARKS = 24  # the longest stalls are marked; more lines would hide the series

@@ -17,9 +17,8 @@ from kvtop.runner.calibration.forecast import Forecast
 from kvtop.runner.calibration.load import load_note
 from kvtop.runner.physics.estimate_rows import EstimateRows, Row
 from kvtop.runner.physics.verdicts import estimate_verdict
-
-from ..format import NA, fmt_bytes, fmt_rate, fmt_seconds
-from .base import PaneWidget
+from kvtop.tui.base.format import NA, fmt_bytes, fmt_rate, fmt_seconds
+from kvtop.tui.panes.base import PaneWidget
 
 
 def _rate(x: float | None) -> str:
@@ -86,7 +85,7 @@ class EstimatePane(PaneWidget):
 
     def shown(self) -> tuple:
         """What the pane shows of a finished turn (its rows and forecast), to be shown
-        again by ``show`` (Ctrl+Z after Ctrl+L: tui/chat_undo.py). A running turn's live
+        again by ``show`` (Ctrl+Z after Ctrl+L: tui/turn/chat_undo.py). A running turn's live
         figures and forecast are not part of it: that turn is cut, not put aside."""
         return self.rows, None if self.live is not None else self.forecast
 

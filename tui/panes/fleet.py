@@ -6,8 +6,7 @@ from __future__ import annotations
 from textual.content import Content
 
 from kvtop.runner.units import fmt_int, fmt_rate
-
-from .base import PaneWidget
+from kvtop.tui.panes.base import PaneWidget
 
 
 class FleetPane(PaneWidget):

@@ -13,7 +13,7 @@ from rich.cells import cell_len
 from textual import events
 from textual.content import Content
 
-from .base import PaneWidget
+from kvtop.tui.panes.base import PaneWidget
 
 # (key, label, short label, action), most important first
 KEYS = (
@@ -31,7 +31,7 @@ KEYS = (
     ("F3", "markdown", "md", "toggle_markdown"),
 )
 NEXT_SERVER = ("F4", "next server", "next", "next_server")
-LOAD_KEYS = (  # kvtop load's live view (tui/load_view.py): no chat, so none of its keys
+LOAD_KEYS = (  # kvtop load's live view (tui/server/load_view.py): no chat, so none of its keys
     ("Esc", "stop the load", "stop", "stop_load"),
     ("q", "stop (q again quits)", "stop", "quit_when_stopped"),
     ("^C", "stop, then quit", "stop+quit", "quit"),

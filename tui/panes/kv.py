@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from textual.content import Content
 
-from ..format import bar, fmt_bytes, fmt_int, fmt_rate, fmt_seconds, pack
-from .base import PaneWidget
+from kvtop.tui.base.format import bar, fmt_bytes, fmt_int, fmt_rate, fmt_seconds, pack
+from kvtop.tui.panes.base import PaneWidget
 
 KIND_STYLE = {
     "full": "$kvtop-kv-full",

@@ -18,9 +18,8 @@ from textual.content import Content
 
 from kvtop.runner.commands.load_output import meets
 from kvtop.runner.units import fmt_rate
-
-from .base import PanePlot, PaneStatic
-from .decode_chart import nice_ticks, tick_labels
+from kvtop.tui.panes.base import PanePlot, PaneStatic
+from kvtop.tui.panes.decode_chart import nice_ticks, tick_labels
 
 
 @dataclass

@@ -15,9 +15,8 @@ from kvtop.runner.sanitize import clean_line
 # the probe lives in runner.system.memory; re-exported while tui/app.py imports it from here
 from kvtop.runner.system.memory import MemorySample
 from kvtop.runner.units import MIB
-
-from ..format import NA, bar, fmt_bytes, pack
-from .base import PaneWidget
+from kvtop.tui.base.format import NA, bar, fmt_bytes, pack
+from kvtop.tui.panes.base import PaneWidget
 
 
 class MemoryPane(PaneWidget):

@@ -10,8 +10,8 @@ from collections.abc import Callable
 
 from textual.content import Content
 
-from ..format import bar, fmt_int, fmt_rate, fmt_seconds, pack, segment_style
-from .base import PaneWidget
+from kvtop.tui.base.format import bar, fmt_int, fmt_rate, fmt_seconds, pack, segment_style
+from kvtop.tui.panes.base import PaneWidget
 
 
 def compact_waterfall(ttft: float, timeline, width: int) -> list[Content]:

@@ -7,8 +7,7 @@ from __future__ import annotations
 from textual.content import Content
 
 from kvtop.runner.units import fmt_int, fmt_rate
-
-from .base import PaneWidget, lines_at
+from kvtop.tui.panes.base import PaneWidget, lines_at
 
 HEADER = f"{'slot':>4} {'state':<6} {'task':>6} {'tokens':>8} {'computed':>9} {'cached':>7} {'decoded':>8}  ctx used"
 # the table where its lines would wrap (120x40 gives the pane 62 columns): narrower

@@ -17,9 +17,8 @@ from textual.content import Content
 
 from kvtop.runner.sanitize import clean_line
 from kvtop.runner.units import fmt_int
-
-from ..format import bar
-from .base import PaneWidget
+from kvtop.tui.base.format import bar
+from kvtop.tui.panes.base import PaneWidget
 
 
 def _words(text: str) -> set[str]:

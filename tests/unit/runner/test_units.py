@@ -57,7 +57,7 @@ def test_mib_to_bytes():
 
 def test_the_panes_use_the_same_formatters():
     import kvtop.runner.units as units
-    import kvtop.tui.format as fmt
+    import kvtop.tui.base.format as fmt
 
     for name in ("NA", "fmt_bytes", "fmt_int", "fmt_rate", "fmt_seconds", "fmt_ratio"):
         assert getattr(fmt, name) is getattr(units, name)

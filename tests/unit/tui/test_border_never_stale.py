@@ -106,7 +106,7 @@ def test_does_not_fit_is_the_engines_refusal():
     """One function decides for the border and the engine, at every size around n_ctx."""
     from kvtop.runner.calibration.forecast import Forecast
     from kvtop.runner.engine.engine import Engine
-    from kvtop.tui.forecasting import forecast_line
+    from kvtop.tui.turn.forecasting import forecast_line
 
     engine = SimpleNamespace(n_ctx=256)
     for n in range(180, 300):

@@ -1,4 +1,4 @@
-"""The bridge is a table from engine event to message (tui/bridge.py), and a refused
+"""The bridge is a table from engine event to message (tui/events/bridge.py), and a refused
 turn is a message of its own: before, ``TurnFinished`` carried either a ``TurnDone`` or
 a ``TurnRefused`` and the handler told them apart with ``hasattr(r, "metrics")``."""
 
@@ -10,8 +10,8 @@ import inspect
 from helpers import scripted_app, send, wait_until
 
 from kvtop.runner import events as ev
-from kvtop.tui import messages as msg
-from kvtop.tui.bridge import MESSAGES, STEPS, TurnBridge
+from kvtop.tui.base import messages as msg
+from kvtop.tui.events.bridge import MESSAGES, STEPS, TurnBridge
 
 NOT_FOR_THE_SCREEN = {ev.Tokenized, ev.EventBatch, ev.TurnMetrics}  # answers a caller waits for; a batch's
 # events reach the bridge one by one; metrics travel inside TurnDone

@@ -280,8 +280,8 @@ async def test_redacted_bundle_replays_with_the_same_numbers(home, tmp_path, mon
     assert f"<redacted: {len(FIRST)} chars>" in shown and f"<redacted: {len(''.join(REPLY1))} chars>" in shown
     assert not any(secret in shown for secret in SECRETS)
 
-    from kvtop.tui import launch
     from kvtop.tui.app import KvtopApp
+    from kvtop.tui.start import launch
 
     built = {}
     monkeypatch.setattr(KvtopApp, "run", lambda self, **kw: built.setdefault("app", self) and 0)
@@ -292,8 +292,8 @@ async def test_redacted_bundle_replays_with_the_same_numbers(home, tmp_path, mon
 def test_bundle_text_reaches_the_app_for_a_llama_server_too(monkeypatch, tmp_path):
     """``kvtop --server URL --bundle-text``: the flag is not dropped on the server path."""
     import kvtop.runner.server.props as props
-    from kvtop.tui import launch
     from kvtop.tui.app import KvtopApp
+    from kvtop.tui.start import launch
 
     info = props.ServerInfo(None, "m", 4096, 1, "b1", None, None, None, None, None, None)
     monkeypatch.setenv("KVTOP_HOME", str(tmp_path / "home"))

@@ -8,7 +8,7 @@ import tempfile
 
 import pytest
 
-from kvtop.tui.config import Preferences, load_preferences, save_preferences
+from kvtop.tui.base.config import Preferences, load_preferences, save_preferences
 
 
 def write(tmp_path, data: bytes) -> str:

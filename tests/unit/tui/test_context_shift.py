@@ -143,7 +143,7 @@ def test_the_flags_use_llama_cpp_names_and_default_to_shifting(capsys):
     import pytest
 
     from kvtop.runner.settings import settings_from_args
-    from kvtop.tui.launch import build_parser, launch_main
+    from kvtop.tui.start.launch import build_parser, launch_main
 
     def settings(*argv):
         return settings_from_args("m.gguf", build_parser().parse_args(list(argv)))
@@ -165,8 +165,7 @@ def test_the_flags_use_llama_cpp_names_and_default_to_shifting(capsys):
 
 
 async def test_the_border_says_a_draft_fits_once_the_oldest_turns_go(tmp_path, smollm_shaped):
-    from kvtop.tui import messages as msg
-
+    from kvtop.tui.base import messages as msg
     app = _app(tmp_path, smollm_shaped, record_trace=False)
     async with app.run_test(size=(200, 60)) as pilot:
         await wait_until(pilot, lambda: app.loaded is not None and app.estimates.calibration is not None, what="load")

@@ -87,7 +87,7 @@ async def test_a_click_on_a_page_name_shows_it_and_a_click_on_a_pane_focuses_it(
 
 async def test_a_click_on_a_finished_reply_opens_its_waterfall(tmp_path, smollm_shaped):
     from kvtop.tui.panes.chat import ChatMessage
-    from kvtop.tui.waterfall import WaterfallScreen
+    from kvtop.tui.turn.waterfall import WaterfallScreen
 
     app = scripted_app(tmp_path, smollm_shaped, ["Hello", "."])
     async with app.run_test(size=(160, 48)) as pilot:

@@ -3,7 +3,7 @@
 from helpers import screen_text, scripted_app, wait_until
 
 from kvtop.runner.physics.roofline import decode_ceilings_at
-from kvtop.tui.format import fmt_rate
+from kvtop.tui.base.format import fmt_rate
 
 
 async def test_the_decode_ceilings_show_before_the_first_message(tmp_path, smollm_shaped):

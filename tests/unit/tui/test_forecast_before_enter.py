@@ -120,7 +120,7 @@ async def test_a_file_draft_is_forecast_and_a_fifo_is_named(tmp_path, smollm_sha
 
 def test_the_border_line_keeps_what_matters_most_as_it_narrows():
     from kvtop.runner.calibration.forecast import Forecast
-    from kvtop.tui.forecasting import forecast_basis_line, forecast_line
+    from kvtop.tui.turn.forecasting import forecast_basis_line, forecast_line
 
     fc = Forecast(412, 375, 256, 0.42, 0.3, 123.0, 90.0, 3.1, "calibrated", 7)
     assert forecast_line(fc, 4096, 200) == ("412 tokens, 37 new after the cached prefix → TTFT ≈ 420 ms, "

@@ -7,10 +7,10 @@ import inspect
 import pathlib
 
 from kvtop.tui.app import KvtopApp
-from kvtop.tui.routing import EngineRouting
+from kvtop.tui.events.routing import EngineRouting
 
 TUI = pathlib.Path(__file__).resolve().parents[3] / "tui"
-ROUTED = ("routing.py", "turn_view.py", "chat_undo.py", "bridge.py")
+ROUTED = ("events/routing.py", "turn/turn_view.py", "turn/chat_undo.py", "events/bridge.py")
 
 
 def test_no_query_of_the_dom_in_the_handlers_and_what_they_route_to():

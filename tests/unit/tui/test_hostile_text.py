@@ -9,7 +9,7 @@ from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
 from kvtop.runner.engine.chat_template import TIME_LIMIT_S, render_chat
 from kvtop.runner.sanitize import clean_line, clean_text
 from kvtop.runner.settings import Settings
-from kvtop.tui.export import safe_cell, write_turns_csv
+from kvtop.tui.base.export import safe_cell, write_turns_csv
 from kvtop.tui.panes.chat import ChatMessage
 
 MSGS = [{"role": "user", "content": "hi"}]

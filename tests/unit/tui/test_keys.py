@@ -8,7 +8,7 @@ from textual import events
 from textual.widgets import Static
 
 from kvtop.tui.app import KvtopApp
-from kvtop.tui.screens import HelpScreen
+from kvtop.tui.base.screens import HelpScreen
 
 KEY_NAMES = {"escape": "Esc", "question_mark": "?"}
 

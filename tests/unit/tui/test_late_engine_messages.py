@@ -7,7 +7,7 @@ import threading
 
 from helpers import scripted_app, wait_until
 
-from kvtop.tui import messages as msg
+from kvtop.tui.base import messages as msg
 
 
 async def test_messages_posted_during_shutdown_raise_nothing(tmp_path, smollm_shaped):
@@ -50,7 +50,7 @@ def test_every_message_a_thread_posts_is_guarded():
     from textual.message import Message
 
     from kvtop.tui.app import KvtopApp
-    from kvtop.tui.load_view import LoadView
+    from kvtop.tui.server.load_view import LoadView
 
     root = pathlib.Path(__file__).resolve().parents[3] / "tui"
     posted = set()

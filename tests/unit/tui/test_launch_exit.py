@@ -6,7 +6,7 @@ returns None: kvtop exited 0 after a crash. ``App.return_code`` is 1 then (Textu
 import pytest
 from textual.app import App
 
-from kvtop.tui import launch
+from kvtop.tui.start import launch
 
 
 class Crashes(App[int]):
@@ -38,7 +38,7 @@ def test_run_app_returns_the_apps_exit_status(cls, code):
 def test_a_crash_inside_a_replay_exits_1(write_trace, tmp_path, monkeypatch):
     """The whole ``kvtop replay`` path: the app crashes on the first replayed message."""
     from kvtop.tui.app import KvtopApp
-    from kvtop.tui.routing import EngineRouting
+    from kvtop.tui.events.routing import EngineRouting
 
     def crash(self, m):
         raise RuntimeError("a pane crashed")

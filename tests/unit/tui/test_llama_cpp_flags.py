@@ -2,7 +2,7 @@
 
 import pytest
 
-from kvtop.tui.launch import build_parser
+from kvtop.tui.start.launch import build_parser
 
 
 def parse(*args):

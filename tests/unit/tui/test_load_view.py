@@ -83,7 +83,7 @@ def live_app(a, url):
     """kvtop load's live view as ``kvtop load URL`` builds it on a terminal."""
     from helpers import FIXED_HW
 
-    from kvtop.tui.launch_server import load_app
+    from kvtop.tui.start.launch_server import load_app
 
     return load_app(a, [url], None, infos(), hardware=FIXED_HW)
 
@@ -160,7 +160,7 @@ async def test_f1_lists_the_keys_of_the_load_view_not_the_chats():
     stopping the load."""
     from helpers import screen_text
 
-    from kvtop.tui.screens import HelpScreen
+    from kvtop.tui.base.screens import HelpScreen
 
     with FakeLlamaServer(token_s=0.05) as srv:
         app = live_app(args(users=[2], n_predict=400, requests=5), srv.url)

@@ -51,7 +51,7 @@ async def test_ctrl_l_mid_reply_clears_the_turns_panes_and_they_stay_clear(tmp_p
         # summary), as a cancelled turn, though no longer in the conversation
         await wait_until(pilot, lambda: len(app.turns) == 1, timeout=5, what="the cut turn recorded")
         assert app.turns[0].stop_reason == "new_chat" and app.turns[0].metrics.prompt_tokens == 700
-        from kvtop.tui.waterfall import WaterfallScreen
+        from kvtop.tui.turn.waterfall import WaterfallScreen
 
         await pilot.press("f2")
         await wait_until(pilot, lambda: isinstance(app.screen, WaterfallScreen), timeout=5, what="F2")

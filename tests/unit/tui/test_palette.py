@@ -9,7 +9,7 @@ from textual.command import CommandPalette
 from textual.widgets import Input, OptionList
 
 from kvtop.tui.app import KvtopApp
-from kvtop.tui.palette import handler
+from kvtop.tui.base.palette import handler
 
 # what a user types -> how the top match starts
 SEARCHES = {
@@ -82,9 +82,9 @@ async def test_the_palettes_screenshot_saves_a_file(tmp_path, smollm_shaped):
 
 
 def test_every_route_reaches_the_object_that_does_it(tmp_path, smollm_shaped):
-    """The App only routes (tui/palette.py): each routed action names a callable of the
+    """The App only routes (tui/base/palette.py): each routed action names a callable of the
     object that owns it; without kvtop load, quitting and Esc are the App's own actions."""
-    from kvtop.tui.palette import LOAD_ROUTES, ROUTES
+    from kvtop.tui.base.palette import LOAD_ROUTES, ROUTES
 
     app = scripted_app(tmp_path, smollm_shaped, ["Hi"])
     assert {a: handler(app, a) for a in ROUTES if not callable(handler(app, a))} == {}

@@ -1,14 +1,14 @@
 """A paste of several paragraphs is sent whole, newlines kept (Textual's Input keeps the
 first line of a paste: paragraph one used to be sent alone, silently). The prompt shows
 the paste as one chip, the forecast before Enter counts all of it, and the chip is edited
-as one piece (tui/prompt_input.py)."""
+as one piece (tui/base/prompt_input.py)."""
 
 from helpers import make_app, screen_text, wait_until
 from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
 from textual import events
 
 from kvtop.runner.settings import Settings
-from kvtop.tui.prompt_input import PromptInput
+from kvtop.tui.base.prompt_input import PromptInput
 
 PARAGRAPHS = [
     "Tides rise and fall twice a day because the moon pulls on the oceans.",

@@ -40,7 +40,7 @@ def _app(tmp_path, model, probe, monkeypatch):
     import kvtop.runner.system.hardware as hardware
 
     monkeypatch.setattr(hardware, "hardware_profile", profile)
-    monkeypatch.setattr("kvtop.tui.cpu_watch.read_cpu", clock.read)
+    monkeypatch.setattr("kvtop.tui.turn.cpu_watch.read_cpu", clock.read)
     hw = replace(FIXED_HW, bandwidth_gbs=probe.bandwidth_gbs, tflops=probe.tflops, cpu=probe, source=probe.describe())
     loaded = smollm_loaded(model)
     app = make_app(Settings(model, n_ctx=4096), lambda s: ScriptedEngine(s, loaded, []), tmp_path,

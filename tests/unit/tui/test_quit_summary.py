@@ -16,14 +16,14 @@ def launch_with(monkeypatch, tmp_path):
     engine replaced and the app run headless by ``drive(pilot)``; (rc, stdout while the
     app ran, the app)."""
     import kvtop.runner.process.parent as parent
-    import kvtop.tui.collector
-    import kvtop.tui.run
-    from kvtop.tui import launch
+    import kvtop.tui.base.collector
+    import kvtop.tui.start.run
     from kvtop.tui.app import KvtopApp
+    from kvtop.tui.start import launch
 
     monkeypatch.setenv("KVTOP_HOME", str(tmp_path / "home"))
-    monkeypatch.setattr(kvtop.tui.run.signal, "signal", lambda *a: None)  # not this test process's handlers
-    monkeypatch.setattr(kvtop.tui.collector, "freeze_startup_objects", lambda: None)
+    monkeypatch.setattr(kvtop.tui.start.run.signal, "signal", lambda *a: None)  # not this test process's handlers
+    monkeypatch.setattr(kvtop.tui.base.collector, "freeze_startup_objects", lambda: None)
     seen = {}
 
     def go(factory, drive, capsys, model):

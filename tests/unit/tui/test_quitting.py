@@ -1,4 +1,4 @@
-"""The pieces of a quit that does not wait (tui/quitting.py): seeing a terminal hang up
+"""The pieces of a quit that does not wait (tui/base/quitting.py): seeing a terminal hang up
 without reading it, and the refusals that come before anything starts. The whole of it,
 in a real terminal, is tests/e2e/test_quit_with_the_terminal.py."""
 
@@ -6,7 +6,8 @@ import argparse
 import os
 import pty
 
-from kvtop.tui import launch, quitting
+from kvtop.tui.base import quitting
+from kvtop.tui.start import launch
 
 
 def test_a_hang_up_is_seen_and_waiting_input_is_not_taken():

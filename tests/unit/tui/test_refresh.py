@@ -11,12 +11,12 @@ from textual.content import Content
 from kvtop.runner import events as ev
 from kvtop.runner.pacing import chart_interval, prefill_interval, refresh_interval
 from kvtop.runner.settings import Settings
-from kvtop.tui import messages as msg
-from kvtop.tui.bridge import TurnBridge
-from kvtop.tui.decode_series import MIN_WINDOW
+from kvtop.tui.base import messages as msg
+from kvtop.tui.base.decode_series import MIN_WINDOW
+from kvtop.tui.base.screens import HelpScreen
+from kvtop.tui.events.bridge import TurnBridge
 from kvtop.tui.panes.base import PaneWidget
 from kvtop.tui.panes.decode import DecodePane
-from kvtop.tui.screens import HelpScreen
 
 
 def test_every_core_decoding_means_one_redraw_a_second():

@@ -58,8 +58,9 @@ def test_launch_passes_what_resume_found_to_the_app(tmp_path, smollm_shaped, mon
     """``kvtop --resume``: launch reads the last transcript and hands the app its
     messages and the note (the app is not run here)."""
     from kvtop.runner.records.paths import default_paths
-    from kvtop.tui import collector, launch
     from kvtop.tui.app import KvtopApp
+    from kvtop.tui.base import collector
+    from kvtop.tui.start import launch
 
     monkeypatch.setenv("KVTOP_HOME", str(tmp_path / "home"))
     t = Transcript(default_paths().sessions_dir, {"model": smollm_shaped})

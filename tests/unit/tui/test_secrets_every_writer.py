@@ -63,8 +63,7 @@ async def drive(app, seen: dict) -> None:
 
 def test_no_file_and_no_screen_holds_the_key_or_the_password(tmp_path, monkeypatch, capsys, smollm_shaped):
     from kvtop.runner.commands.estimate import estimate_main
-    from kvtop.tui import launch
-
+    from kvtop.tui.start import launch
     home = tmp_path / "home"
     monkeypatch.setenv("KVTOP_HOME", str(home))
     monkeypatch.delenv("LLAMA_API_KEY", raising=False)

@@ -20,8 +20,8 @@ from fake_servers import FakeServer, Reply, llama_routes
 from kvtop.runner.process.commands import Chat, ChatMessage
 from kvtop.runner.server.engine import ServerEngine
 from kvtop.runner.settings import Settings
-from kvtop.tui import messages as msg
-from kvtop.tui.bridge import TurnBridge
+from kvtop.tui.base import messages as msg
+from kvtop.tui.events.bridge import TurnBridge
 
 TOKEN = json.dumps({"choices": [{"delta": {"content": "Hello"}}]})
 

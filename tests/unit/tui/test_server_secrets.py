@@ -12,8 +12,8 @@ PASSWORD = "pw-SECRET"
 @pytest.mark.parametrize("key_from", ["flag", "env"])
 def test_the_app_never_holds_the_key_or_the_login(monkeypatch, tmp_path, key_from):
     import kvtop.runner.server.props as props
-    from kvtop.tui import launch
     from kvtop.tui.app import KvtopApp
+    from kvtop.tui.start import launch
 
     info = props.ServerInfo(None, "m", 4096, 1, "b1", None, None, None, None, None, None)
     seen = []

@@ -1,4 +1,4 @@
-"""Textual's private API, kept in tui/textual_private.py: each wrapper works on the
+"""Textual's private API, kept in tui/base/textual_private.py: each wrapper works on the
 Textual installed (an upgrade that breaks one fails here, by name), and no other
 module in tui/ reaches past Textual's public API."""
 
@@ -12,7 +12,7 @@ from textual.containers import Vertical
 from textual.geometry import Size
 from textual.widgets import Static
 
-from kvtop.tui import textual_private as tp
+from kvtop.tui.base import textual_private as tp
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
@@ -88,7 +88,7 @@ def private_uses(root: str = ROOT) -> list[str]:
                 own.add(node.id)
     out = []
     for rel, tree in sorted(files.items()):
-        if rel == os.path.join("tui", "textual_private.py"):
+        if rel == os.path.join("tui", "base", "textual_private.py"):
             continue
         # modules other than Textual's (``os._exit``) are not Textual objects
         other_modules = {(a.asname or a.name).split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)

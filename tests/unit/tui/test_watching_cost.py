@@ -7,7 +7,7 @@ from helpers import one_turn, screen_text, scripted_app, send, wait_until
 
 from kvtop.runner.system.hardware import SystemMemory
 from kvtop.runner.system.memory import MemorySample
-from kvtop.tui.collector import TurnCollector
+from kvtop.tui.base.collector import TurnCollector
 from kvtop.tui.panes.kv import KVPane
 from kvtop.tui.panes.memory import MemoryPane
 

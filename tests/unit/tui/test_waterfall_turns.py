@@ -8,7 +8,7 @@ from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
 
 from kvtop.runner import events as ev
 from kvtop.runner.settings import Settings
-from kvtop.tui.waterfall import WaterfallScreen
+from kvtop.tui.turn.waterfall import WaterfallScreen
 
 
 def _with_timeline(script: list) -> list:
@@ -131,7 +131,7 @@ async def test_f2_during_decode_says_when_the_first_token_came_and_counts_on(tmp
 async def test_f2_gives_the_forecast_the_estimate_pane_showed_for_that_turn(tmp_path, smollm_shaped):
     """A new user saw a forecast in the input's border and the Estimate pane, and in F2 a
     "predicted" column of roofline times that agreed with neither."""
-    from kvtop.tui.format import fmt_seconds
+    from kvtop.tui.base.format import fmt_seconds
     from kvtop.tui.panes.estimate import EstimatePane
 
     turns = [_with_timeline(scripted_turn(1, 1000.0, 600, 0, ["A", "."])),
@@ -161,7 +161,7 @@ def test_a_server_turn_in_flight_starts_with_the_wait_for_the_server_not_kvtop_s
     952 ms of segments beside a 996 ms first token. The wait for the server's prefill is
     the first segment, as in the finished turn's table."""
     from kvtop.runner.events import TurnStarted
-    from kvtop.tui.waterfall import LiveTurn
+    from kvtop.tui.turn.waterfall import LiveTurn
 
     started = TurnStarted(1, 39, 0, 2048, "server", None, 0.0, 0.0, None, t=100.044)
     live = LiveTurn("hi", started, ((0, 0.0), (39, 0.952)), first_token_s=0.996, decoded=5, t_submit=100.0)

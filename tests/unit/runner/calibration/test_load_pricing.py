@@ -108,7 +108,7 @@ def test_the_json_and_the_words():
 
 
 def test_the_border_says_the_load_before_the_token_counts():
-    from kvtop.tui.forecasting import forecast_basis_line, forecast_line
+    from kvtop.tui.turn.forecasting import forecast_basis_line, forecast_line
 
     fc = at_load(quiet(), CPULoad.of_share(0.75, 2), LoadedEngine(2, 2, 1.0))
     wide = forecast_line(fc, 4096, 200)

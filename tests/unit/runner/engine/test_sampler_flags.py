@@ -25,13 +25,13 @@ N_VOCAB = 8
 
 
 def parse(*argv):
-    from kvtop.tui.launch import build_parser
+    from kvtop.tui.start.launch import build_parser
 
     return settings_from_args("m.gguf", build_parser().parse_args(list(argv)))
 
 
 def test_flags_have_llama_cpps_names_and_defaults_and_are_in_help():
-    from kvtop.tui.launch import build_parser
+    from kvtop.tui.start.launch import build_parser
 
     helptext = build_parser().format_help()
     defaults = parse()

@@ -39,7 +39,7 @@ def test_a_login_is_taken_out_of_the_url_where_it_enters():
 
 
 def test_options_never_show_the_key():
-    from kvtop.tui.options import AppOptions
+    from kvtop.tui.base.options import AppOptions
 
     shown = repr(AppOptions(servers=("http://127.0.0.1:9",), api_key=Credentials(KEY)))
     assert KEY not in shown

@@ -8,7 +8,7 @@ import pytest
 
 from kvtop.runner import events as ev
 from kvtop.runner.server.stream import TurnTranslator
-from kvtop.tui.decode_series import DecodeSeries
+from kvtop.tui.base.decode_series import DecodeSeries
 
 
 def chunk(i: int, ms: float | None) -> dict:

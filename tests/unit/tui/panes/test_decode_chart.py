@@ -13,7 +13,7 @@ from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
 
 from kvtop.runner import events as ev
 from kvtop.runner.settings import Settings
-from kvtop.tui.decode_series import DecodeSeries
+from kvtop.tui.base.decode_series import DecodeSeries
 
 INTEGER = re.compile(r"^\d{1,3}(,\d{3})*$")
 

@@ -41,7 +41,7 @@ KEYS = [
     ("Ctrl+Q Ctrl+C", "quit (the engine process is stopped)"),
 ]
 
-# kvtop load's live view (tui/load_view.py): no chat and no prompt, so only the keys that
+# kvtop load's live view (tui/server/load_view.py): no chat and no prompt, so only the keys that
 # act there; Enter, Ctrl+L, Ctrl+Z, Ctrl+R, Ctrl+O, F2 and F3 belong to the chat
 LOAD_KEYS = [
     ("Esc", "stop the load: every stream in flight is closed and kvtop waits until no slot of the "

@@ -1,7 +1,7 @@
 """Running the app as the ``kvtop`` command does, for a local model, ``--server`` and
 ``kvtop replay`` alike: what refuses a start, the signals, the app's own event loop,
-its exit status and the summary printed on quit. Below tui/launch.py and
-tui/launch_server.py, which both use it (they used to import each other for it).
+its exit status and the summary printed on quit. Below tui/start/launch.py and
+tui/start/launch_server.py, which both use it (they used to import each other for it).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ def refusal(a: argparse.Namespace, terminal: bool) -> str | None:
         except PromptFileError as exc:
             return f"kvtop: -f: {exc}"
     if terminal:
-        from .quitting import NO_TERMINAL, has_terminal
+        from kvtop.tui.base.quitting import NO_TERMINAL, has_terminal
 
         if not has_terminal():
             return NO_TERMINAL
@@ -33,12 +33,12 @@ def run_until_quit(app, guarded: bool = False) -> int:
     """Run the app as ``kvtop`` does (a local model or ``--server``): SIGTERM/SIGHUP stop
     it and its engine, the startup objects leave the collector's way, and on a clean
     quit the session's summary is printed; the exit status. ``guarded``: every way to
-    quit ends the process within a second (tui/quitting.py; never in-process tests)."""
-    from .collector import freeze_startup_objects
+    quit ends the process within a second (tui/base/quitting.py; never in-process tests)."""
+    from kvtop.tui.base.collector import freeze_startup_objects
 
     guard = None
     if guarded:
-        from .quitting import QuitGuard
+        from kvtop.tui.base.quitting import QuitGuard
 
         guard = QuitGuard(app)
         guard.install()
@@ -82,7 +82,7 @@ def run_app(app, **run_kw) -> int:
     quit for seconds; here the loop closes without waiting for them."""
     import asyncio
 
-    from .quitting import follow_the_terminal_size
+    from kvtop.tui.base.quitting import follow_the_terminal_size
 
     follow_the_terminal_size()
     loop = asyncio.new_event_loop()

@@ -2,7 +2,7 @@
 
 Each message is a dataclass of what it carries and nothing else: the engine's event
 itself where the UI needs all of it, the figures computed from several events where it
-needs those (``DecodeUpdate``). ``tui/bridge.py`` is the table from engine event to
+needs those (``DecodeUpdate``). ``tui/events/bridge.py`` is the table from engine event to
 message. ``eq=False``: a message is a happening, not a value; two alike are still two.
 
 The worker calls ``post_message`` (which does not block it, unlike
@@ -106,7 +106,7 @@ class DecodeUpdate(Message):
     pos: int
     tok_s: float | None
     series: tuple[tuple[int, float], ...]  # (KV position, tok/s over the last few tokens)
-    stalls: tuple[tuple[int, float], ...] = ()  # (KV position after a pause, its seconds): tui/decode_series.py
+    stalls: tuple[tuple[int, float], ...] = ()  # (KV position after a pause, its seconds): tui/base/decode_series.py
     first_t: float | None = None  # the turn's first token, on the engine's clock (time.monotonic)
 
     def can_replace(self, message: Message) -> bool:

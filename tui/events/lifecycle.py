@@ -1,6 +1,6 @@
 """The engine's life as the user sees it: cancel (and a deadline for an engine that
 does not answer), restart, death reported once, the end of a stream, and the quit
-(within a second, whatever the engine is doing: tui/quitting.py has the last resort).
+(within a second, whatever the engine is doing: tui/base/quitting.py has the last resort).
 
 The App keeps only what keys and messages reach (``EngineLifecycle``: the actions and
 the handlers); what happens to the engine is ``EngineControl``'s, one object the App
@@ -17,11 +17,10 @@ from kvtop.runner.process.contract import EngineClient
 from kvtop.runner.sanitize import clean_line
 from kvtop.runner.session.source import EngineSource
 from kvtop.runner.units import fmt_int
-
-from . import messages as msg
-from .bridge import TurnBridge
-from .guards import while_running
-from .screens import ErrorScreen
+from kvtop.tui.base import messages as msg
+from kvtop.tui.base.guards import while_running
+from kvtop.tui.base.screens import ErrorScreen
+from kvtop.tui.events.bridge import TurnBridge
 
 QUIT_GRACE_S = 0.4  # Ctrl+Q waits this long for a cancelled turn's end (quitting takes under 1 s)
 QUIT_CLOSE_S = 0.2  # on quit, each step of stopping the engine child (ask, SIGTERM, SIGKILL)

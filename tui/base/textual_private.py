@@ -10,7 +10,7 @@ Why each is needed:
 
 * ``forget_arrangement`` (``Widget._clear_arrangement_cache``) and ``reflow_now``
   (``Screen._compositor.reflow``, ``Compositor.layers``, ``Widget._size_updated``):
-  Ctrl+S's whole-dashboard SVG (tui/full_shot.py) lays the screen out at 160 columns
+  Ctrl+S's whole-dashboard SVG (tui/sharing/full_shot.py) lays the screen out at 160 columns
   inside ``batch_update`` and puts it back, in one call. Textual's own layout posts
   Resize events and clears arrangements on its next idle, too late for a layout done
   now; handled after the shot, those events laid the screen out at the shot's size

@@ -8,7 +8,7 @@
 * ``FleetWatch``: ``kvtop --server``'s polls, on the fleet poller's threads.
 
 The engine's own reader (``pump``) and closing an old engine (``stop``) are
-``EngineControl``'s (tui/lifecycle.py): they are the engine's life.
+``EngineControl``'s (tui/events/lifecycle.py): they are the engine's life.
 """
 
 from __future__ import annotations
@@ -16,8 +16,7 @@ from __future__ import annotations
 from textual import work
 
 from kvtop.runner.sanitize import clean_line
-
-from . import messages as msg
+from kvtop.tui.base import messages as msg
 
 
 class EngineWorkers:

@@ -24,11 +24,10 @@ from kvtop.runner.calibration.load import slowed, ttft_texts
 from kvtop.runner.pacing import FORECAST_DEBOUNCE_S
 from kvtop.runner.process.commands import ChatMessage, MeasurePrompt
 from kvtop.runner.sanitize import clean_line, clean_text
-
-from . import messages as msg
-from .format import fmt_int, fmt_seconds
-from .guards import while_running
-from .prompt_input import expanded_draft
+from kvtop.tui.base import messages as msg
+from kvtop.tui.base.format import fmt_int, fmt_seconds
+from kvtop.tui.base.guards import while_running
+from kvtop.tui.base.prompt_input import expanded_draft
 
 REPLY_TOKENS = 256  # the reply length a forecast before Enter assumes (when -n does not say)
 

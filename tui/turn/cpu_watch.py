@@ -20,9 +20,8 @@ from functools import partial
 from kvtop.runner.pacing import MEMORY_HOLD_S
 from kvtop.runner.system.cpu_use import CPUReading, cpu_use, read_cpu
 from kvtop.runner.system.memory import take_sample
-
-from . import messages as msg
-from .guards import while_running
+from kvtop.tui.base import messages as msg
+from kvtop.tui.base.guards import while_running
 
 LOAD_WINDOW_S = 5.0  # "today's load": what others used over the last seconds, not one jumpy second
 

@@ -32,7 +32,7 @@ def read_server_file(path: str) -> list[str]:
 def server_main(p: argparse.ArgumentParser, a: argparse.Namespace, argv: list[str], guarded: bool = False,
                 hardware=None, run=None) -> int:
     """``hardware``: a fixed HardwareProfile instead of the probe (a seam for tests);
-    ``run``: what runs the app (default: tui/run.py's ``run_until_quit``; ``kvtop`` passes
+    ``run``: what runs the app (default: tui/start/run.py's ``run_until_quit``; ``kvtop`` passes
     ``tui.launch.run_until_quit``, the seam tests replace)."""
     from kvtop.runner.server.http import ServerClient, ServerError
     from kvtop.runner.server.props import read_server_info
@@ -69,7 +69,7 @@ def server_main(p: argparse.ArgumentParser, a: argparse.Namespace, argv: list[st
     finally:
         client.close()
     if guarded:
-        from .run import refusal
+        from kvtop.tui.start.run import refusal
 
         refused = refusal(a, terminal=True)
         if refused:
@@ -87,7 +87,7 @@ def run_server_app(settings, urls, key, a, argv, local_model: bool, local: bool,
                    hardware=None, run=None) -> int:
     app = server_app(settings, urls, key, a, argv, local_model, local, hardware)
     if run is None:
-        from .run import run_until_quit as run  # signals, the summary with the server's own figures
+        from kvtop.tui.start.run import run_until_quit as run  # signals, the summary with the server's own figures
 
     return run(app, guarded=guarded)
 
@@ -97,9 +97,8 @@ def server_app(settings, urls, key, a, argv, local_model: bool, local: bool, har
     from kvtop.runner.records.paths import default_paths
     from kvtop.runner.session.source import EngineSource
     from kvtop.runner.system.hardware import HardwareProfile
-
-    from .app import KvtopApp
-    from .options import AppOptions
+    from kvtop.tui.app import KvtopApp
+    from kvtop.tui.base.options import AppOptions
 
     # None: a server on this machine is probed like a local model (NVML, CPU probe)
     if hardware is None and (a.bandwidth_gbs or a.tflops):
@@ -120,14 +119,13 @@ def server_app(settings, urls, key, a, argv, local_model: bool, local: bool, har
 def load_app(la, urls: list[str], key, infos, hardware=None):
     """``kvtop load``'s live view: the ``kvtop --server`` dashboard of the first server (its
     GGUF read as --server reads it, or load's --model), with the load pane and the sweep
-    (tui/load_view.py). No chat, so no transcript and no trace; kvtop's own priority is
+    (tui/server/load_view.py). No chat, so no transcript and no trace; kvtop's own priority is
     left alone (the sweep's client runs in this process, and its CPU is measured)."""
     import argparse
 
     from kvtop.runner.server.urls import is_loopback
     from kvtop.runner.settings import settings_from_args
-
-    from .load_view import LoadRun
+    from kvtop.tui.server.load_view import LoadRun
 
     info = infos[0]
     model = la.model or (info.model_path if info.model_path and os.path.isfile(info.model_path) else "")
@@ -142,8 +140,8 @@ def load_app(la, urls: list[str], key, infos, hardware=None):
 
 
 def load_live(la, urls: list[str], key, infos):
-    """The sweep with its live view (tui/cli.py); its result, None when it never ended."""
-    from .run import run_app
+    """The sweep with its live view (tui/start/cli.py); its result, None when it never ended."""
+    from kvtop.tui.start.run import run_app
 
     app = load_app(la, urls, key, infos)
     try:

@@ -14,17 +14,16 @@ from textual.widgets import Input
 
 from kvtop.runner.physics.here import Here
 from kvtop.runner.sanitize import clean_text
-
-from . import messages as msg
-from .guards import while_running
-from .prompt_input import expanded_draft
-from .screens import PreflightScreen
+from kvtop.tui.base import messages as msg
+from kvtop.tui.base.guards import while_running
+from kvtop.tui.base.prompt_input import expanded_draft
+from kvtop.tui.base.screens import PreflightScreen
 
 
 class EngineRouting:
     """Mixed into the App: which object each message goes to. What a turn changes on
-    screen is ``app.turn`` (``tui/turn_view.py``), the panes are ``app.dash``'s
-    (``tui/dashboard.py``), a new chat and its undo ``app.chats`` (``tui/chat_undo.py``)."""
+    screen is ``app.turn`` (``tui/turn/turn_view.py``), the panes are ``app.dash``'s
+    (``tui/dashboard.py``), a new chat and its undo ``app.chats`` (``tui/turn/chat_undo.py``)."""
 
     _replay_notice_at = -1e9
 
@@ -35,7 +34,7 @@ class EngineRouting:
         text = clean_text(expanded_draft(event.input, event.value)).strip()  # a pasted chip's whole text
         if not text:
             return
-        if text == "/undo":  # the chat the last new chat put aside (tui/chat_undo.py)
+        if text == "/undo":  # the chat the last new chat put aside (tui/turn/chat_undo.py)
             event.input.value = ""
             self.chats.bring_back()
             return

@@ -25,9 +25,9 @@ ROUTES = {
     "screenshot": "share.screenshot",
     "export": "share.export",
     "toggle_markdown": "looks.toggle_markdown",
-    "new_chat": "chats.new_chat",  # the old chat is put aside: Ctrl+Z brings it back (tui/chat_undo.py)
+    "new_chat": "chats.new_chat",  # the old chat is put aside: Ctrl+Z brings it back (tui/turn/chat_undo.py)
 }
-# kvtop load's view (tui/load_view.py) takes the keys that stop the load
+# kvtop load's view (tui/server/load_view.py) takes the keys that stop the load
 LOAD_ROUTES = {"cancel_turn": "cancel", "quit": "quit", "stop_load": "stop", "quit_when_stopped": "quit_when_stopped"}
 
 

@@ -103,7 +103,7 @@ class Share:
     def __init__(self, app) -> None:
         self.app = app
         self.last_saved: str | None = None
-        self.last_saved_whole: str | None = None  # Ctrl+S's whole-dashboard SVG (tui/full_shot.py)
+        self.last_saved_whole: str | None = None  # Ctrl+S's whole-dashboard SVG (tui/sharing/full_shot.py)
         self.last_csv: str | None = None
 
     def screenshot_svg(self) -> str:
@@ -157,7 +157,7 @@ class Share:
         """Take the shot once the chat is hidden on screen; never one with the chat in it."""
         app = self.app
         if self._chat_hidden():  # styled hidden: laid out so now, then the shot
-            from .textual_private import refresh_layout
+            from kvtop.tui.base.textual_private import refresh_layout
 
             refresh_layout(app.screen_stack[0])
             self._save_screenshot(True)
@@ -172,9 +172,9 @@ class Share:
 
     def _shot(self, hide_chat: bool) -> tuple[str, str | None]:
         """The visible screen's SVG, and the whole dashboard's at a readable size when the
-        screen leaves panes out or is small (tui/full_shot.py; None when it shows it all,
+        screen leaves panes out or is small (tui/sharing/full_shot.py; None when it shows it all,
         or a dialog is open)."""
-        from .full_shot import needs_whole_dashboard, whole_dashboard_svg
+        from kvtop.tui.sharing.full_shot import needs_whole_dashboard, whole_dashboard_svg
 
         app = self.app
         try:
@@ -231,12 +231,11 @@ class Share:
     def _write_export(self, redact: bool) -> None:
         """The debug bundle (JSON) and the per-turn timings as CSV beside it."""
         from kvtop.runner.commands.bundle import turn_dicts
-
-        from .export import write_turns_csv
+        from kvtop.tui.base.export import write_turns_csv
 
         app = self.app
         svg, whole = self._shot(redact)
-        svg = whole or svg  # the bundle's screenshot shows every pane (tui/full_shot.py)
+        svg = whole or svg  # the bundle's screenshot shows every pane (tui/sharing/full_shot.py)
         stem = time.strftime("kvtop-debug-%Y%m%d-%H%M%S")
         try:
             bundle = self.debug_bundle(redact=redact, screenshot_svg=svg)

@@ -4,8 +4,8 @@ the turn's panes, from the message that sends it to the one that ends it.
 Why an object of its own: this state (the reply widget, when the transcript last caught
 up with the tail) and the steps that change it were spread over the App's mixins as
 attributes any of them could set. Here it has one owner, which the message handlers
-(``tui/routing.py``), the engine's restart and failure (``tui/lifecycle.py``) and a new
-chat (``tui/chat_undo.py``) call. What is known of the turn itself (its prefill
+(``tui/events/routing.py``), the engine's restart and failure (``tui/events/lifecycle.py``) and a new
+chat (``tui/turn/chat_undo.py``) call. What is known of the turn itself (its prefill
 reports, its first token, a prompt-cache event) is the session's:
 ``runner.session.records.ActiveTurn``, which ``ChatSession.apply`` keeps up to date
 with each event this object is handed.
@@ -17,10 +17,9 @@ from kvtop.runner import events as ev
 from kvtop.runner.pacing import CHAT_INTERVAL_S
 from kvtop.runner.sanitize import clean_line, clean_text
 from kvtop.runner.session.records import DecodeSoFar
-
-from .format import fmt_bytes, fmt_int, fmt_seconds
-from .panes.chat import turn_footer
-from .textual_private import release_removed_widget_caches
+from kvtop.tui.base.format import fmt_bytes, fmt_int, fmt_seconds
+from kvtop.tui.base.textual_private import release_removed_widget_caches
+from kvtop.tui.panes.chat import turn_footer
 
 
 class TurnView:
@@ -68,7 +67,7 @@ class TurnView:
         dash.decode.clear()
         dash.estimate.drop_live()
         self.app.estimates.update()  # the rows of a chat with no turn: the cleared one's are gone
-        self.app.call_after_refresh(release_removed_widget_caches)  # tui/textual_private.py
+        self.app.call_after_refresh(release_removed_widget_caches)  # tui/base/textual_private.py
 
     def lose_reply(self, footer: str) -> None:
         """The turn in flight is lost (a restart, a death): ``footer`` under its reply."""

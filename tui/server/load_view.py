@@ -1,5 +1,5 @@
 """``kvtop load``'s live view: the dashboard ``kvtop --server`` shows, with the load pane
-in the chat's place (tui/launch_server.py ``load_app`` builds it).
+in the chat's place (tui/start/launch_server.py ``load_app`` builds it).
 
 ``LoadView`` is a widget in the chat's place that owns the whole live view: it holds the
 status line and the load pane, runs the sweep (``runner.commands.load.sweep``, the same
@@ -7,7 +7,7 @@ code as the headless command) on a worker thread that only posts messages to the
 itself: a level's rows (``LoadLevelDone``), what it does now (``LoadProgress``) and its
 end (``LoadEnded``); its own handlers update the pane on the main thread. The App holds
 it as ``load_view`` (None without ``kvtop load``) and routes the keys that stop the load
-to it (tui/palette.py ``LOAD_ROUTES``) and asks it which actions it allows. Esc stops the load (every stream in flight is closed and the
+to it (tui/base/palette.py ``LOAD_ROUTES``) and asks it which actions it allows. Esc stops the load (every stream in flight is closed and the
 sweep waits until the server has no busy slot); q quits once it has stopped; Ctrl+C
 (or Ctrl+Q) stops it and quits when it has, a second one at once. At the end the server
 is polled at once, and the status says done (or stopped) when that poll is in the server
@@ -25,11 +25,11 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.content import Content
 
-from . import messages as msg
-from .guards import while_running
-from .panes.base import PaneStatic
-from .panes.chat import TypedKeys
-from .panes.load import LoadPane
+from kvtop.tui.base import messages as msg
+from kvtop.tui.base.guards import while_running
+from kvtop.tui.panes.base import PaneStatic
+from kvtop.tui.panes.chat import TypedKeys
+from kvtop.tui.panes.load import LoadPane
 
 IDLE_POLL_S = 10.0  # after the load's end: how long the status waits for a poll showing the slots idle
 SETTLE_S = 30.0  # after the screen closed mid-level: the sweep's own wait for idle slots is 15 s
@@ -131,7 +131,7 @@ class LoadView(Vertical):
 
     def _wait_for_the_probe(self, run) -> None:
         """A server on this machine and no --bandwidth-gbs/--tflops: the roof comes from this
-        CPU's probe, which the dashboard takes too (tui/workers.py). The sweep waits for the
+        CPU's probe, which the dashboard takes too (tui/events/workers.py). The sweep waits for the
         dashboard's, cached, rather than take its own at the same time (each would measure
         the other) or under the load. Worker thread: it reads a flag, touches no widget."""
         from kvtop.runner.server.urls import is_loopback
@@ -166,7 +166,7 @@ class LoadView(Vertical):
         last poll's busy slots for up to a poll's interval."""
         run, app = self.run, self.app
         run.result = r = m.result
-        from .panes.keys import KeyBar
+        from kvtop.tui.panes.keys import KeyBar
 
         app.query_one(KeyBar).load_ended()
         if run.quit_when_ended:
@@ -184,7 +184,7 @@ class LoadView(Vertical):
         self.set_timer(IDLE_POLL_S, self.say_end)
 
     def server_polled(self, snapshot) -> None:
-        """A poll of the server on screen is in its pane (tui/server_routing.py): one taken after
+        """A poll of the server on screen is in its pane (tui/server/server_routing.py): one taken after
         the load's end with no slot busy lets the status say how the load ended."""
         run = self.run
         if run.ended_at is None or run.end_said or snapshot.t < run.ended_at:

@@ -32,7 +32,7 @@ class ChatUndo:
 
     def chat_lines(self, cut: bool) -> list[tuple]:
         """The chat pane's lines; ``cut``: without the running turn's question and reply."""
-        from .panes.chat import ChatMessage
+        from kvtop.tui.panes.chat import ChatMessage
 
         lines = [(m.role, m.text, m.footer, m.turn_index) for m in self.app.dash.chat.query(ChatMessage)]
         if cut:

@@ -8,7 +8,7 @@ columns and as many rows as its panes need (at least SHOT_ROWS), every pane on i
 How: inside ``batch_update`` (nothing reaches the terminal) the screen is laid out
 again at that size, the chart redrawn for it, the compositor's full frame exported
 as Textual's own screenshot does, and the layout put back (Textual's private calls
-this needs are in tui/textual_private.py). The panes render from the
+this needs are in tui/base/textual_private.py). The panes render from the
 same state as on screen, so the figures are the same ones; only the sizes differ.
 """
 
@@ -19,7 +19,7 @@ import io
 from rich.console import Console
 from textual.geometry import Size
 
-from .textual_private import forget_arrangement, reflow_now, refresh_layout, whole_frame
+from kvtop.tui.base.textual_private import forget_arrangement, reflow_now, refresh_layout, whole_frame
 
 SHOT_COLUMNS = 160
 SHOT_ROWS = 48
@@ -27,7 +27,7 @@ SHOT_ROWS = 48
 
 def whole_dashboard_size(app) -> Size:
     """160 columns, and the rows that put every pane on one page (at least 48)."""
-    from .dashboard import WIDE_COLUMNS
+    from kvtop.tui.dashboard import WIDE_COLUMNS
 
     units = app.dash.units(int(SHOT_COLUMNS * 0.62), SHOT_COLUMNS >= WIDE_COLUMNS, planning_here=False)
     rows = sum(u.height for u in units) + 3  # the status, about and key bars
@@ -58,7 +58,7 @@ def _reflow(screen, size: Size) -> None:
 
 
 def _relayout(app, size: Size) -> None:
-    from .panes.decode import DecodePane
+    from kvtop.tui.panes.decode import DecodePane
 
     app.dash.fit(size.width, size.height)
     _forget_sizes(app)

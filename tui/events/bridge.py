@@ -18,9 +18,8 @@ from collections.abc import Callable
 
 from kvtop.runner import events as ev
 from kvtop.runner.sanitize import clean_text
-
-from . import messages as msg
-from .decode_series import DecodeSeries
+from kvtop.tui.base import messages as msg
+from kvtop.tui.base.decode_series import DecodeSeries
 
 # engine event -> the message it posts as it is (events missing from both tables post nothing)
 MESSAGES: dict[type, Callable[[object], object]] = {

@@ -32,4 +32,4 @@ class AppOptions:
     api_key: object | None = None  # runner.server.credentials.Credentials: the key and URL logins, hidden
     model_readable: bool = True  # False: a served model whose GGUF this machine cannot read
     bundle_text: bool = False  # --bundle-text: Ctrl+E's default bundle includes the conversation
-    load: object | None = None  # kvtop load's live view: a tui/load_view.py LoadRun (the sweep to run)
+    load: object | None = None  # kvtop load's live view: a tui/server/load_view.py LoadRun (the sweep to run)

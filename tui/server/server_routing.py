@@ -4,9 +4,8 @@ server pane, with the many-users physics computed from the slots decoding now.""
 from __future__ import annotations
 
 from kvtop.runner.physics.here import server_physics
-
-from . import messages as msg
-from .guards import while_running
+from kvtop.tui.base import messages as msg
+from kvtop.tui.base.guards import while_running
 
 
 class ServerRouting:
@@ -25,7 +24,7 @@ class ServerRouting:
         if s.slots:
             self.dash.kv.set_server_cells(tuple(sl.n_prompt_tokens for sl in s.slots),
                                           sum(sl.n_ctx for sl in s.slots))
-        if self.load_view is not None:  # kvtop load: its end is said once the pane shows the slots (tui/load_view.py)
+        if self.load_view is not None:  # kvtop load: its end is said once the pane shows the slots (tui/server/load_view.py)
             self.load_view.server_polled(s)
 
     @while_running

@@ -1,0 +1,2 @@
+"""Sharing without leaking: screenshots and the debug bundle (``share``), the
+whole-dashboard shot (``full_shot``)."""
