@@ -38,6 +38,7 @@ from kvtop.tui.panes.prefill import PrefillPane
 from kvtop.tui.panes.status import StatusBar
 
 if TYPE_CHECKING:
+    from kvtop.tui.app import KvtopApp
     from kvtop.tui.panes.fleet import FleetPane
     from kvtop.tui.panes.server import ServerPane
 
@@ -182,7 +183,7 @@ class Dashboard:
     server: ServerPane | None  # kvtop --server only
     fleet: FleetPane | None  # kvtop --server with several servers only
 
-    def __init__(self, app) -> None:
+    def __init__(self, app: KvtopApp) -> None:
         self.app = app
         self.page = 0  # the page shown when there are several
         self._plan_key = None

@@ -8,13 +8,18 @@ saves each change at once; a file that cannot be written is a warning, never a c
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kvtop.runner.sanitize import clean_line
 from kvtop.themes import DEFAULT_THEME, THEMES, register_all
 from kvtop.tui.base.config import load_preferences, save_preferences
 
+if TYPE_CHECKING:
+    from kvtop.tui.app import KvtopApp
+
 
 class Looks:
-    def __init__(self, app) -> None:
+    def __init__(self, app: KvtopApp) -> None:
         self.app = app
         self.prefs = load_preferences(app.paths.config_file)
 

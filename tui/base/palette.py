@@ -17,8 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from functools import partial
+from typing import TYPE_CHECKING
 
 from textual.app import SystemCommand
+
+if TYPE_CHECKING:
+    from textual.app import App
 
 # action -> the attribute path, from the App, of the callable that does it
 ROUTES = {
@@ -31,7 +35,7 @@ ROUTES = {
 LOAD_ROUTES = {"cancel_turn": "cancel", "quit": "quit", "stop_load": "stop", "quit_when_stopped": "quit_when_stopped"}
 
 
-def handler(app, action: str):
+def handler(app: App, action: str):
     """The callable that does ``action``: kvtop load's view first, then the object
     ``ROUTES`` names; None for an action that is the App's own ``action_`` method."""
     view = getattr(app, "load_view", None)
@@ -78,7 +82,7 @@ COMMANDS = (
 NEXT_SERVER = ("Next server of the fleet", "Chat with the next --server; its panes follow (F4)", "next_server")
 
 
-def palette_commands(app, builtin: Iterable[SystemCommand]) -> Iterable[SystemCommand]:
+def palette_commands(app: App, builtin: Iterable[SystemCommand]) -> Iterable[SystemCommand]:
     """Textual's entries minus the ones kvtop replaces, then kvtop's."""
     yield from (c for c in builtin if c.title not in REPLACED)
     commands = COMMANDS + ((NEXT_SERVER,) if len(app.options.servers) > 1 else ())

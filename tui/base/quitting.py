@@ -30,6 +30,10 @@ import signal
 import sys
 import threading
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from textual.app import App
 
 QUIT_DEADLINE_S = 0.9  # the product target: no kvtop process 1 s after the key or the signal
 STEP_S = 0.1  # each step of the hard exit (a write to a terminal nobody reads can block)
@@ -120,7 +124,7 @@ def kill_children() -> None:
 class QuitGuard:
     """The hard deadline, the signal handlers and the hang-up watcher of one app."""
 
-    def __init__(self, app, deadline_s: float = QUIT_DEADLINE_S) -> None:
+    def __init__(self, app: App, deadline_s: float = QUIT_DEADLINE_S) -> None:
         self.app = app
         self.deadline_s = deadline_s
         self.rc: int | None = None

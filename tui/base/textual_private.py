@@ -30,6 +30,11 @@ Why each is needed:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from textual.app import App
+
 
 def forget_arrangement(widget) -> None:
     """Drop the container's arrangement computed for the old size."""
@@ -44,7 +49,7 @@ def reflow_now(screen, size) -> None:
         widget._size_updated(region.size, virtual_size, container_size)
 
 
-def whole_frame(app):
+def whole_frame(app: App):
     """The screen's whole frame as a Rich renderable, the screens below it included."""
     return app.screen._compositor.render_update(full=True, screen_stack=app._background_screens)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from functools import partial
+from typing import TYPE_CHECKING
 
 from kvtop.runner.pacing import prefill_interval
 from kvtop.runner.process.contract import EngineClient
@@ -21,6 +22,9 @@ from kvtop.tui.base import messages as msg
 from kvtop.tui.base.guards import while_running
 from kvtop.tui.base.screens import ErrorScreen
 from kvtop.tui.events.bridge import TurnBridge
+
+if TYPE_CHECKING:
+    from kvtop.tui.app import KvtopApp
 
 QUIT_GRACE_S = 0.4  # Ctrl+Q waits this long for a cancelled turn's end (quitting takes under 1 s)
 QUIT_CLOSE_S = 0.2  # on quit, each step of stopping the engine child (ask, SIGTERM, SIGKILL)
@@ -97,7 +101,7 @@ class EngineControl:
     it, whatever state it is in, when the app quits. It touches the session and the
     panes the App shows; the App's actions and handlers decide when."""
 
-    def __init__(self, app, source: EngineSource) -> None:
+    def __init__(self, app: KvtopApp, source: EngineSource) -> None:
         self.app = app
         self.source = source
         self.stopping = False  # shutdown began: a death after it is not reported

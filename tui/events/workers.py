@@ -13,10 +13,15 @@ The engine's own reader (``pump``) and closing an old engine (``stop``) are
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from textual import work
 
 from kvtop.runner.sanitize import clean_line
 from kvtop.tui.base import messages as msg
+
+if TYPE_CHECKING:
+    from kvtop.tui.app import KvtopApp
 
 
 class EngineWorkers:
@@ -68,7 +73,7 @@ class FleetWatch:
     attached to. The App holds one as ``app.fleet_watch`` once it shows servers; the
     polls reach it only as messages (``ServerPolled``, ``ServerRestarted``)."""
 
-    def __init__(self, app) -> None:
+    def __init__(self, app: KvtopApp) -> None:
         from kvtop.runner.pacing import SERVER_POLL_S
         from kvtop.runner.server.fleet import FleetPoller
         from kvtop.runner.server.http import ServerClient

@@ -12,6 +12,8 @@ A reply still streaming stays plain text until it ends.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from textual import events
 from textual.containers import VerticalScroll
 from textual.content import Content
@@ -21,6 +23,9 @@ from kvtop.runner.events import STOP_LABELS
 from kvtop.runner.sanitize import clean_text
 from kvtop.tui.base.format import fmt_int, fmt_rate, fmt_seconds
 from kvtop.tui.panes.base import PaneStatic, PaneWidget
+
+if TYPE_CHECKING:
+    from textual.app import App
 
 FOLLOW_AFTER_S = 0.05
 
@@ -186,7 +191,7 @@ class TypedKeys:
 
     SHORTCUTS = {"q": "quit", "?": "help"}  # as in nvitop and btop, which have no prompt: see ``shortcut``
 
-    def __init__(self, app, prompt_id: str = "prompt") -> None:
+    def __init__(self, app: App, prompt_id: str = "prompt") -> None:
         self.app = app
         self.prompt_id = prompt_id
         self.chars: list[str] = []

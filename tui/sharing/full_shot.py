@@ -15,17 +15,21 @@ same state as on screen, so the figures are the same ones; only the sizes differ
 from __future__ import annotations
 
 import io
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from textual.geometry import Size
 
 from kvtop.tui.base.textual_private import forget_arrangement, reflow_now, refresh_layout, whole_frame
 
+if TYPE_CHECKING:
+    from kvtop.tui.app import KvtopApp
+
 SHOT_COLUMNS = 160
 SHOT_ROWS = 48
 
 
-def whole_dashboard_size(app) -> Size:
+def whole_dashboard_size(app: KvtopApp) -> Size:
     """160 columns, and the rows that put every pane on one page (at least 48)."""
     from kvtop.tui.dashboard import WIDE_COLUMNS
 
@@ -34,14 +38,14 @@ def whole_dashboard_size(app) -> Size:
     return Size(SHOT_COLUMNS, max(SHOT_ROWS, rows))
 
 
-def needs_whole_dashboard(app) -> bool:
+def needs_whole_dashboard(app: KvtopApp) -> bool:
     """The visible screen leaves something out: panes on other pages, or a terminal
     narrower or shorter than the readable size."""
     pager = app.query_one("#pager")
     return pager.display or app.size.width < SHOT_COLUMNS or app.size.height < SHOT_ROWS
 
 
-def _forget_sizes(app) -> None:
+def _forget_sizes(app: KvtopApp) -> None:
     """What a widget drew (a bar as wide as its pane), the heights measured from it and
     each container's arrangement belong to the old size (Textual clears them on its
     next idle, too late for a layout done now): drop them."""
@@ -57,7 +61,7 @@ def _reflow(screen, size: Size) -> None:
     reflow_now(screen, size)
 
 
-def _relayout(app, size: Size) -> None:
+def _relayout(app: KvtopApp, size: Size) -> None:
     from kvtop.tui.panes.decode import DecodePane
 
     app.dash.fit(size.width, size.height)
@@ -69,7 +73,7 @@ def _relayout(app, size: Size) -> None:
     _reflow(app.screen, size)
 
 
-def whole_dashboard_svg(app, title: str = "kvtop") -> str:
+def whole_dashboard_svg(app: KvtopApp, title: str = "kvtop") -> str:
     """The SVG of every pane at a readable size; the screen is left as it was."""
     real = app.size
     page = app.dash.page
@@ -89,7 +93,7 @@ def whole_dashboard_svg(app, title: str = "kvtop") -> str:
     return svg
 
 
-def _settle(app) -> None:
+def _settle(app: KvtopApp) -> None:
     """Once the messages posted during the shot are handled: lay the screen out afresh."""
     _forget_sizes(app)
     refresh_layout(app.screen)

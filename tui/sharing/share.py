@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import time
+from typing import TYPE_CHECKING
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -29,6 +30,9 @@ from textual.widgets import Button, Static
 from kvtop.runner.records.paths import unique_file
 from kvtop.runner.redact import Redactor, scrub_svg
 from kvtop.runner.sanitize import clean_line
+
+if TYPE_CHECKING:
+    from kvtop.tui.app import KvtopApp
 
 CHAT_HIDDEN = "chat left out of this screenshot"
 HIDE_TRIES = 20  # refreshes to wait for the chat to be hidden before giving up on the shot
@@ -100,7 +104,7 @@ def _folder(path: str) -> str:
 class Share:
     """The App's screenshots, its debug bundle and the Ctrl+E dialog that asks which."""
 
-    def __init__(self, app) -> None:
+    def __init__(self, app: KvtopApp) -> None:
         self.app = app
         self.last_saved: str | None = None
         self.last_saved_whole: str | None = None  # Ctrl+S's whole-dashboard SVG (tui/sharing/full_shot.py)

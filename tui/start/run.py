@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import argparse
 import signal
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kvtop.tui.app import KvtopApp
 
 
 def refusal(a: argparse.Namespace, terminal: bool) -> str | None:
@@ -29,7 +33,7 @@ def refusal(a: argparse.Namespace, terminal: bool) -> str | None:
     return None
 
 
-def run_until_quit(app, guarded: bool = False) -> int:
+def run_until_quit(app: KvtopApp, guarded: bool = False) -> int:
     """Run the app as ``kvtop`` does (a local model or ``--server``): SIGTERM/SIGHUP stop
     it and its engine, the startup objects leave the collector's way, and on a clean
     quit the session's summary is printed; the exit status. ``guarded``: every way to
@@ -71,7 +75,7 @@ def print_summary(session) -> None:
             pass
 
 
-def run_app(app, **run_kw) -> int:
+def run_app(app: KvtopApp, **run_kw) -> int:
     """Run the app; its exit status. Textual catches an exception raised inside the app,
     prints the traceback and returns None from ``run()``: that read as 0. Its
     ``return_code`` is 1 after such a crash (and after ``exit(return_code=1)``, the

@@ -15,6 +15,11 @@ turn was the chat's first: there is nothing else to bring back).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kvtop.tui.app import KvtopApp
+
 UNDO_NOTICE = "New chat. Ctrl+Z (or /undo) brings the last one back."
 CUT_FIRST_NOTICE = "New chat. The question Ctrl+L cut is back in the prompt: Enter asks it again."
 
@@ -24,7 +29,7 @@ class ChatUndo:
     App holds one (``app.chats``); Ctrl+L, Ctrl+Z, ``/undo`` and a replay's recorded
     new chat and undo call it."""
 
-    def __init__(self, app) -> None:
+    def __init__(self, app: KvtopApp) -> None:
         self.app = app
         self.chat_aside: list[tuple] = []  # the put-aside chat's lines: (role, text, footer, turn index)
         self.cut_question: str | None = None  # the question of the reply the last new chat cut

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import time
 from functools import partial
+from typing import TYPE_CHECKING
 
 from kvtop.runner.pacing import MEMORY_HOLD_S
 from kvtop.runner.system.cpu_use import CPUReading, cpu_use, read_cpu
@@ -23,13 +24,16 @@ from kvtop.runner.system.memory import take_sample
 from kvtop.tui.base import messages as msg
 from kvtop.tui.base.guards import while_running
 
+if TYPE_CHECKING:
+    from kvtop.tui.app import KvtopApp
+
 LOAD_WINDOW_S = 5.0  # "today's load": what others used over the last seconds, not one jumpy second
 
 
 class CPUWatch:
     """The App's memory and CPU readings and the CPU re-probes (see the module's docstring)."""
 
-    def __init__(self, app) -> None:
+    def __init__(self, app: KvtopApp) -> None:
         self.app = app
         self.last: CPUReading | None = None
         self.turn_start: CPUReading | None = None

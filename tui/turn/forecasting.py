@@ -15,6 +15,7 @@ cheap enough for the main thread. ``Forecasting`` is only the App's message hand
 from __future__ import annotations
 
 from functools import partial
+from typing import TYPE_CHECKING
 
 from textual.css.query import NoMatches
 from textual.widgets import Input
@@ -28,6 +29,9 @@ from kvtop.tui.base import messages as msg
 from kvtop.tui.base.format import fmt_int, fmt_seconds
 from kvtop.tui.base.guards import while_running
 from kvtop.tui.base.prompt_input import expanded_draft
+
+if TYPE_CHECKING:
+    from kvtop.tui.app import KvtopApp
 
 REPLY_TOKENS = 256  # the reply length a forecast before Enter assumes (when -n does not say)
 
@@ -84,7 +88,7 @@ def forecast_basis_line(fc: Forecast, width: int) -> str:
 class Estimates:
     """The Estimate pane's content and the forecast's calibration (see the module's docstring)."""
 
-    def __init__(self, app) -> None:
+    def __init__(self, app: KvtopApp) -> None:
         self.app = app
         self.calibration = None
         self.basis = None  # the machine's roofline as the forecast's shape
@@ -244,7 +248,7 @@ class ForecastBorder:
     """The prompt's borders before Enter: the draft measured by the engine, its forecast
     below, what it rests on above (see the module's docstring)."""
 
-    def __init__(self, app) -> None:
+    def __init__(self, app: KvtopApp) -> None:
         self.app = app
         self.measure_id = 0  # the draft the newest answer must be about
         self._timer = None

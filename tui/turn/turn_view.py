@@ -13,6 +13,8 @@ with each event this object is handed.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kvtop.runner import events as ev
 from kvtop.runner.pacing import CHAT_INTERVAL_S
 from kvtop.runner.sanitize import clean_line, clean_text
@@ -20,6 +22,9 @@ from kvtop.runner.session.records import DecodeSoFar
 from kvtop.tui.base.format import fmt_bytes, fmt_int, fmt_seconds
 from kvtop.tui.base.textual_private import release_removed_widget_caches
 from kvtop.tui.panes.chat import turn_footer
+
+if TYPE_CHECKING:
+    from kvtop.tui.app import KvtopApp
 
 
 class TurnView:
@@ -29,7 +34,7 @@ class TurnView:
     # re-wraps the reply and re-lays out the screen, measured 30 ms of CPU at 1,000 tokens
     CHAT_INTERVAL = CHAT_INTERVAL_S
 
-    def __init__(self, app) -> None:
+    def __init__(self, app: KvtopApp) -> None:
         self.app = app
         self.reply = None  # the ChatMessage widget of the turn in flight
         self.last_chat_update = -1e9

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -28,6 +29,9 @@ from kvtop.runner.physics.diagnosis import predicted_ubatch_seconds
 from kvtop.runner.physics.verdicts import ttft_verdict
 from kvtop.runner.sanitize import clean_line
 from kvtop.tui.base.format import fmt_int, fmt_seconds, segment_style
+
+if TYPE_CHECKING:
+    from kvtop.tui.app import KvtopApp
 
 KEYS_HINT = "←/→ other turns · Esc closes"
 
@@ -82,7 +86,7 @@ class LiveTurn:
         return f"prefill {fmt_int(done)}/{fmt_int(s.prompt_tokens)} tok"
 
 
-def live_turn(app) -> LiveTurn | None:
+def live_turn(app: KvtopApp) -> LiveTurn | None:
     """The app's turn in flight, or None (the session's ``ActiveTurn``, as drawn)."""
     a = app.session.active
     if a is None:
