@@ -293,4 +293,6 @@ class KvtopApp(EngineWorkers, ServerRouting, EngineLifecycle, Forecasting, CPUWa
 
     def on_unmount(self) -> None:
         self.collector.turn_ended()  # never leave the collector paused behind us
+        if self.fleet_watch is not None:  # the polls end with the app, not at their next poll
+            self.fleet_watch.poller.stop()
         self.control.shutdown()
