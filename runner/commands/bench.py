@@ -262,8 +262,8 @@ def run_load(a, load: Load, tests: list[BenchTest], notes: list[str], progress: 
                 metrics.append(m)
                 seconds.append(seconds_of(t, m))
             share = others_share(start, eng, loaded)
-            if not warn_if_busy(t.label, share, "json" if a.json else a.output or "md"):
-                record_calibration(settings, metrics, loaded.server)  # the app's rule: runner.calibration.busy
+            warn_if_busy(t.label, share, "json" if a.json else a.output or "md")
+            record_calibration(settings, metrics, loaded.server, share)  # the app's rule: runner.calibration.service
             meta = meta or row_meta(loaded, load)
             row = make_row(meta, t, test_time, seconds, metrics, loaded, threads_why, a)
             row.extras.update(busy_fields(share))
@@ -323,17 +323,19 @@ def seconds_of(t: BenchTest, m) -> float:
     return secs
 
 
-def record_calibration(settings, runs: list, server: str | None) -> None:
-    """Every bench run calibrates the forecast the app shows (runner.calibration): the
-    same model, settings and machine. A cache folder that cannot be written is skipped:
-    the bench's figures are what was asked for."""
+def record_calibration(settings, runs: list, server: str | None, others_cpu: float | None = None) -> None:
+    """Every bench run calibrates the forecast the app shows, by the app's rule
+    (``runner.calibration.service.admit``): the same model, settings and machine. A
+    cache folder that cannot be written is skipped: the bench's figures are what was
+    asked for."""
     from kvtop.runner.calibration.calibration import calibration_for
+    from kvtop.runner.calibration.service import admit
     from kvtop.runner.records.paths import default_paths
 
     try:
         cal = calibration_for(settings, default_paths().cache_dir, server)
         for m in runs:
-            cal.record(m)
+            admit(cal, m, others_cpu)
     except OSError:
         pass
 

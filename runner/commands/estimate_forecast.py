@@ -48,20 +48,17 @@ def forecast_block(here, a, server: str | None = None, load=None) -> dict | None
     ``--output-tokens`` on an empty cache, on ``here`` (runner.physics.here.Here, whose
     settings are ``estimate_settings(a)``), priced at ``load`` (``runner.calibration.load``;
     None: a quiet machine); None without a model file to key it by."""
-    from kvtop.runner.calibration.basis import roofline_basis
-    from kvtop.runner.calibration.calibration import calibration_for
-    from kvtop.runner.calibration.load import LoadedEngine, at_load, load_note
-    from kvtop.runner.physics.here import cpu_share
+    from kvtop.runner.calibration.load import load_note
+    from kvtop.runner.calibration.service import ForecastService
     from kvtop.runner.records.paths import default_paths
+    from kvtop.runner.session.site import flags_site
 
     if not a.model:
         return None
     s = here.settings
-    cal = calibration_for(s, default_paths().cache_dir, server, tuple(g.name for g in here.hw.gpus))
-    fc = cal.forecaster(roofline_basis(here)).forecast(max(a.prompt_tokens, 1), 0, max(a.output_tokens, 1))
-    fc = at_load(fc, load, LoadedEngine(s.n_threads, s.n_threads_batch, cpu_share(here.facts, here.hw, s.n_gpu_layers),
-                                        fits=server is None and s.threads_follow_load))
-    return {**fc.to_dict(), "label": fc.label(), "threads": s.n_threads, "calibration_file": cal.path,
+    service = ForecastService.open(here, s, default_paths().cache_dir, flags_site(s, here.facts, here.hw, server))
+    fc = service.forecast(max(a.prompt_tokens, 1), 0, max(a.output_tokens, 1), load)
+    return {**fc.to_dict(), "label": fc.label(), "threads": s.n_threads, "calibration_file": service.calibration.path,
             "load_note": load_note(fc)}
 
 

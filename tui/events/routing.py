@@ -119,10 +119,10 @@ class EngineRouting:
             dash.decode.set_here(self.here)
         if self.turn.reply is not None and self.session.turn_running:
             self.turn.reply.set_footer("")
+        self.estimates.setup_calibration(L)  # before a message sent while loading asks for its threads
         self.session.on_loaded(L, lambda text: self.notify(text, severity="warning", markup=False),
                                self.estimates.next_turn_threads)  # a message sent while loading: at today's load
         self.estimates.update()
-        self.estimates.setup_calibration()
 
     # ------------------------------------------------------------ a turn
     @while_running

@@ -21,7 +21,8 @@ from textual.css.query import NoMatches
 from textual.widgets import Input
 
 from kvtop.runner.calibration.forecast import Forecast
-from kvtop.runner.calibration.load import slowed, ttft_texts
+from kvtop.runner.calibration.load import CPULoad, slowed, ttft_texts
+from kvtop.runner.calibration.service import Admission, ForecastService, reply_tokens
 from kvtop.runner.pacing import FORECAST_DEBOUNCE_S
 from kvtop.runner.process.commands import ChatMessage, MeasurePrompt
 from kvtop.runner.sanitize import clean_line, clean_text
@@ -31,10 +32,8 @@ from kvtop.tui.base.guards import while_running
 from kvtop.tui.base.prompt_input import expanded_draft
 
 if TYPE_CHECKING:
+    from kvtop.runner.events import Loaded
     from kvtop.tui.app import KvtopApp
-
-REPLY_TOKENS = 256  # the reply length a forecast before Enter assumes (when -n does not say)
-
 
 def forecast_line(fc: Forecast, n_ctx: int, width: int) -> str:
     """What the prompt's lower border says, as much as ``width`` allows (what the
@@ -86,15 +85,18 @@ def forecast_basis_line(fc: Forecast, width: int) -> str:
 
 
 class Estimates:
-    """The Estimate pane's content and the forecast's calibration (see the module's docstring)."""
+    """The Estimate pane's content and the forecast service it shows (see the module's docstring)."""
 
     def __init__(self, app: KvtopApp) -> None:
         self.app = app
-        self.calibration = None
-        self.basis = None  # the machine's roofline as the forecast's shape
+        self.service: ForecastService | None = None  # once the machine model and the engine are known
         self.turn_forecast: Forecast | None = None
-        self.sent_load = None  # the load the turn in flight's threads were chosen at (next_turn_threads)
+        self.sent_load: CPULoad | None = None  # the load the turn in flight's threads were chosen at (next_turn_threads)
         self._calibration_warned = False
+
+    @property
+    def calibration(self):
+        return self.service.calibration if self.service is not None else None
 
     def update(self, mt=None, others_cpu: float | None = None) -> None:
         """The rows the machine model computes, with what was measured: at load, after
@@ -109,52 +111,27 @@ class Estimates:
         app.dash.estimate.set_rows(rows)
 
     # ------------------------------------------------------------ calibration
-    def setup_calibration(self) -> None:
-        """Once the facts, hardware and settings are known (and again after a restart)."""
-        from kvtop.runner.calibration.basis import roofline_basis
-        from kvtop.runner.calibration.calibration import calibration_for
+    def setup_calibration(self, loaded: Loaded | None = None) -> None:
+        """Once the facts, hardware and settings are known and the engine loaded
+        (``loaded``: the engine's report, before the session has it; None: the
+        session's), and again after a new probe: the forecast service for them."""
+        from kvtop.runner.session.site import engine_site
 
-        app, here = self.app, self.app.here
-        if here is None or app.session.engine.capabilities.replaying:
+        app, here, L = self.app, self.app.here, loaded or self.app.session.loaded
+        if here is None or L is None or app.session.engine.capabilities.replaying:
             return
-        s = app.settings.resolved()
-        L = app.session.loaded
-        self.calibration = calibration_for(s, app.paths.cache_dir, L.server if L is not None else None,
-                                           tuple(g.name for g in here.hw.gpus))
-        self.basis = roofline_basis(here)
+        site = engine_site(L, app.session.engine.capabilities, app.settings, app.facts, app.hw)
+        self.service = ForecastService.open(here, app.settings.resolved(), app.paths.cache_dir, site)
         app.forecast_border.request()  # loaded, restarted or re-probed: a draft's forecast was made without it
 
-    def forecast(self, prompt_tokens: int, cached: int | None, reply_tokens: int, load=None) -> Forecast | None:
-        """The calibration's (a quiet machine's) forecast, priced at today's load (``load``:
-        the one the turn's threads were chosen at; None: the load now)."""
-        from kvtop.runner.calibration.load import at_load
-
-        if self.calibration is None or self.basis is None:
+    def forecast(self, prompt_tokens: int, cached: int | None, reply_tokens: int,
+                 load: CPULoad | None = None) -> Forecast | None:
+        """The service's forecast at ``load`` (the one the turn's threads were chosen at;
+        None: the load now)."""
+        if self.service is None:
             return None
-        fc = self.calibration.forecaster(self.basis).forecast(prompt_tokens, cached or 0, reply_tokens)
-        engine = self.engine_on_this_cpu()
-        if engine is not None:
-            fc = at_load(fc, load if load is not None else self.app.cpu_watch.load_now(), engine)
-        if cached is None:  # not known (a server's slot): say so rather than claim 0 cached
-            from dataclasses import replace
-
-            fc = replace(fc, cached_tokens=None)
-        return fc
-
-    def engine_on_this_cpu(self):
-        """The engine's threads and the CPU's share of its work, when it runs on this
-        machine's CPU (a remote server's load is not this machine's): None otherwise."""
-        from kvtop.runner.calibration.load import LoadedEngine
-        from kvtop.runner.physics.here import cpu_share
-        from kvtop.runner.server.urls import is_loopback
-
-        app = self.app
-        L = app.session.loaded
-        if L is None or (L.server and not is_loopback(L.server)):
-            return None
-        threads = L.n_threads or app.settings.n_threads or 1
-        return LoadedEngine(threads, L.n_threads_batch or threads, cpu_share(app.facts, app.hw, L.n_gpu_layers),
-                            fits=not L.server and app.settings.threads_follow_load)
+        return self.service.forecast(prompt_tokens, cached, reply_tokens,
+                                     load if load is not None else self.app.cpu_watch.load_now())
 
     def engine_cpu(self) -> tuple[int, int, bool] | None:
         """(prefill threads, cores, model on the CPU) of a llama.cpp engine on this
@@ -169,66 +146,45 @@ class Estimates:
         return L.n_threads_batch or L.n_threads, cores, not (here.hw.gpus and L.n_gpu_layers)
 
     def next_turn_threads(self) -> tuple[int, int] | None:
-        """The threads the turn about to be sent runs on, when fewer than the engine's
-        (the cores other processes leave free, when kvtop chose the threads): the same
-        decision, at the same load, as the forecast the turn is shown (``forecast_turn``)."""
-        from kvtop.runner.calibration.load import turn_threads
-
-        engine = self.engine_on_this_cpu()
+        """The threads the turn about to be sent runs on, when fewer than the engine's:
+        the same decision, at the same load, as the forecast the turn is shown
+        (``forecast_turn``)."""
         self.sent_load = self.app.cpu_watch.load_now()
-        if engine is None or not engine.fits:
-            return None
-        t = turn_threads(engine.threads, engine.threads_batch, self.sent_load)
-        return t if t != (engine.threads, engine.threads_batch) else None
+        return self.service.turn_threads(self.sent_load) if self.service is not None else None
 
     def calibrate(self, metrics, others_cpu: float | None = None) -> None:
-        """A finished turn's samples into the calibration (after its forecast was shown).
-        Not a turn run while other processes took a quarter of the CPU or more: it says
-        what a busy machine did, and two such turns made every later forecast of a quiet
-        machine 30x slow (a new user's "decode 1.8 tok/s (calibrated on 2 turns)")."""
-        from kvtop.runner.calibration.busy import too_busy
-
+        """A finished turn's samples into the calibration (after its forecast was shown),
+        by the service's rule (``admit``: not a turn run on a busy machine)."""
         app = self.app
-        if self.calibration is None or app.session.engine.capabilities.replaying:
-            return
-        if too_busy(others_cpu):  # the bench's rule too (runner.commands.bench)
-            said = (f"This turn was not added to the forecast's calibration: other processes used "
-                    f"{others_cpu:.0%} of the CPU while it ran.")
-            app.notify(said, severity="information", markup=False)
+        if self.service is None or app.session.engine.capabilities.replaying:
             return
         try:
-            self.calibration.record(metrics)
+            admitted = self.service.admit(metrics, others_cpu)
         except OSError as exc:
             if not self._calibration_warned:
                 self._calibration_warned = True
                 app.notify(f"calibration not saved: {clean_line(str(exc))}", severity="warning", markup=False)
+            return
+        if admitted is Admission.BUSY:
+            said = (f"This turn was not added to the forecast's calibration: other processes used "
+                    f"{others_cpu:.0%} of the CPU while it ran.")
+            app.notify(said, severity="information", markup=False)
 
     def reply_tokens(self) -> int:
-        """The reply a forecast assumes: ``-n``, else REPLY_TOKENS, but no more than the
-        room the engine keeps free for a reply (runner.policy.context_shift.reply_room: a
-        quarter of a small context), so "fits" means what the engine will do: with -c 256
-        a 50-token draft was said not to fit (50 + 256 > 256), then ran."""
-        from kvtop.runner.policy.context_shift import reply_room
-
+        """The reply a forecast assumes (``runner.calibration.service.reply_tokens``)."""
         settings = self.app.settings
-        n = settings.n_predict
-        if n and n > 0:
-            return n
         loaded = self.app.session.loaded
         n_ctx = loaded.n_ctx if loaded is not None and loaded.n_ctx else settings.n_ctx
-        return min(REPLY_TOKENS, reply_room(n_ctx, 0)) if n_ctx else REPLY_TOKENS
+        return reply_tokens(settings.n_predict, n_ctx)
 
     # ------------------------------------------------------------ a turn
     def forecast_turn(self, started) -> None:
         """The Estimate pane's forecast and roofline as soon as the prompt's size is
         known; its measured column then fills as the turn runs (``measure_live``)."""
-        from kvtop.runner.calibration.forecast import Forecaster
-        from kvtop.runner.calibration.store import Samples
-
         n, cached, reply = started.prompt_tokens, started.reused_tokens, self.reply_tokens()
         load, self.sent_load = self.sent_load, None  # the load the turn's threads were chosen at
         self.turn_forecast = self.forecast(n, cached, reply, load)
-        roof = Forecaster(self.basis, Samples()).forecast(n, cached, reply) if self.basis else None
+        roof = self.service.roofline(n, cached, reply) if self.service is not None else None
         self.app.dash.estimate.begin_turn(self.turn_forecast, roof)
         if self.turn_forecast is not None:
             self.app.session.record_forecast(self.turn_forecast)

@@ -54,14 +54,6 @@ async def test_a_busy_machine_is_priced_in_the_border_and_the_estimate(tmp_path,
         assert "expect far slower still (try -t 1)" in pane.render().plain.replace("\n", " ")
 
 
-async def test_a_quiet_machine_says_nothing_of_load(tmp_path, smollm_shaped):
-    app = _app(tmp_path, smollm_shaped, [])
-    async with app.run_test(size=(200, 50)) as pilot:
-        inp = await _draft_at_load(pilot, app, 0.05)
-        await wait_until(pilot, lambda: "TTFT ≈" in _border(app), timeout=5, what="the forecast")
-        assert "load" not in _border(app) and "CPU" not in str(inp.border_title)
-
-
 async def test_without_t_a_busy_turn_runs_on_the_free_cores_and_the_forecast_says_so(tmp_path, smollm_shaped):
     """No -t: kvtop chose 2 threads; with 1.5 of 2 cores held the turn is sent with one
     thread (the engine applies it), and the border and the Estimate pane forecast and say
@@ -81,15 +73,6 @@ async def test_without_t_a_busy_turn_runs_on_the_free_cores_and_the_forecast_say
         assert pane.forecast.threads == (1, 1) and pane.forecast.free_cores is None
         text = pane.render().plain.replace("\n", " ")
         assert "runs on 1 thread, the free cores" in text and "try -t" not in text
-
-
-async def test_with_t_the_turn_keeps_its_threads_at_any_load(tmp_path, smollm_shaped):
-    app = _app(tmp_path, smollm_shaped, [scripted_turn(1, 1000.0, 600, 0, ["Hi", "."])])  # -t 2
-    async with app.run_test(size=(200, 50)) as pilot:
-        await _draft_at_load(pilot, app, 0.75)
-        await pilot.press("enter")
-        await wait_until(pilot, lambda: _sent(app), what="the turn sent")
-        assert _sent(app)[0].threads is None
 
 
 async def test_a_turn_on_the_free_cores_is_in_the_trace_and_a_replay_shows_its_forecast(tmp_path, smollm_shaped):

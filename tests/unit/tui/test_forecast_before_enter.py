@@ -79,20 +79,6 @@ async def test_a_draft_is_forecast_from_the_roofline_then_from_the_calibration(t
         assert _border(app).startswith("41 tok, 7 new")  # 8 + 26 of the first exchange are cached
 
 
-async def test_the_calibration_is_there_on_the_next_run(tmp_path, smollm_shaped):
-    turn = scripted_turn(1, 1000.0, 600, 0, ["Hi"] * 10, pp_tok_s=900, tg_tok_s=80)
-    first = _app(tmp_path, smollm_shaped, [turn])
-    async with first.run_test(size=(160, 50)) as pilot:
-        await _one_turn(pilot, "hello")
-    again = _app(tmp_path, smollm_shaped, [])
-    async with again.run_test(size=(160, 50)) as pilot:
-        await _loaded(pilot)
-        assert again.estimates.calibration.turns == 1
-        fc = again.estimates.forecast(600, 0, 10)
-        # the scripted machine prefilled 600 tokens at 900 tok/s: the forecast says so
-        assert fc.basis == "calibrated" and abs(fc.prefill_tok_s / 900 - 1) < 0.05
-
-
 async def test_a_draft_that_does_not_fit_says_so_before_enter(tmp_path, smollm_shaped):
     app = _app(tmp_path, smollm_shaped, [])
     async with app.run_test(size=(200, 50)) as pilot:
@@ -190,24 +176,6 @@ async def test_the_turns_forecast_is_in_the_trace_and_a_replay_shows_it(tmp_path
         raise AssertionError("a negative forecast time was accepted")
     except TraceError as exc:
         assert "forecast ttft_s" in str(exc)
-
-
-async def test_with_a_small_context_the_border_counts_the_room_the_engine_keeps(tmp_path, smollm_shaped):
-    """-c 256: the engine keeps a quarter of the context for the reply (no -n), so a
-    ~50-token draft fits (a new user saw "does not fit in 256", then the turn ran)."""
-    import dataclasses
-
-    loaded = dataclasses.replace(smollm_loaded(smollm_shaped), n_ctx=256)
-    app = make_app(Settings(smollm_shaped, n_ctx=256, n_threads=2), lambda s: ScriptedEngine(s, loaded, []),
-                   tmp_path, live_system=False, write_transcript=False)
-    async with app.run_test(size=(200, 50)) as pilot:
-        await _loaded(pilot)
-        await _type(pilot, "word " * 40)
-        await wait_until(pilot, lambda: "TTFT" in _border(app) or "fit" in _border(app), timeout=5, what="a forecast")
-        assert "does not fit" not in _border(app) and "reply of 64" in _border(app), _border(app)
-        app.query_one("#prompt").value = ""
-        await _type(pilot, "word " * 256)  # 260 tokens: the engine refuses it
-        await wait_until(pilot, lambda: "does not fit" in _border(app), timeout=5, what="the refusal forecast")
 
 
 async def test_the_border_says_the_draft_fits_at_160_columns(tmp_path, smollm_shaped):

@@ -65,7 +65,7 @@ def fake(monkeypatch, smollm_shaped):
     recorded = []
     monkeypatch.setattr(bench, "open_engine", lambda settings, in_process, server=None, api_key=None:
                         FakeEngine(settings))
-    monkeypatch.setattr(bench, "record_calibration", lambda settings, runs, server: recorded.append((settings, runs)))
+    monkeypatch.setattr(bench, "record_calibration", lambda settings, runs, server, share=None: recorded.append((settings, runs)))
 
     def run(*argv):
         code = bench.bench_main([smollm_shaped, *argv])
