@@ -24,6 +24,7 @@ from textual.screen import Screen
 from textual.widgets import Input
 
 from kvtop.runner.pacing import MEMORY_SAMPLE_S, chart_interval, prefill_interval, refresh_interval
+from kvtop.runner.physics.here import Here
 from kvtop.runner.process.contract import EngineClient
 from kvtop.runner.records.paths import Paths
 from kvtop.runner.sanitize import clean_line
@@ -56,6 +57,7 @@ from kvtop.tui.sharing.share import Share
 from kvtop.tui.turn.chat_undo import ChatUndo
 from kvtop.tui.turn.cpu_watch import CPUWatch, CPUWatching
 from kvtop.tui.turn.forecasting import Estimates, ForecastBorder, Forecasting
+from kvtop.tui.turn.machine import Machine
 from kvtop.tui.turn.turn_view import TurnView
 
 KVTOP_THEME_NAMES = frozenset(t.name for t in THEMES)
@@ -103,7 +105,7 @@ class KvtopApp(EngineWorkers, ServerRouting, EngineLifecycle, Forecasting, CPUWa
                                    write_transcript=opts.write_transcript, record_trace=opts.record_trace,
                                    trace_path=opts.trace_path, resume=opts.resume_messages, clock=opts.clock)
         self.facts = self.hw = None  # known once the model is inspected
-        self.here = None  # runner.physics.here.Here: the model on this machine, once facts and hardware are known
+        self.machine = Machine(self)  # owns here: the model on this machine, and the panes drawn from it
         self.estimates = Estimates(self)  # the Estimate pane's rows and forecast, the calibration
         self.forecast_border = ForecastBorder(self)  # the prompt's forecast before Enter
         self.cpu_watch = CPUWatch(self)  # memory and CPU samples, today's load, the CPU re-probes
@@ -123,6 +125,12 @@ class KvtopApp(EngineWorkers, ServerRouting, EngineLifecycle, Forecasting, CPUWa
     @property
     def engine(self) -> EngineClient:
         return self.session.engine
+
+    @property
+    def here(self) -> Here | None:
+        """runner.physics.here.Here: the model on this machine, once facts and hardware
+        are known (changed only through ``self.machine``)."""
+        return self.machine.here
 
     @property
     def turns(self):

@@ -27,6 +27,15 @@ from kvtop.runner.units import fmt_rate
 BEATEN = 1.02  # a measured rate this far above its ceiling means the ceiling is wrong
 
 
+@dataclass(frozen=True)
+class CacheShown:
+    """What the KV pane says of the cache beside ``Here.layout`` (everything allocated)."""
+
+    n_ctx: int  # the chat's own context (a server slot's)
+    allocated_bytes: float | None = None  # what llama.cpp said it allocated (None: not in kvtop's log)
+    slots: int = 1  # a server's slots, each with its own n_ctx
+
+
 def layout_for(facts, settings, n_ctx: int, n_ubatch: int | None = None) -> KVLayout:
     """The KV cache llama.cpp allocates for ``n_ctx`` cells with these settings'
     cache types and SWA choice (``n_ubatch``: the loaded engine's, else the settings')."""
@@ -60,6 +69,16 @@ class Here:
     def resized(self, n_ctx: int, n_ubatch: int | None = None) -> Here:
         """The same machine with the KV cache the engine allocated (a server: every slot's)."""
         return replace(self, layout=layout_for(self.facts, self.settings, n_ctx, n_ubatch))
+
+    def fitted(self, loaded, llama_buffers: bool) -> tuple[Here, CacheShown]:
+        """The machine with the cache the engine that reported ``loaded`` (``runner.events.Loaded``)
+        allocated: kvtop's own (``llama_buffers``: llama.cpp's allocation is in kvtop's
+        log) at its n_ctx and micro-batch; a server's, every slot's ``n_ctx``."""
+        if llama_buffers:
+            return (self.resized(loaded.n_ctx, loaded.n_ubatch),
+                    CacheShown(loaded.n_ctx, loaded.buffers.kv_mib * 2**20))
+        slots = max(loaded.total_slots or 1, 1)
+        return self.resized(loaded.n_ctx * slots), CacheShown(loaded.n_ctx, None, slots)
 
     def with_hardware(self, hw) -> Here:
         """The same model and cache on a re-probed machine."""

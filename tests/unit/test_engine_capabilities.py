@@ -127,3 +127,8 @@ def test_the_app_never_reads_the_kind_flags():
                  if "session.replaying" in line or re.search(r"\.server is (not )?None", line)
                  or re.search(r"(if|and|or|not) self\.options\.servers\b(?!\[)", line)]
     assert offenders == []
+    # nor do the panes, nor the forecast: the status bar asked ``loaded.server is not None``
+    # and the forecast ``fits=not L.server`` (issue 32); a pane still draws the URL
+    branches = [f"{rel}:{i + 1}" for rel, text in python_files("tui") for i, line in enumerate(text.splitlines())
+                if re.search(r"\b(loaded|L)\.server is (not )?None|(if|and|or|not|elif) [\w.]*\b(loaded|L)\.server\b", line)]
+    assert branches == []

@@ -12,7 +12,6 @@ import time
 
 from textual.widgets import Input
 
-from kvtop.runner.physics.here import Here
 from kvtop.runner.sanitize import clean_text
 from kvtop.tui.base import messages as msg
 from kvtop.tui.base.guards import while_running
@@ -69,13 +68,9 @@ class EngineRouting:
     @while_running
     def on_model_inspected(self, m: msg.ModelInspected) -> None:
         self.facts, self.hw = m.facts, m.hardware
-        self.here = Here.known(m.facts, m.layout, m.hardware, self.settings)
+        self.machine.inspected(m.facts, m.layout, m.hardware, self.settings)
         self.model_inspected = True  # from now on a new engine is pumped at once (EngineControl.fresh)
         self.dash.about.set_hardware(m.hardware)
-        if self.here is not None:
-            self.dash.kv.set_layout(self.here.layout, self.here.layout.n_ctx, None)
-            self.dash.decode.set_here(self.here)
-        self.estimates.update()
         # a served model is loaded already: the memory warning is for models kvtop loads
         if m.preflight is not None and m.preflight.fits is False and self.session.engine.capabilities.runs_model:
             def preflight_done(go: bool | None) -> None:
@@ -104,25 +99,14 @@ class EngineRouting:
                 self.options.ui_nice = 0  # once, not again after a restart
             except OSError:
                 pass
-        dash.status.set_loaded(L, self.settings.threads_why, self.refresh_s, self.facts)
+        dash.status.set_loaded(L, self.session.engine.capabilities, self.settings.threads_why, self.refresh_s, self.facts)
         if self.session.engine.capabilities.llama_buffers:  # a server's buffers are in its own log, not ours
             dash.memory.set_buffers(L.buffers)
-        if self.here is not None and self.session.engine.capabilities.llama_buffers:
-            self.here = self.here.resized(L.n_ctx, L.n_ubatch)
-            dash.kv.set_layout(self.here.layout, L.n_ctx, L.buffers.kv_mib * 2**20)
-            dash.decode.set_here(self.here)  # at the loaded n_ctx
-        elif self.here is not None:
-            # a server: this chat's slot holds L.n_ctx tokens; every slot's KV is allocated
-            slots = max(L.total_slots or 1, 1)
-            self.here = self.here.resized(L.n_ctx * slots)
-            dash.kv.set_layout(self.here.layout, L.n_ctx, None, slots)
-            dash.decode.set_here(self.here)
         if self.turn.reply is not None and self.session.turn_running:
             self.turn.reply.set_footer("")
-        self.estimates.setup_calibration(L)  # before a message sent while loading asks for its threads
+        self.machine.loaded(L)  # before a message sent while loading asks for its threads (the forecast service)
         self.session.on_loaded(L, lambda text: self.notify(text, severity="warning", markup=False),
                                self.estimates.next_turn_threads)  # a message sent while loading: at today's load
-        self.estimates.update()
 
     # ------------------------------------------------------------ a turn
     @while_running

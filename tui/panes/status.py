@@ -15,6 +15,7 @@ import time
 
 from textual.content import Content
 
+from kvtop.runner.process.contract import Capabilities
 from kvtop.runner.sanitize import clean_line
 from kvtop.runner.units import fmt_int
 from kvtop.tui.base.format import bar
@@ -63,14 +64,14 @@ class StatusBar(PaneWidget):
         self.load_fraction = fraction
         self.refresh()
 
-    def set_loaded(self, loaded, threads_why: str, refresh_s: float, facts=None) -> None:
+    def set_loaded(self, loaded, capabilities: Capabilities, threads_why: str, refresh_s: float, facts=None) -> None:
         """``facts``: the GGUF header's (``runner.model.facts.ModelFacts``), when read."""
         self.load_fraction = None
         self.narrow_threads = None  # a new engine: no turn ran on it yet
-        if loaded.server is not None:  # kvtop --server: which server, which build, how many slots
+        if capabilities.slots:  # a llama-server (kvtop --server): which one, which build, how many slots
             self.model_label, self.meta_name = loaded.name, None
             self.fields = [
-                ("server", loaded.server),
+                ("server", loaded.server or "?"),
                 ("build", loaded.build_info or "?"),
                 ("slots", fmt_int(loaded.total_slots)),
                 ("n_ctx", f"{fmt_int(loaded.n_ctx)}/slot"),

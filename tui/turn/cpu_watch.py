@@ -153,10 +153,6 @@ class CPUWatching:
     @while_running
     def on_hardware_reprobed(self, m: msg.HardwareReprobed) -> None:
         self.hw = m.hardware
-        if self.here is not None:
-            self.here = self.here.with_hardware(m.hardware)  # the same model and cache, the new figures
         self.dash.about.set_hardware(m.hardware)
-        self.dash.decode.set_here(self.here)
-        self.estimates.setup_calibration()
-        self.estimates.update()
+        self.machine.reprobed(m.hardware)
         self.notify(m.note, markup=False, timeout=10)

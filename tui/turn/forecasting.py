@@ -98,13 +98,14 @@ class Estimates:
     def calibration(self):
         return self.service.calibration if self.service is not None else None
 
-    def update(self, mt=None, others_cpu: float | None = None) -> None:
-        """The rows the machine model computes, with what was measured: at load, after
-        each turn (``mt``, and the share of the CPU others took during it)."""
+    def update(self, mt=None, others_cpu: float | None = None, loaded: Loaded | None = None) -> None:
+        """The rows the machine model computes, with what was measured: at load
+        (``loaded``: the engine's report, before the session has it), after each turn
+        (``mt``, and the share of the CPU others took during it)."""
         app = self.app
         if app.here is None:
             return
-        L = app.session.loaded
+        L = loaded or app.session.loaded
         buffers = L.buffers if L is not None and app.session.engine.capabilities.llama_buffers else None  # a server's are in its log
         rows = app.here.estimate_rows(buffers=buffers, peak_rss=app.dash.memory.peak_engine_rss,
                                       turn=mt, turn_ran=bool(app.session.turns), others_cpu=others_cpu)

@@ -61,6 +61,18 @@ def test_the_layout_is_the_one_the_app_computed_at_inspection_and_at_load(facts,
     assert here.layout.n_ctx == 4096 and loaded.facts is facts and loaded.hw is FIXED_HW
 
 
+def test_the_engines_cache_is_kvtops_at_its_n_ctx_or_every_slot_of_a_server(facts, settings, here, smollm_path):
+    from scripted_engine import smollm_loaded
+
+    loaded = replace(smollm_loaded(smollm_path, n_ctx=2048), n_ubatch=128)
+    own, shown = here.fitted(loaded, llama_buffers=True)
+    assert own.layout == here.resized(2048, 128).layout
+    assert (shown.n_ctx, shown.allocated_bytes, shown.slots) == (2048, loaded.buffers.kv_mib * 2**20, 1)
+    served, shown = here.fitted(replace(loaded, total_slots=4, n_ctx=1024), llama_buffers=False)
+    assert served.layout == here.resized(4 * 1024).layout  # every slot's KV, the settings' n_ubatch
+    assert (shown.n_ctx, shown.allocated_bytes, shown.slots) == (1024, None, 4)
+
+
 def test_it_is_a_value_a_change_is_a_new_one(here):
     with pytest.raises(FrozenInstanceError):
         here.hw = None
