@@ -14,10 +14,38 @@ of them carries cumulative state, so dropping an older one loses nothing.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from textual.message import Message
 
 from kvtop.runner import events as ev
+
+
+class TurnSink(Protocol):
+    """What shows a turn (``tui/turn/turn_view.py``'s ``TurnView``)."""
+
+    def shifted(self, shift: ev.ContextShifted) -> None: ...
+    def began(self, started: ev.TurnStarted) -> None: ...
+    def prefill(self, progress: ev.PrefillProgress) -> None: ...
+    def decode(self, m: Any) -> None: ...
+    def refused(self, r: ev.TurnRefused) -> None: ...
+    def finished(self, m: Any) -> None: ...
+
+
+class TurnMessage(Message):
+    """A message about one turn. Every kind has the same handler, the App's
+    ``on_turn_message``, which drops it when its turn is no longer current (a new chat,
+    a restart) and hands it to the turn's view otherwise (``deliver``): one hop from the
+    App to what draws it, where each kind had a handler that only forwarded."""
+
+    turn_id: int  # the turn it is about (a field or a property of each kind)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.handler_name = "on_turn_message"  # Textual's handler name for the class: one for every kind
+
+    def deliver(self, view: TurnSink) -> None:
+        raise NotImplementedError
 
 
 # ------------------------------------------------------------ loading
@@ -78,27 +106,48 @@ class HardwareReprobed(Message):
 
 # ------------------------------------------------------------ a turn
 @dataclass(eq=False)
-class TurnBegan(Message):
+class TurnBegan(TurnMessage):
     started: ev.TurnStarted
+
+    @property
+    def turn_id(self) -> int:
+        return self.started.turn_id
+
+    def deliver(self, view: TurnSink) -> None:
+        view.began(self.started)
 
 
 @dataclass(eq=False)
-class ContextShiftNote(Message):
+class ContextShiftNote(TurnMessage):
     """The engine left the chat's oldest turns out of this turn's prompt."""
 
     shift: ev.ContextShifted
 
+    @property
+    def turn_id(self) -> int:
+        return self.shift.turn_id
+
+    def deliver(self, view: TurnSink) -> None:
+        view.shifted(self.shift)
+
 
 @dataclass(eq=False)
-class PrefillUpdate(Message):
+class PrefillUpdate(TurnMessage):
     progress: ev.PrefillProgress
+
+    @property
+    def turn_id(self) -> int:
+        return self.progress.turn_id
+
+    def deliver(self, view: TurnSink) -> None:
+        view.prefill(self.progress)
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, PrefillUpdate) and message.progress.turn_id == self.progress.turn_id
 
 
 @dataclass(eq=False)
-class DecodeUpdate(Message):
+class DecodeUpdate(TurnMessage):
     """Cumulative decode state of the running turn."""
 
     turn_id: int
@@ -109,24 +158,41 @@ class DecodeUpdate(Message):
     stalls: tuple[tuple[int, float], ...] = ()  # (KV position after a pause, its seconds): tui/base/decode_series.py
     first_t: float | None = None  # the turn's first token, on the engine's clock (time.monotonic)
 
+    def deliver(self, view: TurnSink) -> None:
+        view.decode(self)
+
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, DecodeUpdate) and message.turn_id == self.turn_id
 
 
 @dataclass(eq=False)
-class TurnFinished(Message):
+class TurnFinished(TurnMessage):
     """A turn that ran: its result, and its decode rates by position (``DecodeUpdate``'s)."""
 
     result: ev.TurnDone
     series: tuple = ()
     stalls: tuple = ()
 
+    @property
+    def turn_id(self) -> int:
+        return self.result.turn_id
+
+    def deliver(self, view: TurnSink) -> None:
+        view.finished(self)
+
 
 @dataclass(eq=False)
-class TurnRefused(Message):
+class TurnRefused(TurnMessage):
     """A turn the engine refused before its prefill (or cancelled before it started)."""
 
     refusal: ev.TurnRefused
+
+    @property
+    def turn_id(self) -> int:
+        return self.refusal.turn_id
+
+    def deliver(self, view: TurnSink) -> None:
+        view.refused(self.refusal)
 
 
 @dataclass(eq=False)

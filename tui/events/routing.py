@@ -110,42 +110,13 @@ class EngineRouting:
 
     # ------------------------------------------------------------ a turn
     @while_running
-    def on_context_shift_note(self, m: msg.ContextShiftNote) -> None:
-        """The context was full: the dim line goes above the reply it concerns."""
-        from kvtop.runner.policy.context_shift import shift_line
-
-        if not self.session.is_current(m.shift.turn_id):
-            return
-        self.session.apply(m.shift)
-        self.dash.chat.note(shift_line(m.shift), before=self.turn.reply)
-        self.forecast_border.request()  # the prompt a draft would join lost its oldest turns
-
-    @while_running
-    def on_turn_began(self, m: msg.TurnBegan) -> None:
-        if self.session.is_current(m.started.turn_id):
-            self.turn.began(m.started)
-
-    @while_running
-    def on_prefill_update(self, m: msg.PrefillUpdate) -> None:
-        if self.session.is_current(m.progress.turn_id):
-            self.turn.prefill(m.progress)
-
-    @while_running
-    def on_decode_update(self, m: msg.DecodeUpdate) -> None:
+    def on_turn_message(self, m: msg.TurnMessage) -> None:
+        """Every message about a turn (msg.TurnMessage): to the turn's view while it is
+        the current turn; a turn a new chat cut is kept in the records, off the screen."""
         if self.session.is_current(m.turn_id):
-            self.turn.decode(m)
-
-    @while_running
-    def on_turn_finished(self, m: msg.TurnFinished) -> None:
-        if self.session.is_current(m.result.turn_id):
-            self.turn.finished(m)
-        else:  # a turn a new chat cut: kept in the records, off the screen
+            m.deliver(self.turn)
+        elif isinstance(m, msg.TurnFinished):
             self.session.on_cut_turn_done(m.result, self.cpu_watch.turn_others_share())
-
-    @while_running
-    def on_turn_refused(self, m: msg.TurnRefused) -> None:
-        if self.session.is_current(m.refusal.turn_id):
-            self.turn.refused(m.refusal)
 
     @while_running
     def on_turn_lost(self, m: msg.TurnLost) -> None:

@@ -80,6 +80,15 @@ class TurnView:
             self.reply.set_footer(footer)
             self.reply = None
 
+    def shifted(self, shift: ev.ContextShifted) -> None:
+        """The context was full: the dim line goes above the reply it concerns."""
+        from kvtop.runner.policy.context_shift import shift_line
+
+        app = self.app
+        app.session.apply(shift)
+        app.dash.chat.note(shift_line(shift), before=self.reply)
+        app.forecast_border.request()  # the prompt a draft would join lost its oldest turns
+
     def began(self, started: ev.TurnStarted) -> None:
         app, dash = self.app, self.app.dash
         app.session.apply(started)

@@ -25,9 +25,24 @@ def test_every_engine_event_has_one_way_to_the_screen():
 
 
 def test_every_message_is_data():
+    bases = {msg.TurnMessage, msg.TurnSink}  # what a turn's messages share, and what they go to
     for _, cls in inspect.getmembers(msg, inspect.isclass):
-        if cls.__module__ == msg.__name__:
+        if cls.__module__ == msg.__name__ and cls not in bases:
             assert dataclasses.is_dataclass(cls), cls
+
+
+def test_a_turns_messages_have_one_handler_that_hands_them_to_the_turns_view():
+    """Each kind had an App handler that only forwarded (``if is_current: self.turn.X(m)``)."""
+    from kvtop.tui.app import KvtopApp
+
+    kinds = [cls for _, cls in inspect.getmembers(msg, inspect.isclass)
+             if issubclass(cls, msg.TurnMessage) and cls is not msg.TurnMessage]
+    assert {k.__name__ for k in kinds} >= {"TurnBegan", "PrefillUpdate", "DecodeUpdate", "TurnFinished",
+                                          "TurnRefused", "ContextShiftNote"}
+    assert all(k.handler_name == "on_turn_message" for k in kinds)
+    assert hasattr(KvtopApp, "on_turn_message")
+    assert not [n for n in dir(KvtopApp) if n in {"on_turn_began", "on_prefill_update", "on_decode_update",
+                                                  "on_turn_finished", "on_turn_refused", "on_context_shift_note"}]
 
 
 def test_a_refused_turn_is_its_own_message():
