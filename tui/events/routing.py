@@ -107,6 +107,7 @@ class EngineRouting:
         self.machine.loaded(L)  # before a message sent while loading asks for its threads (the forecast service)
         self.session.on_loaded(L, lambda text: self.notify(text, severity="warning", markup=False),
                                self.estimates.next_turn_threads)  # a message sent while loading: at today's load
+        self.forecast_border.request()  # loaded or restarted: a draft typed meanwhile is forecast now
 
     # ------------------------------------------------------------ a turn
     @while_running

@@ -123,7 +123,8 @@ class Estimates:
             return
         site = engine_site(L, app.session.engine.capabilities, app.settings, app.facts, app.hw)
         self.service = ForecastService.open(here, app.settings.resolved(), app.paths.cache_dir, site)
-        app.forecast_border.request()  # loaded, restarted or re-probed: a draft's forecast was made without it
+        if loaded is None:  # re-probed: a draft's forecast was made without it (at load: once the session has it)
+            app.forecast_border.request()
 
     def forecast(self, prompt_tokens: int, cached: int | None, reply_tokens: int,
                  load: CPULoad | None = None) -> Forecast | None:
