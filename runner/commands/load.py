@@ -174,30 +174,42 @@ def sweep(a, urls: list[str], key: str | None, infos, on_rows=None, driver_ready
     try:
         physics = physics_for(infos[0], urls[0], a)
         out.notes = [server_note(urls, infos, a), physics.note]
-        driver = LoadDriver(urls, key, a.n_prompt, a.shared_prefix, a.endpoint)
+        slots = [i.total_slots for i in infos]
+        driver = LoadDriver(urls, key, a.n_prompt, a.shared_prefix, a.endpoint, slots=slots,
+                            max_in_flight=in_flight_bound(a, slots))
         if driver_ready:
             driver_ready(driver)
         if a.warmup and not driver.stopped:
             say("warm-up (not measured)")
-            driver.warm_up(min(max(levels) if not a.rate else 1, sum(i.total_slots for i in infos)))
+            driver.warm_up(min(max(levels) if not a.rate else 1, sum(slots)))
+            if driver.dead:
+                out.error = f"{driver.dead} in the warm-up: no level was run"
         for li, level in enumerate(levels):
             if driver.stopped:
                 break
-            say(f"level {li + 1}/{len(levels)}: " + (f"rate {level:g}/s" if a.rate else f"{level} user{'s' if level != 1 else ''}"))
+            name = level_name(a, level)
+            say(f"level {li + 1}/{len(levels)}: {name}")
             run = one_level(driver, a, level, li)
-            if run.stopped:
-                break  # a level cut short is not a measurement
+            if run.stopped and not run.dead:
+                out.notes.append(f"{name} (level {li + 1}/{len(levels)}) was stopped before it ended: no row")
+                break  # a level cut short by the user is not a measurement
             level_rows = [build_row(run, None, physics, len(urls))]
             if len(urls) > 1:
                 level_rows = [build_row(run, i, physics, len(urls)) for i in range(len(urls))] + level_rows
             out.rows += level_rows
+            out.notes += level_notes(run, name, sum(slots), driver.max_in_flight)
             if on_rows:
                 on_rows(level_rows)
+            if run.dead:  # the row is marked partial; the levels after it are not run
+                later = len(levels) - li - 1
+                out.error = f"{run.dead}: {name} (level {li + 1}/{len(levels)}) is partial" + \
+                    (f", {later} later level{'s' if later != 1 else ''} not run" if later else "")
+                break
     except KeyboardInterrupt:
         out.stopped = True
     except ServerError as exc:
         out.error = str(exc)
-    if driver is not None and (out.stopped or driver.stopped):
+    if driver is not None and not driver.dead and (out.stopped or driver.stopped):
         out.stopped = True
         driver.stop()
         idle = driver.wait_idle()
@@ -217,15 +229,17 @@ def finish(a, urls: list[str], out: SweepResult) -> int:
     """The rows on stdout (and the plot); the exit code: 130 after a stop, 1 after an error."""
     error = out.error
     notes_printed = bool(out.rows) and a.output == "md"  # md prints the notes under the table
-    if not notes_printed:
-        for note in out.notes:
-            if note.startswith(STOPPED):
-                progress(a, note)
+    if not notes_printed:  # the others: what went wrong on stderr (the counts are in the rows)
+        for note in out.notes[2:]:
+            if not note.startswith(("knee", "the client used")):  # not progress: said with --quiet too
+                print(f"kvtop load: {note}", file=sys.stderr, flush=True)
     if out.rows:
         from kvtop.runner.redact import scrub, scrub_json
 
         text = render(a.output, out.rows, out.notes if a.output == "md" else [])
-        print(scrub_json(text) if a.output in ("json", "jsonl") else scrub(text), flush=True)
+        problem = write_stdout(scrub_json(text) if a.output in ("json", "jsonl") else scrub(text))
+        if problem:
+            return fail(problem)
         if a.plot:
             try:
                 write_plot(a.plot, out.rows, f"kvtop load: {urls[0]} -p {a.n_prompt} -n {a.n_predict}")
@@ -236,6 +250,58 @@ def finish(a, urls: list[str], out: SweepResult) -> int:
     if out.stopped:
         return EXIT_INTERRUPTED
     return EXIT_OK if out.rows else EXIT_ERROR
+
+
+def write_stdout(text: str) -> str | None:
+    """Print ``text``; a stdout that cannot take it (a full disk, a closed pipe or
+    descriptor) is one line for ``fail``, and stdout points at /dev/null after it, so
+    Python's own flush at exit finds nothing to complain about."""
+    import os
+
+    try:
+        if sys.stdout is None:
+            raise OSError(9, "stdout is closed")
+        print(text, flush=True)
+        return None
+    except (OSError, ValueError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, 1)
+            os.close(devnull)
+        except OSError:
+            pass
+        sys.stdout = None
+        return f"cannot write the results to stdout: {why}"
+
+
+def level_name(a, level) -> str:
+    return f"rate {level:g}/s" if a.rate else f"{level} user{'s' if level != 1 else ''}"
+
+
+def concurrency_bound(slots: list[int]) -> int:
+    """The most requests in flight kvtop sends without --force: 4 per slot, 256 at most."""
+    return max(1, min(4 * sum(slots), 256))
+
+
+def in_flight_bound(a, slots: list[int]) -> int:
+    return 1024 if getattr(a, "force", False) else concurrency_bound(slots)
+
+
+def level_notes(run, name: str, slots: int, in_flight: int) -> list[str]:
+    """Under the table: why requests did not complete, a queue, arrivals held back."""
+    from kvtop.runner.server.load_outcomes import reasons
+
+    notes = []
+    why = reasons(run.results)
+    if why:
+        notes.append(f"{name}: " + "; ".join(why))
+    if run.users is not None and slots and run.users > slots:
+        notes.append(f"{name} shared {slots} slot{'s' if slots != 1 else ''}: TTFT includes the wait for one")
+    if run.held_back:
+        notes.append(f"{name}: {run.held_back} arrivals waited for a request in flight to end (kvtop keeps at "
+                     f"most {in_flight} in flight; --force: 1024)")
+    return notes
 
 
 def one_level(driver, a, level, li: int):
@@ -262,7 +328,8 @@ def summary_notes(rows: list[dict], a) -> list[str]:
     if any(r["client_saturated"] for r in rows):
         notes.append("the client used most of a core in some level: it may limit what it measured there")
     if any(r["failed"] for r in rows):
-        notes.append(f"{sum(r['failed'] for r in rows)} requests failed")
+        notes.append(f"{sum(r['failed'] for r in rows if r['server'] != 'all')} requests did not complete: rates "
+                     f"and percentiles are over the completed ones")
     if a.slo_ttft is not None or a.slo_tok_s is not None:
         mine = [r for r in rows if r["server"] == "all"] or rows
         k = knee(mine, a.slo_ttft, a.slo_tok_s)

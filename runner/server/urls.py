@@ -18,10 +18,12 @@ class ServerError(Exception):
     ``reached``: the server answered something (a status line, some bytes): a too slow,
     too large or malformed answer is a fault of that answer, not an unreachable server."""
 
-    def __init__(self, message: str, status: int | None = None, reached: bool | None = None):
+    def __init__(self, message: str, status: int | None = None, reached: bool | None = None,
+                 kind: str | None = None):
         super().__init__(message)
         self.status = status
         self.reached = status is not None if reached is None else reached
+        self.kind = kind  # "connect": no connection made; "timeout": a deadline passed
 
 
 def normalise_url(url: str) -> str:
