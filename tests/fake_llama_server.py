@@ -22,6 +22,7 @@ class FakeState:
         self.token_s, self.slots, self.reply = token_s, slots, reply
         self.free = threading.Semaphore(slots) if queue else None
         self.dead = False
+        self.started = str(time.monotonic_ns())
         self.lock = threading.Lock()
         self.prompts: list[list[int]] = []
         self.busy = 0
@@ -63,6 +64,7 @@ def make_handler(state: FakeState):
                 body = text.encode()
                 self.send_response(200)
                 self.send_header("Content-Length", str(len(body)))
+                self.send_header("Process-Start-Time-Unix", state.started)  # one value per server
                 self.end_headers()
                 self.wfile.write(body)
                 return

@@ -109,7 +109,7 @@ def build_row(run, server: int | None, physics=None, servers: int = 1) -> dict:
     slots = sum(run.slots[i] for i in idx) if getattr(run, "slots", None) else None
     row = {
         "server": run.watch.urls[server] if server is not None else "all" if servers > 1 else run.watch.urls[0],
-        "users": users, "slots": slots, "rate": run.rate, "partial": getattr(run, "dead", None),
+        "users": users, "slots": slots, "rate": run.rate, "partial": getattr(run, "dead", None) or getattr(run, "restarted", None),
         "requests": len(counted), **counts(mine), "completed": len(done), "failed": len(failed), "prompt_tokens": round(statistics.mean(seen)) if seen else None,
         "generated_tokens": generated,
         "server_generated_tokens": None if None in server_gen else sum(server_gen),

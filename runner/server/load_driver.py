@@ -93,6 +93,7 @@ class LevelRun:
     dead: str | None = None  # why the run ended here: a server stopped answering
     slots: list[int] | None = None  # each server's slots
     held_back: int = 0  # --rate: arrivals that waited for a request in flight to end
+    restarted: str | None = None  # a server whose process changed (runner/commands/load.py)
 
 
 def _num(v, kind=float):

@@ -112,3 +112,90 @@ def test_a_hung_server_times_out_rather_than_waiting_for_ever():
         took = time.monotonic() - t0
     (r,) = run.results
     assert r.kind == "timed_out" and "did not start its answer" in r.error and took < 5, (r.kind, r.error)
+
+
+BAD_URLS = [
+    ("http://127.0.0.1:99999", "port must be a number from 1 to 65535"),
+    ("http://127.0.0.1:abc", "port must be a number from 1 to 65535"),
+    ("http://127.0.0.1:0", "port must be a number from 1 to 65535"),
+    ("http://[::1", "the host is not valid"),
+    ("http://[zz]:80", "the host is not valid"),
+    ("http://127.0.0.1:8080\nx", "control character"),
+    ("http://a b:80", "control character"),
+    ("ftp://127.0.0.1:80", "not an http(s) URL"),
+    ("http://ex$ample:80", "not a name or an address"),
+]
+
+
+@pytest.mark.parametrize("url, says", BAD_URLS)
+def test_a_bad_url_is_a_usage_error_in_one_line(url, says, capsys):
+    with pytest.raises(SystemExit) as e:
+        load_main([url, "--no-tui"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and says in err and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("url, says", BAD_URLS)
+def test_the_one_url_check_is_what_every_server_command_uses(url, says):
+    """``kvtop --server``, ``estimate --server``, a server file and ``load`` all take their
+    URL through Credentials / client_auth, which call check_url: one ServerError, never a ValueError."""
+    from kvtop.runner.server.credentials import Credentials, client_auth
+    from kvtop.runner.server.urls import ServerError
+
+    for take in (Credentials().add, lambda u: client_auth(u, None)):
+        with pytest.raises(ServerError, match=says.replace("(", r"\(").replace(")", r"\)")):
+            take(url)
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--rate", "1e-300"], "--rate: must be"),
+    (["--rate", "5000"], "--rate: must be"),
+    (["--duration", "1e-9"], "--duration: must be"),
+    (["--requests", "0"], "--requests: must be"),
+    (["--users", "0"], "--users"),
+])
+def test_values_out_of_bounds_are_usage_errors(args, says, capsys):
+    with pytest.raises(SystemExit) as e:
+        load_main(["http://127.0.0.1:1", *args])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and says in err, err
+
+
+def test_more_users_than_four_per_slot_asks_for_force(capsys):
+    with FakeLlamaServer(slots=1) as srv:
+        rc = load_main([srv.url, "--users", "5", "-p", "8", "-n", "2", "--requests", "1", "--quiet"])
+        err = capsys.readouterr().err
+        assert rc == 1 and "--users 5 on 1 slot" in err and "--force" in err, err
+        assert srv.state.prompts == []  # refused before any load
+        rc = load_main([srv.url, "--users", "5", "-p", "8", "-n", "2", "--requests", "1", "--quiet", "--force",
+                        "--no-warmup", "-o", "json"])
+    out, err = capsys.readouterr()
+    (row,) = json.loads(out)
+    assert rc == 0 and row["completed"] == 5 and (row["users"], row["slots"]) == (5, 1)
+
+
+def test_the_same_server_under_two_names_is_refused(capsys):
+    with FakeLlamaServer() as srv:
+        port = srv.url.rsplit(":", 1)[1]
+        rc = load_main([f"http://127.0.0.1:{port}", f"http://localhost:{port}", "--quiet"])
+        assert srv.state.prompts == []
+    err = capsys.readouterr().err
+    assert rc == 1 and "are one llama-server" in err, err
+
+
+def test_a_server_restarted_during_a_level_marks_its_row(capsys):
+    with FakeLlamaServer(token_s=0.02) as srv:
+        def restart():
+            deadline = time.monotonic() + 20
+            while len(srv.state.prompts) < 2 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            srv.state.started = "another process"
+
+        threading.Thread(target=restart, daemon=True).start()
+        rc = load_main([srv.url, "--users", "1,1", "-p", "8", "-n", "30", "--requests", "2", "--no-warmup", "--quiet",
+                        "-o", "json"])
+    out, err = capsys.readouterr()
+    rows = json.loads(out)
+    assert rc == 0 and len(rows) == 2
+    assert rows[0]["partial"] == f"{srv.url} restarted (another process answers)", rows[0]
+    assert rows[1]["partial"] is None  # the new process, unchanged through level 2
