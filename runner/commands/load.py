@@ -151,7 +151,7 @@ def sweep(a, urls: list[str], key: str | None, infos, on_rows=None, driver_ready
     say = say or (lambda text: progress(a, text))
     out = SweepResult()
     levels = levels_of(a, infos)
-    driver = None
+    driver, in_flight = None, None
     try:
         physics = physics_for(infos[0], urls[0], a)
         out.notes = [server_note(urls, infos, a), physics.note]
@@ -171,10 +171,12 @@ def sweep(a, urls: list[str], key: str | None, infos, on_rows=None, driver_ready
                 break
             name = level_name(a, level)
             say(f"level {li + 1}/{len(levels)}: {name}")
+            in_flight = f"{name} (level {li + 1}/{len(levels)})"
             run = one_level(driver, a, level, li)
             if run.stopped and not run.dead:
-                out.notes.append(f"{name} (level {li + 1}/{len(levels)}) was stopped before it ended: no row")
+                out.notes.append(f"{in_flight} was stopped before it ended: no row")
                 break  # a level cut short by the user is not a measurement
+            in_flight = None
             run.restarted = restarts(run, started)
             level_rows = [build_row(run, None, physics, len(urls))]
             if len(urls) > 1:
@@ -190,6 +192,8 @@ def sweep(a, urls: list[str], key: str | None, infos, on_rows=None, driver_ready
                 break
     except KeyboardInterrupt as exc:
         out.stopped, out.signum = True, getattr(exc, "signum", 2)
+        if in_flight:
+            out.notes.append(f"{in_flight} was stopped before it ended: no row")
     except ServerError as exc:
         out.error = str(exc)
     if driver is not None and not driver.dead and (out.stopped or driver.stopped):
