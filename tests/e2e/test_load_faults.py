@@ -109,7 +109,9 @@ def test_the_real_server_killed_mid_level_ends_the_run(llama_server_bin, smollm_
     rows = json.loads(out)
     assert [r["users"] for r in rows] == [1, 2], rows
     assert rows[0]["partial"] is None and rows[0]["completed"] == 2
-    assert rows[1]["partial"] and "stopped answering" in rows[1]["partial"] and rows[1]["truncated"] >= 2
+    assert rows[1]["partial"] and "stopped answering" in rows[1]["partial"], rows[1]
+    # the first to break finds the server gone; kvtop then closes the other stream (cancelled)
+    assert rows[1]["truncated"] >= 1 and rows[1]["truncated"] + rows[1]["cancelled"] == 2, rows[1]
     last = err.strip().splitlines()[-1]
     assert last.startswith("kvtop: ") and "2 users (level 2/3) is partial, 1 later level not run" in last, err
     assert "level 3/3" not in err and "Traceback" not in err
@@ -119,10 +121,10 @@ def test_one_slot_four_users_queue_past_ten_seconds_and_all_complete(llama_serve
     """llama-server sends no headers while a request waits for its slot: the fourth user
     waits for three replies (~4-5 s each on one core); before, kvtop cancelled it at 10 s."""
     with llama_server(llama_server_bin, smollm_path, slots=1, ctx=1024, log_dir=str(tmp_path)) as (url, _):
-        r = subprocess.run([*KVTOP, "load", url, "--users", "4", "-p", "16", "-n", "160", "--requests", "1",
+        r = subprocess.run([*KVTOP, "load", url, "--users", "4", "-p", "16", "-n", "600", "--requests", "1",
                             "--no-warmup", "--force", "-o", "json"], cwd=ROOT, capture_output=True, text=True,
                            timeout=400)
     assert r.returncode == 0, r.stderr
     (row,) = json.loads(r.stdout)
     assert (row["completed"], row["failed"], row["users"], row["slots"]) == (4, 0, 4, 1), (row, r.stderr)
-    assert row["ttft_p99_s"] > 10.0 or row["e2e_p50_s"] * 3 < 10.0, row  # the queue's wait is in the TTFT
+    assert row["ttft_p99_s"] > 10.0, row  # the queue's wait is in the TTFT: the case that was cut at 10 s
