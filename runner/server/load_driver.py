@@ -152,7 +152,7 @@ def stream_one(client: ServerClient, server: int, endpoint: str, prompt, n_predi
         return r.end(oc.CANCELLED) if stop.is_set() else r.end(*oc.of_error(exc, r.tokens))
     if stop.is_set():
         return r.end(oc.CANCELLED)
-    return r.end(*oc.of_stream(path, ended, r.tokens, n_predict))
+    return r.end(*oc.of_stream(path, ended, r.tokens, n_predict, exact=r.predicted_n is not None))
 
 
 class LoadDriver:

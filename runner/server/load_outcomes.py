@@ -36,9 +36,12 @@ def is_stop(ev: dict, endpoint: str) -> bool:
         and bool(choices[0].get("finish_reason"))
 
 
-def of_stream(path: str, stopped: bool, tokens: int, n_predict: int) -> tuple[str, str | None]:
-    """A stream that ended without an error: completed, or truncated and why."""
-    if stopped and tokens >= n_predict:
+def of_stream(path: str, stopped: bool, tokens: int, n_predict: int, exact: bool = True) -> tuple[str, str | None]:
+    """A stream that ended without an error: completed, or truncated and why. ``exact``:
+    ``tokens`` is the server's own count (its timings); without them the events' count
+    may fall short of the tokens (a character split over two has an empty event), so
+    the stop event alone says the reply ended as asked."""
+    if stopped and (tokens >= n_predict or not exact):
         return COMPLETED, None
     how = "with its stop event" if stopped else "without a stop event"
     return TRUNCATED, f"{path}: the reply ended {how} after {tokens} of {n_predict} tokens"
