@@ -215,9 +215,9 @@ class ServerClient:
         try:
             try:
                 conn.request("POST", self._base + path, body=body, headers=headers)
-                r = _response(conn, sock, self.deadline_s, wait_more, t0)
-            except TooSlow:
-                raise ServerError(f"{path} did not start its answer in {time.monotonic() - t0:.0f} s",
+                r = _response(conn, sock, path, self.deadline_s, wait_more, t0)
+            except TooSlow:  # sending the request
+                raise ServerError(f"{path} did not start its answer in {self.deadline_s:g} s",
                                   kind="timeout") from None
             except (OSError, http.client.HTTPException, ValueError) as exc:
                 raise _broken(exc, path, sock.received) from None
@@ -268,15 +268,18 @@ class ServerClient:
             conn.close()
 
 
-def _response(conn, sock, deadline_s: float, wait_more, t0: float) -> http.client.HTTPResponse:
+def _response(conn, sock, path: str, deadline_s: float, wait_more, t0: float) -> http.client.HTTPResponse:
     """The response's status and headers, waiting on while ``wait_more`` allows. A wait
     that passed with no byte read leaves the connection as it was: getresponse again."""
+    waits = 0
     while True:
         try:
             return conn.getresponse()
         except TooSlow:
             if sock.received or wait_more is None or not wait_more(time.monotonic() - t0):
-                raise
+                took = f"{deadline_s:g} s" if not waits else f"{time.monotonic() - t0:.0f} s, queued"
+                raise ServerError(f"{path} did not start its answer in {took}", kind="timeout") from None
+            waits += 1
             sock.deadline = time.monotonic() + deadline_s
 
 
