@@ -192,6 +192,7 @@ def sweep(a, urls: list[str], key: str | None, infos, on_rows=None, driver_ready
                 break
     except KeyboardInterrupt as exc:
         out.stopped, out.signum = True, getattr(exc, "signum", 2)
+        _signalled.append(out.signum)  # a SIGTERM or SIGHUP while it stops is no traceback
         if in_flight:
             out.notes.append(f"{in_flight} was stopped before it ended: no row")
     except ServerError as exc:
@@ -209,7 +210,9 @@ def sweep(a, urls: list[str], key: str | None, infos, on_rows=None, driver_ready
 
 
 def run_sweep(a, urls: list[str], key: str | None, infos) -> int:
-    return finish(a, urls, sweep(a, urls, key, infos))
+    out = sweep(a, urls, key, infos)
+    _signalled.append(0)  # measured: a SIGTERM or SIGHUP from now on does not cut the rows' printing
+    return finish(a, urls, out)
 
 
 def finish(a, urls: list[str], out: SweepResult) -> int:
