@@ -68,8 +68,8 @@ _SHORT = (("truncated", "truncated"), ("refused", "refused"), ("timed_out", "tim
           ("unreachable", "unreachable"), ("cancelled", "cancelled"))
 
 
-def _outcomes(r: dict) -> str:
-    """The requests that did not complete, by outcome: ``2 truncated, 1 refused``."""
+def outcomes(r: dict) -> str:
+    """The requests that did not complete, by outcome: ``2 truncated, 1 refused`` (the md table, the live pane)."""
     return ", ".join(f"{r[k]} {word}" for k, word in _SHORT if r.get(k)) or "-"
 
 
@@ -78,7 +78,7 @@ COLUMNS = (
     ("users", _level, True),
     ("slots", lambda r: _f(r.get("slots"), "d"), True),
     ("ok/fail", lambda r: f"{r['completed']}/{r['failed']}", True),
-    ("not completed", _outcomes, False),
+    ("not completed", outcomes, False),
     ("gen t/s (all, with waits)", lambda r: _f(r["gen_tok_s"]), True),
     ("per user decode t/s", lambda r: _f(r["per_user_gen_tok_s"]), True),
     ("prompt t/s", lambda r: _f(r["prompt_tok_s"], ".1f"), True),

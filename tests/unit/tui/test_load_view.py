@@ -53,6 +53,15 @@ def test_a_roof_far_above_the_curve_is_named_not_drawn():
     assert "52x: above the scale" in legend and "━ roof" not in legend
 
 
+def test_the_pane_names_the_outcomes_and_a_partial_level():
+    from kvtop.tui.panes.load import table
+
+    r = row(2, 6.0, 3.0, 0.5)
+    r.update(completed=1, failed=3, truncated=2, refused=1, partial="http://a stopped answering")
+    text = table([r], plan_load_chart([r], None, None)).plain
+    assert "2 users (partial):" in text and "1 ok, 2 truncated, 1 refused" in text, text
+
+
 def test_a_fleet_plots_its_all_rows_and_no_roof_when_one_is_unknown():
     rows = [row(1, 5.0, 5.0, 0.2, 30.0, "http://a"), row(1, 5.0, 5.0, 0.2, 30.0, "http://b"),
             row(2, 10.0, 5.0, 0.2, None, "all")]
