@@ -4,7 +4,7 @@ one line on stderr and exit 1, never a traceback; a bad URL in ``kvtop --server`
 ``kvtop estimate --server`` is a usage error; the real llama-server killed with -9 in the
 middle of a level ends the run with a reason, the partial level marked and exit 1; one
 slot shared by four users with long replies queues them past 10 s and every request
-completes. The stand-in server (tests/fake_llama_server.py) runs in this process; kvtop
+completes; the same real server under two names is refused. The stand-in server (tests/fake_llama_server.py) runs in this process; kvtop
 in a child."""
 
 from __future__ import annotations
@@ -121,6 +121,10 @@ def test_one_slot_four_users_queue_past_ten_seconds_and_all_complete(llama_serve
     """llama-server sends no headers while a request waits for its slot: the fourth user
     waits for three replies (~4-5 s each on one core); before, kvtop cancelled it at 10 s."""
     with llama_server(llama_server_bin, smollm_path, slots=1, ctx=1024, log_dir=str(tmp_path)) as (url, _):
+        # the same server under two names first: refused by its identity, nothing sent
+        two = subprocess.run([*KVTOP, "load", url, url.replace("127.0.0.1", "localhost"), "--quiet"], cwd=ROOT,
+                             capture_output=True, text=True, timeout=120)
+        assert two.returncode == 1 and "are one llama-server" in two.stderr, two.stderr
         r = subprocess.run([*KVTOP, "load", url, "--users", "4", "-p", "16", "-n", "600", "--requests", "1",
                             "--no-warmup", "--force", "-o", "json"], cwd=ROOT, capture_output=True, text=True,
                            timeout=400)
