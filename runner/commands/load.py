@@ -21,7 +21,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 
-from kvtop.runner.commands.common import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, fail, stopped_before
+from kvtop.runner.commands.common import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, fail, stopped_before, to_stderr
 from kvtop.runner.commands.load_args import build_parser, check_args, check_concurrency, check_identity, in_flight_bound
 from kvtop.runner.commands.load_output import knee, meets, render, write_plot
 
@@ -222,7 +222,7 @@ def finish(a, urls: list[str], out: SweepResult) -> int:
     if not notes_printed:  # the others: what went wrong on stderr (the counts are in the rows)
         for note in out.notes[2:]:
             if not note.startswith(("knee", "the client used")):  # not progress: said with --quiet too
-                print(f"kvtop load: {note}", file=sys.stderr, flush=True)
+                to_stderr(f"kvtop load: {note}")
     if out.rows:
         from kvtop.runner.redact import scrub, scrub_json
 
@@ -312,7 +312,7 @@ def one_level(driver, a, level, li: int):
 
 def progress(a, text: str) -> None:
     if not a.quiet:
-        print(f"kvtop load: {text}", file=sys.stderr, flush=True)
+        to_stderr(f"kvtop load: {text}")
 
 
 def server_note(urls, infos, a) -> str:

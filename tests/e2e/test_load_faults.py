@@ -132,3 +132,13 @@ def test_one_slot_four_users_queue_past_ten_seconds_and_all_complete(llama_serve
     (row,) = json.loads(r.stdout)
     assert (row["completed"], row["failed"], row["users"], row["slots"]) == (4, 0, 4, 1), (row, r.stderr)
     assert row["ttft_p99_s"] > 10.0, row  # the queue's wait is in the TTFT: the case that was cut at 10 s
+
+
+def test_a_closed_stderr_keeps_progress_out_of_the_rows():
+    """With descriptor 2 closed, ``print(file=sys.stderr)`` is ``print(file=None)``: stdout.
+    The progress lines went into the json (seen: "kvtop load: level 1/1: 1 user" above the [)."""
+    with FakeLlamaServer() as srv:
+        r = subprocess.run(["bash", "-c", " ".join([*KVTOP, "load", srv.url, "--users", "1", "-p", "8", "-n", "4",
+                                                    "--requests", "1", "--no-warmup", "-o", "json"]) + " 2>&-"],
+                           cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and json.loads(r.stdout)[0]["completed"] == 1, r.stdout
