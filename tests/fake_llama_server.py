@@ -1,7 +1,12 @@
 """A small stand-in for llama-server on a loopback port, for the unit tests of ``kvtop
 load``'s driver: it speaks the endpoints the driver uses (/health, /props, /tokenize,
 /completion streamed, /slots, /metrics), remembers every prompt it was sent, counts the
-tokens it streamed, and notices a client that goes away. The real server's behaviour
+tokens it streamed, and notices a client that goes away. ``reply`` makes it misbehave:
+"cut" (2 tokens, then the connection ends without a stop event), "chunked" (2 tokens in
+HTTP chunks, then a clean last chunk), "empty" (headers, then the connection ends),
+"loading" (503 as llama-server while it loads); ``queue`` sends no headers before a slot
+is free (as llama-server does); ``kill()`` ends it as kill -9 would (connections reset,
+the port refused). The real server's behaviour
 is checked in tests/e2e against llama-server itself."""
 
 from __future__ import annotations
@@ -13,8 +18,11 @@ import time
 
 
 class FakeState:
-    def __init__(self, token_s: float = 0.005, slots: int = 4):
-        self.token_s, self.slots = token_s, slots
+    def __init__(self, token_s: float = 0.005, slots: int = 4, reply: str = "full", queue: bool = False):
+        self.token_s, self.slots, self.reply = token_s, slots, reply
+        self.free = threading.Semaphore(slots) if queue else None
+        self.dead = False
+        self.started = str(time.monotonic_ns())
         self.lock = threading.Lock()
         self.prompts: list[list[int]] = []
         self.busy = 0
@@ -56,6 +64,7 @@ def make_handler(state: FakeState):
                 body = text.encode()
                 self.send_response(200)
                 self.send_header("Content-Length", str(len(body)))
+                self.send_header("Process-Start-Time-Unix", state.started)  # one value per server
                 self.end_headers()
                 self.wfile.write(body)
                 return
@@ -71,18 +80,42 @@ def make_handler(state: FakeState):
             if not chat and self.path != "/completion":
                 return self._json({"error": {"message": "not found"}}, 404)
             prompt = body["messages"][-1]["content"].split() if chat else list(body["prompt"])
+            if state.reply == "loading":
+                return self._json({"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}},
+                                  503)
+            if state.free is not None:
+                state.free.acquire()
+            try:
+                self._stream(state, body, chat, prompt)
+            finally:
+                if state.free is not None:
+                    state.free.release()
+
+        def _die(self):
+            import socket
+            import struct
+
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.connection.close()
+            raise ConnectionResetError("killed")
+
+        def _stream(self, state, body, chat, prompt):
             with state.lock:
                 state.prompts.append(prompt)
                 state.busy += 1
+            n, t0 = body["max_tokens" if chat else "n_predict"], time.monotonic()
+            if state.reply in ("cut", "chunked", "empty"):
+                return self._short(state, chat)
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.end_headers()
-            n, t0 = body["max_tokens" if chat else "n_predict"], time.monotonic()
             token = (b'data: {"choices": [{"delta": {"content": "x"}}]}\n\n' if chat else
                      b'data: {"content": "x", "tokens": [7], "stop": false}\n\n')
             try:
                 for _ in range(n):
                     time.sleep(state.token_s)
+                    if state.dead:
+                        self._die()
                     self.wfile.write(token)
                     self.wfile.flush()
                 ms = (time.monotonic() - t0) * 1000
@@ -102,12 +135,31 @@ def make_handler(state: FakeState):
                 with state.lock:
                     state.busy -= 1
 
+        def _short(self, state, chat):
+            token = (b'data: {"choices": [{"delta": {"content": "x"}}]}\n\n' if chat else
+                     b'data: {"content": "x", "tokens": [7], "stop": false}\n\n')
+            try:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                if state.reply == "chunked":
+                    self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                for _ in range(0 if state.reply == "empty" else 2):
+                    time.sleep(state.token_s)
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(token), token) if state.reply == "chunked" else token)
+                if state.reply == "chunked":
+                    self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+            finally:
+                with state.lock:
+                    state.busy -= 1
+
     return Handler
 
 
 class FakeLlamaServer:
-    def __init__(self, token_s: float = 0.005, slots: int = 4):
-        self.state = FakeState(token_s, slots)
+    def __init__(self, token_s: float = 0.005, slots: int = 4, reply: str = "full", queue: bool = False):
+        self.state = FakeState(token_s, slots, reply, queue)
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), make_handler(self.state))
         self.httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
@@ -117,6 +169,13 @@ class FakeLlamaServer:
         self.thread.start()
         return self
 
-    def __exit__(self, *exc):
+    def kill(self) -> None:
+        """As kill -9: streams in flight reset, the port refuses connections from now on."""
+        self.state.dead = True
         self.httpd.shutdown()
         self.httpd.server_close()
+
+    def __exit__(self, *exc):
+        if not self.state.dead:
+            self.httpd.shutdown()
+            self.httpd.server_close()

@@ -15,9 +15,21 @@ EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 EXIT_INTERRUPTED = 130
 
 
+def to_stderr(text: str) -> None:
+    """A line on stderr, if there is one: with descriptor 2 closed ``sys.stderr`` is None,
+    and ``print(file=None)`` would write it to stdout, into the rows; a stderr that cannot
+    be written (a full disk) costs the line, not a traceback."""
+    if sys.stderr is None:
+        return
+    try:
+        print(text, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
+
+
 def fail(msg: str) -> int:
     """One line on stderr, exit code 1."""
-    print(f"kvtop: {clean_line(msg, 400)}", file=sys.stderr)
+    to_stderr(f"kvtop: {clean_line(msg, 400)}")
     return EXIT_ERROR
 
 
@@ -26,7 +38,7 @@ def stopped_before(url: str) -> int:
     its 503s, for up to minutes): one line on stderr and 130, as ``kvtop --server`` does
     (tui/start/launch_server.py), not a traceback out of the wait's ``time.sleep``. ``url``
     carries no login (runner/server/credentials.py took it out)."""
-    print(f"kvtop: stopped before {clean_line(url, 200)} answered", file=sys.stderr)
+    to_stderr(f"kvtop: stopped before {clean_line(url, 200)} answered")
     return EXIT_INTERRUPTED
 
 

@@ -11,96 +11,67 @@ total should rise with users while each user's rate falls; where the measured cu
 leaves the roof, something else binds (compute, the CPU, the client).
 
 Ctrl+C stops at once: every stream in flight is closed (llama-server stops those
-tasks), kvtop waits until no slot is busy, and prints the rows that finished.
+tasks), kvtop waits until no slot is busy, and prints the rows that finished. SIGTERM
+(``timeout``) and SIGHUP (a closed terminal) stop it the same way; the exit code is
+128 + the signal's number.
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 from dataclasses import dataclass, field
 
-from kvtop.runner.cli_types import int_in, positive_float, positive_int
-from kvtop.runner.commands.common import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, fail, stopped_before
-from kvtop.runner.commands.load_output import FORMATS, knee, meets, render, write_plot
+from kvtop.runner.commands.common import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, fail, stopped_before, to_stderr
+from kvtop.runner.commands.load_args import build_parser, check_args, check_concurrency, check_identity, in_flight_bound
+from kvtop.runner.commands.load_output import knee, meets, render, write_plot
 
 
-def _float_list(text: str) -> list[float]:
-    return [positive_float(x) for x in text.split(",")]
+class Stopped(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised in the main thread as Ctrl+C is: the same stop."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from kvtop.runner.commands.bench_plan import int_list
-    from kvtop.runner.physics.kv_bytes import KV_CACHE_TYPES
-
-    p = argparse.ArgumentParser(
-        prog="kvtop load", allow_abbrev=False, formatter_class=argparse.RawDescriptionHelpFormatter,
-        description=(
-            "Drive a running llama-server with many concurrent users and show throughput against the\n"
-            "batched roof. Each level sends streamed requests of exactly -p prompt tokens (token ids the\n"
-            "server tokenised, different for every request) and -n generated tokens (ignore_eos)."),
-        epilog=(
-            "Start the server with --metrics --slots (kvtop reads deferred requests, its own token\n"
-            "counters and the KV in use from them) and -np at least the largest --users level.\n"
-            "gen t/s: all users' tokens / the level's time; per user t/s: the median of the server's\n"
-            "own decode rate per request; TTFT, ITL and e2e: this client's clock."))
-    p.add_argument("url", nargs="*", help="llama-server URL(s); several spread the same load (a fleet)")
-    p.add_argument("--server", action="append", default=[], metavar="URL", help="another server (repeatable)")
-    p.add_argument("--api-key", metavar="KEY", help="the server's --api-key (default: $LLAMA_API_KEY)")
-    g = p.add_argument_group("the load")
-    g.add_argument("--users", type=int_list(1, 4096), default=None, metavar="N,N",
-                   help="concurrency levels, comma list or range (default: 1,2,4,8 up to the server's slots)")
-    g.add_argument("--rate", type=_float_list, default=None, metavar="R,R",
-                   help="Poisson arrivals per second instead of --users (open loop), one row per rate")
-    g.add_argument("-p", "--n-prompt", dest="n_prompt", type=int_in(1, 1 << 20), default=256, metavar="N",
-                   help="prompt tokens of each request (default: 256)")
-    g.add_argument("-n", "--n-predict", dest="n_predict", type=int_in(1, 1 << 20), default=128, metavar="N",
-                   help="generated tokens of each request (default: 128)")
-    stop = g.add_mutually_exclusive_group()
-    stop.add_argument("--requests", type=positive_int, default=None, metavar="N",
-                      help="requests per user at each level (--rate: in all, per rate) (default: 4; --rate 16)")
-    stop.add_argument("--duration", type=positive_float, default=None, metavar="S",
-                      help="seconds each level sends requests for, instead of --requests")
-    g.add_argument("--shared-prefix", type=int_in(0, 1 << 20), default=0, metavar="T",
-                   help="the first T prompt tokens the same in every request (the prefix cache reuses them)")
-    g.add_argument("--endpoint", choices=("completion", "chat"), default="completion",
-                   help="/completion (token ids: exact prompt length; default) or /v1/chat/completions "
-                        "(the text of those ids, plus the chat template's tokens)")
-    g.add_argument("--no-warmup", dest="warmup", action="store_false", help="skip the unmeasured warm-up round")
-    r = p.add_argument_group("the roof (as kvtop estimate)")
-    r.add_argument("--model", metavar="FILE", help="the server's GGUF, when its own path is not readable here")
-    r.add_argument("--bandwidth-gbs", type=positive_float, metavar="X", help="the server machine's bandwidth, GB/s")
-    r.add_argument("--tflops", type=positive_float, metavar="X", help="the server machine's peak TFLOPS")
-    r.add_argument("-ngl", "--n-gpu-layers", dest="n_gpu_layers", type=int_in(-1), default=0, metavar="N",
-                   help="the server's -ngl: which device's figures the roof uses (default: 0, the CPU)")
-    r.add_argument("-ctk", "--cache-type-k", dest="cache_type_k", choices=list(KV_CACHE_TYPES), default="f16",
-                   help="K cache type (default: f16; the server's -ctk)")
-    r.add_argument("-ctv", "--cache-type-v", dest="cache_type_v", choices=list(KV_CACHE_TYPES), default="f16",
-                   help="V cache type (default: f16; the server's -ctv)")
-    o = p.add_argument_group("output")
-    o.add_argument("-o", "--output", choices=FORMATS, default="md", help="md (default), csv, json or jsonl")
-    o.add_argument("--plot", metavar="FILE.svg", help="also write throughput vs users with the roof as SVG")
-    o.add_argument("--slo-ttft", type=positive_float, metavar="S", help="target TTFT p95, seconds (the knee)")
-    o.add_argument("--slo-tok-s", type=positive_float, metavar="R", help="target per-user tok/s (the knee)")
-    o.add_argument("--no-tui", action="store_true", help="print the rows only (also when stdout is not a terminal)")
-    o.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
-    return p
+_signalled: list[int] = []
 
 
-def check_args(p: argparse.ArgumentParser, a: argparse.Namespace) -> list[str]:
-    urls = list(dict.fromkeys(list(a.url) + list(a.server)))
-    if not urls:
-        p.error("give a llama-server URL (kvtop load http://127.0.0.1:8080)")
-    if a.users and a.rate:
-        p.error("give --users or --rate (a closed loop of users, or arrivals at a rate), not both")
-    if a.shared_prefix > a.n_prompt:
-        p.error(f"--shared-prefix {a.shared_prefix} is longer than the prompt (-p {a.n_prompt})")
-    if a.plot and not a.plot.lower().endswith(".svg"):
-        p.error("--plot writes SVG: give a FILE ending in .svg")
-    return urls
+def _on_signal(signum, _frame) -> None:
+    if not _signalled:  # the first one stops; a second while stopping is not a traceback
+        _signalled.append(signum)
+        raise Stopped(signum)
+
+
+def catch_signals() -> dict:
+    """SIGTERM and SIGHUP stop the run as Ctrl+C does, until ``restore(the answer)``
+    (headless only: the live view is Textual's, and its q and Esc)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    _signalled.clear()
+    sigs = [getattr(signal, n) for n in ("SIGTERM", "SIGHUP") if hasattr(signal, n)]
+    return {sig: signal.signal(sig, _on_signal) for sig in sigs}
+
+
+def restore(previous: dict) -> None:
+    import signal
+
+    for sig, handler in previous.items():
+        signal.signal(sig, handler)
 
 
 def load_main(argv: list[str], live=None) -> int:
+    previous = catch_signals()
+    try:
+        return _load_main(argv, live, previous)
+    finally:
+        restore(previous)
+
+
+def _load_main(argv: list[str], live, previous: dict) -> int:
     """``live(a, urls, key, infos) -> SweepResult``: the live view (tui/start/launch_server.py ``load_live``), used
     on a terminal unless --no-tui; runner/ itself never imports the UI."""
     from kvtop.runner.server.credentials import Credentials
@@ -110,6 +81,8 @@ def load_main(argv: list[str], live=None) -> int:
 
     p = build_parser()
     a = p.parse_args(argv)
+    if sys.stdout is None:  # started with descriptor 1 closed: nowhere for the rows to go
+        return fail("stdout is closed: nowhere to write the results (give it a file: > rows.md)")
     # the key and the URLs' logins stay inside Credentials (the HTTP header): no URL kept,
     # printed or plotted holds a user:password (runner/server/credentials.py)
     key = Credentials(api_key_from_env(a.api_key))
@@ -124,15 +97,22 @@ def load_main(argv: list[str], live=None) -> int:
             infos.append(read_server_info(client, wait_s=30))
         except ServerError as exc:
             return fail(str(exc))
-        except KeyboardInterrupt:  # Ctrl+C while the server loads its model
-            return stopped_before(url)
+        except KeyboardInterrupt as exc:  # Ctrl+C (or a signal) while the server loads its model
+            stopped_before(url)
+            return 128 + getattr(exc, "signum", 2)
         finally:
             client.close()
+    refused = check_concurrency(a, [i.total_slots for i in infos]) or \
+        (check_identity(urls, key, infos) if len(urls) > 1 else None)
+    if refused:
+        return fail(refused)
     small = min(infos, key=lambda i: i.n_ctx)
     if a.n_prompt + a.n_predict > small.n_ctx:
         return fail(f"-p {a.n_prompt} + -n {a.n_predict} tokens do not fit a slot's context ({small.n_ctx} tokens): "
                     f"give smaller -p/-n, or start llama-server with a larger -c")
-    if live is not None and not a.no_tui and sys.stdout.isatty() and sys.stdin.isatty():
+    if live is not None and not a.no_tui and sys.stdout is not None and sys.stdout.isatty() \
+            and sys.stdin is not None and sys.stdin.isatty():
+        restore(previous)
         out = live(a, urls, key, infos)
         return finish(a, urls, out) if out is not None else EXIT_INTERRUPTED
     return run_sweep(a, urls, key, infos)
@@ -156,6 +136,7 @@ class SweepResult:
     notes: list[str] = field(default_factory=list)
     error: str | None = None
     stopped: bool = False
+    signum: int = 2  # what stopped it: SIGINT, SIGTERM or SIGHUP
 
 
 def sweep(a, urls: list[str], key: str | None, infos, on_rows=None, driver_ready=None, say=None) -> SweepResult:
@@ -170,34 +151,53 @@ def sweep(a, urls: list[str], key: str | None, infos, on_rows=None, driver_ready
     say = say or (lambda text: progress(a, text))
     out = SweepResult()
     levels = levels_of(a, infos)
-    driver = None
+    driver, in_flight = None, None
     try:
         physics = physics_for(infos[0], urls[0], a)
         out.notes = [server_note(urls, infos, a), physics.note]
-        driver = LoadDriver(urls, key, a.n_prompt, a.shared_prefix, a.endpoint)
+        slots = [i.total_slots for i in infos]
+        driver = LoadDriver(urls, key, a.n_prompt, a.shared_prefix, a.endpoint, slots=slots,
+                            max_in_flight=in_flight_bound(a, slots))
         if driver_ready:
             driver_ready(driver)
         if a.warmup and not driver.stopped:
             say("warm-up (not measured)")
-            driver.warm_up(min(max(levels) if not a.rate else 1, sum(i.total_slots for i in infos)))
+            driver.warm_up(min(max(levels) if not a.rate else 1, sum(slots)))
+            if driver.dead:
+                out.error = f"{driver.dead} in the warm-up: no level was run"
+        started: list[str | None] = [None] * len(urls)  # each server's process, as /metrics names it
         for li, level in enumerate(levels):
             if driver.stopped:
                 break
-            say(f"level {li + 1}/{len(levels)}: " + (f"rate {level:g}/s" if a.rate else f"{level} user{'s' if level != 1 else ''}"))
+            name = level_name(a, level)
+            say(f"level {li + 1}/{len(levels)}: {name}")
+            in_flight = f"{name} (level {li + 1}/{len(levels)})"
             run = one_level(driver, a, level, li)
-            if run.stopped:
-                break  # a level cut short is not a measurement
+            if run.stopped and not run.dead:
+                out.notes.append(f"{in_flight} was stopped before it ended: no row")
+                break  # a level cut short by the user is not a measurement
+            in_flight = None
+            run.restarted = restarts(run, started)
             level_rows = [build_row(run, None, physics, len(urls))]
             if len(urls) > 1:
                 level_rows = [build_row(run, i, physics, len(urls)) for i in range(len(urls))] + level_rows
             out.rows += level_rows
+            out.notes += level_notes(run, name, sum(slots), driver.max_in_flight)
             if on_rows:
                 on_rows(level_rows)
-    except KeyboardInterrupt:
-        out.stopped = True
+            if run.dead:  # the row is marked partial; the levels after it are not run
+                later = len(levels) - li - 1
+                out.error = f"{run.dead}: {name} (level {li + 1}/{len(levels)}) is partial" + \
+                    (f", {later} later level{'s' if later != 1 else ''} not run" if later else "")
+                break
+    except KeyboardInterrupt as exc:
+        out.stopped, out.signum = True, getattr(exc, "signum", 2)
+        _signalled.append(out.signum)  # a SIGTERM or SIGHUP while it stops is no traceback
+        if in_flight:
+            out.notes.append(f"{in_flight} was stopped before it ended: no row")
     except ServerError as exc:
         out.error = str(exc)
-    if driver is not None and (out.stopped or driver.stopped):
+    if driver is not None and not driver.dead and (out.stopped or driver.stopped):
         out.stopped = True
         driver.stop()
         idle = driver.wait_idle()
@@ -210,22 +210,26 @@ def sweep(a, urls: list[str], key: str | None, infos, on_rows=None, driver_ready
 
 
 def run_sweep(a, urls: list[str], key: str | None, infos) -> int:
-    return finish(a, urls, sweep(a, urls, key, infos))
+    out = sweep(a, urls, key, infos)
+    _signalled.append(0)  # measured: a SIGTERM or SIGHUP from now on does not cut the rows' printing
+    return finish(a, urls, out)
 
 
 def finish(a, urls: list[str], out: SweepResult) -> int:
     """The rows on stdout (and the plot); the exit code: 130 after a stop, 1 after an error."""
     error = out.error
     notes_printed = bool(out.rows) and a.output == "md"  # md prints the notes under the table
-    if not notes_printed:
-        for note in out.notes:
-            if note.startswith(STOPPED):
-                progress(a, note)
+    if not notes_printed:  # the others: what went wrong on stderr (the counts are in the rows)
+        for note in out.notes[2:]:
+            if not note.startswith(("knee", "the client used")):  # not progress: said with --quiet too
+                to_stderr(f"kvtop load: {note}")
     if out.rows:
         from kvtop.runner.redact import scrub, scrub_json
 
         text = render(a.output, out.rows, out.notes if a.output == "md" else [])
-        print(scrub_json(text) if a.output in ("json", "jsonl") else scrub(text), flush=True)
+        problem = write_stdout(scrub_json(text) if a.output in ("json", "jsonl") else scrub(text))
+        if problem:
+            return fail(problem)
         if a.plot:
             try:
                 write_plot(a.plot, out.rows, f"kvtop load: {urls[0]} -p {a.n_prompt} -n {a.n_predict}")
@@ -234,8 +238,68 @@ def finish(a, urls: list[str], out: SweepResult) -> int:
     if error:
         return fail(error)
     if out.stopped:
-        return EXIT_INTERRUPTED
+        return 128 + out.signum  # 130 for Ctrl+C (EXIT_INTERRUPTED), 143 SIGTERM, 129 SIGHUP
     return EXIT_OK if out.rows else EXIT_ERROR
+
+
+def write_stdout(text: str) -> str | None:
+    """Print ``text``; a stdout that cannot take it (a full disk, a closed pipe or
+    descriptor) is one line for ``fail``, and stdout points at /dev/null after it, so
+    Python's own flush at exit finds nothing to complain about."""
+    import os
+
+    try:
+        if sys.stdout is None:
+            raise OSError(9, "stdout is closed")
+        print(text, flush=True)
+        return None
+    except (OSError, ValueError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, 1)
+            os.close(devnull)
+        except OSError:
+            pass
+        sys.stdout = None
+        return f"cannot write the results to stdout: {why}"
+
+
+def restarts(run, started: list[str | None]) -> str | None:
+    """A server whose process changed since the last level or during this one (its
+    /metrics start stamp): the level is marked with it. ``started`` is kept up to date."""
+    changed = []
+    for i, (first, last) in enumerate(zip(run.watch.first, run.watch.last)):
+        stamps = [s.started for s in (first, last) if s is not None and s.started]
+        if started[i] is not None:
+            stamps.insert(0, started[i])
+        if len(set(stamps)) > 1:
+            changed.append(run.watch.urls[i])
+        if stamps:
+            started[i] = stamps[-1]
+    return f"{', '.join(changed)} restarted (another process answers)" if changed else None
+
+
+def level_name(a, level) -> str:
+    return f"rate {level:g}/s" if a.rate else f"{level} user{'s' if level != 1 else ''}"
+
+
+def level_notes(run, name: str, slots: int, in_flight: int) -> list[str]:
+    """Under the table: why requests did not complete, a queue, arrivals held back."""
+    from kvtop.runner.server.load_outcomes import reasons
+
+    notes = []
+    why = reasons(run.results)
+    if why:
+        notes.append(f"{name}: " + "; ".join(why))
+    if run.users is not None and slots and run.users > slots:
+        notes.append(f"{name} shared {slots} slot{'s' if slots != 1 else ''}: TTFT includes the wait for one")
+    if run.restarted:
+        notes.append(f"{name}: {run.restarted}: its row is marked partial")
+    if run.held_back:
+        notes.append(f"{name}: {run.held_back} arrivals waited for a request in flight to end (kvtop keeps at "
+                     f"most {in_flight} in flight; --force: 1024)")
+    return notes
 
 
 def one_level(driver, a, level, li: int):
@@ -248,7 +312,7 @@ def one_level(driver, a, level, li: int):
 
 def progress(a, text: str) -> None:
     if not a.quiet:
-        print(f"kvtop load: {text}", file=sys.stderr, flush=True)
+        to_stderr(f"kvtop load: {text}")
 
 
 def server_note(urls, infos, a) -> str:
@@ -262,7 +326,8 @@ def summary_notes(rows: list[dict], a) -> list[str]:
     if any(r["client_saturated"] for r in rows):
         notes.append("the client used most of a core in some level: it may limit what it measured there")
     if any(r["failed"] for r in rows):
-        notes.append(f"{sum(r['failed'] for r in rows)} requests failed")
+        notes.append(f"{sum(r['failed'] for r in rows if r['server'] != 'all')} requests did not complete: rates "
+                     f"and percentiles are over the completed ones")
     if a.slo_ttft is not None or a.slo_tok_s is not None:
         mine = [r for r in rows if r["server"] == "all"] or rows
         k = knee(mine, a.slo_ttft, a.slo_tok_s)

@@ -59,10 +59,26 @@ def _pct3(r: dict, name: str, spec: str, scale: float = 1.0) -> str:
     return " / ".join(_f(r[f"{name}_p{q}_s"], spec, scale) for q in (50, 95, 99))
 
 
+def _level(r: dict) -> str:
+    text = str(r["users"]) if r["users"] is not None else f"{r['rate']:g}/s"
+    return text + " (partial)" if r.get("partial") else text
+
+
+_SHORT = (("truncated", "truncated"), ("refused", "refused"), ("timed_out", "timed out"),
+          ("unreachable", "unreachable"), ("cancelled", "cancelled"))
+
+
+def outcomes(r: dict) -> str:
+    """The requests that did not complete, by outcome: ``2 truncated, 1 refused`` (the md table, the live pane)."""
+    return ", ".join(f"{r[k]} {word}" for k, word in _SHORT if r.get(k)) or "-"
+
+
 # (heading, cell, right-aligned)
 COLUMNS = (
-    ("users", lambda r: str(r["users"]) if r["users"] is not None else f"{r['rate']:g}/s", True),
+    ("users", _level, True),
+    ("slots", lambda r: _f(r.get("slots"), "d"), True),
     ("ok/fail", lambda r: f"{r['completed']}/{r['failed']}", True),
+    ("not completed", outcomes, False),
     ("gen t/s (all, with waits)", lambda r: _f(r["gen_tok_s"]), True),
     ("per user decode t/s", lambda r: _f(r["per_user_gen_tok_s"]), True),
     ("prompt t/s", lambda r: _f(r["prompt_tok_s"], ".1f"), True),

@@ -11,6 +11,10 @@ Definitions (the README's table repeats them):
 - ``prompt_tok_s``: prompt tokens computed / the time some prompt was being computed
   (each request's ``prompt_ms`` from the server, ending at its first token on this clock).
 - ``ttft_*``, ``itl_*``, ``e2e_*``: the client's clock, linear-interpolated percentiles.
+- ``completed`` … ``cancelled``: the requests by outcome (runner/server/load_outcomes.py);
+  ``failed`` is every one that neither completed nor was cancelled. Rates, percentiles
+  and token counts are over the completed requests only.
+- ``partial``: None, or why the level ended early (a server stopped answering).
 - ``kv_cells_used``: the most cells the busy slots held at a /slots poll (every 0.5 s),
   and never less than the largest request held at its end (its prompt, what the cache
   gave it and its reply): a level shorter than a poll's interval once read 0.
@@ -20,8 +24,11 @@ from __future__ import annotations
 
 import statistics
 
+from kvtop.runner.server.load_outcomes import NOT_COMPLETED, counts
+
 FIELDS = (
-    "server", "users", "rate", "requests", "completed", "failed", "prompt_tokens", "generated_tokens",
+    "server", "users", "slots", "rate", "partial", "requests", "completed", "failed", "truncated", "refused",
+    "timed_out", "unreachable", "cancelled", "prompt_tokens", "generated_tokens",
     "server_generated_tokens", "window_s", "gen_tok_s", "per_user_gen_tok_s", "prompt_tok_s",
     "ttft_p50_s", "ttft_p95_s", "ttft_p99_s", "itl_p50_s", "itl_p95_s", "itl_p99_s", "e2e_p50_s",
     "deferred", "kv_cells_used", "batched_roof_tok_s", "compute_roof_tok_s", "more_conversations_fit",
@@ -85,7 +92,7 @@ def build_row(run, server: int | None, physics=None, servers: int = 1) -> dict:
     """The row for ``server`` (index into the fleet) or, with None, every server together."""
     mine = [r for r in run.results if server is None or r.server == server]
     done = [r for r in mine if r.ok]
-    failed = [r for r in mine if not r.ok and not r.cancelled]
+    failed = [r for r in mine if r.kind in NOT_COMPLETED]
     counted = done + failed
     window = (max(r.t_end for r in counted) - min(r.t_send for r in counted)) if counted else 0.0
     generated = sum(r.tokens for r in done)
@@ -99,10 +106,11 @@ def build_row(run, server: int | None, physics=None, servers: int = 1) -> dict:
     kv = [_peak_cells(run.watch.max_kv[i], [r for r in done if r.server == i]) for i in idx]
     users = run.users if run.users is None or server is None else len(range(server, run.users, servers))
     own, others = run.watch.cpu()
+    slots = sum(run.slots[i] for i in idx) if getattr(run, "slots", None) else None
     row = {
         "server": run.watch.urls[server] if server is not None else "all" if servers > 1 else run.watch.urls[0],
-        "users": users, "rate": run.rate, "requests": len(counted), "completed": len(done),
-        "failed": len(failed), "prompt_tokens": round(statistics.mean(seen)) if seen else None,
+        "users": users, "slots": slots, "rate": run.rate, "partial": getattr(run, "dead", None) or getattr(run, "restarted", None),
+        "requests": len(counted), **counts(mine), "completed": len(done), "failed": len(failed), "prompt_tokens": round(statistics.mean(seen)) if seen else None,
         "generated_tokens": generated,
         "server_generated_tokens": None if None in server_gen else sum(server_gen),
         "window_s": window, "gen_tok_s": generated / window if window > 0 else None,

@@ -24,9 +24,9 @@ def split_login(url: str) -> tuple[str, tuple[str, str] | None]:
     """``http://alice:pw@host:8080/x`` → (``http://host:8080/x``, ("alice", "pw")); a URL
     without a login comes back as it is, with None. Percent-escapes in the login are
     decoded (``pw%40x`` is the password ``pw@x``); the password is remembered as a secret."""
-    text = url.strip()
-    if "://" not in text:
-        text = "http://" + text
+    from kvtop.runner.server.urls import check_url
+
+    text = check_url(url)  # a URL that is not one is a ServerError here, never a ValueError
     parts = urlsplit(text)
     if "@" not in parts.netloc:
         return url, None

@@ -22,7 +22,7 @@ import socket
 import struct
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from urllib.parse import urlsplit
 
 from kvtop.runner.sanitize import clean_line
@@ -43,10 +43,11 @@ KEEP_ALIVE = 2  # idle connections kept per server
 
 def _connect_error(exc: Exception, url: str) -> ServerError:
     if isinstance(exc, socket.gaierror):
-        return ServerError(f"cannot reach {url}: unknown host")
+        return ServerError(f"cannot reach {url}: unknown host", kind="connect")
     if isinstance(exc, (socket.timeout, TooSlow)):
-        return ServerError(f"cannot reach {url}: no answer to connect in {CONNECT_S:g} s")
-    return ServerError(f"cannot reach {url}: connection refused or no route (is llama-server running?)")
+        return ServerError(f"cannot reach {url}: no answer to connect in {CONNECT_S:g} s", kind="connect")
+    return ServerError(f"cannot reach {url}: connection refused or no route (is llama-server running?)",
+                       kind="connect")
 
 
 def _broken(exc: Exception, path: str, got: int) -> ServerError:
@@ -131,8 +132,9 @@ class ServerClient:
                 _drop(conn, sock)
                 got = sock.received - before
                 if not got:
-                    raise ServerError(f"{path} did not answer in {self.deadline_s:g} s") from None
-                raise ServerError(f"{path} sent {got} bytes in {self.deadline_s:g} s: too slow", reached=True) from None
+                    raise ServerError(f"{path} did not answer in {self.deadline_s:g} s", kind="timeout") from None
+                raise ServerError(f"{path} sent {got} bytes in {self.deadline_s:g} s: too slow", reached=True,
+                                  kind="timeout") from None
             except _STALE as exc:
                 _drop(conn, sock)
                 if reused and sock.received == before:
@@ -194,23 +196,29 @@ class ServerClient:
         return data.decode("utf-8", errors="replace"), headers.get(header) if header else None
 
     # ------------------------------------------------------------ streams
-    def stream_events(self, path: str, payload: dict) -> Iterator[dict]:
+    def stream_events(self, path: str, payload: dict, wait_more: Callable[[float], bool] | None = None
+                      ) -> Iterator[dict]:
         """The JSON objects of a server-sent-events stream, until ``[DONE]`` or the end.
-        A chunk that is not a JSON object raises ``ServerError`` naming it."""
+        A chunk that is not a JSON object raises ``ServerError`` naming it. A server that
+        has not begun its answer in ``deadline_s`` is given another ``deadline_s`` each
+        time ``wait_more(seconds waited)`` says so (a request queued for a slot)."""
         body, headers = self._body(payload)
         headers["Connection"] = "close"  # the server may close it after the stream: not reused
         conn = self._connect(time.monotonic() + CONNECT_S)
         sock = conn.sock
-        # llama-server sends the headers at once, even for a request that waits for a slot
-        sock.deadline = time.monotonic() + self.deadline_s
+        # llama-server (b0.3.36) sends no headers before a queued request gets its slot: the
+        # wait for the answer's first byte is the queue's, and ``wait_more`` decides how long
+        t0 = time.monotonic()
+        sock.deadline = t0 + self.deadline_s
         with self._lock:
             self._stream = sock
         try:
             try:
                 conn.request("POST", self._base + path, body=body, headers=headers)
-                r = conn.getresponse()
-            except TooSlow:
-                raise ServerError(f"{path} did not start its answer in {self.deadline_s:g} s") from None
+                r = _response(conn, sock, path, self.deadline_s, wait_more, t0)
+            except TooSlow:  # sending the request
+                raise ServerError(f"{path} did not start its answer in {self.deadline_s:g} s",
+                                  kind="timeout") from None
             except (OSError, http.client.HTTPException, ValueError) as exc:
                 raise _broken(exc, path, sock.received) from None
             if r.status >= 300:
@@ -260,6 +268,21 @@ class ServerClient:
             conn.close()
 
 
+def _response(conn, sock, path: str, deadline_s: float, wait_more, t0: float) -> http.client.HTTPResponse:
+    """The response's status and headers, waiting on while ``wait_more`` allows. A wait
+    that passed with no byte read leaves the connection as it was: getresponse again."""
+    waits = 0
+    while True:
+        try:
+            return conn.getresponse()
+        except TooSlow:
+            if sock.received or wait_more is None or not wait_more(time.monotonic() - t0):
+                took = f"{deadline_s:g} s" if not waits else f"{time.monotonic() - t0:.0f} s, queued"
+                raise ServerError(f"{path} did not start its answer in {took}", kind="timeout") from None
+            waits += 1
+            sock.deadline = time.monotonic() + deadline_s
+
+
 def _lines(r: http.client.HTTPResponse, sock, path: str) -> Iterator[str]:
     """The lines of a stream as they arrive. Before each read the socket gets its
     deadline: the end of the event begun (``STREAM_EVENT_S`` after its first byte), or
@@ -291,8 +314,8 @@ def _lines(r: http.client.HTTPResponse, sock, path: str) -> Iterator[str]:
     except TooSlow:
         if buf:
             raise ServerError(f"{path} sent {len(buf)} bytes of an event in {STREAM_EVENT_S:g} s: too slow",
-                              reached=True) from None
-        raise ServerError(f"{path} sent nothing for {STREAM_GAP_S:g} s", reached=True) from None
+                              reached=True, kind="timeout") from None
+        raise ServerError(f"{path} sent nothing for {STREAM_GAP_S:g} s", reached=True, kind="timeout") from None
     except (OSError, http.client.HTTPException, ValueError, AttributeError) as exc:
         raise _broken(exc, path, total) from None
     if buf:

@@ -19,11 +19,14 @@ import time
 from dataclasses import dataclass, field
 
 from kvtop.runner.sanitize import clean_line
-from kvtop.runner.server.http import ServerClient, ServerError
+from kvtop.runner.server import load_outcomes as oc
+from kvtop.runner.server.http import DEADLINE_S, ServerClient, ServerError
 from kvtop.runner.server.load_prompts import PromptMaker, detokenize
 from kvtop.runner.server.load_watch import ServerWatch
 
 ENDPOINTS = ("completion", "chat")
+QUEUE_S = 600.0  # the longest a request waits for its slot, on top of the level's --duration
+MAX_IN_FLIGHT = 256  # --rate: arrivals beyond this many requests in flight wait for one to end
 
 
 @dataclass
@@ -34,12 +37,26 @@ class RequestResult:
     chunks: list[tuple[float, int]] = field(default_factory=list)  # (arrival, tokens in it)
     ok: bool = False
     cancelled: bool = False
-    error: str | None = None
+    error: str | None = None  # the reason, for every outcome but completed and cancelled
+    outcome: str = ""  # runner/server/load_outcomes.py; "" for a result made by hand
     prompt_n: int | None = None  # the server's timings
     prompt_ms: float | None = None
     predicted_n: int | None = None
     predicted_ms: float | None = None
     cache_n: int | None = None
+
+    @property
+    def kind(self) -> str:
+        """The outcome, also of a result made without one (completed, cancelled or truncated)."""
+        if self.outcome:
+            return self.outcome
+        return oc.COMPLETED if self.ok else oc.CANCELLED if self.cancelled else oc.TRUNCATED
+
+    def end(self, outcome: str, reason: str | None = None) -> RequestResult:
+        self.outcome, self.error = outcome, reason
+        self.ok, self.cancelled = outcome == oc.COMPLETED, outcome == oc.CANCELLED
+        self.t_end = time.monotonic()
+        return self
 
     @property
     def ttft_s(self) -> float | None:
@@ -73,6 +90,10 @@ class LevelRun:
     t_end: float
     watch: ServerWatch
     stopped: bool = False
+    dead: str | None = None  # why the run ended here: a server stopped answering
+    slots: list[int] | None = None  # each server's slots
+    held_back: int = 0  # --rate: arrivals that waited for a request in flight to end
+    restarted: str | None = None  # a server whose process changed (runner/commands/load.py)
 
 
 def _num(v, kind=float):
@@ -113,32 +134,39 @@ def payload(endpoint: str, prompt, n_predict: int) -> tuple[str, dict]:
 
 
 def stream_one(client: ServerClient, server: int, endpoint: str, prompt, n_predict: int,
-               stop: threading.Event) -> RequestResult:
+               stop: threading.Event, wait_more=None) -> RequestResult:
+    """One streamed request and its outcome (runner/server/load_outcomes.py)."""
     path, body = payload(endpoint, prompt, n_predict)
     r = RequestResult(server, time.monotonic())
+    ended = False
     try:
-        for ev in client.stream_events(path, body):
+        for ev in client.stream_events(path, body, wait_more):
             k = _tokens_in(ev, endpoint)
             if k:
                 r.chunks.append((time.monotonic(), k))
             _take_timings(r, ev)
+            ended = ended or oc.is_stop(ev, endpoint)
             if stop.is_set():
                 break
-        r.ok = not stop.is_set()
-        r.cancelled = stop.is_set()
     except ServerError as exc:
-        r.cancelled = stop.is_set()
-        r.error = None if r.cancelled else clean_line(str(exc), 200)
-    r.t_end = time.monotonic()
-    return r
+        return r.end(oc.CANCELLED) if stop.is_set() else r.end(*oc.of_error(exc, r.tokens))
+    if stop.is_set():
+        return r.end(oc.CANCELLED)
+    return r.end(*oc.of_stream(path, ended, r.tokens, n_predict, exact=r.predicted_n is not None))
 
 
 class LoadDriver:
     """Sends the load; thread-safe ``stop()`` for Ctrl+C and the UI's Esc."""
 
     def __init__(self, urls: list[str], api_key: str | None, prompt_tokens: int, shared_prefix: int = 0,
-                 endpoint: str = "completion", poll_s: float = 0.5):
+                 endpoint: str = "completion", poll_s: float = 0.5, slots: list[int] | None = None,
+                 answer_s: float = DEADLINE_S, max_in_flight: int = MAX_IN_FLIGHT):
+        """``slots``: each server's slots (the rows say how many users shared them);
+        ``answer_s``: how long a request waits for its answer to begin before kvtop asks
+        the server whether it is queued (then it waits on, up to ``QUEUE_S`` + --duration)."""
         self.urls, self.api_key, self.endpoint, self.poll_s = list(urls), api_key, endpoint, poll_s
+        self.slots, self.answer_s, self.max_in_flight = slots, answer_s, max_in_flight
+        self.dead: str | None = None
         self.stop_event = threading.Event()
         self._lock = threading.Lock()
         self._clients: set[ServerClient] = set()
@@ -163,7 +191,7 @@ class LoadDriver:
             c.close_stream()
 
     def _client(self, server: int) -> ServerClient:
-        c = ServerClient(self.urls[server], self.api_key)
+        c = ServerClient(self.urls[server], self.api_key, self.answer_s)
         with self._lock:
             self._clients.add(c)
         return c
@@ -177,13 +205,49 @@ class LoadDriver:
         ids = self.makers[server].ids(*key)
         return detokenize(client, ids) if self.endpoint == "chat" else ids
 
-    def one(self, client: ServerClient, server: int, key: tuple, n_predict: int) -> RequestResult:
+    def one(self, client: ServerClient, server: int, key: tuple, n_predict: int,
+            queue_s: float = QUEUE_S) -> RequestResult:
+        """One request; one that did not complete asks whether its server still answers
+        (a dead server ends the run: ``dead``, and every stream is closed)."""
         try:
             prompt = self._prompt(client, server, key)
         except ServerError as exc:
-            now = time.monotonic()
-            return RequestResult(server, now, now, error=clean_line(str(exc), 200), cancelled=self.stopped)
-        return stream_one(client, server, self.endpoint, prompt, n_predict, self.stop_event)
+            r = RequestResult(server, time.monotonic())
+            r = r.end(oc.CANCELLED) if self.stopped else r.end(*oc.of_error(exc, 0))
+        else:
+            r = stream_one(client, server, self.endpoint, prompt, n_predict, self.stop_event,
+                           lambda waited: waited < queue_s and not self.stopped and self._queued(server))
+        if r.kind in (oc.TRUNCATED, oc.TIMED_OUT, oc.UNREACHABLE) and not self.stopped:
+            self._check_alive(server)
+        return r
+
+    def _probe(self, server: int, path: str):
+        c = ServerClient(self.urls[server], self.api_key, 3.0)
+        try:
+            return c.get_json(path)
+        finally:
+            c.close()
+
+    def _queued(self, server: int) -> bool:
+        """Whether a request not yet begun waits for a slot: every slot busy with others
+        (/slots), or /slots off but the server answers."""
+        try:
+            slots = self._probe(server, "/slots")
+        except ServerError as exc:
+            return exc.reached and exc.status != 401
+        return isinstance(slots, list) and bool(slots) and \
+            all(isinstance(s, dict) and s.get("is_processing") for s in slots)
+
+    def _check_alive(self, server: int) -> None:
+        try:
+            self._probe(server, "/health")
+        except ServerError as exc:
+            if exc.reached:  # it answers, if not well (503 while loading): alive
+                return
+            with self._lock:
+                if self.dead is None:
+                    self.dead = clean_line(f"{self.urls[server]} stopped answering ({exc})", 300)
+            self.stop()
 
     def warm_up(self, users: int, n_predict: int = 4) -> None:
         """One short request per user, not measured: the model's pages in memory, every
@@ -197,15 +261,16 @@ class LoadDriver:
         results: list[RequestResult] = []
         watch = ServerWatch(self.urls, self.api_key, self.poll_s if measure else None)
         t0 = time.monotonic()
+        queue_s = QUEUE_S + (duration or 0.0)
 
         def user(u: int) -> None:
             server = u % len(self.urls)
             c = self._client(server)
             try:
-                i = 0
+                i = 0  # every user sends one request at least, however short --duration
                 while not self.stopped and (requests is None or i < requests) and \
-                        (duration is None or time.monotonic() - t0 < duration):
-                    r = self.one(c, server, (*key, u, i), n_predict)
+                        (duration is None or i == 0 or time.monotonic() - t0 < duration):
+                    r = self.one(c, server, (*key, u, i), n_predict, queue_s)
                     with self._lock:
                         results.append(r)
                     i += 1
@@ -213,7 +278,8 @@ class LoadDriver:
                 self._drop(c)
 
         self._run_threads([threading.Thread(target=user, args=(u,), daemon=True) for u in range(users)], watch)
-        return LevelRun(users, None, results, t0, time.monotonic(), watch, self.stopped)
+        return LevelRun(users, None, results, t0, time.monotonic(), watch, self.stopped, self.dead,
+                        self.slots)
 
     def open_loop(self, rate: float, n_predict: int, requests: int | None, duration: float | None,
                   key: tuple, seed: int = 0) -> LevelRun:
@@ -224,25 +290,35 @@ class LoadDriver:
         rng = random.Random(f"{seed}/{rate}")
         t0 = time.monotonic()
         threads: list[threading.Thread] = []
+        free = threading.Semaphore(self.max_in_flight)  # one thread per request in flight, so many at most
+        held = [0]
 
         def request(i: int) -> None:
             server = i % len(self.urls)
             c = self._client(server)
             try:
-                r = self.one(c, server, (*key, i), n_predict)
+                r = self.one(c, server, (*key, i), n_predict, QUEUE_S + (duration or 0.0))
                 with self._lock:
                     results.append(r)
             finally:
                 self._drop(c)
+                free.release()
 
         def arrivals() -> None:
             i, t_next = 0, t0
             while not self.stopped and (requests is None or i < requests):
                 t_next += rng.expovariate(rate)
-                if duration is not None and t_next - t0 >= duration:
+                if duration is not None and i > 0 and t_next - t0 >= duration:
                     break
                 if self.stop_event.wait(max(t_next - time.monotonic(), 0.0)):
                     break
+                if not free.acquire(blocking=False):
+                    held[0] += 1
+                    while not free.acquire(timeout=0.2):
+                        if self.stopped:
+                            break
+                    if self.stopped:
+                        break
                 t = threading.Thread(target=request, args=(i,), daemon=True)
                 t.start()
                 threads.append(t)
@@ -251,7 +327,8 @@ class LoadDriver:
                 t.join()
 
         self._run_threads([threading.Thread(target=arrivals, daemon=True)], watch)
-        return LevelRun(None, rate, results, t0, time.monotonic(), watch, self.stopped)
+        return LevelRun(None, rate, results, t0, time.monotonic(), watch, self.stopped, self.dead,
+                        self.slots, held[0])
 
     def _run_threads(self, threads: list[threading.Thread], watch: ServerWatch) -> None:
         watch.start()

@@ -36,6 +36,9 @@ def _system_busy() -> float | None:
     return sum(t) - t.idle - getattr(t, "iowait", 0.0) - getattr(t, "guest", 0.0) - getattr(t, "guest_nice", 0.0)
 
 
+MIN_CPU_S = 0.5
+
+
 class ServerWatch:
     """Polls every server every ``poll_s`` (None: not at all) between ``start`` and ``finish``."""
 
@@ -108,7 +111,9 @@ class ServerWatch:
             return None, None
         (w0, own0, srv0, sys0), (w1, own1, srv1, sys1) = self._cpu0, self._cpu1
         dt = w1 - w0
-        if dt <= 0 or own0 is None or own1 is None:
+        # CPU times tick in 10 ms: over a level shorter than MIN_CPU_S, one tick is a fifth
+        # of a core or more (a 1 ns --duration once read kvtop at 5.9 cores of 2)
+        if dt < MIN_CPU_S or own0 is None or own1 is None:
             return None, None
         own = max(own1 - own0, 0.0) / dt
         others = None

@@ -16,7 +16,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.content import Content
 
-from kvtop.runner.commands.load_output import meets
+from kvtop.runner.commands.load_output import meets, outcomes
 from kvtop.runner.units import fmt_rate
 from kvtop.tui.panes.base import PanePlot, PaneStatic
 from kvtop.tui.panes.decode_chart import nice_ticks, tick_labels
@@ -108,7 +108,9 @@ def table(rows: list[dict], plan: LoadChartPlan) -> Content:
         level = f"{r['users']} user{'s' if r['users'] != 1 else ''}" if r["users"] is not None else f"{r['rate']:g}/s"
         ttft = "?" if r["ttft_p95_s"] is None else f"{r['ttft_p95_s']:.2f} s"
         roof = f", roof {fmt_rate(ceiling(r))}" if ceiling(r) else ""
-        failed = f", {r['failed']} failed" if r["failed"] else ""
+        failed = f", {outcomes(r)}" if r["failed"] else ""  # 2 truncated, 1 refused
+        if r.get("partial"):
+            level += " (partial)"
         lines.append(Content(f"{level:>9}: {fmt_rate(r['gen_tok_s'])} in all, {fmt_rate(r['per_user_gen_tok_s'])} "
                              f"each, TTFT p95 {ttft}{roof}; {r['completed']} ok{failed}"))
     return Content("\n").join(lines)

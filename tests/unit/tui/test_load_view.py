@@ -53,6 +53,15 @@ def test_a_roof_far_above_the_curve_is_named_not_drawn():
     assert "52x: above the scale" in legend and "━ roof" not in legend
 
 
+def test_the_pane_names_the_outcomes_and_a_partial_level():
+    from kvtop.tui.panes.load import table
+
+    r = row(2, 6.0, 3.0, 0.5)
+    r.update(completed=1, failed=3, truncated=2, refused=1, partial="http://a stopped answering")
+    text = table([r], plan_load_chart([r], None, None)).plain
+    assert "2 users (partial):" in text and "1 ok, 2 truncated, 1 refused" in text, text
+
+
 def test_a_fleet_plots_its_all_rows_and_no_roof_when_one_is_unknown():
     rows = [row(1, 5.0, 5.0, 0.2, 30.0, "http://a"), row(1, 5.0, 5.0, 0.2, 30.0, "http://b"),
             row(2, 10.0, 5.0, 0.2, None, "all")]
@@ -233,3 +242,23 @@ async def test_the_chats_keys_do_nothing_in_the_load_view():
             assert run.result is None and not run.stopping and srv.state.busy == 2  # the load goes on
             await pilot.press("ctrl+c")
             await wait_for(pilot, lambda: not app.is_running, timeout=10)
+
+
+async def test_a_server_killed_mid_level_says_why_in_the_status_and_marks_the_level():
+    """The live view of a dead server: the level in flight is a row marked partial, the
+    status line says the server stopped answering, no later level runs."""
+    from kvtop.tui.panes.load import LoadPane
+
+    with FakeLlamaServer(token_s=0.05) as srv:
+        app = live_app(args(users=[1, 2, 4], n_predict=40, requests=2), srv.url)
+        run = app.options.load
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_for(pilot, lambda: len(srv.state.prompts) >= 3 and srv.state.busy >= 1)  # level 2
+            srv.kill()
+            await wait_for(pilot, lambda: run.result is not None, timeout=15)
+            await wait_for(pilot, lambda: "stopped answering" in app.query_one("#load-status").render().plain)
+            assert [r["users"] for r in app.query_one(LoadPane).rows] == [1, 2]
+            assert "2 users (partial):" in app.query_one("#load-table").render().plain
+            await pilot.press("q")
+        assert not app.is_running
+    assert run.result.error and "is partial, 1 later level not run" in run.result.error
