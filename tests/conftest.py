@@ -82,10 +82,22 @@ def _worker_index(config) -> int | None:
     return int(wid[2:]) if wid and wid.startswith("gw") else None
 
 
+def _only_unit(config) -> bool:
+    """Whether every path the run was given is under tests/unit."""
+    unit = os.path.join(ROOT, "tests", "unit")
+    paths = [os.path.abspath(str(a).split("::")[0]) for a in config.args] or [os.path.join(ROOT, "tests")]
+    return all(p == unit or p.startswith(unit + os.sep) for p in paths)
+
+
 def pytest_xdist_auto_num_workers(config) -> int:
+    """One worker per usable core (the e2e tests compute: real models, a real
+    llama-server), at most MAX_WORKERS; ``pytest tests/unit`` gets two per core. Its
+    tests mostly wait (a pilot's pauses, a deadline's seconds): with 2 workers on 2
+    quiet cores they kept 41% of the CPU busy (148 s; 4 workers: 93 s, 6: 103 s)."""
     from kvtop.runner.settings import usable_cores
 
-    return max(1, min(usable_cores(), MAX_WORKERS))
+    per_core = 2 if _only_unit(config) else 1
+    return max(1, min(usable_cores() * per_core, MAX_WORKERS))
 
 
 def pytest_configure(config):
