@@ -73,7 +73,7 @@ def _number(v, name: str, want_int: bool) -> None:
 
 
 def _any(v, name: str) -> None:
-    """A field typed only ``dict`` (llama_perf_context): its numbers still get checked."""
+    """A field typed only ``dict`` or ``Mapping`` (llama_perf_context): its numbers still get checked."""
     if isinstance(v, dict):
         for k, x in v.items():
             _any(x, str(k))

@@ -18,7 +18,7 @@ import time
 
 from kvtop.runner import events as ev
 from kvtop.runner.llama_buffers import LlamaBuffers
-from kvtop.runner.process.commands import Chat, Generate, Load, MeasurePrompt, Quit, Reset, Tokenize
+from kvtop.runner.process.commands import Chat, Command, Generate, Load, MeasurePrompt, Quit, Reset, Tokenize
 from kvtop.runner.process.contract import SERVER, QueuedCommands, ReaderGuard, Sink
 from kvtop.runner.sanitize import clean_line
 from kvtop.runner.server.http import ServerClient, ServerError
@@ -39,7 +39,7 @@ class ServerEngine(QueuedCommands):
         self.info: ServerInfo | None = None
         self.loaded: ev.Loaded | None = None
         self.died = None
-        self._work: queue.SimpleQueue = queue.SimpleQueue()
+        self._work: queue.SimpleQueue[Command] = queue.SimpleQueue()
         self._guard = ReaderGuard()
         self._cancel_upto = 0
         self._running = 0
