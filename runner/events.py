@@ -138,7 +138,7 @@ class TurnMetrics:
     ubatches: tuple[tuple[int, float], ...] = ()  # (tokens, seconds) per prefill micro-batch
     # llama_perf_context cross-check. A Mapping, not a dict[...]: the trace check reads these
     # hints, and checks an untyped mapping's numbers under their own names (records.trace_check)
-    perf: Mapping[str, float] = field(default_factory=dict)
+    perf: Mapping[str, object] = field(default_factory=dict)  # a server's: {"server_timings": {...}}
     timeline: tuple[tuple[str, float, float], ...] = ()  # TTFT waterfall: (segment, start, seconds)
     # the threads this turn ran on (decode, prefill): fewer than the engine's when kvtop ran
     # it on the cores other processes left free; 0: not recorded (a server, an older trace)
