@@ -7,10 +7,14 @@ use them: ``normalise_url`` keeps a URL's login out of what is shown, and a
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from kvtop.runner.redact import no_login
 from kvtop.runner.sanitize import clean_line
+
+if TYPE_CHECKING:
+    from kvtop.runner.server.credentials import Credentials
 
 
 class ServerError(Exception):
@@ -41,5 +45,5 @@ def is_loopback(url: str) -> bool:
     return host in ("localhost", "::1") or host.startswith("127.")
 
 
-def api_key_from_env(given: str | None) -> str | None:
+def api_key_from_env(given: str | Credentials | None) -> str | Credentials | None:
     return given if given else os.environ.get("LLAMA_API_KEY") or None
