@@ -170,8 +170,8 @@ KEEP_KEYS = frozenset((
     "kind", "stop_reason", "flash_attn", "type_k", "type_v", "cache_type_k", "cache_type_v", "action",
     "cpu_name", "tflops_source", "screenshot_svg"))
 # Conversation text, by record: (event or record type, field)
-TEXT_FIELDS: dict[str, tuple[str, ...]] = {"TokenEvent": ("text",), "TurnDone": ("text",), "TurnStarted": ("diff_context",),
-               "RecordedUser": ("text",)}
+TEXT_FIELDS: dict[str, tuple[str, ...]] = {"TokenEvent": ("text",), "TurnDone": ("text",),
+                                           "TurnStarted": ("diff_context",), "RecordedUser": ("text",)}
 
 
 @overload
@@ -262,7 +262,7 @@ class Redactor:
         return v
 
     # ------------------------------------------------------------ parts
-    def argv(self, argv: list[object], text: bool = False) -> list[object]:
+    def argv(self, argv: Iterable[object], text: bool = False) -> list[object]:
         """The command line: ``-p``/``-sys`` values redacted (unless ``text``), the API key
         always, paths scrubbed."""
         out: list[object] = []

@@ -85,7 +85,8 @@ class Row:
         return [1e9 * n / t for t in self.samples_ns]
 
     @classmethod
-    def build(cls, values: Mapping[str, object], samples_ns: list[int], extras: Mapping[str, object] | None = None) -> Row:
+    def build(cls, values: Mapping[str, object], samples_ns: list[int],
+              extras: Mapping[str, object] | None = None) -> Row:
         row = cls({**FIXED, **values}, list(samples_ns), dict(extras or {}))
         ts = row.samples_ts
         row.values.update(avg_ns=int(mean(samples_ns)), stddev_ns=int(stdev(samples_ns)),

@@ -18,11 +18,18 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from kvtop.runner.cli_types import int_in, positive_float, positive_int
-from kvtop.runner.commands.common import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, fail, stopped_before
+from kvtop.runner.commands.common import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, Report, fail, stopped_before
 from kvtop.runner.commands.load_output import FORMATS, knee, meets, render, write_plot
+
+if TYPE_CHECKING:
+    from kvtop.runner.server.credentials import Credentials
+    from kvtop.runner.server.load_driver import LevelRun, LoadDriver
+    from kvtop.runner.server.props import ServerInfo
 
 
 def _float_list(text: str) -> list[float]:
@@ -31,7 +38,7 @@ def _float_list(text: str) -> list[float]:
 
 def build_parser() -> argparse.ArgumentParser:
     from kvtop.runner.commands.bench_plan import int_list
-    from kvtop.runner.physics.kv_bytes import KV_CACHE_TYPES
+    from kvtop.runner.model.quant_types import KV_CACHE_TYPES
 
     p = argparse.ArgumentParser(
         prog="kvtop load", allow_abbrev=False, formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -100,7 +107,7 @@ def check_args(p: argparse.ArgumentParser, a: argparse.Namespace) -> list[str]:
     return urls
 
 
-def load_main(argv: list[str], live=None) -> int:
+def load_main(argv: list[str], live: Live | None = None) -> int:
     """``live(a, urls, key, infos) -> SweepResult``: the live view (tui/start/launch_server.py ``load_live``), used
     on a terminal unless --no-tui; runner/ itself never imports the UI."""
     from kvtop.runner.server.credentials import Credentials
@@ -117,7 +124,7 @@ def load_main(argv: list[str], live=None) -> int:
         urls = [key.add(u) for u in check_args(p, a)]
     except ServerError as exc:
         p.error(str(exc))
-    infos = []
+    infos: list[ServerInfo] = []
     for url in urls:
         client = ServerClient(url, key)
         try:
@@ -138,11 +145,11 @@ def load_main(argv: list[str], live=None) -> int:
     return run_sweep(a, urls, key, infos)
 
 
-def levels_of(a, infos) -> list:
+def levels_of(a: argparse.Namespace, infos: Sequence[ServerInfo]) -> list[float]:
     if a.rate:
-        return a.rate
+        return list(a.rate)
     if a.users:
-        return a.users
+        return list(a.users)
     slots = sum(i.total_slots for i in infos)
     return [u for u in (1, 2, 4, 8) if u <= max(slots, 1)]
 
@@ -152,13 +159,20 @@ STOPPED = "stopped: streams in flight closed; "
 
 @dataclass
 class SweepResult:
-    rows: list[dict] = field(default_factory=list)
+    rows: list[Report] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     error: str | None = None
     stopped: bool = False
 
 
-def sweep(a, urls: list[str], key: str | None, infos, on_rows=None, driver_ready=None, say=None) -> SweepResult:
+# the live view (tui/start/launch_server.py load_live): None when it was stopped before any row
+Live = Callable[[argparse.Namespace, list[str], "Credentials", list["ServerInfo"]], "SweepResult | None"]
+
+
+def sweep(a: argparse.Namespace, urls: list[str], key: Credentials, infos: Sequence[ServerInfo],
+          on_rows: Callable[[list[Report]], None] | None = None,
+          driver_ready: Callable[[LoadDriver], None] | None = None,
+          say: Callable[[str], None] | None = None) -> SweepResult:
     """Every level, one after another. ``on_rows(rows)`` gets each level's rows as it ends
     (the live view), ``driver_ready(driver)`` the driver (to stop it), ``say(text)`` the
     progress (default: stderr). Ctrl+C (or ``driver.stop()``) ends the level in flight."""
@@ -179,7 +193,7 @@ def sweep(a, urls: list[str], key: str | None, infos, on_rows=None, driver_ready
             driver_ready(driver)
         if a.warmup and not driver.stopped:
             say("warm-up (not measured)")
-            driver.warm_up(min(max(levels) if not a.rate else 1, sum(i.total_slots for i in infos)))
+            driver.warm_up(int(min(max(levels) if not a.rate else 1, sum(i.total_slots for i in infos))))
         for li, level in enumerate(levels):
             if driver.stopped:
                 break
@@ -209,11 +223,11 @@ def sweep(a, urls: list[str], key: str | None, infos, on_rows=None, driver_ready
     return out
 
 
-def run_sweep(a, urls: list[str], key: str | None, infos) -> int:
+def run_sweep(a: argparse.Namespace, urls: list[str], key: Credentials, infos: Sequence[ServerInfo]) -> int:
     return finish(a, urls, sweep(a, urls, key, infos))
 
 
-def finish(a, urls: list[str], out: SweepResult) -> int:
+def finish(a: argparse.Namespace, urls: list[str], out: SweepResult) -> int:
     """The rows on stdout (and the plot); the exit code: 130 after a stop, 1 after an error."""
     error = out.error
     notes_printed = bool(out.rows) and a.output == "md"  # md prints the notes under the table
@@ -238,26 +252,26 @@ def finish(a, urls: list[str], out: SweepResult) -> int:
     return EXIT_OK if out.rows else EXIT_ERROR
 
 
-def one_level(driver, a, level, li: int):
+def one_level(driver: LoadDriver, a: argparse.Namespace, level: float, li: int) -> LevelRun:
     if a.rate:
         requests = a.requests or (None if a.duration else 16)
         return driver.open_loop(level, a.n_predict, requests, a.duration, ("rate", li))
     requests = a.requests or (None if a.duration else 4)
-    return driver.closed_loop(level, a.n_predict, requests, a.duration, ("level", li))
+    return driver.closed_loop(int(level), a.n_predict, requests, a.duration, ("level", li))  # users: whole numbers
 
 
-def progress(a, text: str) -> None:
+def progress(a: argparse.Namespace, text: str) -> None:
     if not a.quiet:
         print(f"kvtop load: {text}", file=sys.stderr, flush=True)
 
 
-def server_note(urls, infos, a) -> str:
+def server_note(urls: Sequence[str], infos: Sequence[ServerInfo], a: argparse.Namespace) -> str:
     parts = [f"{u} ({i.build_info}, {i.total_slots} slots of {i.n_ctx} tokens)" for u, i in zip(urls, infos)]
     return (f"kvtop load: -p {a.n_prompt} -n {a.n_predict} via /{a.endpoint}, "
             f"shared prefix {a.shared_prefix}; " + "; ".join(parts))
 
 
-def summary_notes(rows: list[dict], a) -> list[str]:
+def summary_notes(rows: list[Report], a: argparse.Namespace) -> list[str]:
     notes = []
     if any(r["client_saturated"] for r in rows):
         notes.append("the client used most of a core in some level: it may limit what it measured there")
@@ -267,7 +281,8 @@ def summary_notes(rows: list[dict], a) -> list[str]:
         mine = [r for r in rows if r["server"] == "all"] or rows
         k = knee(mine, a.slo_ttft, a.slo_tok_s)
         bad = [r for r in mine if not meets(r, a.slo_ttft, a.slo_tok_s)]
-        level = (lambda r: f"{r['users']} user{'s' if r['users'] != 1 else ''}" if r["users"] is not None else f"rate {r['rate']:g}/s")
+        level: Callable[[Report], str] = (lambda r: f"{r['users']} user{'s' if r['users'] != 1 else ''}"
+                                          if r["users"] is not None else f"rate {r['rate']:g}/s")
         notes.append("knee: " + (f"{level(k)} is the most that meets the targets" if k else "no level meets the targets")
                      + (f"; {level(bad[0])} misses them" if bad else ""))
     return notes

@@ -126,7 +126,8 @@ def builtin_names() -> tuple[str, ...]:
     return tuple(a.decode() for a in arr)
 
 
-def render_builtin(name_or_source: str, messages: list[dict[str, str]], add_generation_prompt: bool = True) -> str | None:
+def render_builtin(name_or_source: str, messages: list[dict[str, str]],
+                   add_generation_prompt: bool = True) -> str | None:
     """The prompt in llama.cpp's format ``name_or_source`` (a name, or a template text
     llama.cpp recognises by its markers); None when llama.cpp knows no such format."""
     import llama_cpp

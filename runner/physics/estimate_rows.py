@@ -127,7 +127,8 @@ class _TurnRows(TypedDict, total=False):
 
 def estimate_rows(facts: ModelFacts, layout: KVLayout, hw: HardwareProfile, settings: Settings, *,
                   buffers: LlamaBuffers | None = None, peak_rss: int | None = None,
-                  turn: TurnMetrics | None = None, turn_ran: bool = False, others_cpu: float | None = None) -> EstimateRows:
+                  turn: TurnMetrics | None = None, turn_ran: bool = False,
+                  others_cpu: float | None = None) -> EstimateRows:
     """The Estimate pane's rows.
 
     ``facts`` (runner.model.facts.ModelFacts), ``layout`` (runner.physics.kv_bytes.KVLayout),

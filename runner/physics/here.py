@@ -66,7 +66,8 @@ class Here:
     settings: Settings
 
     @classmethod
-    def at(cls, facts: ModelFacts, hw: HardwareProfile, settings: Settings, n_ctx: int | None = None, n_ubatch: int | None = None) -> Here:
+    def at(cls, facts: ModelFacts, hw: HardwareProfile, settings: Settings, n_ctx: int | None = None,
+           n_ubatch: int | None = None) -> Here:
         """With the KV cache of ``n_ctx`` cells (default: the settings')."""
         return cls(facts, layout_for(facts, settings, settings.n_ctx if n_ctx is None else n_ctx, n_ubatch),
                    hw, settings)

@@ -30,8 +30,8 @@ if TYPE_CHECKING:
     from kvtop.runner.system.hardware import HardwareProfile
 
 
-def _predict_flat(facts: ModelFacts, layout: KVLayout, hw: HardwareProfile, settings: Settings, prompt_tokens: int, output_tokens: int,
-                  reused_tokens: int) -> Prediction:
+def _predict_flat(facts: ModelFacts, layout: KVLayout, hw: HardwareProfile, settings: Settings, prompt_tokens: int,
+                  output_tokens: int, reused_tokens: int) -> Prediction:
     """The prediction with every FLOP at the devices' peak."""
     depth = reused_tokens + prompt_tokens + output_tokens // 2
     split = plan(facts, layout, hw, OffloadSettings.from_settings(settings), depth=depth,
@@ -71,7 +71,8 @@ def _all_on_the_probed_cpu(facts: ModelFacts, hw: HardwareProfile, settings: Set
             and (settings.n_gpu_layers == 0 or not (hw.gpus or hw.gpu_given)))
 
 
-def _prefill_on_cpu(facts: ModelFacts, layout: KVLayout, hw: HardwareProfile, settings: Settings, parts: list[tuple[int, int]]) -> float | None:
+def _prefill_on_cpu(facts: ModelFacts, layout: KVLayout, hw: HardwareProfile, settings: Settings,
+                    parts: list[tuple[int, int]]) -> float | None:
     """Each micro-batch's matrices and attention at the pace of its size; the output
     projection, run for the last token only, at the pace of one token."""
     cpu, cpu_tflops = hw.cpu, hw.cpu_tflops
@@ -87,7 +88,8 @@ def _prefill_on_cpu(facts: ModelFacts, layout: KVLayout, hw: HardwareProfile, se
     return total
 
 
-def _prefill_at_batches(facts: ModelFacts, layout: KVLayout, hw: HardwareProfile, settings: Settings, tokens: int, depth: int, whole_s: float | None) -> float | None:
+def _prefill_at_batches(facts: ModelFacts, layout: KVLayout, hw: HardwareProfile, settings: Settings, tokens: int,
+                        depth: int, whole_s: float | None) -> float | None:
     """Seconds to compute ``tokens`` after ``depth``, each micro-batch at its own FLOPS.
     ``whole_s`` (the whole prompt at the peak) keeps the FLOPs exact: the output
     projection runs once, for the last token, not once per micro-batch."""
@@ -108,7 +110,8 @@ def _prefill_at_batches(facts: ModelFacts, layout: KVLayout, hw: HardwareProfile
     return whole_s * at_batch / at_peak if at_peak > 0 else whole_s
 
 
-def predict_here(facts: ModelFacts, layout: KVLayout, hw: HardwareProfile, settings: Settings, prompt_tokens: int, output_tokens: int = 1,
+def predict_here(facts: ModelFacts, layout: KVLayout, hw: HardwareProfile, settings: Settings, prompt_tokens: int,
+                 output_tokens: int = 1,
                  reused_tokens: int = 0) -> Prediction:
     """A turn of ``prompt_tokens`` computed after ``reused_tokens`` cached, then
     ``output_tokens`` decoded (decode priced in the middle of the reply)."""
@@ -123,13 +126,15 @@ def predict_here(facts: ModelFacts, layout: KVLayout, hw: HardwareProfile, setti
                    response_s=pre + output_tokens / rate if rate else None)
 
 
-def ceilings_here(facts: ModelFacts, layout: KVLayout, hw: HardwareProfile, settings: Settings, depth: int) -> tuple[float | None, float | None]:
+def ceilings_here(facts: ModelFacts, layout: KVLayout, hw: HardwareProfile, settings: Settings,
+                  depth: int) -> tuple[float | None, float | None]:
     """(bandwidth ceiling, compute ceiling) in tok/s for a token decoded at ``depth``."""
     p = _predict_flat(facts, layout, hw, settings, 1, 1, max(depth - 1, 0))
     return p.decode_ceiling_tok_s, p.compute_ceiling_tok_s
 
 
-def prefill_seconds_here(facts: ModelFacts, layout: KVLayout, hw: HardwareProfile, settings: Settings, tokens: int, depth: int, *,
+def prefill_seconds_here(facts: ModelFacts, layout: KVLayout, hw: HardwareProfile, settings: Settings, tokens: int,
+                         depth: int, *,
                          at_peak: bool = False) -> float | None:
     """Seconds to compute ``tokens`` prompt tokens after ``depth`` cached, at the roofline:
     each micro-batch at the FLOPS of its size (``at_peak``: every FLOP at the peak)."""

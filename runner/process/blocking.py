@@ -78,7 +78,8 @@ class BlockingEngine:
     def _turn_end(self, turn_id: int) -> Callable[[object], bool]:
         return lambda e: isinstance(e, (ev.TurnDone, ev.TurnRefused)) and e.turn_id == turn_id
 
-    def chat(self, messages: Iterable[ChatMessage | Mapping[str, object]], on_event: OnEvent = _ignore, t_submit: float | None = None,
+    def chat(self, messages: Iterable[ChatMessage | Mapping[str, object]], on_event: OnEvent = _ignore,
+             t_submit: float | None = None,
              n_predict: int | None = None) -> ev.TurnDone | ev.TurnRefused:
         self._turn += 1
         self.client.submit(Chat(self._turn, as_messages(messages), t_submit or time.monotonic(), n_predict))

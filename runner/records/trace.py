@@ -116,7 +116,8 @@ class TraceWriter:
         name = type(e).__name__
         if name in EVENT_TYPES:
             # per-token events are flat: their __dict__ is their asdict(), without the deep copy
-            data = dict(e.__dict__) if name in ("TokenEvent", "PrefillProgress") else asdict(cast("DataclassInstance", e))
+            flat = name in ("TokenEvent", "PrefillProgress")
+            data = dict(e.__dict__) if flat else asdict(cast("DataclassInstance", e))  # an EVENT_TYPES dataclass
             self._write({"type": "event", "event": name, "data": data})
             if name in ("TurnDone", "TurnRefused", "Loaded", "EngineDied", "LoadFailed"):
                 self.flush()

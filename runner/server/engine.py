@@ -131,7 +131,8 @@ class ServerEngine(QueuedCommands):
 
     def _request(self, cmd: Chat | Generate) -> tuple[str, dict[str, object]]:
         s = self.settings
-        common: dict[str, object] = {"stream": True, "return_progress": True, "timings_per_token": True, "cache_prompt": True,
+        common: dict[str, object] = {
+                  "stream": True, "return_progress": True, "timings_per_token": True, "cache_prompt": True,
                   "temperature": s.temp, "top_k": s.top_k, "top_p": s.top_p, "min_p": s.min_p,
                   "repeat_penalty": s.repeat_penalty, "repeat_last_n": s.repeat_last_n,
                   "presence_penalty": s.presence_penalty, "frequency_penalty": s.frequency_penalty}

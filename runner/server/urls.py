@@ -7,7 +7,7 @@ use them: ``normalise_url`` keeps a URL's login out of what is shown, and a
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, overload
 from urllib.parse import urlsplit
 
 from kvtop.runner.redact import no_login
@@ -45,5 +45,9 @@ def is_loopback(url: str) -> bool:
     return host in ("localhost", "::1") or host.startswith("127.")
 
 
+@overload
+def api_key_from_env(given: str | None) -> str | None: ...
+@overload
+def api_key_from_env(given: Credentials) -> Credentials: ...
 def api_key_from_env(given: str | Credentials | None) -> str | Credentials | None:
     return given if given else os.environ.get("LLAMA_API_KEY") or None

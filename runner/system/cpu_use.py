@@ -55,7 +55,8 @@ def _system_busy() -> float | None:
 
     try:
         t = psutil.cpu_times()
-        return float(sum(t) - t.idle - getattr(t, "iowait", 0.0) - getattr(t, "guest", 0.0) - getattr(t, "guest_nice", 0.0))
+        busy = sum(t) - t.idle - getattr(t, "iowait", 0.0) - getattr(t, "guest", 0.0) - getattr(t, "guest_nice", 0.0)
+        return float(busy)
     except Exception:
         return None
 

@@ -179,7 +179,8 @@ class HardwareProfile:
         return asdict(self)
 
 
-def _cpu_figures(bandwidth_gbs: float | None, tflops: float | None, refresh: bool, cache_dir: str | None) -> tuple[float | None, float | None, str, CPUProbe | None]:
+def _cpu_figures(bandwidth_gbs: float | None, tflops: float | None, refresh: bool,
+                 cache_dir: str | None) -> tuple[float | None, float | None, str, CPUProbe | None]:
     """The CPU's (bandwidth, FLOPS, source, probe): the probe (cached per machine) for
     any figure not given."""
     if bandwidth_gbs is not None and tflops is not None:
