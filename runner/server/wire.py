@@ -111,7 +111,7 @@ class _Deadlined:
     sock: Any  # http.client's socket, then the DeadlineSocket around it
 
     def connect(self) -> None:
-        super().connect()  # type: ignore[misc]
+        super().connect()  # type: ignore[misc]  # a mixin: the http.client class after it in the MRO connects
         self.sock = DeadlineSocket(self.sock)
 
 
