@@ -7,7 +7,9 @@ parent's submit time can be subtracted.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from kvtop.runner.llama_buffers import LlamaBuffers
 
@@ -134,14 +136,16 @@ class TurnMetrics:
     n_ctx: int
     first_token_s: float | None = None  # prefill end -> first token sampled
     ubatches: tuple[tuple[int, float], ...] = ()  # (tokens, seconds) per prefill micro-batch
-    perf: dict = field(default_factory=dict)  # llama_perf_context cross-check
+    # llama_perf_context cross-check. A Mapping, not a dict[...]: the trace check reads these
+    # hints, and checks an untyped mapping's numbers under their own names (records.trace_check)
+    perf: Mapping[str, object] = field(default_factory=dict)  # a server's: {"server_timings": {...}}
     timeline: tuple[tuple[str, float, float], ...] = ()  # TTFT waterfall: (segment, start, seconds)
     # the threads this turn ran on (decode, prefill): fewer than the engine's when kvtop ran
     # it on the cores other processes left free; 0: not recorded (a server, an older trace)
     n_threads: int = 0
     n_threads_batch: int = 0
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -266,7 +270,7 @@ class EventBatch:
     receiving process a wake-up per token, which on a small machine steals time from
     llama.cpp's threads."""
 
-    events: tuple
+    events: tuple[object, ...]
 
 
 STOP_LABELS = {

@@ -30,6 +30,10 @@ from __future__ import annotations
 import os
 import platform
 import re
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar, overload
+
+T = TypeVar("T")
 
 NOTE = ("Redacted, safe to post: every message, reply, the system prompt and -p text is "
         "replaced by its length (\"<redacted: N chars>\"), every reply token by \"·\" with id 0; no API key "
@@ -62,7 +66,7 @@ MIN_SECRET = 6
 _secrets: list[str] = []  # longest first: a secret inside another is replaced after it
 
 
-def remember_secret(value) -> None:
+def remember_secret(value: object) -> None:
     if not isinstance(value, str) or len(value) < MIN_SECRET:
         return
     import html
@@ -80,7 +84,11 @@ def forget_secrets() -> None:
     _secrets.clear()
 
 
-def scrub(text):
+@overload
+def scrub(text: str) -> str: ...
+@overload
+def scrub(text: T) -> T: ...
+def scrub(text: object) -> object:
     """``text`` with every remembered secret ``<redacted>`` and URL logins left out: what
     every writer and the screen pass their text through (a non-string is returned as is)."""
     if not isinstance(text, str):
@@ -115,14 +123,18 @@ def scrub_json(text: str) -> str:
 _SVG_TEXT = re.compile(r">([^<]+)<")
 
 
-def scrub_svg(svg):
+@overload
+def scrub_svg(svg: str) -> str: ...
+@overload
+def scrub_svg(svg: T) -> T: ...
+def scrub_svg(svg: object) -> object:
     """An SVG scrubbed in its text only: coordinates and ids stay numbers and names."""
     if not isinstance(svg, str) or scrub(svg) == svg:
         return svg
     return _SVG_TEXT.sub(lambda m: ">" + scrub(m.group(1)) + "<", svg)
 
 
-def scrub_value(v):
+def scrub_value(v: object) -> Any:
     """Every string inside ``v`` (dicts, lists, keys too) scrubbed of secrets."""
     if isinstance(v, str):
         return scrub(v)
@@ -133,10 +145,11 @@ def scrub_value(v):
     return v
 
 
-def scrub_argv(argv) -> list:
+def scrub_argv(argv: Iterable[object] | None) -> list[object]:
     """The command line as any file may record it: ``--api-key`` values and URL logins
     left out, the text kept (``Redactor.argv`` also leaves out the text)."""
-    out, hide = [], False
+    out: list[object] = []
+    hide = False
     for arg in argv or ():
         if not isinstance(arg, str):
             out.append(arg)
@@ -157,11 +170,15 @@ KEEP_KEYS = frozenset((
     "kind", "stop_reason", "flash_attn", "type_k", "type_v", "cache_type_k", "cache_type_v", "action",
     "cpu_name", "tflops_source", "screenshot_svg"))
 # Conversation text, by record: (event or record type, field)
-TEXT_FIELDS = {"TokenEvent": ("text",), "TurnDone": ("text",), "TurnStarted": ("diff_context",),
-               "RecordedUser": ("text",)}
+TEXT_FIELDS: dict[str, tuple[str, ...]] = {"TokenEvent": ("text",), "TurnDone": ("text",),
+                                           "TurnStarted": ("diff_context",), "RecordedUser": ("text",)}
 
 
-def redact_text(text) -> str:
+@overload
+def redact_text(text: str) -> str: ...
+@overload
+def redact_text(text: T) -> T: ...
+def redact_text(text: object) -> object:
     """``"<redacted: 143 chars>"``: the length, not the text ("" stays "": nothing to hide,
     and an empty token delta means an incomplete character, which replay keeps)."""
     if not isinstance(text, str):
@@ -171,14 +188,14 @@ def redact_text(text) -> str:
     return f"<redacted: {len(text)} char{'' if len(text) == 1 else 's'}>"
 
 
-def _word(name: str) -> re.Pattern | None:
+def _word(name: str) -> re.Pattern[str] | None:
     """``name`` as a whole word (not inside another name); None when too short to tell."""
     if len(name) < 3:
         return None
     return re.compile(r"(?<![A-Za-z0-9])" + re.escape(name) + r"(?![A-Za-z0-9])")
 
 
-def _component(name: str) -> re.Pattern | None:
+def _component(name: str) -> re.Pattern[str] | None:
     """``name`` as a whole path component (``/mnt/alice/models``)."""
     if not name:
         return None
@@ -211,7 +228,7 @@ class Redactor:
         self._home_re = [re.compile(re.escape(h) + r"(?=[/\\]|$|[^A-Za-z0-9_.-])") for h in self.homes]
         user = current_user() if user is None else user
         host = platform.node() if host is None else host
-        self._names: list[tuple[re.Pattern, str]] = []
+        self._names: list[tuple[re.Pattern[str], str]] = []
         hosts = {host, host.split(".")[0]} if host else set()
         for name, label in [(h, "<host>") for h in sorted(hosts, key=len, reverse=True)] + [(user, "<user>")]:
             for pattern in (_word(name), _component(name)):
@@ -234,7 +251,7 @@ class Redactor:
             text = pattern.sub(label, text)
         return text
 
-    def value(self, v, key: str = ""):
+    def value(self, v: object, key: str = "") -> Any:
         """Every string inside ``v`` scrubbed, except under ``KEEP_KEYS``; keys kept."""
         if isinstance(v, str):
             return self.home(v) if key in KEEP_KEYS else self.string(v)
@@ -245,10 +262,11 @@ class Redactor:
         return v
 
     # ------------------------------------------------------------ parts
-    def argv(self, argv: list, text: bool = False) -> list:
+    def argv(self, argv: Iterable[object], text: bool = False) -> list[object]:
         """The command line: ``-p``/``-sys`` values redacted (unless ``text``), the API key
         always, paths scrubbed."""
-        out, hide = [], None
+        out: list[object] = []
+        hide: Callable[[str], str] | None = None
         for arg in argv:
             if not isinstance(arg, str):
                 out.append(arg)
@@ -259,7 +277,8 @@ class Redactor:
                 continue
             flag, eq, val = arg.partition("=")
             kind = "secret" if flag in SECRET_FLAGS else "text" if flag in TEXT_FLAGS and not text else None
-            conceal = (lambda _v: SECRET) if kind == "secret" else redact_text if kind == "text" else None
+            conceal: Callable[[str], str] | None = (
+                (lambda _v: SECRET) if kind == "secret" else redact_text if kind == "text" else None)
             if conceal is not None and eq:
                 out.append(flag + "=" + conceal(val))
             elif conceal is not None:
@@ -271,14 +290,14 @@ class Redactor:
                 out.append(scrub(arg) if text else self.string(arg))
         return out
 
-    def settings(self, settings: dict) -> dict:
+    def settings(self, settings: object) -> Any:
         out = self.value(settings)
         if isinstance(settings, dict) and "system_prompt" in settings:
             out["system_prompt"] = redact_text(settings["system_prompt"])
         return out
 
-    def trace_header(self, header: dict) -> dict:
-        out = self.value({k: v for k, v in header.items() if k not in ("argv", "settings", "host")})
+    def trace_header(self, header: dict[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = self.value({k: v for k, v in header.items() if k not in ("argv", "settings", "host")})
         out["redacted"] = True
         out["redaction"] = NOTE
         if "argv" in header and isinstance(header["argv"], list):
@@ -287,7 +306,7 @@ class Redactor:
             out["settings"] = self.settings(header["settings"])
         return out
 
-    def trace_record(self, rec):
+    def trace_record(self, rec: object) -> Any:
         """One trace line (its JSON object), conversation text redacted."""
         if not isinstance(rec, dict):
             return rec
@@ -298,34 +317,34 @@ class Redactor:
             return {**rec, "text": redact_text(rec.get("text"))}
         if kind == "event" and isinstance(rec.get("data"), dict):
             data = self.value(rec["data"])
-            for name in TEXT_FIELDS.get(rec.get("event"), ()):
+            for name in TEXT_FIELDS.get(str(rec.get("event")), ()):
                 data[name] = _redact_any(rec["data"].get(name))
             if rec.get("event") == "TokenEvent":
                 data.update(_token_left_out(rec["data"]))
             return {**rec, "data": data}
         return self.value(rec)
 
-    def turn(self, turn: dict) -> dict:
+    def turn(self, turn: dict[str, Any]) -> dict[str, Any]:
         """A ``TurnRecord.to_dict()``: the user's text and the divergence context redacted."""
-        out = self.value(turn)
+        out: dict[str, Any] = self.value(turn)
         out["user"] = redact_text(turn.get("user"))
         out["diff_context"] = _redact_any(turn.get("diff_context"))
         return out
 
 
-def _token_left_out(data: dict) -> dict:
+def _token_left_out(data: dict[str, object]) -> dict[str, object]:
     """A reply token with nothing that tells which token it was: its id is 0 (a real
     token) or stays negative (a marker, no token: replay tells them apart), and its text
     is one "·" whatever it was, so neither the vocabulary nor the lengths give it back.
     The reply's whole length stays on its TurnDone."""
     tid = data.get("token_id")
-    out = {"text": TOKEN_MARK}
+    out: dict[str, object] = {"text": TOKEN_MARK}
     if isinstance(tid, int) and not isinstance(tid, bool):
         out["token_id"] = 0 if tid >= 0 else -1
     return out
 
 
-def _redact_any(v):
+def _redact_any(v: object) -> object:
     if isinstance(v, str):
         return redact_text(v)
     if isinstance(v, (list, tuple)):

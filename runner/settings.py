@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 from dataclasses import asdict, dataclass, replace
+from typing import Any
 
 from kvtop.runner.units import pad
 
@@ -97,7 +98,7 @@ class Settings:
         ``-t`` the user's threads stay, whatever the load."""
         return self.n_threads <= 0 or self.threads_why not in ("", "set by -t")
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 

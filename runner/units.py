@@ -25,7 +25,7 @@ def pad(n: int, to: int = N_CTX_PAD) -> int:
 _BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
 
 
-def _finite(x) -> bool:
+def _finite(x: object) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 

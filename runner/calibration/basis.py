@@ -6,6 +6,7 @@ forecast and the panes price a turn the same way."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
@@ -13,6 +14,7 @@ from kvtop.runner.calibration.forecast import Basis
 
 if TYPE_CHECKING:
     from kvtop.runner.physics.here import Here
+    from kvtop.runner.system.cpu_probe import CPUProbe
 
 
 def roofline_basis(here: Here) -> Basis:
@@ -44,15 +46,13 @@ def roofline_basis(here: Here) -> Basis:
     measured = (cpu is not None and cpu.attention_tflops and s.flash_attn != "off"
                 and (s.n_gpu_layers == 0 or not here.hw.gpus))  # every layer's attention on this CPU
     return Basis(prefill_s, token_s, min(s.n_ubatch, s.n_batch), attention_share, peak_prefill_s,
-                 decode_attention_pace(here) if measured else None)
+                 decode_attention_pace(here, cpu) if measured and cpu is not None else None)
 
 
-def decode_attention_pace(here: Here):
+def decode_attention_pace(here: Here, cpu: CPUProbe) -> Callable[[int], float | None]:
     """Seconds of one decoded token's attention at a depth, each layer at the pace the
     CPU probe measured for heads of its size (runner.system.ggml_matmul.probe_attention)."""
     from kvtop.runner.physics.phase_costs import layer_attention_flops
-
-    cpu = here.hw.cpu
 
     @lru_cache(maxsize=4096)
     def decode_attention_s(depth: int) -> float | None:

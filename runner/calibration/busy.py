@@ -6,10 +6,15 @@ runs on a machine at 63-79% load became the calibration ("calibrated on 16 turns
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kvtop.runner.physics.verdicts import BUSY_SHARE
 
+if TYPE_CHECKING:
+    from typing_extensions import TypeIs  # typing.TypeIs is 3.13+
 
-def too_busy(others_cpu: float | None) -> bool:
+
+def too_busy(others_cpu: float | None) -> TypeIs[float]:
     """Whether a run with ``others_cpu`` (other processes' share of the CPU, 0..1; None:
     not measured) is left out of the calibration."""
     return others_cpu is not None and others_cpu >= BUSY_SHARE

@@ -3,14 +3,20 @@ what each finished turn adds, and the forecaster they make."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kvtop.runner.calibration.forecast import Basis, Forecaster
 from kvtop.runner.calibration.key import key_hash
 from kvtop.runner.calibration.samples import samples_from_turn
 from kvtop.runner.calibration.store import Samples, calibration_path, load_samples, save_samples
 
+if TYPE_CHECKING:
+    from kvtop.runner.events import TurnMetrics
+    from kvtop.runner.settings import Settings
+
 
 class Calibration:
-    def __init__(self, cache_dir: str, key: dict):
+    def __init__(self, cache_dir: str, key: dict[str, object]):
         self.key = key
         self.path = calibration_path(cache_dir, key_hash(key))
         self.samples: Samples = load_samples(self.path)
@@ -21,7 +27,7 @@ class Calibration:
     def turns(self) -> int:
         return self.samples.turns
 
-    def record(self, metrics) -> bool:
+    def record(self, metrics: TurnMetrics) -> bool:
         """Add a finished turn's samples and save them; False when it held none. An
         ``OSError`` from saving propagates: the caller says so once and goes on."""
         new = samples_from_turn(metrics)
@@ -38,7 +44,8 @@ class Calibration:
         return self._forecaster
 
 
-def calibration_for(settings, cache_dir: str, server: str | None = None, gpu_names: tuple[str, ...] | None = None):
+def calibration_for(settings: Settings, cache_dir: str, server: str | None = None,
+                    gpu_names: tuple[str, ...] | None = None) -> Calibration:
     """The calibration the app and ``kvtop bench`` share for this model and settings
     (``server``: a llama-server's URL; ``gpu_names``: None asks NVML when layers are
     offloaded)."""

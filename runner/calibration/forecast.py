@@ -42,7 +42,7 @@ class Basis:
 @dataclass(frozen=True)
 class Forecast:
     prompt_tokens: int
-    cached_tokens: int
+    cached_tokens: int | None  # None: not known (a server's slot), said so rather than claimed 0
     reply_tokens: int
     ttft_s: float | None
     prefill_s: float | None
@@ -65,14 +65,14 @@ class Forecast:
 
     @property
     def new_tokens(self) -> int:
-        return max(self.prompt_tokens - self.cached_tokens, 0)
+        return max(self.prompt_tokens - (self.cached_tokens or 0), 0)
 
     def label(self) -> str:
         if self.basis == "calibrated":
             return f"calibrated on {self.n_turns:,} turn{'s' if self.n_turns != 1 else ''}"
         return "roofline (not calibrated yet)"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, object]:
         return {"ttft_s": self.ttft_s, "prefill_tok_s": self.prefill_tok_s, "decode_tok_s": self.decode_tok_s,
                 "reply_s": self.reply_s, "reply_tokens": self.reply_tokens, "basis": self.basis,
                 "n_samples": self.n_turns, "quiet_ttft_s": self.quiet_ttft_s if self.others_cpu is not None
@@ -144,12 +144,13 @@ class Forecaster:
     def _decode_attention(self, depth: int, measured: bool = False) -> float:
         """Seconds of one decode token's attention at ``depth``: at the pace the probe
         measured for it (``measured``), else at the roofline."""
-        if measured:
-            return self.basis.decode_attention_s(depth) or 0.0
-        if self.basis.attention_share is None:
+        b = self.basis
+        if measured and b.decode_attention_s is not None:  # measured: the probe timed it
+            return b.decode_attention_s(depth) or 0.0
+        if b.attention_share is None:
             return 0.0
-        roof = (self.basis.peak_prefill_s or self.basis.prefill_s)(1, depth)
-        return (roof or 0.0) * self.basis.attention_share(1, depth)
+        roof = (b.peak_prefill_s if b.peak_prefill_s is not None else b.prefill_s)(1, depth)
+        return (roof or 0.0) * b.attention_share(1, depth)
 
     def token_seconds(self, depth: int) -> float | None:
         roof = self.basis.token_s(depth)

@@ -42,7 +42,7 @@ def cpu_model_name() -> str:
 
 
 def calibration_key(settings: Settings, model_identity: str, gpu_names: tuple[str, ...] = (),
-                    engine: str = "local") -> dict:
+                    engine: str = "local") -> dict[str, object]:
     """The fields a calibration is keyed by, as a JSON-able dict (``engine``: "local",
     or "server <url>" for a llama-server, whose settings kvtop does not choose)."""
     s = settings.resolved()
@@ -54,5 +54,5 @@ def calibration_key(settings: Settings, model_identity: str, gpu_names: tuple[st
     }
 
 
-def key_hash(key: dict) -> str:
+def key_hash(key: dict[str, object]) -> str:
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]

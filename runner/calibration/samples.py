@@ -9,12 +9,17 @@ tokenize, the first sample, the trip to the screen).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kvtop.runner.calibration.store import Samples
+
+if TYPE_CHECKING:
+    from kvtop.runner.events import TurnMetrics
 
 MIN_DECODE_TOKENS = 4  # fewer intervals say more about the clock than about decode
 
 
-def samples_from_turn(m) -> Samples:
+def samples_from_turn(m: TurnMetrics) -> Samples:
     """``m``: a ``runner.events.TurnMetrics``."""
     prefill = []
     depth = m.reused_tokens

@@ -23,6 +23,7 @@ from kvtop.runner.calibration.store import Samples
 
 if TYPE_CHECKING:
     from kvtop.runner.calibration.calibration import Calibration
+    from kvtop.runner.events import TurnMetrics
     from kvtop.runner.physics.here import Here
     from kvtop.runner.settings import Settings
 
@@ -55,7 +56,7 @@ class Admission(Enum):
     EMPTY = "empty"  # it held no sample (a refused or empty turn)
 
 
-def admit(calibration: Calibration, metrics, others_cpu: float | None) -> Admission:
+def admit(calibration: Calibration, metrics: TurnMetrics, others_cpu: float | None) -> Admission:
     """The one rule for what calibrates the forecast (the app's turns and the bench's
     runs alike). An ``OSError`` from saving propagates: the caller says so once."""
     if too_busy(others_cpu):
@@ -129,5 +130,5 @@ class ForecastService:
         return Forecaster(self.basis, Samples()).forecast(prompt_tokens, cached or 0, reply)
 
     # ------------------------------------------------------------ learning
-    def admit(self, metrics, others_cpu: float | None) -> Admission:
+    def admit(self, metrics: TurnMetrics, others_cpu: float | None) -> Admission:
         return admit(self.calibration, metrics, others_cpu)

@@ -13,6 +13,7 @@ import math
 import os
 import tempfile
 from dataclasses import dataclass, field
+from typing import TypeGuard
 
 VERSION = 1
 MAX_PREFILL = 256  # micro-batches: (tokens, depth at start, seconds)
@@ -37,12 +38,12 @@ class Samples:
         return not (self.prefill or self.decode)
 
 
-def _finite(x, lo=0.0, hi=1e7) -> bool:
+def _finite(x: object, lo: float = 0.0, hi: float = 1e7) -> TypeGuard[float]:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and lo <= x <= hi
 
 
-def _triples(raw) -> list[tuple[int, int, float]]:
-    out = []
+def _triples(raw: object) -> list[tuple[int, int, float]]:
+    out: list[tuple[int, int, float]] = []
     for item in raw if isinstance(raw, list) else ():
         if (isinstance(item, list) and len(item) == 3 and _finite(item[0], 1) and _finite(item[1])
                 and _finite(item[2], 1e-9)):
@@ -70,7 +71,7 @@ def load_samples(path: str) -> Samples:
                    overhead[-MAX_OVERHEAD:], int(turns) if _finite(turns, 0, 1e9) else 0)
 
 
-def save_samples(path: str, key: dict, samples: Samples) -> None:
+def save_samples(path: str, key: dict[str, object], samples: Samples) -> None:
     """Write atomically; an ``OSError`` is the caller's to report (or ignore)."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
     data = {"version": VERSION, "key": key, "turns": samples.turns,

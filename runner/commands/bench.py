@@ -18,7 +18,9 @@ import argparse
 import statistics
 import sys
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from kvtop.runner.cli_types import INT32_MAX, int_in, positive_int
 from kvtop.runner.commands.bench_output import (
@@ -38,13 +40,19 @@ from kvtop.runner.commands.bench_plan import BenchTest, Lists, Load, fa_list, in
 from kvtop.runner.commands.common import EXIT_OK, fail
 from kvtop.runner.units import mib_to_bytes
 
+if TYPE_CHECKING:
+    from kvtop.runner.events import Loaded, TurnMetrics
+    from kvtop.runner.process.blocking import BlockingEngine
+    from kvtop.runner.server.credentials import Credentials
+    from kvtop.runner.settings import Settings
+
 BENCH_TEXT = (
     "The history of computing is a story of ever smaller, ever faster machines. "
     "Engineers measured every cycle, and users waited for every answer. "
 )
 DEFAULT_REPETITIONS = 3
 # kvtop's defaults for the listed parameters (a column shows when its list differs)
-DEFAULTS = {"n_prompt": [512], "n_gen": [128], "n_pg": [], "n_depth": [0], "n_gpu_layers": [0],
+DEFAULTS: dict[str, list[Any]] = {"n_prompt": [512], "n_gen": [128], "n_pg": [], "n_depth": [0], "n_gpu_layers": [0],
             "n_batch": [512], "n_ubatch": [512], "type_k": ["f16"], "type_v": ["f16"], "flash_attn": ["auto"],
             "n_threads": [0]}
 LOAD_FLAGS = {"n_threads": "-t", "n_batch": "-b", "n_ubatch": "-ub", "type_k": "-ctk", "type_v": "-ctv",
@@ -84,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     g = p.add_argument_group("test parameters (llama-bench's; lists and ranges, every combination runs)")
 
-    def listed(*flags, dest, type, metavar, help, **kw):
+    def listed(*flags: str, dest: str, type: Callable[[str], list[Any]], metavar: str, help: str, **kw: Any) -> None:
         g.add_argument(*flags, dest=dest, type=type, action="extend", default=None, metavar=metavar, help=help, **kw)
 
     listed("-p", "--n-prompt", dest="n_prompt", type=int_list(0), metavar="N",
@@ -98,8 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     listed("-t", "--threads", dest="n_threads", type=int_list(0, MAX_THREADS), metavar="N",
            help="threads (default: physical cores, capped at usable cores; 0 = that default)")
     listed("-b", "--batch-size", dest="n_batch", type=int_list(1), metavar="N", help="logical batch (default: 512)")
-    listed("-ub", "--ubatch-size", dest="n_ubatch", type=int_list(1), metavar="N",
-           help="micro-batch (default: 512)")
+    listed("-ub", "--ubatch-size", dest="n_ubatch", type=int_list(1), metavar="N", help="micro-batch (default: 512)")
     listed("-ctk", "--cache-type-k", dest="type_k", type=kv_type_list, metavar="T", help="K cache type (default: f16)")
     listed("-ctv", "--cache-type-v", dest="type_v", type=kv_type_list, metavar="T", help="V cache type (default: f16)")
     listed("-fa", "--flash-attn", dest="flash_attn", type=fa_list, metavar="on|off|auto", nargs="?", const=["on"],
@@ -127,7 +134,8 @@ def lists_from_args(a: argparse.Namespace) -> Lists:
     return Lists(**{k: list(getattr(a, k) if getattr(a, k) is not None else v) for k, v in DEFAULTS.items()})
 
 
-def open_engine(settings, in_process: bool, server: str | None = None, api_key: str | None = None):
+def open_engine(settings: Settings, in_process: bool, server: str | None = None,
+                api_key: str | Credentials | None = None) -> BlockingEngine:
     """The engine as call-and-wait (start, tokenize, reset, generate, close), in its child
     process, in this one, or a llama-server's."""
     from kvtop.runner.process.blocking import BlockingEngine
@@ -218,7 +226,7 @@ def render(fmt: str, results: list[tuple[Row, str]], lists: Lists, notes: list[s
     return {"csv": format_csv, "json": format_json, "jsonl": format_jsonl, "sql": format_sql}[fmt](rows)
 
 
-def load_settings(a: argparse.Namespace, load: Load, tests: list[BenchTest]):
+def load_settings(a: argparse.Namespace, load: Load, tests: list[BenchTest]) -> Settings:
     from kvtop.runner.settings import Settings, settings_from_args
 
     model = a.model or a.server
@@ -230,7 +238,8 @@ def load_settings(a: argparse.Namespace, load: Load, tests: list[BenchTest]):
                    flash_attn=load.flash_attn, n_gpu_layers=load.n_gpu_layers)
 
 
-def run_load(a, load: Load, tests: list[BenchTest], notes: list[str], progress: tuple[int, int]):
+def run_load(a: argparse.Namespace, load: Load, tests: list[BenchTest], notes: list[str],
+             progress: tuple[int, int]) -> Iterator[tuple[Row, str]]:
     """One engine load and its tests: yields (row, label) as each test finishes."""
     from kvtop.runner.commands.bench_busy import busy_fields, cpu_reading, others_share, warn_if_busy
     from kvtop.runner.process.contract import EngineUnavailable
@@ -274,7 +283,7 @@ def run_load(a, load: Load, tests: list[BenchTest], notes: list[str], progress: 
         eng.close()
 
 
-def token_stream(eng, n: int) -> list[int]:
+def token_stream(eng: BlockingEngine, n: int) -> list[int]:
     """``n`` or more tokens of BENCH_TEXT, repeated after one BOS (when the model adds one):
     the prompts of every test are its prefixes, so a depth is always the same tokens."""
     body = eng.tokenize(BENCH_TEXT, add_special=False)
@@ -285,7 +294,7 @@ def token_stream(eng, n: int) -> list[int]:
     return head + body * (n // len(body) + 1)
 
 
-def run_once(eng, stream: list[int], t: BenchTest, label: str | None = None):
+def run_once(eng: BlockingEngine, stream: list[int], t: BenchTest, label: str | None = None) -> TurnMetrics:
     """One repetition of ``t``: its TurnMetrics. A generation test's prompt is the depth
     (or one BOS token) and the KV cache keeps what of it is already there; a prompt test
     starts from an empty cache or from exactly the depth's tokens."""
@@ -299,7 +308,7 @@ def run_once(eng, stream: list[int], t: BenchTest, label: str | None = None):
     return _turn(eng, label, stream[:d + t.n_prompt], n + 1 if n else 1)
 
 
-def _turn(eng, label: str, tokens: list[int], n_predict: int):
+def _turn(eng: BlockingEngine, label: str, tokens: list[int], n_predict: int) -> TurnMetrics:
     from kvtop.runner.events import TurnRefused
 
     done = eng.generate(tokens, lambda e: None, n_predict=n_predict, ignore_eog=True)
@@ -308,7 +317,7 @@ def _turn(eng, label: str, tokens: list[int], n_predict: int):
     return done.metrics
 
 
-def seconds_of(t: BenchTest, m) -> float:
+def seconds_of(t: BenchTest, m: TurnMetrics) -> float:
     """One repetition's time, as llama-bench times it: the prompt's P tokens, N decodes, or both."""
     p, n = t.n_prompt, t.n_gen
     secs = 0.0
@@ -323,11 +332,9 @@ def seconds_of(t: BenchTest, m) -> float:
     return secs
 
 
-def record_calibration(settings, runs: list, server: str | None, others_cpu: float | None = None) -> None:
-    """Every bench run calibrates the forecast the app shows, by the app's rule
-    (``runner.calibration.service.admit``): the same model, settings and machine. A
-    cache folder that cannot be written is skipped: the bench's figures are what was
-    asked for."""
+def record_calibration(settings: Settings, runs: list[TurnMetrics], server: str | None, others_cpu: float | None = None) -> None:
+    """Every bench run calibrates the app's forecast by the app's rule (``service.admit``);
+    a cache folder that cannot be written is skipped: the figures are what was asked for."""
     from kvtop.runner.calibration.calibration import calibration_for
     from kvtop.runner.calibration.service import admit
     from kvtop.runner.records.paths import default_paths
@@ -340,7 +347,7 @@ def record_calibration(settings, runs: list, server: str | None, others_cpu: flo
         pass
 
 
-def row_meta(loaded, load: Load) -> dict:
+def row_meta(loaded: Loaded, load: Load) -> dict[str, object]:
     from kvtop.runner.engine.ggml_devices import BuildFacts, build_facts
 
     facts = BuildFacts("?", "", "") if loaded.server else build_facts()
@@ -348,8 +355,7 @@ def row_meta(loaded, load: Load) -> dict:
     meta = {
         "build_commit": commit, "build_number": number, "cpu_info": facts.cpu_info, "gpu_info": facts.gpu_info,
         "backends": facts.backends, "model_filename": loaded.path, "model_type": model_type_of(loaded),
-        "model_size": loaded.model_bytes or None, "model_n_params": loaded.n_params or None,
-    }
+        "model_size": loaded.model_bytes or None, "model_n_params": loaded.n_params or None}
     if loaded.server:  # the server's own, not published: unknown rather than 0
         return {**meta, **dict.fromkeys(("n_batch", "n_ubatch", "n_threads", "type_k", "type_v", "n_gpu_layers",
                                          "flash_attn", "load_mode"))}
@@ -360,15 +366,14 @@ def row_meta(loaded, load: Load) -> dict:
             "flash_attn": FA_NUMBER[load.flash_attn], "load_mode": "auto"}  # kvtop sets no load_mode
 
 
-def make_row(meta: dict, t: BenchTest, test_time: str, seconds: list[float], metrics: list, loaded, threads_why: str,
-             a) -> Row:
+def make_row(meta: dict[str, object], t: BenchTest, test_time: str, seconds: list[float], metrics: list[TurnMetrics],
+             loaded: Loaded, threads_why: str, a: argparse.Namespace) -> Row:
     ttft = [m.ttft_s for m in metrics if m.ttft_s is not None] if t.n_prompt else []
     b = loaded.buffers
     local = not loaded.server
     extras = {
         "kvtop_process": "server" if loaded.server else "in-process" if a.in_process else "child",
-        "kvtop_server": loaded.server,
-        "kvtop_n_ctx": loaded.n_ctx,
+        "kvtop_server": loaded.server, "kvtop_n_ctx": loaded.n_ctx,
         "kvtop_n_threads_batch": loaded.n_threads_batch if local else None,
         "kvtop_n_batch_used": loaded.n_batch if local else None,
         "kvtop_n_ubatch_used": loaded.n_ubatch if local else None,
@@ -377,13 +382,12 @@ def make_row(meta: dict, t: BenchTest, test_time: str, seconds: list[float], met
         "kvtop_ttft_s": statistics.median(ttft) if ttft else None,
         "kvtop_kv_bytes_allocated": mib_to_bytes(b.kv_mib) if local else None,
         "kvtop_weights_bytes": mib_to_bytes(b.weights_mib) if local else loaded.model_bytes or None,
-        "kvtop_compute_bytes": mib_to_bytes(b.compute_total_mib) if local else None,
-    }
+        "kvtop_compute_bytes": mib_to_bytes(b.compute_total_mib) if local else None}
     values = {**meta, "n_prompt": t.n_prompt, "n_gen": t.n_gen, "n_depth": t.n_depth, "test_time": test_time}
     return Row.build(values, [round(s * 1e9) for s in seconds], extras)
 
 
-def load_note(loaded, threads_why: str, a) -> str:
+def load_note(loaded: Loaded, threads_why: str, a: argparse.Namespace) -> str:
     """kvtop's line under the md table for one load: what llama-bench's columns leave out."""
     if loaded.server:
         return (f"kvtop: through llama-server {loaded.server} ({loaded.build_info}), {loaded.total_slots} slots; "

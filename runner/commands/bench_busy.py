@@ -9,14 +9,18 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING, TextIO
 
 from kvtop.runner.calibration.busy import busy_run_note, too_busy
 from kvtop.runner.system.cpu_use import CPUReading, cpu_use, read_cpu
 
+if TYPE_CHECKING:
+    from kvtop.runner.events import Loaded
+
 FIELD_FORMATS = ("json", "jsonl")  # these carry the warning as a field; the others on stderr
 
 
-def cpu_reading(eng, loaded) -> CPUReading | None:
+def cpu_reading(eng: object, loaded: Loaded) -> CPUReading | None:
     """A reading that tells the engine's CPU from the others'; None where it cannot
     (a server on another machine, or one whose process this machine does not know)."""
     pid = getattr(eng, "pid", None)
@@ -30,7 +34,7 @@ def cpu_reading(eng, loaded) -> CPUReading | None:
     return read_cpu(pid, os.getpid(), same_process=pid == os.getpid())
 
 
-def others_share(start: CPUReading | None, eng, loaded) -> float | None:
+def others_share(start: CPUReading | None, eng: object, loaded: Loaded) -> float | None:
     """Other processes' share of the CPU (0..1) since ``start``."""
     if start is None:
         return None
@@ -38,13 +42,13 @@ def others_share(start: CPUReading | None, eng, loaded) -> float | None:
     return cpu_use(start, end).others_share if end is not None else None
 
 
-def busy_fields(share: float | None) -> dict:
+def busy_fields(share: float | None) -> dict[str, object]:
     """The json/jsonl fields: the share measured and, for a busy run, the warning."""
     return {"kvtop_others_cpu": None if share is None else round(share, 4),
             "kvtop_busy": busy_run_note(share) if too_busy(share) else None}
 
 
-def warn_if_busy(label: str, share: float | None, fmt: str, err=None) -> bool:
+def warn_if_busy(label: str, share: float | None, fmt: str, err: TextIO | None = None) -> bool:
     """The stderr line for md/csv/sql; True when the run was busy (not calibrated)."""
     if not too_busy(share):
         return False

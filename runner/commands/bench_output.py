@@ -14,7 +14,12 @@ import csv
 import io
 import json
 import statistics
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kvtop.runner.events import Loaded
 
 # test::get_fields, in order
 FIELDS = (
@@ -56,11 +61,11 @@ def field_type(name: str) -> str:
     return "str"
 
 
-def mean(xs):
+def mean(xs: Sequence[float]) -> float:
     return sum(xs) / len(xs) if xs else 0.0
 
 
-def stdev(xs):
+def stdev(xs: Sequence[float]) -> float:
     """llama-bench's: the sample standard deviation, 0 for fewer than two."""
     return statistics.stdev(xs) if len(xs) > 1 else 0.0
 
@@ -70,9 +75,9 @@ class Row:
     """One test's result: llama-bench's fields (None where kvtop cannot know, e.g. a
     server's threads), its samples, and kvtop's own figures."""
 
-    values: dict
+    values: dict[str, Any]  # llama-bench's fields: numbers, text, None
     samples_ns: list[int]
-    extras: dict = field(default_factory=dict)
+    extras: dict[str, object] = field(default_factory=dict)
 
     @property
     def samples_ts(self) -> list[float]:
@@ -80,7 +85,8 @@ class Row:
         return [1e9 * n / t for t in self.samples_ns]
 
     @classmethod
-    def build(cls, values: dict, samples_ns: list[int], extras: dict | None = None) -> Row:
+    def build(cls, values: Mapping[str, object], samples_ns: list[int],
+              extras: Mapping[str, object] | None = None) -> Row:
         row = cls({**FIXED, **values}, list(samples_ns), dict(extras or {}))
         ts = row.samples_ts
         row.values.update(avg_ns=int(mean(samples_ns)), stddev_ns=int(stdev(samples_ns)),
@@ -91,7 +97,7 @@ class Row:
         return row
 
 
-def text_value(name: str, v) -> str:
+def text_value(name: str, v: Any) -> str:
     """A value as llama-bench's ``get_values`` writes it (csv, sql): ints, bools as 0/1,
     floats with six decimals; "" for unknown."""
     if v is None:
@@ -104,7 +110,7 @@ def text_value(name: str, v) -> str:
     return str(v)
 
 
-def json_value(name: str, v):
+def json_value(name: str, v: Any) -> object:
     if v is None:
         return None
     kind = field_type(name)
@@ -117,7 +123,7 @@ def json_value(name: str, v):
     return str(v)
 
 
-def json_object(row: Row) -> dict:
+def json_object(row: Row) -> dict[str, object]:
     out = {name: json_value(name, row.values[name]) for name in FIELDS}
     out["samples_ns"] = list(row.samples_ns)
     out["samples_ts"] = [round(x, 6) for x in row.samples_ts]
@@ -198,13 +204,13 @@ def md_fields(backend: str, shown: dict[str, bool]) -> list[str]:
 def md_cell(name: str, r: Row, test_label: str) -> str:
     v = r.values
     if name == "model":
-        return v["model_type"]
+        return str(v["model_type"])
     if name == "size":
         return size_text(v["model_size"])
     if name == "params":
         return params_text(v["model_n_params"])
     if name == "backend":
-        return v["backends"]
+        return str(v["backends"])
     if name == "test":
         return test_label
     if name == "t/s":
@@ -222,7 +228,7 @@ def format_md(rows: list[Row], labels: list[str], fields: list[str], build: str)
         need = max([len(DISPLAY.get(f, f))] + [len(c[i]) for c in cells])
         widths.append(-max(-w, need) if w < 0 else max(w, need))
 
-    def line(values):
+    def line(values: Sequence[str]) -> str:
         return "|" + "".join(f" {v:<{-w}} |" if w < 0 else f" {v:>{w}} |" for v, w in zip(values, widths))
 
     out = [line([DISPLAY.get(f, f) for f in fields]),
@@ -234,7 +240,7 @@ def format_md(rows: list[Row], labels: list[str], fields: list[str], build: str)
 FORMATS = ("md", "csv", "json", "jsonl", "sql")
 
 
-def build_of(loaded) -> tuple[str, int]:
+def build_of(loaded: Loaded) -> tuple[str, int]:
     """llama-bench's build_commit and build_number: a server's from its build_info
     ("b6123-1a2b3c4"); here, the llama-cpp-python that vendors llama.cpp."""
     if loaded.server:
@@ -248,7 +254,7 @@ def build_of(loaded) -> tuple[str, int]:
     return f"llama-cpp-python-{llama_cpp.__version__}", 0
 
 
-def model_type_of(loaded) -> str:
+def model_type_of(loaded: Loaded) -> str:
     """llama-bench's model_type: ``llama_model_desc`` ("llama 256M Q4_1"), as the engine
     reports it. A server does not publish it: the architecture and file type from the
     GGUF header when its model file is readable here (the size label needs the model

@@ -16,14 +16,20 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import asdict
+from typing import TYPE_CHECKING, Any
 
 from kvtop.runner.redact import NOTE, NOTE_WITH_TEXT, Redactor, scrub_svg, scrub_value
+
+if TYPE_CHECKING:
+    from kvtop.runner.model.facts import ModelFacts
+    from kvtop.runner.session.chat import ChatSession
+    from kvtop.runner.system.hardware import HardwareProfile
 
 BUNDLE_VERSION = 1
 TRACE_LIMIT = 32 * 2**20
 
 
-def trace_records(path: str | None, limit: int = TRACE_LIMIT) -> list | None:
+def trace_records(path: str | None, limit: int = TRACE_LIMIT) -> list[object] | None:
     """The trace's lines as JSON objects (a torn last line is left out)."""
     if not path:
         return None
@@ -32,7 +38,7 @@ def trace_records(path: str | None, limit: int = TRACE_LIMIT) -> list | None:
             data = fh.read(limit)
     except OSError:
         return None
-    out = []
+    out: list[object] = []
     for line in data.splitlines()[: 10**6]:
         try:
             out.append(json.loads(line))
@@ -41,7 +47,7 @@ def trace_records(path: str | None, limit: int = TRACE_LIMIT) -> list | None:
     return out
 
 
-def turn_dicts(session, redact: bool = True, redactor: Redactor | None = None) -> list[dict]:
+def turn_dicts(session: ChatSession, redact: bool = True, redactor: Redactor | None = None) -> list[dict[str, Any]]:
     """The session's turns as the bundle and the CSV write them."""
     turns = [t.to_dict() for t in session.turns]
     if not redact:
@@ -50,7 +56,7 @@ def turn_dicts(session, redact: bool = True, redactor: Redactor | None = None) -
     return [r.turn(t) for t in turns]
 
 
-def system_facts() -> dict:
+def system_facts() -> dict[str, object]:
     """What a bug report needs that the settings do not say: versions, the CPU's name,
     the load and the time the bundle was made."""
     import platform
@@ -75,8 +81,8 @@ def system_facts() -> dict:
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
 
 
-def debug_bundle(session, facts, hw, ui: dict, screenshot_svg: str, redact: bool = True,
-                 redactor: Redactor | None = None) -> dict:
+def debug_bundle(session: ChatSession, facts: ModelFacts | None, hw: HardwareProfile | None, ui: dict[str, object],
+                 screenshot_svg: str, redact: bool = True, redactor: Redactor | None = None) -> dict[str, object]:
     """The bundle; ``redact`` (the default) leaves out the conversation and the user's
     home, user and host names (``redactor`` fixes them, for tests)."""
     from kvtop.runner.commands.estimate import estimate_report

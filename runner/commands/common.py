@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import sys
+from typing import Any
 
 from kvtop.runner.sanitize import clean_line
 
@@ -42,7 +43,11 @@ def stopped_before(url: str) -> int:
     return EXIT_INTERRUPTED
 
 
-def json_safe(x):
+# a command's JSON report (estimate, load): built here, read back by its text form
+Report = dict[str, Any]
+
+
+def json_safe(x: object) -> Any:
     """``x`` with every non-finite float replaced by None: JSON has no NaN or Infinity
     (``json.dumps`` would write them, and strict readers reject the file)."""
     if isinstance(x, float) and not math.isfinite(x):

@@ -9,7 +9,7 @@ import argparse
 import json
 
 from kvtop.runner.cli_types import non_negative_int, positive_float, positive_int
-from kvtop.runner.commands.common import EXIT_OK, fail, json_safe, stopped_before
+from kvtop.runner.commands.common import EXIT_OK, Report, fail, json_safe, stopped_before
 from kvtop.runner.commands.estimate_devices import add_offload_flags, device_lines, device_report, offload_settings
 from kvtop.runner.commands.estimate_forecast import (
     add_forecast_flags,
@@ -22,7 +22,7 @@ from kvtop.runner.model.facts import ModelFacts
 from kvtop.runner.physics.here import Here
 from kvtop.runner.physics.kv_bytes import kv_layout
 from kvtop.runner.physics.memory_check import memory_check
-from kvtop.runner.physics.offload import OffloadSettings, plan
+from kvtop.runner.physics.offload import OffloadSettings, Plan, plan
 from kvtop.runner.physics.phase_costs import decode_weight_bytes
 from kvtop.runner.physics.roofline import Prediction, predict, predict_split
 from kvtop.runner.system.hardware import HardwareProfile
@@ -42,7 +42,7 @@ def estimate_report(
     n_gpu_layers: int = 0,
     conversation_tokens: int = 4000,
     offload: OffloadSettings | None = None,
-) -> dict:
+) -> Report:
     """``offload``: where layers and buffers go (default: llama.cpp's, with ``n_gpu_layers``
     and ``n_ubatch``); the decode figures are per device, summed."""
     if offload is None:
@@ -108,7 +108,7 @@ def estimate_report(
     }
 
 
-def _split_keys(facts: ModelFacts, split) -> dict:
+def _split_keys(facts: ModelFacts, split: Plan) -> Report:
     """What decode reads, the compute buffer (llama.cpp's compute and output buffers,
     over every device that holds some) and each device's share."""
     cb = split.compute
@@ -124,7 +124,7 @@ def _split_keys(facts: ModelFacts, split) -> dict:
     }
 
 
-def format_report(r: dict) -> str:
+def format_report(r: Report) -> str:
     rows = [
         ("model", r["name"] or r["model"]),
         ("architecture", f"{r['architecture'] or 'unknown'} ({r['file_type'] or '?'})"),
@@ -261,7 +261,7 @@ def estimate_main(argv: list[str]) -> int:
     return EXIT_OK
 
 
-def server_facts(a) -> tuple[dict | None, str | None]:
+def server_facts(a: argparse.Namespace) -> tuple[Report | None, str | None]:
     """``--server``: the served model's path, slots and per-slot n_ctx, from the server.
     Sets ``a.model`` (when readable here) and ``a.ctx`` (every slot's context: the KV
     and the memory check count what the server allocated); (info, error)."""
@@ -288,7 +288,7 @@ def server_facts(a) -> tuple[dict | None, str | None]:
             "n_ctx_per_slot": info.n_ctx, "build_info": info.build_info, "model_path": info.model_path}, None
 
 
-def server_block(server: dict, slot, a) -> dict:
+def server_block(server: Report, slot: Here, a: argparse.Namespace) -> Report:
     """The many-users figures: every slot decoding at --prompt-tokens depth (``slot``: the
     machine model with one slot's KV cache, runner.physics.here.Here)."""
     from kvtop.runner.physics.batching import batched_decode_ceiling, compute_tok_s

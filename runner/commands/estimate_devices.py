@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from kvtop.runner.cli_types import INT32_MAX, int_in, positive_float
+from kvtop.runner.commands.common import Report
 from kvtop.runner.physics.device_split import slowest
 from kvtop.runner.physics.offload import SPLIT_MODES, OffloadSettings, Plan
 from kvtop.runner.units import fmt_bytes, fmt_num
@@ -38,14 +39,14 @@ def add_offload_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--gpu-tflops", type=positive_float, help="every GPU's FLOPS in TFLOPS (default: the datasheet)")
 
 
-def offload_settings(a) -> OffloadSettings:
+def offload_settings(a: argparse.Namespace) -> OffloadSettings:
     return OffloadSettings(n_gpu_layers=a.n_gpu_layers, tensor_split=tuple(a.tensor_split),
                            split_mode=a.split_mode, main_gpu=a.main_gpu, kv_offload=not a.no_kv_offload,
                            n_ubatch=min(a.ubatch_size, a.batch_size), n_batch=a.batch_size,
                            flash_attn=a.flash_attn)
 
 
-def device_report(p: Plan) -> dict:
+def device_report(p: Plan) -> Report:
     """The JSON keys: ``devices`` (each device holding bytes: what one decode token reads
     there and the time that takes), ``binding_device``, ``offload``."""
     devices = []
@@ -67,7 +68,7 @@ def device_report(p: Plan) -> dict:
     }
 
 
-def device_lines(r: dict) -> list[tuple[str, str]]:
+def device_lines(r: Report) -> list[tuple[str, str]]:
     """The per-device rows, when more than one device holds bytes."""
     devices = r.get("devices") or []
     rows: list[tuple[str, str]] = []

@@ -6,10 +6,20 @@ file, the machine and the settings given here (``-t``, ``-ngl``, KV types, ``-fa
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from kvtop.runner.commands.common import Report
 from kvtop.runner.units import fmt_int, fmt_rate, fmt_seconds
 
+if TYPE_CHECKING:
+    import argparse
 
-def add_forecast_flags(p) -> None:
+    from kvtop.runner.calibration.load import CPULoad
+    from kvtop.runner.physics.here import Here
+    from kvtop.runner.settings import Settings
+
+
+def add_forecast_flags(p: argparse.ArgumentParser) -> None:
     from kvtop.runner.cli_types import non_negative_int
 
     p.add_argument("-t", "--threads", type=non_negative_int, default=0,
@@ -19,7 +29,7 @@ def add_forecast_flags(p) -> None:
 LOAD_S = 1.0  # today's load: what other processes use over one second, as the Memory pane's line
 
 
-def load_here(a, server: str | None):
+def load_here(a: argparse.Namespace, server: str | None) -> CPULoad | None:
     """Other processes' use of this CPU now (``CPULoad``), measured over ``LOAD_S``; None
     for a server elsewhere (its machine's load is not this one's) or without a model."""
     from kvtop.runner.calibration.load import CPULoad
@@ -32,7 +42,7 @@ def load_here(a, server: str | None):
     return CPULoad(use.others, use.cores) if use.others is not None else None
 
 
-def estimate_settings(a):
+def estimate_settings(a: argparse.Namespace) -> Settings:
     """The llama.cpp settings the flags give (``-c``, ``-t``, ``-b``, ``-ub``, ``-ngl``,
     ``-fa``, KV types, ``--swa-full``), resolved as the app resolves its own: the
     calibration's key and the machine model's settings."""
@@ -43,7 +53,8 @@ def estimate_settings(a):
                     cache_type_v=a.cache_type_v, swa_full=a.swa_full).resolved()
 
 
-def forecast_block(here, a, server: str | None = None, load=None) -> dict | None:
+def forecast_block(here: Here, a: argparse.Namespace, server: str | None = None,
+                   load: CPULoad | None = None) -> Report | None:
     """The ``forecast`` JSON key for a prompt of ``--prompt-tokens`` and a reply of
     ``--output-tokens`` on an empty cache, on ``here`` (runner.physics.here.Here, whose
     settings are ``estimate_settings(a)``), priced at ``load`` (``runner.calibration.load``;
@@ -62,7 +73,7 @@ def forecast_block(here, a, server: str | None = None, load=None) -> dict | None
             "load_note": load_note(fc)}
 
 
-def forecast_line(r: dict) -> tuple[str, str] | None:
+def forecast_line(r: Report) -> tuple[str, str] | None:
     fc = r.get("forecast")
     if not fc:
         return None

@@ -18,12 +18,20 @@ tasks), kvtop waits until no slot is busy, and prints the rows that finished. SI
 
 from __future__ import annotations
 
+import argparse
 import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
-from kvtop.runner.commands.common import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, fail, stopped_before, to_stderr
+from kvtop.runner.commands.common import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, Report, fail, stopped_before, to_stderr
 from kvtop.runner.commands.load_args import build_parser, check_args, check_concurrency, check_identity, in_flight_bound
 from kvtop.runner.commands.load_output import knee, meets, render, write_plot
+
+if TYPE_CHECKING:
+    from kvtop.runner.server.credentials import Credentials
+    from kvtop.runner.server.load_driver import LevelRun, LoadDriver
+    from kvtop.runner.server.props import ServerInfo
 
 
 class Stopped(KeyboardInterrupt):
@@ -37,13 +45,13 @@ class Stopped(KeyboardInterrupt):
 _signalled: list[int] = []
 
 
-def _on_signal(signum, _frame) -> None:
+def _on_signal(signum: int, _frame: object) -> None:
     if not _signalled:  # the first one stops; a second while stopping is not a traceback
         _signalled.append(signum)
         raise Stopped(signum)
 
 
-def catch_signals() -> dict:
+def catch_signals() -> dict[int, Any]:
     """SIGTERM and SIGHUP stop the run as Ctrl+C does, until ``restore(the answer)``
     (headless only: the live view is Textual's, and its q and Esc)."""
     import signal
@@ -56,14 +64,14 @@ def catch_signals() -> dict:
     return {sig: signal.signal(sig, _on_signal) for sig in sigs}
 
 
-def restore(previous: dict) -> None:
+def restore(previous: dict[int, Any]) -> None:
     import signal
 
     for sig, handler in previous.items():
         signal.signal(sig, handler)
 
 
-def load_main(argv: list[str], live=None) -> int:
+def load_main(argv: list[str], live: Live | None = None) -> int:
     previous = catch_signals()
     try:
         return _load_main(argv, live, previous)
@@ -71,7 +79,7 @@ def load_main(argv: list[str], live=None) -> int:
         restore(previous)
 
 
-def _load_main(argv: list[str], live, previous: dict) -> int:
+def _load_main(argv: list[str], live: Live | None, previous: dict[int, Any]) -> int:
     """``live(a, urls, key, infos) -> SweepResult``: the live view (tui/start/launch_server.py ``load_live``), used
     on a terminal unless --no-tui; runner/ itself never imports the UI."""
     from kvtop.runner.server.credentials import Credentials
@@ -90,7 +98,7 @@ def _load_main(argv: list[str], live, previous: dict) -> int:
         urls = [key.add(u) for u in check_args(p, a)]
     except ServerError as exc:
         p.error(str(exc))
-    infos = []
+    infos: list[ServerInfo] = []
     for url in urls:
         client = ServerClient(url, key)
         try:
@@ -118,11 +126,11 @@ def _load_main(argv: list[str], live, previous: dict) -> int:
     return run_sweep(a, urls, key, infos)
 
 
-def levels_of(a, infos) -> list:
+def levels_of(a: argparse.Namespace, infos: Sequence[ServerInfo]) -> list[float]:
     if a.rate:
-        return a.rate
+        return list(a.rate)
     if a.users:
-        return a.users
+        return list(a.users)
     slots = sum(i.total_slots for i in infos)
     return [u for u in (1, 2, 4, 8) if u <= max(slots, 1)]
 
@@ -132,14 +140,21 @@ STOPPED = "stopped: streams in flight closed; "
 
 @dataclass
 class SweepResult:
-    rows: list[dict] = field(default_factory=list)
+    rows: list[Report] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     error: str | None = None
     stopped: bool = False
     signum: int = 2  # what stopped it: SIGINT, SIGTERM or SIGHUP
 
 
-def sweep(a, urls: list[str], key: str | None, infos, on_rows=None, driver_ready=None, say=None) -> SweepResult:
+# the live view (tui/start/launch_server.py load_live): None when it was stopped before any row
+Live = Callable[[argparse.Namespace, list[str], "Credentials", list["ServerInfo"]], "SweepResult | None"]
+
+
+def sweep(a: argparse.Namespace, urls: list[str], key: Credentials, infos: Sequence[ServerInfo],
+          on_rows: Callable[[list[Report]], None] | None = None,
+          driver_ready: Callable[[LoadDriver], None] | None = None,
+          say: Callable[[str], None] | None = None) -> SweepResult:
     """Every level, one after another. ``on_rows(rows)`` gets each level's rows as it ends
     (the live view), ``driver_ready(driver)`` the driver (to stop it), ``say(text)`` the
     progress (default: stderr). Ctrl+C (or ``driver.stop()``) ends the level in flight."""
@@ -162,7 +177,7 @@ def sweep(a, urls: list[str], key: str | None, infos, on_rows=None, driver_ready
             driver_ready(driver)
         if a.warmup and not driver.stopped:
             say("warm-up (not measured)")
-            driver.warm_up(min(max(levels) if not a.rate else 1, sum(slots)))
+            driver.warm_up(int(min(max(levels) if not a.rate else 1, sum(slots))))
             if driver.dead:
                 out.error = f"{driver.dead} in the warm-up: no level was run"
         started: list[str | None] = [None] * len(urls)  # each server's process, as /metrics names it
@@ -209,13 +224,13 @@ def sweep(a, urls: list[str], key: str | None, infos, on_rows=None, driver_ready
     return out
 
 
-def run_sweep(a, urls: list[str], key: str | None, infos) -> int:
+def run_sweep(a: argparse.Namespace, urls: list[str], key: Credentials, infos: Sequence[ServerInfo]) -> int:
     out = sweep(a, urls, key, infos)
     _signalled.append(0)  # measured: a SIGTERM or SIGHUP from now on does not cut the rows' printing
     return finish(a, urls, out)
 
 
-def finish(a, urls: list[str], out: SweepResult) -> int:
+def finish(a: argparse.Namespace, urls: list[str], out: SweepResult) -> int:
     """The rows on stdout (and the plot); the exit code: 130 after a stop, 1 after an error."""
     error = out.error
     notes_printed = bool(out.rows) and a.output == "md"  # md prints the notes under the table
@@ -265,14 +280,14 @@ def write_stdout(text: str) -> str | None:
         return f"cannot write the results to stdout: {why}"
 
 
-def restarts(run, started: list[str | None]) -> str | None:
+def restarts(run: LevelRun, started: list[str | None]) -> str | None:
     """A server whose process changed since the last level or during this one (its
     /metrics start stamp): the level is marked with it. ``started`` is kept up to date."""
     changed = []
     for i, (first, last) in enumerate(zip(run.watch.first, run.watch.last)):
         stamps = [s.started for s in (first, last) if s is not None and s.started]
-        if started[i] is not None:
-            stamps.insert(0, started[i])
+        if (was := started[i]) is not None:
+            stamps.insert(0, was)
         if len(set(stamps)) > 1:
             changed.append(run.watch.urls[i])
         if stamps:
@@ -280,11 +295,11 @@ def restarts(run, started: list[str | None]) -> str | None:
     return f"{', '.join(changed)} restarted (another process answers)" if changed else None
 
 
-def level_name(a, level) -> str:
+def level_name(a: argparse.Namespace, level: float) -> str:
     return f"rate {level:g}/s" if a.rate else f"{level} user{'s' if level != 1 else ''}"
 
 
-def level_notes(run, name: str, slots: int, in_flight: int) -> list[str]:
+def level_notes(run: LevelRun, name: str, slots: int, in_flight: int) -> list[str]:
     """Under the table: why requests did not complete, a queue, arrivals held back."""
     from kvtop.runner.server.load_outcomes import reasons
 
@@ -302,26 +317,26 @@ def level_notes(run, name: str, slots: int, in_flight: int) -> list[str]:
     return notes
 
 
-def one_level(driver, a, level, li: int):
+def one_level(driver: LoadDriver, a: argparse.Namespace, level: float, li: int) -> LevelRun:
     if a.rate:
         requests = a.requests or (None if a.duration else 16)
         return driver.open_loop(level, a.n_predict, requests, a.duration, ("rate", li))
     requests = a.requests or (None if a.duration else 4)
-    return driver.closed_loop(level, a.n_predict, requests, a.duration, ("level", li))
+    return driver.closed_loop(int(level), a.n_predict, requests, a.duration, ("level", li))  # users: whole numbers
 
 
-def progress(a, text: str) -> None:
+def progress(a: argparse.Namespace, text: str) -> None:
     if not a.quiet:
         to_stderr(f"kvtop load: {text}")
 
 
-def server_note(urls, infos, a) -> str:
+def server_note(urls: Sequence[str], infos: Sequence[ServerInfo], a: argparse.Namespace) -> str:
     parts = [f"{u} ({i.build_info}, {i.total_slots} slots of {i.n_ctx} tokens)" for u, i in zip(urls, infos)]
     return (f"kvtop load: -p {a.n_prompt} -n {a.n_predict} via /{a.endpoint}, "
             f"shared prefix {a.shared_prefix}; " + "; ".join(parts))
 
 
-def summary_notes(rows: list[dict], a) -> list[str]:
+def summary_notes(rows: list[Report], a: argparse.Namespace) -> list[str]:
     notes = []
     if any(r["client_saturated"] for r in rows):
         notes.append("the client used most of a core in some level: it may limit what it measured there")
@@ -332,7 +347,8 @@ def summary_notes(rows: list[dict], a) -> list[str]:
         mine = [r for r in rows if r["server"] == "all"] or rows
         k = knee(mine, a.slo_ttft, a.slo_tok_s)
         bad = [r for r in mine if not meets(r, a.slo_ttft, a.slo_tok_s)]
-        level = (lambda r: f"{r['users']} user{'s' if r['users'] != 1 else ''}" if r["users"] is not None else f"rate {r['rate']:g}/s")
+        level: Callable[[Report], str] = (lambda r: f"{r['users']} user{'s' if r['users'] != 1 else ''}"
+                                          if r["users"] is not None else f"rate {r['rate']:g}/s")
         notes.append("knee: " + (f"{level(k)} is the most that meets the targets" if k else "no level meets the targets")
                      + (f"; {level(bad[0])} misses them" if bad else ""))
     return notes

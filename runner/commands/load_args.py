@@ -7,9 +7,15 @@ refused), and concurrency far over the server's slots only with --force.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from kvtop.runner.cli_types import float_in, int_in, positive_float
 from kvtop.runner.commands.load_output import FORMATS
+
+if TYPE_CHECKING:
+    from kvtop.runner.server.credentials import Credentials
+    from kvtop.runner.server.props import ServerInfo
 
 # a rate of 0.001/s is one arrival in 17 minutes; 1000/s is more than one client process keeps up with
 RATE = float_in(0.001, 1000.0, name="rate")
@@ -23,7 +29,7 @@ def _float_list(text: str) -> list[float]:
 
 def build_parser() -> argparse.ArgumentParser:
     from kvtop.runner.commands.bench_plan import int_list
-    from kvtop.runner.physics.kv_bytes import KV_CACHE_TYPES
+    from kvtop.runner.model.quant_types import KV_CACHE_TYPES
 
     p = argparse.ArgumentParser(
         prog="kvtop load", allow_abbrev=False, formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -99,11 +105,11 @@ def concurrency_bound(slots: list[int]) -> int:
     return max(1, min(4 * sum(slots), 256))
 
 
-def in_flight_bound(a, slots: list[int]) -> int:
+def in_flight_bound(a: argparse.Namespace, slots: list[int]) -> int:
     return 1024 if getattr(a, "force", False) else concurrency_bound(slots)
 
 
-def check_concurrency(a, slots: list[int]) -> str | None:
+def check_concurrency(a: argparse.Namespace, slots: list[int]) -> str | None:
     """Why the levels ask for more concurrency than makes sense here (without --force), or None."""
     if a.force or not a.users:
         return None
@@ -114,7 +120,7 @@ def check_concurrency(a, slots: list[int]) -> str | None:
             f"(4 per slot, 256 at most) mostly measure the queue; give --force to run it anyway")
 
 
-def check_identity(urls: list[str], key, infos) -> str | None:
+def check_identity(urls: list[str], key: Credentials, infos: Sequence[ServerInfo]) -> str | None:
     """Why two of the URLs are one llama-server (``127.0.0.1:P`` and ``localhost:P``: its
     load counted twice), or None. The identity: the process's start stamp on /metrics
     (runner/server/monitor.py START_HEADER, one value per process) with its build and
@@ -122,7 +128,7 @@ def check_identity(urls: list[str], key, infos) -> str | None:
     from kvtop.runner.server.http import ServerClient, ServerError
     from kvtop.runner.server.monitor import START_HEADER
 
-    seen: dict[tuple, str] = {}
+    seen: dict[tuple[object, ...], str] = {}
     for url, info in zip(urls, infos):
         client = ServerClient(url, key)
         try:

@@ -13,26 +13,28 @@ import csv
 import io
 import json
 import math
+from collections.abc import Sequence
+from typing import Any
 
-from kvtop.runner.commands.common import json_safe
+from kvtop.runner.commands.common import Report, json_safe
 from kvtop.runner.commands.load_rows import FIELDS
 
 FORMATS = ("md", "csv", "json", "jsonl")
 
 
-def format_json(rows: list[dict]) -> str:
+def format_json(rows: list[Report]) -> str:
     return json.dumps(json_safe(rows), indent=2, allow_nan=False)
 
 
-def format_jsonl(rows: list[dict]) -> str:
+def format_jsonl(rows: list[Report]) -> str:
     return "\n".join(json.dumps(json_safe(r), allow_nan=False) for r in rows)
 
 
-def _known(v) -> bool:
+def _known(v: object) -> bool:
     return v is not None and not (isinstance(v, float) and not math.isfinite(v))
 
 
-def _text(v) -> str:
+def _text(v: object) -> str:
     if not _known(v):
         return ""
     if isinstance(v, bool):
@@ -42,7 +44,7 @@ def _text(v) -> str:
     return str(v)
 
 
-def format_csv(rows: list[dict]) -> str:
+def format_csv(rows: list[Report]) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, quoting=csv.QUOTE_ALL, lineterminator="\n")
     w.writerow(FIELDS)
@@ -51,15 +53,15 @@ def format_csv(rows: list[dict]) -> str:
     return buf.getvalue().rstrip("\n")
 
 
-def _f(v, spec: str = ".2f", scale: float = 1.0) -> str:
+def _f(v: Any, spec: str = ".2f", scale: float = 1.0) -> str:
     return format(v * scale if scale != 1.0 else v, spec) if _known(v) else "?"
 
 
-def _pct3(r: dict, name: str, spec: str, scale: float = 1.0) -> str:
+def _pct3(r: Report, name: str, spec: str, scale: float = 1.0) -> str:
     return " / ".join(_f(r[f"{name}_p{q}_s"], spec, scale) for q in (50, 95, 99))
 
 
-def _level(r: dict) -> str:
+def _level(r: Report) -> str:
     text = str(r["users"]) if r["users"] is not None else f"{r['rate']:g}/s"
     return text + " (partial)" if r.get("partial") else text
 
@@ -68,7 +70,7 @@ _SHORT = (("truncated", "truncated"), ("refused", "refused"), ("timed_out", "tim
           ("unreachable", "unreachable"), ("cancelled", "cancelled"))
 
 
-def outcomes(r: dict) -> str:
+def outcomes(r: Report) -> str:
     """The requests that did not complete, by outcome: ``2 truncated, 1 refused`` (the md table, the live pane)."""
     return ", ".join(f"{r[k]} {word}" for k, word in _SHORT if r.get(k)) or "-"
 
@@ -95,14 +97,14 @@ COLUMNS = (
 )
 
 
-def format_md(rows: list[dict], notes: list[str]) -> str:
+def format_md(rows: list[Report], notes: list[str]) -> str:
     cols = list(COLUMNS)
     if len({r["server"] for r in rows}) > 1:  # a fleet: which server each row is
         cols.insert(0, ("server", lambda r: r["server"], False))
     cells = [[c[1](r) for c in cols] for r in rows]
     widths = [max([len(c[0])] + [len(row[i]) for row in cells]) for i, c in enumerate(cols)]
 
-    def line(values):
+    def line(values: Sequence[str]) -> str:
         return "|" + "".join(f" {v:>{w}} |" if c[2] else f" {v:<{w}} |" for v, w, c in zip(values, widths, cols))
 
     out = [line([c[0] for c in cols]),
@@ -111,13 +113,13 @@ def format_md(rows: list[dict], notes: list[str]) -> str:
     return "\n".join(out + [""] + notes).rstrip("\n")
 
 
-def render(fmt: str, rows: list[dict], notes: list[str]) -> str:
+def render(fmt: str, rows: list[Report], notes: list[str]) -> str:
     if fmt == "md":
         return format_md(rows, notes)
     return {"csv": format_csv, "json": format_json, "jsonl": format_jsonl}[fmt](rows)
 
 
-def knee(rows: list[dict], slo_ttft: float | None, slo_tok_s: float | None) -> dict | None:
+def knee(rows: list[Report], slo_ttft: float | None, slo_tok_s: float | None) -> Report | None:
     """The last level (most users) that still meets both targets, among rows in order."""
     best = None
     for r in rows:
@@ -126,7 +128,7 @@ def knee(rows: list[dict], slo_ttft: float | None, slo_tok_s: float | None) -> d
     return best
 
 
-def meets(r: dict, slo_ttft: float | None, slo_tok_s: float | None) -> bool:
+def meets(r: Report, slo_ttft: float | None, slo_tok_s: float | None) -> bool:
     if slo_ttft is not None and (r["ttft_p95_s"] is None or r["ttft_p95_s"] > slo_ttft):
         return False
     if slo_tok_s is not None and (r["per_user_gen_tok_s"] is None or r["per_user_gen_tok_s"] < slo_tok_s):
@@ -134,7 +136,7 @@ def meets(r: dict, slo_ttft: float | None, slo_tok_s: float | None) -> bool:
     return True
 
 
-def plot_svg(rows: list[dict], title: str) -> str:
+def plot_svg(rows: list[Report], title: str) -> str:
     """Throughput (measured, and the bandwidth roof) and per-user rate against users."""
     pts = [r for r in rows if r["server"] == "all" or len({x["server"] for x in rows}) == 1]
     xs = [r["users"] if r["users"] is not None else r["rate"] for r in pts]
@@ -144,7 +146,7 @@ def plot_svg(rows: list[dict], title: str) -> str:
     ymax = max([r[k] for r in pts for _, k, _ in series if r[k] is not None] + [1.0]) * 1.1
     xmax = max(xs + [1]) * 1.05
 
-    def px(x, y):
+    def px(x: float, y: float) -> tuple[float, float]:
         return m + (w - 2 * m) * x / xmax, h - m - (h - 2 * m) * y / ymax
 
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" '
@@ -171,7 +173,7 @@ def _esc(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def write_plot(path: str, rows: list[dict], title: str) -> None:
+def write_plot(path: str, rows: list[Report], title: str) -> None:
     """An SVG: kvtop installs no plotting library that writes PNG (the command refuses
     another extension before it runs)."""
     with open(path, "w", encoding="utf-8") as fh:

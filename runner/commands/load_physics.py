@@ -11,12 +11,25 @@ conversations fit: the KV cells the server has left / one conversation's length.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
+from kvtop.runner.commands.common import Report
 from kvtop.runner.physics.batching import batched_decode_ceiling, more_conversations_fit
+
+if TYPE_CHECKING:
+    import argparse
+
+    from kvtop.runner.model.facts import ModelFacts
+    from kvtop.runner.physics.kv_bytes import KVLayout
+    from kvtop.runner.server.load_driver import LevelRun
+    from kvtop.runner.server.props import ServerInfo
+    from kvtop.runner.system.hardware import HardwareProfile
 
 
 class LoadPhysics:
-    def __init__(self, facts, layout, bandwidth_gbs: float | None, tflops: float | None, total_slots: int,
+    def __init__(self, facts: ModelFacts | None, layout: KVLayout | None, bandwidth_gbs: float | None,
+                 tflops: float | None, total_slots: int,
                  prompt_tokens: int, n_predict: int, note: str):
         self.facts, self.layout = facts, layout
         self.bandwidth_gbs, self.tflops = bandwidth_gbs, tflops
@@ -28,7 +41,7 @@ class LoadPhysics:
         from kvtop.runner.physics.kv_bytes import kv_bytes_read_at_depth
         from kvtop.runner.physics.phase_costs import decode_flops, decode_weight_bytes
 
-        if self.facts is None or batch < 1:
+        if self.facts is None or self.layout is None or batch < 1:  # the two come together
             return None, None
         batch = min(batch, self.total_slots)  # more users than slots wait: the batch is the slots
         bw = None
@@ -40,7 +53,7 @@ class LoadPhysics:
         flops = decode_flops(self.facts)
         return bw, (self.tflops * 1e12 / flops if self.tflops and flops else None)
 
-    def figures(self, row: dict, run, servers) -> dict:
+    def figures(self, row: Report, run: LevelRun, servers: Iterable[int]) -> Report:
         """The physics columns of one row (``servers``: the fleet indices it covers)."""
         from kvtop.runner.commands.load_rows import concurrency
 
@@ -56,12 +69,14 @@ class LoadPhysics:
         cells = [run.watch.cells_total[i] for i in servers]
         fit = None
         if None not in cells and row["kv_cells_used"] is not None:
-            fit = more_conversations_fit(sum(cells), row["kv_cells_used"], self.prompt_tokens + self.n_predict)
+            fit = more_conversations_fit(sum(c for c in cells if c is not None), row["kv_cells_used"],
+                                         self.prompt_tokens + self.n_predict)
         return {"batched_roof_tok_s": bw_sum if bw_known else None,
                 "compute_roof_tok_s": comp_sum if comp_known else None, "more_conversations_fit": fit}
 
 
-def server_share(tflops, source: str, hw, url: str, n_gpu_layers: int) -> tuple[float | None, str]:
+def server_share(tflops: float | None, source: str, hw: HardwareProfile, url: str,
+                 n_gpu_layers: int) -> tuple[float | None, str]:
     """The probe's FLOPS scaled to the local server's CPU threads when it runs fewer than
     the probe did (read from its command line); as they are otherwise (on a GPU, or the
     threads unknown: llama.cpp's default is every physical core, as the probe's)."""
@@ -76,7 +91,7 @@ def server_share(tflops, source: str, hw, url: str, n_gpu_layers: int) -> tuple[
     return tflops * threads / probe_threads, f"{source}; x{threads}/{probe_threads} for the server's -t {threads}"
 
 
-def physics_for(info, url: str, a) -> LoadPhysics:
+def physics_for(info: ServerInfo, url: str, a: argparse.Namespace) -> LoadPhysics:
     """The served model's facts from its GGUF header (when the file is readable here) and
     this machine's probe (a server elsewhere needs --bandwidth-gbs and --tflops)."""
     from kvtop.runner.model.inspect import ModelFileError, load_facts

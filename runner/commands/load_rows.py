@@ -23,6 +23,13 @@ Definitions (the README's table repeats them):
 from __future__ import annotations
 
 import statistics
+from typing import TYPE_CHECKING
+
+from kvtop.runner.commands.common import Report
+
+if TYPE_CHECKING:
+    from kvtop.runner.commands.load_physics import LoadPhysics
+    from kvtop.runner.server.load_driver import LevelRun, RequestResult
 
 from kvtop.runner.server.load_outcomes import NOT_COMPLETED, counts
 
@@ -62,7 +69,7 @@ def union_seconds(spans: list[tuple[float, float]]) -> float:
     return total
 
 
-def user_rate(r) -> float | None:
+def user_rate(r: RequestResult) -> float | None:
     """One request's decode rate: the server's timings, else first to last token here."""
     if r.predicted_n and r.predicted_ms:
         return r.predicted_n / (r.predicted_ms / 1000.0)
@@ -72,11 +79,11 @@ def user_rate(r) -> float | None:
     return None
 
 
-def _prefill_spans(done) -> list[tuple[float, float]]:
+def _prefill_spans(done: list[RequestResult]) -> list[tuple[float, float]]:
     return [(r.chunks[0][0] - r.prompt_ms / 1000.0, r.chunks[0][0]) for r in done if r.chunks and r.prompt_ms]
 
 
-def _peak_cells(polled: int | None, done) -> int | None:
+def _peak_cells(polled: int | None, done: list[RequestResult]) -> int | None:
     """One server's peak cells: its polls' peak, or more where one request held more."""
     held = [r.prompt_n + (r.cache_n or 0) + r.tokens for r in done if r.prompt_n is not None]
     if polled is None and not held:
@@ -84,11 +91,11 @@ def _peak_cells(polled: int | None, done) -> int | None:
     return max(polled or 0, max(held, default=0))
 
 
-def _pcts(prefix: str, xs: list[float]) -> dict:
+def _pcts(prefix: str, xs: list[float]) -> dict[str, float | None]:
     return {f"{prefix}_p{q}_s": percentile(xs, q) for q in (50, 95, 99)}
 
 
-def build_row(run, server: int | None, physics=None, servers: int = 1) -> dict:
+def build_row(run: LevelRun, server: int | None, physics: LoadPhysics | None = None, servers: int = 1) -> Report:
     """The row for ``server`` (index into the fleet) or, with None, every server together."""
     mine = [r for r in run.results if server is None or r.server == server]
     done = [r for r in mine if r.ok]
@@ -106,13 +113,14 @@ def build_row(run, server: int | None, physics=None, servers: int = 1) -> dict:
     kv = [_peak_cells(run.watch.max_kv[i], [r for r in done if r.server == i]) for i in idx]
     users = run.users if run.users is None or server is None else len(range(server, run.users, servers))
     own, others = run.watch.cpu()
-    slots = sum(run.slots[i] for i in idx) if getattr(run, "slots", None) else None
+    run_slots = getattr(run, "slots", None)
+    slots = sum(run_slots[i] for i in idx) if run_slots else None
     row = {
         "server": run.watch.urls[server] if server is not None else "all" if servers > 1 else run.watch.urls[0],
         "users": users, "slots": slots, "rate": run.rate, "partial": getattr(run, "dead", None) or getattr(run, "restarted", None),
         "requests": len(counted), **counts(mine), "completed": len(done), "failed": len(failed), "prompt_tokens": round(statistics.mean(seen)) if seen else None,
         "generated_tokens": generated,
-        "server_generated_tokens": None if None in server_gen else sum(server_gen),
+        "server_generated_tokens": None if None in server_gen else sum(n for n in server_gen if n is not None),
         "window_s": window, "gen_tok_s": generated / window if window > 0 else None,
         "per_user_gen_tok_s": statistics.median(rates) if rates else None,
         "prompt_tok_s": sum(prompt_n) / prefill if prefill > 0 and prompt_n else None,
@@ -129,7 +137,7 @@ def build_row(run, server: int | None, physics=None, servers: int = 1) -> dict:
     return {k: row.get(k) for k in FIELDS}
 
 
-def concurrency(run, server: int | None = None) -> float:
+def concurrency(run: LevelRun, server: int | None = None) -> float:
     """How many requests were in flight on average: the batch the server saw."""
     mine = [r for r in run.results if (server is None or r.server == server) and r.ok]
     window = run.t_end - run.t_start

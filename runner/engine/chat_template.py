@@ -25,11 +25,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from types import FrameType
+from typing import Any, NoReturn, TypeVar, cast
 
 import jinja2
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from kvtop.runner.units import MIB
+
+T = TypeVar("T")
 
 MAX_RANGE = 10_000
 MAX_OUTPUT_CHARS = 4 * 1024 * 1024
@@ -47,7 +51,7 @@ class TemplateTooLarge(Exception):
 class _Sandbox(ImmutableSandboxedEnvironment):
     intercepted_binops = frozenset(["*", "**"])
 
-    def call_binop(self, context, operator, left, right):
+    def call_binop(self, context: jinja2.runtime.Context, operator: str, left: Any, right: Any) -> Any:
         # "a" * 10**9 would allocate before any size check could run.
         if operator == "*" and isinstance(left, (str, list)) and isinstance(right, int):
             if len(left) * right > MAX_OUTPUT_CHARS:
@@ -60,15 +64,15 @@ class _Sandbox(ImmutableSandboxedEnvironment):
         return super().call_binop(context, operator, left, right)
 
 
-def _raise_exception(message: str):
+def _raise_exception(message: str) -> NoReturn:
     raise jinja2.exceptions.TemplateError(message)
 
 
 def _make_env() -> _Sandbox:
     env = _Sandbox(trim_blocks=True, lstrip_blocks=True, autoescape=False)
-    bounded_range = env.globals["range"]
+    bounded_range = cast(Callable[..., range], env.globals["range"])  # jinja's sandboxed range
 
-    def safe_range(*args):
+    def safe_range(*args: int) -> range:
         r = range(*args)
         if len(r) > MAX_RANGE:
             raise TemplateTooLarge(f"range of {len(r)} exceeds {MAX_RANGE}")
@@ -122,7 +126,8 @@ def builtin_names() -> tuple[str, ...]:
     return tuple(a.decode() for a in arr)
 
 
-def render_builtin(name_or_source: str, messages: list[dict], add_generation_prompt: bool = True) -> str | None:
+def render_builtin(name_or_source: str, messages: list[dict[str, str]],
+                   add_generation_prompt: bool = True) -> str | None:
     """The prompt in llama.cpp's format ``name_or_source`` (a name, or a template text
     llama.cpp recognises by its markers); None when llama.cpp knows no such format."""
     import llama_cpp
@@ -175,7 +180,7 @@ def check_override(value: str) -> str:
                                      f"({', '.join(names)})")
 
 
-def _render_bounded(template: jinja2.Template, ctx: dict, deadline: float) -> str:
+def _render_bounded(template: jinja2.Template, ctx: dict[str, object], deadline: float) -> str:
     out: list[str] = []
     size = 0
     for chunk in template.generate(**ctx):
@@ -188,12 +193,12 @@ def _render_bounded(template: jinja2.Template, ctx: dict, deadline: float) -> st
     return "".join(out)
 
 
-def _with_alarm(fn, seconds: float):
+def _with_alarm(fn: Callable[[], T], seconds: float) -> T:
     """Run fn under SIGALRM when on the main thread (bounds loops that emit nothing)."""
     if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
         return fn()
 
-    def on_alarm(signum, frame):
+    def on_alarm(signum: int, frame: FrameType | None) -> NoReturn:
         raise TemplateTimeout(f"rendering took over {seconds:g} s")
 
     old = signal.signal(signal.SIGALRM, on_alarm)
@@ -205,11 +210,11 @@ def _with_alarm(fn, seconds: float):
         signal.signal(signal.SIGALRM, old)
 
 
-def _render_jinja(source: str, ctx: dict) -> tuple[str | None, str | None]:
+def _render_jinja(source: str, ctx: dict[str, object]) -> tuple[str | None, str | None]:
     """(text, None), or (None, why it failed) for a template from an untrusted file."""
     env = _make_env()
     try:
-        def go():
+        def go() -> str:
             tmpl = env.from_string(source)
             return _render_bounded(tmpl, ctx, time.monotonic() + TIME_LIMIT_S)
 
@@ -236,7 +241,7 @@ def _read_template_file(path: str) -> str:
 
 def render_chat(
     template_source: str | None,
-    messages: list[dict],
+    messages: list[dict[str, str]],
     bos_token: str = "",
     eos_token: str = "",
     add_generation_prompt: bool = True,

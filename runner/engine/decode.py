@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import llama_cpp
 
@@ -22,6 +23,9 @@ from kvtop.runner import events as ev
 from kvtop.runner.engine.handles import SamplerChain, TokenBuffer, Vocab
 from kvtop.runner.engine.prompt_cache import KVCache
 from kvtop.runner.engine.utf8_stream import Utf8Stream
+
+if TYPE_CHECKING:
+    from kvtop.runner.settings import Settings
 
 
 @dataclass(slots=True)
@@ -50,7 +54,7 @@ class Sampling:
     frequency_penalty: float = 0.0
 
     @classmethod
-    def of(cls, s) -> Sampling:
+    def of(cls, s: Settings) -> Sampling:
         """The sampler settings of ``runner.settings.Settings``."""
         return cls(s.temp, s.top_k, s.top_p, s.seed, s.min_p, s.repeat_penalty, s.repeat_last_n,
                    s.presence_penalty, s.frequency_penalty)
@@ -70,7 +74,7 @@ class Sampling:
 class Decode:
     """Runs decodes for one engine on one context; owns the reused one-token batch."""
 
-    def __init__(self, ctx, vocab: Vocab, kv: KVCache, n_ctx: int) -> None:
+    def __init__(self, ctx: object, vocab: Vocab, kv: KVCache, n_ctx: int) -> None:
         self.ctx = ctx  # context pointer
         self.vocab = vocab
         self.kv = kv
@@ -108,13 +112,14 @@ class Decode:
                 emit(ev.TokenEvent(turn_id, out.n_out, -1, tail, out.pos, now))
         return out
 
-    def _loop(self, smpl, stream: Utf8Stream, out: Decoded, turn_id: int, n_predict: int,
+    def _loop(self, smpl: object, stream: Utf8Stream, out: Decoded, turn_id: int, n_predict: int,
               ignore_eog: bool, cancel: threading.Event, emit: Callable[[object], None]) -> None:
         # Per token: locals only (no attribute or global lookups, no batch built).
         ctx, vocab_ptr, n_ctx = self.ctx, self.vocab.ptr, self.n_ctx
         sample, is_eog, decode = llama_cpp.llama_sampler_sample, llama_cpp.llama_vocab_is_eog, llama_cpp.llama_decode
         monotonic, piece, feed, is_cancelled = time.monotonic, self.vocab.piece, stream.feed, cancel.is_set
         one, batch = self._one.arr, self._one.single()
+        assert one is not None  # single() raised if the buffer was closed
         append_time, append_text, cache = out.token_times.append, out.text.append, self.kv.tokens.append
         TokenEvent = ev.TokenEvent
         pos, n_out, t_first_token, t_first_visible = out.pos, 0, None, None

@@ -29,7 +29,7 @@ from dataclasses import replace
 import llama_cpp
 
 from kvtop.runner import events as ev
-from kvtop.runner.engine.chat_template import render_chat
+from kvtop.runner.engine.chat_template import RenderedPrompt, render_chat
 from kvtop.runner.engine.decode import Decode, Sampling
 from kvtop.runner.engine.handles import Context, Model
 from kvtop.runner.engine.kv_shift import cached_after_shift, shift_for, why_no_shift
@@ -54,15 +54,15 @@ class EngineLoadError(Exception):
     pass
 
 
-def _model_params(s: Settings, progress_cb):
-    mp = llama_cpp.llama_model_default_params()
+def _model_params(s: Settings, progress_cb: Callable[[float, object], bool]) -> llama_cpp.llama_model_params:
+    mp: llama_cpp.llama_model_params = llama_cpp.llama_model_default_params()
     mp.n_gpu_layers = s.n_gpu_layers if s.n_gpu_layers >= 0 else 999
     set_load_mode(mp, s.mmap, s.mlock)
     mp.progress_callback = progress_cb
     return mp
 
 
-def set_load_mode(mp, mmap: bool, mlock: bool) -> None:
+def set_load_mode(mp: llama_cpp.llama_model_params, mmap: bool, mlock: bool) -> None:
     """--no-mmap and --mlock. The llama.cpp that llama-cpp-python 0.3.36 vendors replaced
     ``use_mmap``/``use_mlock`` with one ``load_mode``: setting the old names on the ctypes
     struct only added Python attributes, and both flags silently did nothing. The
@@ -76,8 +76,8 @@ def set_load_mode(mp, mmap: bool, mlock: bool) -> None:
                         (False, False): llama_cpp.LLAMA_LOAD_MODE_NONE}[(mmap, mlock)]
 
 
-def _context_params(s: Settings, n_ctx: int):
-    cp = llama_cpp.llama_context_default_params()
+def _context_params(s: Settings, n_ctx: int) -> llama_cpp.llama_context_params:
+    cp: llama_cpp.llama_context_params = llama_cpp.llama_context_default_params()
     cp.n_ctx = n_ctx
     cp.n_batch = s.n_batch
     cp.n_ubatch = s.n_ubatch
@@ -136,7 +136,7 @@ class Engine:
         self._kv.tokens = tokens
 
     # ---------------------------------------------------------------- loading
-    def _on_load_progress(self, fraction: float, _data) -> bool:
+    def _on_load_progress(self, fraction: float, _data: object) -> bool:
         if fraction >= 1.0 or fraction - self._last_progress >= 0.05:
             self._last_progress = fraction
             self.emit(ev.LoadProgress(float(fraction)))
@@ -170,8 +170,14 @@ class Engine:
         self.emit(self.loaded)
         return self.loaded
 
+    def _parts(self) -> tuple[Model, Context, Decode]:
+        if self._model is None or self._ctx is None or self._decode is None:
+            raise RuntimeError("the engine is not loaded (or was closed)")
+        return self._model, self._ctx, self._decode
+
     def _describe(self, path: str, log: str, t0: float) -> ev.Loaded:
-        s, model, vocab = self.settings, self._model, self._model.vocab
+        s, (model, ctx, _) = self.settings, self._parts()
+        vocab = model.vocab
         buffers = parse_buffers(log)
         self._template = model.chat_template()
         self._architecture = model.meta("general.architecture")
@@ -184,8 +190,7 @@ class Engine:
             if "flash_attn" in line and "=" in line:
                 fa = line.split("=", 1)[1].strip()
         return ev.Loaded(
-            path=path,
-            name=clean_line(name),
+            path=path, name=clean_line(name),
             description=clean_line(desc),
             architecture=clean_line(self._architecture or "?"),
             file_type=clean_line(desc.split()[-1] if desc else "?"),
@@ -193,14 +198,10 @@ class Engine:
             model_bytes=model.size(),
             n_ctx=self.n_ctx,
             n_ctx_train=model.n_ctx_train(),
-            n_threads=s.n_threads,
-            n_threads_batch=s.n_threads_batch,
-            n_batch=self._ctx.n_batch(),
-            n_ubatch=self._ctx.n_ubatch(),
-            n_gpu_layers=s.n_gpu_layers,
-            flash_attn=fa,
-            type_k=s.cache_type_k,
-            type_v=s.cache_type_v,
+            n_threads=s.n_threads, n_threads_batch=s.n_threads_batch,
+            n_batch=ctx.n_batch(), n_ubatch=ctx.n_ubatch(),
+            n_gpu_layers=s.n_gpu_layers, flash_attn=fa,
+            type_k=s.cache_type_k, type_v=s.cache_type_v,
             swa_full=s.swa_full,
             buffers=buffers,
             has_chat_template=self._template is not None,
@@ -211,18 +212,18 @@ class Engine:
     # ------------------------------------------------------------- tokenizing
     def piece(self, tok: int) -> bytes:
         """The bytes of one token (possibly part of a UTF-8 character)."""
-        return self._model.vocab.piece(tok)
+        return self._parts()[0].vocab.piece(tok)
 
     def tokenize(self, text: str, add_special: bool = True) -> list[int]:
-        return self._model.vocab.tokenize(text, add_special)
+        return self._parts()[0].vocab.tokenize(text, add_special)
 
-    def render(self, messages: list[dict], add_generation_prompt: bool = True):
+    def render(self, messages: list[dict[str, str]], add_generation_prompt: bool = True) -> RenderedPrompt:
         msgs = list(messages)
         if self.settings.system_prompt and not any(m.get("role") == "system" for m in msgs):
             msgs = [{"role": "system", "content": self.settings.system_prompt}] + msgs
         return render_chat(self._template, msgs, self._bos_text, self._eos_text, add_generation_prompt,
                            override=self.settings.chat_template,
-                           architecture=self._model.meta("general.architecture"), tokenize=self.tokenize)
+                           architecture=self._parts()[0].meta("general.architecture"), tokenize=self.tokenize)
 
     def _detok(self, toks: list[int]) -> str:
         return b"".join(self.piece(t) for t in toks).decode("utf-8", errors="replace")
@@ -236,7 +237,7 @@ class Engine:
         return self._kv.cells_used()
 
     # ------------------------------------------------------------------ turns
-    def chat(self, messages: list[dict], turn_id: int = 0, t_submit: float | None = None,
+    def chat(self, messages: list[dict[str, str]], turn_id: int = 0, t_submit: float | None = None,
              n_predict: int | None = None, threads: tuple[int, int] | None = None) -> ev.TurnDone | ev.TurnRefused:
         t_submit = time.monotonic() if t_submit is None else t_submit
         t_start = time.monotonic()
@@ -260,14 +261,14 @@ class Engine:
         """The rendered chat as tokens (BOS added only when the template did not write it)."""
         return self.tokenize(text, add_special=not (self._bos_text and text.startswith(self._bos_text)))
 
-    def _chat_tokens(self, messages: list[dict]) -> list[int]:
+    def _chat_tokens(self, messages: list[dict[str, str]]) -> list[int]:
         return self._prompt_tokens(self.render(messages).text)
 
-    def _turn_start(self, messages: list[dict]) -> int:
+    def _turn_start(self, messages: list[dict[str, str]]) -> int:
         """Where a turn after ``messages`` would begin, in tokens (``--keep N``)."""
         return len(self._prompt_tokens(self.render(messages, add_generation_prompt=False).text))
 
-    def _fit(self, messages: list[dict], tokens: list[int], n_predict: int) -> Fitted:
+    def _fit(self, messages: list[dict[str, str]], tokens: list[int], n_predict: int) -> Fitted:
         """``--context-shift``: the oldest turns left out until the prompt and room for the
         reply fit (``runner.policy.context_shift``); ``--no-context-shift``: all of it."""
         s = self.settings
@@ -276,14 +277,14 @@ class Engine:
         return fit_turns(messages, tokens, self._chat_tokens, self.n_ctx, reply_room(self.n_ctx, n_predict),
                          s.keep, self._turn_start)
 
-    def measure(self, messages: list[dict]) -> tuple[int, int]:
+    def measure(self, messages: list[dict[str, str]]) -> tuple[int, int]:
         """(prompt tokens, of which cached) were ``messages`` the next turn: rendered,
         tokenized and shifted exactly as ``chat`` would, matched against the KV cache. The
         last token is always computed (its logits start the reply), so at most n - 1 are cached."""
         m = self.measure_prompt(0, messages)
-        return m.prompt_tokens, m.cached_tokens
+        return m.prompt_tokens, m.cached_tokens or 0  # an engine's count is never None
 
-    def measure_prompt(self, request_id: int, messages: list[dict]) -> ev.PromptMeasured:
+    def measure_prompt(self, request_id: int, messages: list[dict[str, str]]) -> ev.PromptMeasured:
         """``MeasurePrompt``'s answer: ``measure`` and how many turns the shift would drop."""
         fitted = self._fit(messages, self._chat_tokens(messages), self.settings.n_predict)
         tokens = fitted.tokens
@@ -313,13 +314,14 @@ class Engine:
             return refused
         reused, t_lookup = self._lookup(tokens, turn_id, prompt, fitted)
         clock = TurnClock(t_submit, t_start, t_lookup)
-        ctx, emit = self._ctx.ptr, self.emit
+        _, context, decode = self._parts()
+        ctx, emit = context.ptr, self.emit
         n_threads, n_threads_batch = self._use_threads(threads)
         llama_cpp.llama_perf_context_reset(ctx)
         pf = self._prefill.run(ctx, self._kv, tokens, reused, turn_id, self.cancel_event, emit)
         if self._prompt_file.wants_save(pf.stop):
             self._prompt_file.save(ctx, self._kv, emit)
-        dec = self._decode.run(turn_id, n_predict, ignore_eog, pf.stop,
+        dec = decode.run(turn_id, n_predict, ignore_eog, pf.stop,
                                Sampling.of(s), self.cancel_event, emit)
         t_end = time.monotonic()
         perf = llama_cpp.llama_perf_context(ctx)
@@ -340,7 +342,7 @@ class Engine:
         if threads is not None:
             want = (min(max(threads[0], 1), s.n_threads), min(max(threads[1], 1), s.n_threads_batch))
         if want != self._threads:
-            llama_cpp.llama_set_n_threads(self._ctx.ptr, *want)
+            llama_cpp.llama_set_n_threads(self._parts()[1].ptr, *want)
             self._threads = want
         return want
 
@@ -365,7 +367,7 @@ class Engine:
         Returns (tokens reused, when it ended)."""
         kv = self._kv
         if self._prompt_file.wants_restore(kv):
-            self._prompt_file.restore(self._ctx.ptr, kv, self.n_ctx, self.emit)
+            self._prompt_file.restore(self._parts()[1].ptr, kv, self.n_ctx, self.emit)
         dropped = fitted is not None and bool(fitted.dropped_turns)
         shifted = shift_for(kv, tokens, self._no_shift) if dropped else 0
         common = common_prefix(kv.tokens, tokens)
@@ -377,7 +379,7 @@ class Engine:
         kv.keep(common)
         reused = len(kv.tokens)
         t_lookup = time.monotonic()
-        if dropped:
+        if dropped and fitted is not None:
             self.emit(ev.ContextShifted(turn_id, fitted.dropped_turns, fitted.full_tokens - len(tokens),
                                         fitted.kept_tokens, len(tokens), reused, first_diff, self.n_ctx, t_lookup,
                                         shifted, None if shifted else self._no_shift))

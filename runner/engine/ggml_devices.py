@@ -50,7 +50,7 @@ def _lib_names(base: str) -> list[str]:
     return [f"lib{base}.so"]
 
 
-def open_ggml_library(base: str):
+def open_ggml_library(base: str) -> ctypes.CDLL:
     """One of the ggml libraries the installed llama-cpp-python wheel ships (``ggml``,
     ``ggml-base``, ``ggml-cpu``), opened with ctypes; the CPU probe opens them here too."""
     import llama_cpp

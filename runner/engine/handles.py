@@ -14,9 +14,13 @@ freed memory. Whoever opens a handle closes it (the engine in ``close()``).
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, ClassVar, cast
 
 import llama_cpp
+
+if TYPE_CHECKING:
+    from typing_extensions import Self  # typing.Self is 3.11+
 
 _PIECE_BYTES = 256
 _to_piece = llama_cpp.llama_token_to_piece
@@ -26,9 +30,12 @@ class Handle:
     """A C pointer owned by Python; ``close()`` frees it with ``_free`` once."""
 
     __slots__ = ("ptr",)
-    _free = None  # the llama_cpp function that frees ``ptr``
+    # the llama_cpp function that frees ``ptr`` (each subclass sets it)
+    _free: ClassVar[Callable[[object], None]]
 
-    def __init__(self, ptr) -> None:
+    # ``ptr``: the C pointer as llama_cpp's ctypes functions return it (an int or a
+    # ctypes pointer; None once freed), only ever handed back to them
+    def __init__(self, ptr: object) -> None:
         self.ptr = ptr
 
     def close(self) -> None:
@@ -40,10 +47,10 @@ class Handle:
     def closed(self) -> bool:
         return not self.ptr
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *_exc) -> None:
+    def __exit__(self, *_exc: object) -> None:
         self.close()
 
 
@@ -53,7 +60,7 @@ class Vocab:
 
     __slots__ = ("ptr", "_buf")
 
-    def __init__(self, ptr) -> None:
+    def __init__(self, ptr: object) -> None:
         self.ptr = ptr
         self._buf = ctypes.create_string_buffer(_PIECE_BYTES)
 
@@ -66,7 +73,8 @@ class Vocab:
             big = ctypes.create_string_buffer(-n)
             n = _to_piece(self.ptr, tok, big, -n, 0, False)
             return big.raw[:n]
-        return buf[:n]  # a char array's slice is the bytes themselves (.raw copies all 256)
+        # a char array's slice is the bytes themselves (.raw copies all 256); typeshed calls it a list
+        return cast(bytes, buf[:n])
 
     def token_text(self, tok: int) -> str:
         """A special token's text as the template writes it ("" for none)."""
@@ -87,13 +95,13 @@ class Vocab:
         return list(arr[:n])
 
     def bos(self) -> int:
-        return llama_cpp.llama_vocab_bos(self.ptr)
+        return int(llama_cpp.llama_vocab_bos(self.ptr))
 
     def n_tokens(self) -> int:
-        return llama_cpp.llama_vocab_n_tokens(self.ptr)
+        return int(llama_cpp.llama_vocab_n_tokens(self.ptr))
 
     def eos(self) -> int:
-        return llama_cpp.llama_vocab_eos(self.ptr)
+        return int(llama_cpp.llama_vocab_eos(self.ptr))
 
 
 class Model(Handle):
@@ -102,12 +110,12 @@ class Model(Handle):
     __slots__ = ("vocab",)
     _free = staticmethod(llama_cpp.llama_model_free)
 
-    def __init__(self, ptr) -> None:
+    def __init__(self, ptr: object) -> None:
         super().__init__(ptr)
         self.vocab = Vocab(llama_cpp.llama_model_get_vocab(ptr))
 
     @classmethod
-    def load(cls, path: str, params) -> Model | None:
+    def load(cls, path: str, params: llama_cpp.llama_model_params) -> Model | None:
         """The model at ``path``, or None when llama.cpp refuses it (its log says why)."""
         ptr = llama_cpp.llama_model_load_from_file(path.encode(), params)
         return cls(ptr) if ptr else None
@@ -145,24 +153,24 @@ class Context(Handle):
     __slots__ = ("model", "mem")
     _free = staticmethod(llama_cpp.llama_free)
 
-    def __init__(self, model: Model, ptr) -> None:
+    def __init__(self, model: Model, ptr: object) -> None:
         super().__init__(ptr)
         self.model = model
         self.mem = llama_cpp.llama_get_memory(ptr)  # borrowed: the context's KV memory
 
     @classmethod
-    def create(cls, model: Model, params) -> Context | None:
+    def create(cls, model: Model, params: llama_cpp.llama_context_params) -> Context | None:
         ptr = llama_cpp.llama_init_from_model(model.ptr, params)
         return cls(model, ptr) if ptr else None
 
     def n_ctx(self) -> int:
-        return llama_cpp.llama_n_ctx(self.ptr)
+        return int(llama_cpp.llama_n_ctx(self.ptr))
 
     def n_batch(self) -> int:
-        return llama_cpp.llama_n_batch(self.ptr)
+        return int(llama_cpp.llama_n_batch(self.ptr))
 
     def n_ubatch(self) -> int:
-        return llama_cpp.llama_n_ubatch(self.ptr)
+        return int(llama_cpp.llama_n_ubatch(self.ptr))
 
 
 class SamplerChain(Handle):
@@ -209,17 +217,18 @@ class TokenBuffer:
     __slots__ = ("arr", "_one")
 
     def __init__(self, tokens: Sequence[int]) -> None:
-        self.arr = (ctypes.c_int32 * len(tokens))(*tokens)
-        self._one = None
+        self.arr: ctypes.Array[ctypes.c_int32] | None = (ctypes.c_int32 * len(tokens))(*tokens)
+        self._one: llama_cpp.llama_batch | None = None
 
-    def batch(self, start: int, n: int):
+    def batch(self, start: int, n: int) -> llama_cpp.llama_batch:
         """A batch of the ``n`` tokens from index ``start``."""
         if self.arr is None:
             raise ValueError("token buffer is closed")
         ptr = ctypes.cast(ctypes.byref(self.arr, start * 4), ctypes.POINTER(ctypes.c_int32))
-        return llama_cpp.llama_batch_get_one(ptr, n)
+        batch: llama_cpp.llama_batch = llama_cpp.llama_batch_get_one(ptr, n)
+        return batch
 
-    def single(self):
+    def single(self) -> llama_cpp.llama_batch:
         """One batch over the first token, built once: set ``arr[0]`` and decode it
         again (``llama_decode`` takes the batch by value)."""
         if self._one is None:
@@ -234,8 +243,8 @@ class TokenBuffer:
     def closed(self) -> bool:
         return self.arr is None
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *_exc) -> None:
+    def __exit__(self, *_exc: object) -> None:
         self.close()

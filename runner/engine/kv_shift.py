@@ -20,7 +20,12 @@ or anything else llama.cpp says it cannot shift (``llama_memory_can_shift``).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import llama_cpp
+
+if TYPE_CHECKING:
+    from kvtop.runner.engine.prompt_cache import KVCache
 
 MIN_KEPT = 8  # a shift that would keep fewer cached tokens than this after the cut is not worth it
 
@@ -54,7 +59,7 @@ def cut_span(cached: list[int], tokens: list[int]) -> tuple[int, int, int] | Non
     return best if best is not None and best[2] >= MIN_KEPT else None
 
 
-def why_no_shift(model, mem) -> str | None:
+def why_no_shift(model: object, mem: object) -> str | None:  # llama_cpp's model and memory pointers
     """Why this model's memory cannot drop cells from its middle and move the rest
     (None: it can)."""
     lc = llama_cpp
@@ -71,7 +76,7 @@ def why_no_shift(model, mem) -> str | None:
     return "llama.cpp cannot shift this model's cache"
 
 
-def shift_out(mem, cached: list[int], p0: int, p1: int) -> list[int] | None:
+def shift_out(mem: object, cached: list[int], p0: int, p1: int) -> list[int] | None:
     """Remove cells ``[p0, p1)`` of sequence 0 and move the cells after them back by
     ``p1 - p0`` positions; the cached tokens as they now are, or None when llama.cpp
     refused the removal (the caller then recomputes as without a shift)."""
@@ -81,7 +86,7 @@ def shift_out(mem, cached: list[int], p0: int, p1: int) -> list[int] | None:
     return cached[:p0] + cached[p1:]
 
 
-def shift_for(kv, tokens: list[int], no_shift: str | None) -> int:
+def shift_for(kv: KVCache, tokens: list[int], no_shift: str | None) -> int:
     """Before a turn whose prompt left turns out: cut the cache to fit ``tokens`` (``kv``:
     ``runner.engine.prompt_cache.KVCache``). The cells removed (0: none, as without a shift)."""
     if no_shift is not None:

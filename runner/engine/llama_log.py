@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
+from collections.abc import Callable
 
 MiB = 1024 * 1024
 
@@ -32,8 +33,8 @@ class LogCapture:
         self._last_level = 0
         self._mark = 0
         self._count = 0
-        self._cb = None
-        self.listeners: list = []
+        self._cb: object = None  # the ctypes callback, once installed
+        self.listeners: list[Callable[[int, str], object]] = []
 
     def install(self) -> None:
         import llama_cpp
@@ -41,14 +42,13 @@ class LogCapture:
         if self._cb is not None:
             return
 
-        @llama_cpp.llama_log_callback
-        def _callback(level, text, _user):  # pragma: no cover - called from C
+        def _callback(level: int, text: bytes | None, _user: object) -> None:  # pragma: no cover - called from C
             try:
                 self._feed(int(level), text.decode("utf-8", errors="replace") if text else "")
             except Exception:
                 pass
 
-        self._cb = _callback  # keep referenced: a collected callback crashes llama.cpp
+        self._cb = llama_cpp.llama_log_callback(_callback)  # keep referenced: a collected callback crashes llama.cpp
         llama_cpp.llama_log_set(self._cb, None)
 
     def _feed(self, level: int, text: str) -> None:

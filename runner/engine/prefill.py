@@ -41,10 +41,10 @@ class Prefill:
         self._abort_cb = llama_cpp.ggml_abort_callback(self._should_abort)
         self._null_abort = llama_cpp.ggml_abort_callback()
 
-    def _should_abort(self, _data) -> bool:
+    def _should_abort(self, _data: object) -> bool:
         return self.cancel.is_set()
 
-    def run(self, ctx, kv: KVCache, tokens: list[int], reused: int, turn_id: int,
+    def run(self, ctx: object, kv: KVCache, tokens: list[int], reused: int, turn_id: int,
             cancel: threading.Event, emit: Callable[[object], None]) -> Prefilled:
         """Compute ``tokens[reused:]`` into ``kv`` (``ctx``: context pointer), emitting
         ``PrefillProgress`` after each ubatch and stopping early once ``cancel`` is
@@ -64,7 +64,7 @@ class Prefill:
         buf.close()
         return out
 
-    def _ubatches(self, ctx, kv: KVCache, buf: TokenBuffer, todo: list[int], ub: int, reused: int,
+    def _ubatches(self, ctx: object, kv: KVCache, buf: TokenBuffer, todo: list[int], ub: int, reused: int,
                   n_prompt: int, turn_id: int, emit: Callable[[object], None], out: Prefilled) -> None:
         cancel, t_pf, n_todo = self.cancel, out.t_start, len(todo)
         done = 0

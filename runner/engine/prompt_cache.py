@@ -50,7 +50,7 @@ class KVCache:
 
     __slots__ = ("mem", "tokens")
 
-    def __init__(self, mem=None) -> None:
+    def __init__(self, mem: object = None) -> None:  # llama_memory_t, as llama_cpp returns it
         self.mem = mem
         self.tokens: list[int] = []
 
@@ -92,10 +92,10 @@ class PromptCacheFile:
     def wants_save(self, stop: str | None) -> bool:
         return bool(self.path) and not self.done and stop is None
 
-    def restore(self, ctx, kv: KVCache, n_ctx: int, emit: Callable[[object], None]) -> None:
+    def restore(self, ctx: object, kv: KVCache, n_ctx: int, emit: Callable[[object], None]) -> None:
         """Load the file into the cache, if it exists (``ctx``: context pointer)."""
         path = self.path
-        if not os.path.isfile(path):
+        if path is None or not os.path.isfile(path):
             return
         t0 = time.monotonic()
         toks = (ctypes.c_int32 * n_ctx)()
@@ -109,8 +109,10 @@ class PromptCacheFile:
         kv.tokens = list(toks[: n.value])
         emit(ev.PromptCache("restored", path, n.value, int(size), time.monotonic() - t0))
 
-    def save(self, ctx, kv: KVCache, emit: Callable[[object], None]) -> None:
+    def save(self, ctx: object, kv: KVCache, emit: Callable[[object], None]) -> None:
         path = self.path
+        if path is None:  # wants_save() said no
+            return
         self.done = True
         t0 = time.monotonic()
         arr = (ctypes.c_int32 * len(kv.tokens))(*kv.tokens)

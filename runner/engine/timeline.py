@@ -82,7 +82,7 @@ def waterfall(clock: TurnClock, prompt: PromptInfo, reused: int, pf: Prefilled,
 
 
 def turn_metrics(clock: TurnClock, prompt: PromptInfo, n_prompt: int, reused: int, pf: Prefilled,
-                 dec: Decoded, kv_cells_used: int, n_ctx: int, perf: dict) -> ev.TurnMetrics:
+                 dec: Decoded, kv_cells_used: int, n_ctx: int, perf: dict[str, float]) -> ev.TurnMetrics:
     """``TurnMetrics`` for a finished turn. Decode speed counts the gaps between
     sampled tokens (the first token's wait is prefill's), so one token has none."""
     times = dec.token_times

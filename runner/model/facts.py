@@ -8,12 +8,13 @@ parameter count and weight bytes. A figure the file does not give is ``None``
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from kvtop.runner.model.gguf_header import ArraySummary, GGUFHeader
 from kvtop.runner.model.quant_types import tensor_bytes, type_name
-from kvtop.runner.model.weights import weight_split
+from kvtop.runner.model.weights import WeightSplit, weight_split
 
 # llama.cpp's hard-coded sliding-window layer patterns (llama-model.cpp,
 # hparams.set_swa_pattern(n)): layer il slides when il % n < n - 1.
@@ -112,7 +113,8 @@ _FILE_TYPES = {
 }
 
 
-def _layer_shapes(arch, md: dict, p: str, n_layers, n_embd, sliding_window, kv_lora_rank, ssm,
+def _layer_shapes(arch: str | None, md: dict[str, Any], p: str, n_layers: int | None, n_embd: int | None,
+                  sliding_window: int | None, kv_lora_rank: int | None, ssm: dict[str, int],
                   notes: list[str]) -> list[LayerShape]:
     """Each layer's attention kind and head shapes, from the per-layer metadata."""
     def get(key: str) -> Any:
@@ -148,13 +150,17 @@ def _layer_shapes(arch, md: dict, p: str, n_layers, n_embd, sliding_window, kv_l
     return layers
 
 
-def _parameter_counts(header: GGUFHeader, n_experts, n_experts_used, notes: list[str]):
+Counts = tuple[int | None, int | None, int | None, int | None]
+
+
+def _parameter_counts(header: GGUFHeader, n_experts: int | None, n_experts_used: int | None,
+                      notes: list[str]) -> Counts:
     """(params, weight bytes, active params, active weight bytes) from the tensor infos;
     an MoE's active share counts only the experts a token uses."""
     if not header.tensors:
         notes.append("no tensor infos: parameter count and weight bytes unknown")
         return None, None, None, None
-    n_params = weights = 0
+    n_params = total = 0
     expert_params = expert_bytes = 0
     unknown_types: set[int] = set()
     for t in header.tensors:
@@ -164,13 +170,13 @@ def _parameter_counts(header: GGUFHeader, n_experts, n_experts_used, notes: list
             unknown_types.add(t.ggml_type)
             b = 0
         n_params += n
-        weights += b
+        total += b
         if "_exps" in t.name:
             expert_params += n
             expert_bytes += b
     if unknown_types:
         notes.append(f"unknown tensor types {sorted(unknown_types)}: their bytes not counted")
-        weights = None
+    weights = None if unknown_types else total
     if n_experts and n_experts_used and expert_params:
         frac = n_experts_used / n_experts
         n_active = n_params - expert_params + int(expert_params * frac)
@@ -179,7 +185,7 @@ def _parameter_counts(header: GGUFHeader, n_experts, n_experts_used, notes: list
     return n_params, weights, n_params, weights
 
 
-def _file_type(header: GGUFHeader, md: dict) -> str | None:
+def _file_type(header: GGUFHeader, md: dict[str, Any]) -> str | None:
     """The GGUF's file type, else the type that holds most of the matrices' elements."""
     ft = _int(md.get("general.file_type"))
     file_type = _FILE_TYPES.get(ft) if ft is not None else None
@@ -253,21 +259,39 @@ def facts_from_header(header: GGUFHeader) -> ModelFacts:
     )
 
 
-def _ffn_widths(get, n_experts: int | None) -> dict:
+class _FfnWidths(TypedDict):
+    n_ff: int | None
+    n_ff_exp: int | None
+    n_ff_shexp: int | None
+
+
+class _SplitFields(TypedDict, total=False):
+    embd_bytes: int
+    output_bytes: int
+    output_params: int
+    output_tied: bool
+    layer_bytes: list[int]
+    layer_bytes_active: list[int]
+    layer_params_active: list[int]
+    other_bytes: int
+
+
+def _ffn_widths(get: Callable[[str], Any], n_experts: int | None) -> _FfnWidths:
     """The FFN widths llama.cpp reads (``feed_forward_length`` may be per layer)."""
     ff = get("feed_forward_length")
     widths = [x for x in (ff if isinstance(ff, list) else [ff]) if _int(x)]
     n_ff = max(widths) if widths else None
     n_ff_exp = _int(get("expert_feed_forward_length"))
     shexp = _int(get("expert_shared_feed_forward_length"))
-    if shexp is None and n_ff_exp and _int(get("expert_shared_count")):
-        shexp = _int(get("expert_shared_count")) * n_ff_exp
+    shared = _int(get("expert_shared_count"))
+    if shexp is None and n_ff_exp and shared:
+        shexp = shared * n_ff_exp
     if n_experts and not _int(get("leading_dense_block_count")):
         n_ff = None  # every layer is MoE: feed_forward_length describes no layer that runs
     return {"n_ff": n_ff, "n_ff_exp": n_ff_exp, "n_ff_shexp": shexp}
 
 
-def _split_fields(split) -> dict:
+def _split_fields(split: WeightSplit | None) -> _SplitFields:
     if split is None:
         return {}
     return {"embd_bytes": split.embd_bytes, "output_bytes": split.output_bytes,

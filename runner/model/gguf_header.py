@@ -106,10 +106,10 @@ class _Reader:
         return struct.unpack(fmt, self.read(struct.calcsize(fmt), what))[0]
 
     def u32(self, what: str) -> int:
-        return struct.unpack("<I", self.read(4, what))[0]
+        return int(struct.unpack("<I", self.read(4, what))[0])
 
     def u64(self, what: str) -> int:
-        return struct.unpack("<Q", self.read(8, what))[0]
+        return int(struct.unpack("<Q", self.read(8, what))[0])
 
     def string(self, what: str) -> str:
         n = self.u64(what)

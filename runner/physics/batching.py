@@ -17,6 +17,10 @@ conversations of the current average length fit.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kvtop.runner.model.facts import ModelFacts
 
 
 @dataclass(frozen=True)
@@ -49,7 +53,7 @@ def more_conversations_fit(cells_total: int, cells_used: int, average_length: fl
     return max(int((cells_total - cells_used) // average_length), 0)
 
 
-def compute_tok_s(facts, tflops: float | None) -> float | None:
+def compute_tok_s(facts: ModelFacts | None, tflops: float | None) -> float | None:
     """The compute ceiling of decode: FLOPS over the FLOPs one token costs (None unknown)."""
     from kvtop.runner.physics.phase_costs import decode_flops
 

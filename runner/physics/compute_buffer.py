@@ -33,6 +33,7 @@ is split between the devices by where the layers run (runner.physics.device_spli
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from kvtop.runner.model.facts import ModelFacts
@@ -85,7 +86,7 @@ def _ffn_width(facts: ModelFacts) -> int:
     return max(widths)
 
 
-def _attention_layers(facts: ModelFacts, layout: KVLayout):
+def _attention_layers(facts: ModelFacts, layout: KVLayout) -> Iterator[tuple[int, int, int, int]]:
     """(cells attended, heads, q width, kv width) per attention layer."""
     cells = {k.kind: k.cells for k in layout.kinds}
     for layer in facts.layers:

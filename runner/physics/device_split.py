@@ -151,7 +151,8 @@ def prefill_seconds_on(shares: list[DeviceShare]) -> float | None:
 def slowest(shares: list[DeviceShare]) -> DeviceShare | None:
     """The device that adds most to each decode token's time (None: a time is unknown)."""
     times = [(s.seconds_per_token, s) for s in shares if s.read_bytes]
-    if not times or any(t is None for t, _ in times):
+    known = [(t, s) for t, s in times if t is not None]
+    if not times or len(known) < len(times):
         return None
-    return max(times, key=lambda ts: ts[0])[1]
+    return max(known, key=lambda ts: ts[0])[1]
 

@@ -10,15 +10,24 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TypedDict, TypeGuard
 
 from kvtop.runner.physics.machine import predict_here
 from kvtop.runner.settings import usable_cores
 from kvtop.runner.units import MIB
 
+if TYPE_CHECKING:
+    from kvtop.runner.events import TurnMetrics
+    from kvtop.runner.llama_buffers import LlamaBuffers
+    from kvtop.runner.model.facts import ModelFacts
+    from kvtop.runner.physics.kv_bytes import KVLayout
+    from kvtop.runner.settings import Settings
+    from kvtop.runner.system.hardware import HardwareProfile
+
 FULL_PRECISION_KV = ("f16", "f32", "bf16")
 
 
-def _usable(x) -> bool:
+def _usable(x: float | None) -> TypeGuard[float]:
     return x is not None and isinstance(x, (int, float)) and math.isfinite(x) and x > 0
 
 
@@ -54,7 +63,7 @@ class TurnFigures:
     itl_p95_ms: float | None = None
 
     @classmethod
-    def from_metrics(cls, mt) -> TurnFigures:
+    def from_metrics(cls, mt: TurnMetrics) -> TurnFigures:
         return cls(prefill_tokens=mt.prefill_tokens, prefill_s=mt.prefill_s, wait_s=mt.wait_s, ttft_s=mt.ttft_s,
                    decode_tokens=mt.decode_tokens, decode_s=mt.decode_s, decode_tok_s=mt.decode_tok_s,
                    itl_p50_ms=mt.itl_p50_ms, itl_p95_ms=mt.itl_p95_ms)
@@ -103,11 +112,23 @@ class EstimateRows:
     KEYS = ("ttft", "prefill", "decode", "kv", "weights", "peak")
 
     def row(self, key: str) -> Row:
-        return getattr(self, key)
+        row: Row = getattr(self, key)
+        return row
 
 
-def estimate_rows(facts, layout, hw, settings, *, buffers=None, peak_rss: int | None = None,
-                  turn=None, turn_ran: bool = False, others_cpu: float | None = None) -> EstimateRows:
+class _TurnRows(TypedDict, total=False):
+    """The rows a measured turn fills in."""
+
+    ttft: Row
+    prefill: Row
+    decode: Row
+    turn: TurnFigures
+
+
+def estimate_rows(facts: ModelFacts, layout: KVLayout, hw: HardwareProfile, settings: Settings, *,
+                  buffers: LlamaBuffers | None = None, peak_rss: int | None = None,
+                  turn: TurnMetrics | None = None, turn_ran: bool = False,
+                  others_cpu: float | None = None) -> EstimateRows:
     """The Estimate pane's rows.
 
     ``facts`` (runner.model.facts.ModelFacts), ``layout`` (runner.physics.kv_bytes.KVLayout),
@@ -140,13 +161,13 @@ def estimate_rows(facts, layout, hw, settings, *, buffers=None, peak_rss: int | 
         # the probe's threads are the machine's cores, and the trace records them: a replay says what was said live
         n_cores=hw.cpu.threads if hw.cpu is not None else usable_cores(),
     )
-    kw = {}
+    kw: _TurnRows = {}
     if turn is not None:
         p = predict_here(f, lay, hw, settings, max(turn.prefill_tokens, 1), turn.decode_tokens,
                          turn.reused_tokens)
         ttft_pred = p.prefill_s + turn.template_s + turn.tokenize_s if p.prefill_s is not None else None
-        kw = dict(ttft=Row(ttft_pred, turn.ttft_s), prefill=Row(p.prefill_tok_s, turn.prefill_tok_s),
-                  decode=Row(p.decode_tok_s, turn.decode_tok_s), turn=TurnFigures.from_metrics(turn))
+        kw = _TurnRows(ttft=Row(ttft_pred, turn.ttft_s), prefill=Row(p.prefill_tok_s, turn.prefill_tok_s),
+                       decode=Row(p.decode_tok_s, turn.decode_tok_s), turn=TurnFigures.from_metrics(turn))
     return EstimateRows(
         kv=Row(lay.bytes_allocated, kv_meas),
         weights=Row(f.weights_bytes, weights_meas),

@@ -15,7 +15,9 @@ object that made it.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Protocol
 
 from kvtop.runner.physics.batching import BatchCeiling, batched_decode_ceiling, compute_tok_s, more_conversations_fit
 from kvtop.runner.physics.kv_bytes import KVLayout, kv_bytes_read_at_depth, kv_layout
@@ -24,7 +26,27 @@ from kvtop.runner.physics.placement import effective_gpu_layers
 from kvtop.runner.physics.roofline import Prediction
 from kvtop.runner.units import fmt_rate
 
+if TYPE_CHECKING:
+    from kvtop.runner.events import Loaded, TurnMetrics
+    from kvtop.runner.llama_buffers import LlamaBuffers
+    from kvtop.runner.model.facts import ModelFacts
+    from kvtop.runner.physics.estimate_rows import EstimateRows
+    from kvtop.runner.physics.memory_check import MemoryCheck
+    from kvtop.runner.settings import Settings
+    from kvtop.runner.system.hardware import HardwareProfile
+
 BEATEN = 1.02  # a measured rate this far above its ceiling means the ceiling is wrong
+
+
+class Slot(Protocol):
+    """What the batched physics reads of a server's slot (runner.server.monitor's)."""
+
+    @property
+    def is_processing(self) -> bool: ...
+    @property
+    def n_prompt_tokens(self) -> int: ...
+    @property
+    def n_ctx(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -36,7 +58,7 @@ class CacheShown:
     slots: int = 1  # a server's slots, each with its own n_ctx
 
 
-def layout_for(facts, settings, n_ctx: int, n_ubatch: int | None = None) -> KVLayout:
+def layout_for(facts: ModelFacts, settings: Settings, n_ctx: int, n_ubatch: int | None = None) -> KVLayout:
     """The KV cache llama.cpp allocates for ``n_ctx`` cells with these settings'
     cache types and SWA choice (``n_ubatch``: the loaded engine's, else the settings')."""
     return kv_layout(facts, n_ctx, settings.cache_type_k, settings.cache_type_v, settings.swa_full,
@@ -47,19 +69,21 @@ def layout_for(facts, settings, n_ctx: int, n_ubatch: int | None = None) -> KVLa
 class Here:
     """This model on this machine with these settings (see the module's docstring)."""
 
-    facts: object  # runner.model.facts.ModelFacts
+    facts: ModelFacts
     layout: KVLayout
-    hw: object  # runner.system.hardware.HardwareProfile
-    settings: object  # runner.settings.Settings
+    hw: HardwareProfile
+    settings: Settings
 
     @classmethod
-    def at(cls, facts, hw, settings, n_ctx: int | None = None, n_ubatch: int | None = None) -> Here:
+    def at(cls, facts: ModelFacts, hw: HardwareProfile, settings: Settings, n_ctx: int | None = None,
+           n_ubatch: int | None = None) -> Here:
         """With the KV cache of ``n_ctx`` cells (default: the settings')."""
         return cls(facts, layout_for(facts, settings, settings.n_ctx if n_ctx is None else n_ctx, n_ubatch),
                    hw, settings)
 
     @classmethod
-    def known(cls, facts, layout, hw, settings) -> Here | None:
+    def known(cls, facts: ModelFacts | None, layout: KVLayout | None, hw: HardwareProfile | None,
+              settings: Settings) -> Here | None:
         """The model on this machine, or None while any of it is not known (a server
         without its GGUF header: no facts, no KV layout, no physics)."""
         if facts is None or layout is None or hw is None:
@@ -70,7 +94,7 @@ class Here:
         """The same machine with the KV cache the engine allocated (a server: every slot's)."""
         return replace(self, layout=layout_for(self.facts, self.settings, n_ctx, n_ubatch))
 
-    def fitted(self, loaded, llama_buffers: bool) -> tuple[Here, CacheShown]:
+    def fitted(self, loaded: Loaded, llama_buffers: bool) -> tuple[Here, CacheShown]:
         """The machine with the cache the engine that reported ``loaded`` (``runner.events.Loaded``)
         allocated: kvtop's own (``llama_buffers``: llama.cpp's allocation is in kvtop's
         log) at its n_ctx and micro-batch; a server's, every slot's ``n_ctx``."""
@@ -80,7 +104,7 @@ class Here:
         slots = max(loaded.total_slots or 1, 1)
         return self.resized(loaded.n_ctx * slots), CacheShown(loaded.n_ctx, None, slots)
 
-    def with_hardware(self, hw) -> Here:
+    def with_hardware(self, hw: HardwareProfile) -> Here:
         """The same model and cache on a re-probed machine."""
         return replace(self, hw=hw)
 
@@ -102,15 +126,16 @@ class Here:
         return prefill_seconds_here(self.facts, self.layout, self.hw, self.settings, tokens, depth,
                                     at_peak=at_peak)
 
-    def estimate_rows(self, *, buffers=None, peak_rss: int | None = None, turn=None, turn_ran: bool = False,
-                      others_cpu: float | None = None):
+    def estimate_rows(self, *, buffers: LlamaBuffers | None = None, peak_rss: int | None = None,
+                      turn: TurnMetrics | None = None, turn_ran: bool = False,
+                      others_cpu: float | None = None) -> EstimateRows:
         """The Estimate pane's rows (runner.physics.estimate_rows.estimate_rows)."""
         from kvtop.runner.physics.estimate_rows import estimate_rows
 
         return estimate_rows(self.facts, self.layout, self.hw, self.settings, buffers=buffers, peak_rss=peak_rss,
                              turn=turn, turn_ran=turn_ran, others_cpu=others_cpu)
 
-    def memory_check(self):
+    def memory_check(self) -> MemoryCheck:
         """The pre-flight memory check at these settings (runner.physics.memory_check)."""
         from kvtop.runner.physics.memory_check import memory_check
         from kvtop.runner.physics.offload import OffloadSettings
@@ -118,11 +143,11 @@ class Here:
         return memory_check(self.facts, self.layout, self.hw, self.settings.n_gpu_layers,
                             offload=OffloadSettings.from_settings(self.settings))
 
-    def beaten_by(self, mt) -> list[str]:
+    def beaten_by(self, mt: TurnMetrics) -> list[str]:
         """What a finished turn (runner.events.TurnMetrics) ran faster than its roofline,
         said as a reason to probe the CPU again: decode against its binding ceiling in the
         middle of the reply, prefill (64 tokens or more) against its roofline."""
-        beaten = []
+        beaten: list[str] = []
         bw, comp = self.ceilings(mt.prompt_tokens + mt.decode_tokens // 2)
         roof = min(r for r in (bw, comp) if r) if (bw or comp) else None
         if roof and mt.decode_tok_s and mt.decode_tok_s > roof * BEATEN:
@@ -133,7 +158,7 @@ class Here:
         return beaten
 
     # ------------------------------------------------------------ a server's slots
-    def batched_ceiling(self, slots) -> BatchCeiling | None:
+    def batched_ceiling(self, slots: Iterable[Slot]) -> BatchCeiling | None:
         """The batched decode ceiling of the slots decoding now (at least one slot at depth
         0 when none is), or None without a bandwidth or the active weights' size."""
         f, hw = self.facts, self.hw
@@ -146,7 +171,7 @@ class Here:
                                       compute_tok_s(f, hw.tflops))
 
 
-def server_physics(here: Here | None, slots) -> tuple[BatchCeiling | None, int | None, float | None]:
+def server_physics(here: Here | None, slots: Sequence[Slot]) -> tuple[BatchCeiling | None, int | None, float | None]:
     """A server's slots (runner.server.monitor): (the batched ceiling of the slots decoding
     now, how many more conversations fit, their average length). Without a ``Here`` (no
     GGUF header, no hardware) only the last two, which need no physics."""
@@ -159,7 +184,7 @@ def server_physics(here: Here | None, slots) -> tuple[BatchCeiling | None, int |
     return (here.batched_ceiling(slots) if here is not None else None), fit, avg
 
 
-def cpu_share(facts, hw, n_gpu_layers: int) -> float:
+def cpu_share(facts: ModelFacts | None, hw: HardwareProfile | None, n_gpu_layers: int) -> float:
     """The share of the model's layers the CPU computes with ``n_gpu_layers`` offloaded
     (1.0 without a GPU or without the facts: all of it, as far as anyone can tell)."""
     n_layer = (facts.n_layers if facts is not None else None) or 0

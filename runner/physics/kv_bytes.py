@@ -78,11 +78,10 @@ def _layer_row_bytes(layer: LayerShape, facts: ModelFacts, tk: int, tv: int) -> 
         if facts.kv_lora_rank is None or facts.rope_dim is None:
             return None
         return row_bytes(tk, facts.kv_lora_rank + facts.rope_dim)
-    if None in (layer.n_head_kv, layer.head_dim_k, layer.head_dim_v):
+    n_kv, dk, dv = layer.n_head_kv, layer.head_dim_k, layer.head_dim_v
+    if n_kv is None or dk is None or dv is None:
         return None
-    return row_bytes(tk, layer.n_head_kv * layer.head_dim_k) + row_bytes(
-        tv, layer.n_head_kv * layer.head_dim_v
-    )
+    return row_bytes(tk, n_kv * dk) + row_bytes(tv, n_kv * dv)
 
 
 def recurrent_state_bytes(facts: ModelFacts, n_seq: int = 1) -> int | None:

@@ -78,7 +78,7 @@ def memory_check(facts: ModelFacts, layout: KVLayout, hw: HardwareProfile, n_gpu
         return MemoryCheck(None, hw.memory_free, where, None, "weight bytes unknown")
     needs = _needs(facts, layout, hw, p)
     known = [n for n in needs if n.free is not None]
-    tight = min(known, key=lambda n: n.free - n.needed) if known else needs[0]
+    tight = min(known, key=lambda n: (n.free or 0) - n.needed) if known else needs[0]  # free: known
     fits = False if any(n.fits is False for n in needs) else (True if len(known) == len(needs) else None)
     message = "; ".join(n.line(len(needs) > 1) for n in needs)
     return MemoryCheck(tight.needed, tight.free, tight.where, fits, message)

@@ -19,6 +19,7 @@ from kvtop.runner.physics.kv_bytes import KVLayout
 from kvtop.runner.physics.placement import Device, Placement, place_layers
 
 if TYPE_CHECKING:
+    from kvtop.runner.settings import Settings
     from kvtop.runner.system.hardware import HardwareProfile
 
 SPLIT_MODES = ("none", "layer")  # -sm row (every matrix split across GPUs) is not modelled
@@ -38,7 +39,7 @@ class OffloadSettings:
     flash_attn: str = "auto"
 
     @classmethod
-    def from_settings(cls, s) -> OffloadSettings:
+    def from_settings(cls, s: Settings) -> OffloadSettings:
         """From the engine's ``runner.settings.Settings`` (one GPU split: llama.cpp's defaults)."""
         return cls(n_gpu_layers=s.n_gpu_layers, n_ubatch=min(s.n_ubatch, s.n_batch), n_batch=s.n_batch,
                    flash_attn=s.flash_attn)

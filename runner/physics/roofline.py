@@ -13,6 +13,7 @@ All functions are pure so the worked numbers in the reading texts are unit tests
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from kvtop.runner.model.facts import ModelFacts
 from kvtop.runner.physics.device_split import DeviceShare, decode_compute_seconds, decode_seconds, prefill_seconds_on
@@ -94,7 +95,7 @@ class Prediction:
         """The predicted decode rate: the ceiling that binds."""
         return binding_ceiling(self.decode_ceiling_tok_s, self.compute_ceiling_tok_s)[0]
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -128,7 +129,9 @@ def predict(
     return _prediction(facts, layout, bandwidth_gbs, tflops, prompt_tokens, output_tokens, dec, comp, pre)
 
 
-def _prediction(facts, layout, bandwidth_gbs, tflops, prompt_tokens, output_tokens, dec, comp, pre) -> Prediction:
+def _prediction(facts: ModelFacts, layout: KVLayout | None, bandwidth_gbs: float | None, tflops: float | None,
+                prompt_tokens: int, output_tokens: int, dec: float | None, comp: float | None,
+                pre: float | None) -> Prediction:
     rate, binding = binding_ceiling(dec, comp)
     pre_rate = prompt_tokens / pre if pre else None
     resp = response_seconds(pre, output_tokens, rate) if pre is not None and rate else None

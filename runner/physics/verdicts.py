@@ -22,10 +22,14 @@ Rules the estimate verdict keeps:
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-from kvtop.runner.physics.estimate_rows import EstimateRows, TurnFigures
+from kvtop.runner.physics.estimate_rows import EstimateContext, EstimateRows, TurnFigures
 from kvtop.runner.system.cpu_pace import free_cores
 from kvtop.runner.units import MIB, fmt_bytes, fmt_seconds
+
+if TYPE_CHECKING:
+    from kvtop.runner.events import ContextShifted, TurnMetrics
 
 TOLERANCE = 1.25  # within 25% either way: "near the hardware's limits"
 BUSY_SHARE = 0.25  # other processes took at least a quarter of the CPU: named before the model
@@ -62,7 +66,7 @@ def _phrase(key: str, ratio: float) -> str:
     return text
 
 
-def _prefill_slow_cause(n_tokens: int | None, ctx) -> str:
+def _prefill_slow_cause(n_tokens: int | None, ctx: EstimateContext) -> str:
     if ctx.gpu_idle:
         return GPU_IDLE
     if n_tokens is not None and n_tokens < SHORT_PROMPT_TOKENS:
@@ -74,13 +78,13 @@ def _prefill_slow_cause(n_tokens: int | None, ctx) -> str:
     return "compute not saturated"
 
 
-def _prefill_fast_cause(ctx) -> str:
+def _prefill_fast_cause(ctx: EstimateContext) -> str:
     if ctx.on_cpu:
         return "llama.cpp beat the matmul kernels the probe timed (repacked weights, or a probe taken while the CPU was busy)"
     return "the device reaches more than the FLOPS figure the estimate uses"
 
 
-def _decode_slow_cause(ms_per_token: float | None, ctx) -> str:
+def _decode_slow_cause(ms_per_token: float | None, ctx: EstimateContext) -> str:
     if ctx.gpu_idle:
         return GPU_IDLE
     if ctx.kv_quantised:
@@ -92,7 +96,7 @@ def _decode_slow_cause(ms_per_token: float | None, ctx) -> str:
     return "memory bandwidth not saturated (threads? other load?)"
 
 
-def _decode_fast_cause(ctx) -> str:
+def _decode_fast_cause(ctx: EstimateContext) -> str:
     w = ctx.weights_bytes
     if ctx.on_cpu and w and w < TINY_MODEL_BYTES:
         return f"part of a small model ({fmt_bytes(w)}) stays in the CPU caches"
@@ -114,15 +118,16 @@ def decode_stalls(turn: TurnFigures | None) -> tuple[float, int] | None:
     return None
 
 
-def _decode_sentence(rows: EstimateRows) -> str:
+def _decode_sentence(rows: EstimateRows, ratio: float) -> str:
+    """``ratio``: the decode row's (known: the verdict picked decode by it)."""
     row, ctx, turn = rows.decode, rows.context, rows.turn
-    ratio = row.ratio
     head = _phrase("decode", ratio)
     p50 = turn.itl_p50_ms if turn else None
     if ratio > 1:
         return f"{head}: {_decode_fast_cause(ctx)}"
     stalls = decode_stalls(turn)
-    if stalls is None:
+    # a stall needs the turn's p50, pace and decode time (decode_stalls checked them); the ratio, a prediction
+    if stalls is None or turn is None or not (p50 and turn.decode_tok_s and turn.decode_s) or not row.predicted:
         return f"{head}: {_decode_slow_cause(p50, ctx)}"
     extra, gaps = stalls
     mean_ms = 1000 / turn.decode_tok_s
@@ -148,10 +153,10 @@ def _prefill_seconds(rows: EstimateRows) -> tuple[float | None, float | None, in
     return meas, pred, n
 
 
-def _ttft_sentence(rows: EstimateRows) -> tuple[str, set[str]]:
-    """The TTFT gap and its biggest part; also which other gaps it explains."""
+def _ttft_sentence(rows: EstimateRows, ratio: float) -> tuple[str, set[str]]:
+    """The TTFT gap and its biggest part; also which other gaps it explains (``ratio``:
+    the TTFT row's, known, so both of its figures are)."""
     row, ctx = rows.ttft, rows.context
-    ratio = row.ratio
     head = _phrase("ttft", ratio)
     pf_meas, pf_pred, n = _prefill_seconds(rows)
     pf_ratio = rows.prefill.ratio
@@ -159,7 +164,7 @@ def _ttft_sentence(rows: EstimateRows) -> tuple[str, set[str]]:
         if pf_ratio is not None and pf_ratio > 1:
             return f"{head}: prefill ran at {pf_ratio:.2f}x the predicted rate, {_prefill_fast_cause(ctx)}", {"prefill"}
         return head, set()
-    excess = row.measured - row.predicted
+    excess = (row.measured or 0.0) - (row.predicted or 0.0)  # both are known (the ratio is)
     wait = rows.turn.wait_s if rows.turn and rows.turn.wait_s else 0.0
     pf_excess = pf_meas - pf_pred if pf_meas is not None and pf_pred is not None else 0.0
     rest = excess - wait - pf_excess
@@ -176,8 +181,8 @@ def _ttft_sentence(rows: EstimateRows) -> tuple[str, set[str]]:
 
 def estimate_verdict(rows: EstimateRows) -> str:
     """One line: the biggest gap between estimate and measurement, and its likely reason."""
-    ratios = {k: rows.row(k).ratio for k in _KEYS}
-    gaps = {k: _slowdown(k, r) for k, r in ratios.items() if r is not None}
+    ratios = {k: r for k in _KEYS if (r := rows.row(k).ratio) is not None}
+    gaps = {k: _slowdown(k, r) for k, r in ratios.items()}
     if not gaps:
         return "send a message to compare the estimate with a measured turn"
     busy = rows.context.others_cpu
@@ -195,7 +200,7 @@ def estimate_verdict(rows: EstimateRows) -> str:
     return _verdict(rows, ratios, gaps)
 
 
-def packed_threads(ctx) -> str:
+def packed_threads(ctx: EstimateContext) -> str:
     """Advice when the engine has more threads than the cores other processes leave free
     (``""`` otherwise). llama.cpp's threads meet at a barrier after every op; Linux
     shares the CPU between sessions first (autogroup), so an engine whose threads
@@ -218,7 +223,7 @@ def packed_advice(threads: int, n_cores: int, others_cpu: float | None, on_cpu: 
             f"hold {held:.1f} of {n_cores} cores, so threads share a core: try -t {free}")
 
 
-def _verdict(rows: EstimateRows, ratios: dict, gaps: dict) -> str:
+def _verdict(rows: EstimateRows, ratios: dict[str, float], gaps: dict[str, float]) -> str:
     order = sorted(gaps, key=lambda k: abs(math.log(gaps[k])), reverse=True)
     worst = order[0]
     ctx = rows.context
@@ -229,7 +234,7 @@ def _verdict(rows: EstimateRows, ratios: dict, gaps: dict) -> str:
         return line
     explained: set[str] = {worst}
     if worst == "ttft":
-        line, more = _ttft_sentence(rows)
+        line, more = _ttft_sentence(rows, ratios[worst])
         explained |= more
     elif worst == "prefill":
         r = ratios["prefill"]
@@ -237,7 +242,7 @@ def _verdict(rows: EstimateRows, ratios: dict, gaps: dict) -> str:
         cause = _prefill_fast_cause(ctx) if r > 1 else _prefill_slow_cause(n, ctx)
         line = f"{_phrase('prefill', r)}: {cause}"
     else:
-        line = _decode_sentence(rows)
+        line = _decode_sentence(rows, ratios[worst])
     also = next((k for k in order[1:] if k not in explained and _far(gaps[k])), None)
     if also is not None:
         line += f"; also {_phrase(also, ratios[also])}"
@@ -245,8 +250,9 @@ def _verdict(rows: EstimateRows, ratios: dict, gaps: dict) -> str:
 
 
 # ------------------------------------------------------------------- TTFT verdict
-def ttft_verdict(metrics, first_diff_index: int | None = None, diff_context=None,
-                 others_cpu: float | None = None, shift=None, cpu: tuple[int, int, bool] | None = None) -> str:
+def ttft_verdict(metrics: TurnMetrics, first_diff_index: int | None = None,
+                 diff_context: tuple[str, str] | None = None, others_cpu: float | None = None,
+                 shift: ContextShifted | None = None, cpu: tuple[int, int, bool] | None = None) -> str:
     """One sentence naming the biggest cause of this turn's time to first token; other
     processes holding the CPU come first, as in the Estimate pane's verdict. ``shift``:
     the turn's ``ContextShifted`` (a full context dropped its oldest turns). ``cpu``:
@@ -257,7 +263,7 @@ def ttft_verdict(metrics, first_diff_index: int | None = None, diff_context=None
     if not ttft or not metrics.timeline:
         return "no first token was produced in this turn"
     busy = others_cpu is not None and others_cpu >= BUSY_SHARE
-    line = _shift_cause(metrics, shift) or _ttft_cause(metrics, first_diff_index, diff_context, busy)
+    line = _shift_cause(metrics, ttft, shift) or _ttft_cause(metrics, ttft, first_diff_index, diff_context, busy)
     if busy:
         head, packed = f"other processes used {others_cpu:.0%} of the CPU during this turn; ", ""
         if cpu is not None:  # the threads the turn ran on, where recorded
@@ -271,10 +277,10 @@ def ttft_verdict(metrics, first_diff_index: int | None = None, diff_context=None
     return line
 
 
-def _shift_cause(metrics, shift) -> str | None:
+def _shift_cause(metrics: TurnMetrics, ttft: float, shift: ContextShifted | None) -> str | None:
     """A prefill that a context shift made long: the dropped turns broke the cached prefix."""
     prefill = sum(dt for _, dt in metrics.ubatches)
-    if shift is None or shift.prefix_broken_at is None or prefill < 0.5 * metrics.ttft_s:
+    if shift is None or shift.prefix_broken_at is None or prefill < 0.5 * ttft:
         return None
     from kvtop.runner.policy.context_shift import turn_ranges
 
@@ -283,11 +289,11 @@ def _shift_cause(metrics, shift) -> str | None:
     return (f"context full: turn{'' if n == 1 else 's'} {turn_ranges(shift.dropped_turns)} "
             f"{'was' if n == 1 else 'were'} dropped, so the cached prefix broke at token "
             f"{shift.prefix_broken_at:,} and {metrics.prefill_tokens:,} of {metrics.prompt_tokens:,} prompt tokens "
-            f"were recomputed: {fmt_seconds(prefill)} of {fmt_seconds(metrics.ttft_s)} at {rate:,.0f} tok/s")
+            f"were recomputed: {fmt_seconds(prefill)} of {fmt_seconds(ttft)} at {rate:,.0f} tok/s")
 
 
-def _ttft_cause(metrics, first_diff_index, diff_context, busy: bool = False) -> str:
-    ttft = metrics.ttft_s
+def _ttft_cause(metrics: TurnMetrics, ttft: float, first_diff_index: int | None,
+                diff_context: tuple[str, str] | None, busy: bool = False) -> str:
     _s = fmt_seconds
     prefill = sum(dt for _, dt in metrics.ubatches)
     segs = {label: dt for label, _start, dt in metrics.timeline}

@@ -21,10 +21,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from kvtop.runner.events import ContextShifted
 from kvtop.runner.units import fmt_int
 
-Tokens = Callable[[list[dict]], list[int]]  # messages -> the prompt's tokens (with the reply's header)
-Start = Callable[[list[dict]], int]  # messages -> their tokens without the reply's header
+Tokens = Callable[[list[dict[str, str]]], list[int]]  # messages -> the prompt's tokens (with the reply's header)
+Start = Callable[[list[dict[str, str]]], int]  # messages -> their tokens without the reply's header
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,7 @@ class Fitted:
     """The prompt a turn sends: ``messages`` (all of them when nothing was dropped) and
     their ``tokens``; ``dropped_turns``: 1-based numbers of the turns left out."""
 
-    messages: list[dict]
+    messages: list[dict[str, str]]
     tokens: list[int]
     dropped_turns: tuple[int, ...] = ()
     full_tokens: int = 0  # the whole chat's prompt, before anything was dropped
@@ -55,13 +56,14 @@ def reply_room(n_ctx: int, n_predict: int) -> int:
     return n_ctx // 4
 
 
-def split_turns(messages: list[dict]) -> tuple[list[dict], list[list[dict]]]:
+def split_turns(messages: list[dict[str, str]]) -> tuple[list[dict[str, str]], list[list[dict[str, str]]]]:
     """(the leading system messages, the turns): a turn starts at each user message;
     anything between the system prompt and the first user message joins the first turn."""
     i = 0
     while i < len(messages) and messages[i].get("role") == "system":
         i += 1
-    head, turns = messages[:i], []
+    head = messages[:i]
+    turns: list[list[dict[str, str]]] = []
     for m in messages[i:]:
         if m.get("role") == "user" or not turns:
             turns.append([m])
@@ -73,11 +75,11 @@ def split_turns(messages: list[dict]) -> tuple[list[dict], list[list[dict]]]:
     return head, turns
 
 
-def _flat(turns: list[list[dict]]) -> list[dict]:
+def _flat(turns: list[list[dict[str, str]]]) -> list[dict[str, str]]:
     return [m for t in turns for m in t]
 
 
-def kept_turns(head: list[dict], turns: list[list[dict]], keep: int, start_of: Start | None) -> int:
+def kept_turns(head: list[dict[str, str]], turns: list[list[dict[str, str]]], keep: int, start_of: Start | None) -> int:
     """How many leading turns ``--keep N`` keeps: those that begin in the first N tokens
     (N <= 0: none, only the system prompt). The newest turn is not counted."""
     if keep <= 0 or start_of is None:
@@ -88,7 +90,7 @@ def kept_turns(head: list[dict], turns: list[list[dict]], keep: int, start_of: S
     return k
 
 
-def fit_turns(messages: list[dict], full: list[int], tokens_of: Tokens, n_ctx: int, room: int,
+def fit_turns(messages: list[dict[str, str]], full: list[int], tokens_of: Tokens, n_ctx: int, room: int,
               keep: int = -1, start_of: Start | None = None) -> Fitted:
     """The prompt for ``messages`` (whose tokens are ``full``) that leaves ``room`` for
     the reply in ``n_ctx``, dropping the fewest oldest turns after the kept ones. When
@@ -102,7 +104,7 @@ def fit_turns(messages: list[dict], full: list[int], tokens_of: Tokens, n_ctx: i
     if most <= 0:
         return Fitted(messages, full, (), len(full))
 
-    def window(d: int) -> list[dict]:
+    def window(d: int) -> list[dict[str, str]]:
         return head + _flat(turns[:fixed]) + _flat(turns[fixed + d:])
 
     seen: dict[int, list[int]] = {}
@@ -145,7 +147,7 @@ def turn_ranges(numbers: tuple[int, ...]) -> str:
     return ", ".join(out)
 
 
-def shift_line(e) -> str:
+def shift_line(e: ContextShifted) -> str:
     """One line on a ``ContextShifted``: which turns went, and what it cost the cache."""
     n = len(e.dropped_turns)
     head = (f"context full: dropped turn{'' if n == 1 else 's'} {turn_ranges(e.dropped_turns)} "

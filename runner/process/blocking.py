@@ -11,16 +11,17 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
+from typing import cast
 
 from kvtop.runner import events as ev
-from kvtop.runner.process.commands import Chat, Generate, Reset, Tokenize, as_messages
+from kvtop.runner.process.commands import Chat, ChatMessage, Generate, Reset, Tokenize, as_messages
 from kvtop.runner.process.contract import EngineClient, EngineUnavailable
 
 OnEvent = Callable[[object], None]
 
 
-def _ignore(_e) -> None:
+def _ignore(_e: object) -> None:
     pass
 
 
@@ -28,7 +29,7 @@ class BlockingEngine:
     def __init__(self, client: EngineClient):
         self.client = client
         self.settings = client.settings
-        self._events: queue.SimpleQueue = queue.SimpleQueue()
+        self._events: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._turn = 0
         self._request = 0
         self.loaded: ev.Loaded | None = None
@@ -50,8 +51,8 @@ class BlockingEngine:
         if isinstance(e, ev.LoadFailed):
             self.close()
             raise EngineUnavailable(e.reason)
-        self.loaded = e
-        return e
+        self.loaded = cast(ev.Loaded, e)  # the wait took only Loaded or LoadFailed
+        return self.loaded
 
     def _read(self) -> None:
         try:
@@ -59,7 +60,7 @@ class BlockingEngine:
         except Exception as exc:  # the reader must always end the waiters
             self._events.put(ev.EngineDied(None, f"engine reader failed: {exc}"))
 
-    def _wait(self, done: Callable[[object], bool], on_event: OnEvent):
+    def _wait(self, done: Callable[[object], bool], on_event: OnEvent) -> object:
         while True:
             e = self._events.get()
             on_event(e)
@@ -74,20 +75,25 @@ class BlockingEngine:
             if isinstance(e, ev.EngineError):
                 raise EngineUnavailable(e.reason)
 
-    def _turn_end(self, turn_id: int):
+    def _turn_end(self, turn_id: int) -> Callable[[object], bool]:
         return lambda e: isinstance(e, (ev.TurnDone, ev.TurnRefused)) and e.turn_id == turn_id
 
-    def chat(self, messages, on_event: OnEvent = _ignore, t_submit: float | None = None,
+    def chat(self, messages: Iterable[ChatMessage | Mapping[str, object]], on_event: OnEvent = _ignore,
+             t_submit: float | None = None,
              n_predict: int | None = None) -> ev.TurnDone | ev.TurnRefused:
         self._turn += 1
         self.client.submit(Chat(self._turn, as_messages(messages), t_submit or time.monotonic(), n_predict))
-        return self._wait(self._turn_end(self._turn), on_event)
+        return self._turn_done(on_event)
 
-    def generate(self, tokens, on_event: OnEvent = _ignore, n_predict: int = 128,
+    def generate(self, tokens: Iterable[int], on_event: OnEvent = _ignore, n_predict: int = 128,
                  ignore_eog: bool = True, threads: tuple[int, int] | None = None) -> ev.TurnDone | ev.TurnRefused:
         self._turn += 1
         self.client.submit(Generate(self._turn, tuple(tokens), time.monotonic(), n_predict, ignore_eog, threads))
-        return self._wait(self._turn_end(self._turn), on_event)
+        return self._turn_done(on_event)
+
+    def _turn_done(self, on_event: OnEvent) -> ev.TurnDone | ev.TurnRefused:
+        done = self._wait(self._turn_end(self._turn), on_event)
+        return cast("ev.TurnDone | ev.TurnRefused", done)  # what _turn_end waits for
 
     def reset(self, on_event: OnEvent = _ignore) -> None:
         self.client.submit(Reset())
@@ -97,7 +103,8 @@ class BlockingEngine:
         self._request += 1
         rid = self._request
         self.client.submit(Tokenize(rid, text, add_special))
-        return list(self._wait(lambda e: isinstance(e, ev.Tokenized) and e.request_id == rid, _ignore).tokens)
+        e = cast(ev.Tokenized, self._wait(lambda e: isinstance(e, ev.Tokenized) and e.request_id == rid, _ignore))
+        return list(e.tokens)
 
     def cancel(self) -> None:
         self.client.cancel(self._turn)

@@ -14,12 +14,17 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from multiprocessing.connection import Connection
+from typing import TYPE_CHECKING
 
 from kvtop.runner import events as ev
 from kvtop.runner.pacing import BATCH_S  # token events sent together: one wake-up of the parent per batch
-from kvtop.runner.process.commands import Cancel, Chat, Generate, Load, MeasurePrompt, Quit, Reset, Tokenize
+from kvtop.runner.process.commands import Cancel, Chat, Command, Generate, Load, MeasurePrompt, Quit, Reset, Tokenize
 from kvtop.runner.process.lifeline import die_with_parent
+
+if TYPE_CHECKING:
+    from kvtop.runner.engine.engine import Engine
 
 EOF_EXIT_S = 0.5  # after its command pipe ends, the time the child gives its main thread to stop
 
@@ -58,10 +63,10 @@ class BatchingEmitter:
 
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
-        self.batch: list = []
+        self.batch: list[ev.TokenEvent] = []
         self.last_flush = 0.0
 
-    def __call__(self, e) -> None:
+    def __call__(self, e: object) -> None:
         if isinstance(e, ev.TokenEvent):
             self.batch.append(e)
             now = time.monotonic()
@@ -77,7 +82,7 @@ class BatchingEmitter:
         self.conn.send(e)
 
 
-def run_command(engine, cmd, emit, cancel: CancelState) -> None:
+def run_command(engine: Engine, cmd: Command, emit: Callable[[object], None], cancel: CancelState) -> None:
     """One command on an engine that has loaded (``runner.engine.engine.Engine``)."""
     if isinstance(cmd, (Chat, Generate)):
         if not cancel.begin(cmd.turn_id):
@@ -106,7 +111,7 @@ def child_main(cmd_fd: int, ev_fd: int) -> int:
     cmd_conn = Connection(cmd_fd, writable=False)
     emit = BatchingEmitter(Connection(ev_fd, readable=False))
     cancel = CancelState()
-    work: queue.SimpleQueue = queue.SimpleQueue()
+    work: queue.SimpleQueue[Command] = queue.SimpleQueue()
 
     def reader() -> None:
         while True:

@@ -8,6 +8,7 @@ data. Replies come back as events (``runner.events``): ``Loaded``/``LoadFailed``
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from kvtop.runner.settings import Settings
@@ -20,7 +21,7 @@ class ChatMessage:
     role: str  # "system", "user" or "assistant"
     content: str
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, str]:
         return {"role": self.role, "content": self.content}
 
 
@@ -92,7 +93,7 @@ class Quit:
 Command = Load | Chat | Generate | Reset | Tokenize | MeasurePrompt | Cancel | Quit
 
 
-def as_messages(messages) -> tuple[ChatMessage, ...]:
+def as_messages(messages: Iterable[ChatMessage | Mapping[str, object]]) -> tuple[ChatMessage, ...]:
     """``ChatMessage``s from dicts or ``ChatMessage``s (tests and bench pass dicts)."""
     return tuple(m if isinstance(m, ChatMessage) else ChatMessage(str(m["role"]), str(m["content"]))
                  for m in messages)

@@ -28,6 +28,7 @@ queued commands, no moment of load, prefill or decode can have two.
 
 from __future__ import annotations
 
+import queue
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -102,7 +103,7 @@ class ReaderGuard:
             raise SecondReader("another thread is already reading this engine's events")
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self._lock.release()
 
 
@@ -113,6 +114,7 @@ class QueuedCommands:
     and ``_closed`` and define ``cancel``."""
 
     settings: Settings
+    _work: queue.SimpleQueue[Command]
     _closed: bool
 
     def alive(self) -> bool:

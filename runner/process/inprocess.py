@@ -10,7 +10,7 @@ import sys
 
 from kvtop.runner import events as ev
 from kvtop.runner.process.child import CancelState, run_command
-from kvtop.runner.process.commands import Load, Quit
+from kvtop.runner.process.commands import Command, Load, Quit
 from kvtop.runner.process.contract import LOCAL, QueuedCommands, ReaderGuard, Sink
 from kvtop.runner.settings import Settings
 
@@ -21,7 +21,7 @@ class InProcessEngine(QueuedCommands):
 
     def __init__(self, settings: Settings):
         self.settings = settings.resolved()
-        self._work: queue.SimpleQueue = queue.SimpleQueue()
+        self._work: queue.SimpleQueue[Command] = queue.SimpleQueue()
         self._cancel = CancelState()
         self._guard = ReaderGuard()
         self._closed = False
@@ -40,7 +40,7 @@ class InProcessEngine(QueuedCommands):
         from kvtop.runner.sanitize import clean_line
 
         with self._guard:
-            engine = None
+            engine: Engine | None = None
             try:
                 while True:
                     cmd = self._work.get()
@@ -54,6 +54,9 @@ class InProcessEngine(QueuedCommands):
                             sink(ev.LoadFailed(str(exc)))
                             sink(ev.EngineClosed("load failed"))
                             return
+                        continue
+                    if engine is None:  # as the child: nothing runs before a Load
+                        sink(ev.EngineError(f"{type(cmd).__name__} before the model was loaded"))
                         continue
                     try:
                         run_command(engine, cmd, sink, self._cancel)

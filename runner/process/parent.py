@@ -71,10 +71,10 @@ class EngineProcess:
         self.settings = settings.resolved()
         self.log_path = log_path or os.path.join(
             tempfile.gettempdir(), f"kvtop-engine-{os.getpid()}-{id(self):x}.log")
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
         self._cmd: Connection | None = None
         self._events: Connection | None = None
-        self._outbox: queue.SimpleQueue = queue.SimpleQueue()
+        self._outbox: queue.SimpleQueue[Command | None] = queue.SimpleQueue()
         self._guard = ReaderGuard()
         self._closing = False
         self._load_failed = False

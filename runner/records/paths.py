@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import TextIO
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ def default_paths() -> Paths:
     return Paths(user_config_dir("kvtop"), user_data_dir("kvtop"), user_cache_dir("kvtop"))
 
 
-def unique_file(directory: str, stem: str, ext: str) -> tuple[str, object]:
+def unique_file(directory: str, stem: str, ext: str) -> tuple[str, TextIO]:
     """Create a new file named by kvtop inside ``directory``; never overwrite one.
 
     ``stem`` is kvtop's own (a timestamp), never user text; the file is opened with
@@ -64,7 +65,7 @@ def unique_file(directory: str, stem: str, ext: str) -> tuple[str, object]:
 LATEST_TIME = 1e11  # seconds since 1970: the year 5138; a later time is not a time
 
 
-def sane_time(v) -> float | None:
+def sane_time(v: object) -> float | None:
     """A header's recorded time when it is one (finite, from 1970 on), else None: the
     file is untrusted and a NaN, 1e999 or a 400-digit integer must not sort or crash."""
     if isinstance(v, bool) or not isinstance(v, (int, float)):

@@ -12,9 +12,21 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from kvtop.runner.events import TurnMetrics
 
 SUFFIX = ".kvtop.json"
 MIN_SESSION_TOKENS = 64  # a turn's prefill counts toward this session's rate from this many tokens
+
+
+class _Turn(Protocol):
+    """A finished turn as the session keeps it (runner.session's TurnRecord)."""
+
+    @property
+    def metrics(self) -> TurnMetrics: ...
 
 
 def rate_path(cache_path: str) -> str:
@@ -50,7 +62,7 @@ def read_rate(cache_path: str, tokens: int) -> float | None:
     return rate
 
 
-def session_rate(turns) -> float | None:
+def session_rate(turns: Iterable[_Turn]) -> float | None:
     """This session's measured prefill rate: the turns that computed at least
     ``MIN_SESSION_TOKENS`` tokens, pooled (``turns``: TurnRecords)."""
     n = s = 0.0
@@ -62,7 +74,7 @@ def session_rate(turns) -> float | None:
     return n / s if s > 0 else None
 
 
-def saved_note(spared_tokens: int, cache_path: str, restored_tokens: int, turns) -> str:
+def saved_note(spared_tokens: int, cache_path: str, restored_tokens: int, turns: Iterable[_Turn]) -> str:
     """What a restore spared, for the prefill pane, saying which rate the figure uses."""
     rate = read_rate(cache_path, restored_tokens)
     source = "measured when the cache was saved"

@@ -61,14 +61,13 @@ class ReplayEngine:
             prev_t = None
             # the CPU share of each turn is written after its end (the UI measures it
             # there): played just before the end, where the live app read it
-            shares = {tid: share for kind, (tid, share) in
-                      ((k, o) for k, o in self.trace.records if k == "cpu")}
+            shares = {o[0]: o[1] for k, o in self.trace.records if k == "cpu" and isinstance(o, tuple)}
             for kind, obj in self.trace.records:
                 if self._stop.is_set():
                     break
                 if kind == "user":
                     prev_t = None
-                    sink(ev.RecordedUser(obj))
+                    sink(ev.RecordedUser(str(obj)))  # a user record's text (parse_records checked it)
                 elif kind == "new_chat":
                     sink(ev.RecordedNewChat())
                 elif kind == "undo_new_chat":

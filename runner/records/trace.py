@@ -24,7 +24,9 @@ import os
 import platform
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import asdict, fields, is_dataclass
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar, cast
 
 from kvtop.runner import events as ev
 from kvtop.runner.llama_buffers import KVBufferLine, LlamaBuffers
@@ -33,7 +35,8 @@ from kvtop.runner.records.trace_check import _Bad, _hints, _number, _show, check
 from kvtop.runner.redact import scrub_argv, scrub_json
 from kvtop.runner.sanitize import clean_line
 from kvtop.runner.settings import Settings
-from kvtop.runner.system.hardware import CPUProbe, GPUInfo, HardwareProfile
+from kvtop.runner.system.cpu_probe import CPUProbe
+from kvtop.runner.system.hardware import GPUInfo, HardwareProfile
 
 TRACE_VERSION = 1
 EVENT_TYPES = {cls.__name__: cls for cls in (
@@ -46,19 +49,27 @@ class TraceError(ValueError):
     pass
 
 
-def _plain(obj):
-    if is_dataclass(obj):
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+    from kvtop.runner.calibration.forecast import Forecast
+
+D = TypeVar("D", bound="DataclassInstance")
+
+
+def _plain(obj: object) -> dict[str, Any]:
+    if is_dataclass(obj) and not isinstance(obj, type):
         return asdict(obj)
     raise TypeError(type(obj).__name__)
 
 
-def _tuples(v):
+def _tuples(v: object) -> object:
     return tuple(_tuples(x) for x in v) if isinstance(v, list) else v
 
 
-def _build(cls, data: dict):
+def _build(cls: type[D], data: dict[str, Any]) -> D:
     """A dataclass from its asdict() form, rebuilding the nested ones kvtop uses."""
-    kw = {}
+    kw: dict[str, object] = {}
     for f in fields(cls):
         if f.name not in data:
             continue
@@ -85,27 +96,28 @@ class TraceWriter:
     """Appends records; thread-safe (events arrive on the worker thread). Flushed per turn.
     Every line passes ``runner.redact.scrub_json``: no API key or URL login is written."""
 
-    def __init__(self, path: str, header: dict, fh=None):
+    def __init__(self, path: str, header: dict[str, Any], fh: TextIO | None = None):
         """``fh``: the file already created at ``path`` (by ``unique_file``); else ``path``
         is created here, never overwriting an existing file."""
         self.path = path
         self._lock = threading.Lock()
-        self._fh = fh if fh is not None else open(path, "x", encoding="utf-8")
+        self._fh: TextIO | None = fh if fh is not None else open(path, "x", encoding="utf-8")
         header = {**header, "argv": scrub_argv(header["argv"])} if "argv" in header else header
         self._write({"type": "kvtop-trace", "version": TRACE_VERSION, "created": time.time(),
                      "host": platform.node(), **header})
         self.flush()
 
-    def _write(self, obj: dict) -> None:
+    def _write(self, obj: dict[str, object]) -> None:
         with self._lock:
             if self._fh is not None:
                 self._fh.write(scrub_json(json.dumps(obj, default=_plain, ensure_ascii=False)) + "\n")
 
-    def event(self, e) -> None:
+    def event(self, e: object) -> None:
         name = type(e).__name__
         if name in EVENT_TYPES:
             # per-token events are flat: their __dict__ is their asdict(), without the deep copy
-            data = dict(e.__dict__) if name in ("TokenEvent", "PrefillProgress") else asdict(e)
+            flat = name in ("TokenEvent", "PrefillProgress")
+            data = dict(e.__dict__) if flat else asdict(cast("DataclassInstance", e))  # an EVENT_TYPES dataclass
             self._write({"type": "event", "event": name, "data": data})
             if name in ("TurnDone", "TurnRefused", "Loaded", "EngineDied", "LoadFailed"):
                 self.flush()
@@ -124,7 +136,7 @@ class TraceWriter:
         """Other processes' share of the CPU during a turn, as the live verdict named it."""
         self._write({"type": "cpu", "turn_id": turn_id, "others_cpu": others_cpu})
 
-    def forecast(self, forecast: dict) -> None:
+    def forecast(self, forecast: dict[str, object]) -> None:
         """The forecast shown when a turn started (runner.calibration.forecast.Forecast)."""
         self._write({"type": "forecast", "forecast": forecast})
 
@@ -141,7 +153,7 @@ class TraceWriter:
 
 
 class Trace:
-    def __init__(self, header: dict, records: list[tuple[str, object]]):
+    def __init__(self, header: dict[str, Any], records: list[tuple[str, object]]):
         self.header = header
         self.records = records  # ("event", obj) | ("user", text) | ("new_chat" | "undo_new_chat", None)
 
@@ -170,7 +182,7 @@ class Trace:
         """(user text, that turn's events) in order."""
         out: list[tuple[str, list[object]]] = []
         for kind, obj in self.records:
-            if kind == "user":
+            if kind == "user" and isinstance(obj, str):
                 out.append((obj, []))
             elif kind == "event" and out and not isinstance(obj, (ev.Loaded, ev.LoadProgress)):
                 out[-1][1].append(obj)
@@ -201,7 +213,7 @@ class _Bundle(Exception):
 BUNDLE_LIMIT = 512 * 2**20
 
 
-def read_bundle_trace(path: str):
+def read_bundle_trace(path: str) -> Trace:
     """The trace a debug bundle embeds, checked as ``read_trace`` checks a trace file."""
     try:
         if os.path.getsize(path) > BUNDLE_LIMIT:
@@ -228,8 +240,8 @@ def read_bundle_trace(path: str):
 def _json_line(path: str, n: int, line: str) -> tuple[int, object]:
     try:
         obj, error = json.loads(line), None
-    except ValueError as exc:
-        obj, error = None, exc.msg
+    except ValueError as exc:  # a JSONDecodeError says where; too many digits for int() only what
+        obj, error = None, exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
     if n == 1 and (line.strip() == "{" or isinstance(obj, dict) and "kvtop_bundle_version" in obj):
         raise _Bundle()
     if not line.endswith("\n"):
@@ -239,10 +251,10 @@ def _json_line(path: str, n: int, line: str) -> tuple[int, object]:
     return n, obj
 
 
-def parse_records(path: str, numbered) -> Trace:
+def parse_records(path: str, numbered: Iterable[tuple[int, object]]) -> Trace:
     """A ``Trace`` from its lines as (line number, JSON value), each checked."""
     records: list[tuple[str, object]] = []
-    header = None
+    header: dict[str, Any] | None = None
     for n, obj in numbered:
         if not isinstance(obj, dict):
             raise TraceError(f"{path}: line {n} is not a JSON object")
@@ -256,7 +268,7 @@ def parse_records(path: str, numbered) -> Trace:
             continue
         kind = obj.get("type")
         if kind == "event":
-            cls = EVENT_TYPES.get(obj.get("event"))
+            cls = EVENT_TYPES.get(str(obj.get("event")))
             if cls is None or not isinstance(obj.get("data"), dict):
                 raise TraceError(f"{path}: line {n} has an unknown event {obj.get('event')!r}")
             try:
@@ -287,7 +299,7 @@ def parse_records(path: str, numbered) -> Trace:
     return Trace(header, records)
 
 
-def parse_forecast(path: str, n: int, data):
+def parse_forecast(path: str, n: int, data: object) -> Forecast:
     """A forecast record, every number finite and in range, or ``TraceError``."""
     from dataclasses import fields
 
@@ -315,7 +327,7 @@ def parse_forecast(path: str, n: int, data):
     return Forecast(**data)
 
 
-def _check_header(path: str, obj: dict) -> dict:
+def _check_header(path: str, obj: dict[str, Any]) -> dict[str, Any]:
     """Line 1: every recorded number sane; settings, hardware and facts buildable."""
     where = f"{path}: line 1 (header)"
     try:

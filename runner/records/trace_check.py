@@ -57,12 +57,12 @@ class _Bad(Exception):
     """A value that does not fit its field: ``str(exc)`` says why, for ``TraceError``."""
 
 
-def _show(v) -> str:
+def _show(v: object) -> str:
     text = repr(v)
     return text if len(text) <= 40 else text[:39] + "…"
 
 
-def _number(v, name: str, want_int: bool) -> None:
+def _number(v: object, name: str, want_int: bool) -> None:
     if isinstance(v, bool) or not isinstance(v, (int, float)) or (want_int and not isinstance(v, int)):
         raise _Bad(f"{name} is {_show(v)}, not {'an integer' if want_int else 'a number'}")
     if isinstance(v, float) and not math.isfinite(v):
@@ -72,8 +72,8 @@ def _number(v, name: str, want_int: bool) -> None:
         raise _Bad(f"{name} is {v if isinstance(v, float) else _show(v)}, outside {lo:g} … {hi:g}")
 
 
-def _any(v, name: str) -> None:
-    """A field typed only ``dict`` (llama_perf_context): its numbers still get checked."""
+def _any(v: object, name: str) -> None:
+    """A field typed only ``dict`` or ``Mapping`` (llama_perf_context): its numbers still get checked."""
     if isinstance(v, dict):
         for k, x in v.items():
             _any(x, str(k))
@@ -87,11 +87,11 @@ def _any(v, name: str) -> None:
 
 
 @cache
-def _hints(cls) -> dict:
+def _hints(cls: type) -> dict[str, typing.Any]:
     return typing.get_type_hints(cls)
 
 
-def check_value(v, hint, name: str) -> None:
+def check_value(v: object, hint: typing.Any, name: str) -> None:  # hint: a type, as typing.get_type_hints gives it
     """Raise ``_Bad`` unless ``v`` (from JSON) fits the type ``hint`` of field ``name``."""
     origin = typing.get_origin(hint)
     if origin in (typing.Union, types.UnionType):
@@ -100,7 +100,7 @@ def check_value(v, hint, name: str) -> None:
             if type(None) in args:
                 return
             raise _Bad(f"{name} is missing (null)")
-        last = None
+        last: _Bad | None = None
         for a in args:
             if a is type(None):
                 continue
@@ -108,7 +108,7 @@ def check_value(v, hint, name: str) -> None:
                 return check_value(v, a, name)
             except _Bad as exc:
                 last = exc
-        raise last
+        raise last if last is not None else _Bad(f"{name} is {_show(v)}")  # a Union has a non-None arm
     if hint is bool:
         if not isinstance(v, bool):
             raise _Bad(f"{name} is {_show(v)}, not true or false")
@@ -145,6 +145,6 @@ def check_value(v, hint, name: str) -> None:
         _any(v, name)
 
 
-def check_record(cls, data: dict) -> None:
+def check_record(cls: type, data: dict[str, typing.Any]) -> None:
     """Raise ``_Bad`` unless ``data`` (an asdict() form from JSON) fits ``cls``."""
     check_value(data, cls, cls.__name__)

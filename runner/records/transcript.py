@@ -10,20 +10,24 @@ import json
 import os
 import time
 from dataclasses import asdict, is_dataclass
+from typing import TYPE_CHECKING, Any
 
 from kvtop.runner.redact import scrub_argv, scrub_json
+
+if TYPE_CHECKING:
+    from kvtop.runner.process.commands import ChatMessage
 
 FORMAT_VERSION = 1
 
 
-def _plain(obj):
-    if is_dataclass(obj):
+def _plain(obj: object) -> dict[str, Any]:
+    if is_dataclass(obj) and not isinstance(obj, type):
         return asdict(obj)
     raise TypeError(f"not serialisable: {type(obj).__name__}")
 
 
 class Transcript:
-    def __init__(self, sessions_dir: str, header: dict):
+    def __init__(self, sessions_dir: str, header: dict[str, Any]):
         from kvtop.runner.records.paths import unique_file
 
         stem = time.strftime("session-%Y%m%d-%H%M%S")
@@ -31,17 +35,17 @@ class Transcript:
         header = {**header, "argv": scrub_argv(header["argv"])} if "argv" in header else header
         self._write({"type": "session", "version": FORMAT_VERSION, "started": time.time(), **header})
 
-    def _write(self, obj: dict) -> None:
+    def _write(self, obj: dict[str, object]) -> None:
         # no API key or URL login is written (runner/redact.py decides for every writer)
         self._fh.write(scrub_json(json.dumps(obj, default=_plain, ensure_ascii=False)) + "\n")
         self._fh.flush()
         os.fsync(self._fh.fileno())
 
-    def turn(self, user: str, assistant: str, stop_reason: str, metrics) -> None:
+    def turn(self, user: str, assistant: str, stop_reason: str, metrics: object) -> None:
         self._write({"type": "turn", "time": time.time(), "user": user, "assistant": assistant,
                      "stop_reason": stop_reason, "metrics": metrics})
 
-    def event(self, kind: str, **fields) -> None:
+    def event(self, kind: str, **fields: object) -> None:
         self._write({"type": kind, "time": time.time(), **fields})
 
     def close(self) -> None:
@@ -62,12 +66,12 @@ def latest_session(sessions_dir: str) -> str | None:
     return newest_by_header(sessions_dir, "session", "started")
 
 
-def read_messages(path: str) -> list[dict]:
+def read_messages(path: str) -> list[dict[str, str]]:
     """The chat messages of a transcript. A torn last line (power cut), bytes that are
     not UTF-8, records of unknown type and non-text fields are skipped; content is
     kept as text (never markup)."""
-    messages: list[dict] = []
-    aside: list[dict] = []  # the chat a new chat put aside, which an undo brings back
+    messages: list[dict[str, str]] = []
+    aside: list[dict[str, str]] = []  # the chat a new chat put aside, which an undo brings back
     with open(path, encoding="utf-8", errors="replace") as fh:
         for line in fh:
             try:
@@ -88,7 +92,7 @@ def read_messages(path: str) -> list[dict]:
     return messages
 
 
-def resume_last(sessions_dir: str) -> tuple[tuple, str]:
+def resume_last(sessions_dir: str) -> tuple[tuple[ChatMessage, ...], str]:
     """``--resume``: the last transcript's messages and one line saying what was restored."""
     from kvtop.runner.process.commands import ChatMessage
     from kvtop.runner.sanitize import clean_line

@@ -26,7 +26,7 @@ class Refused(ValueError):
     """A value that is not what it claims to be: its message is the one line to show."""
 
 
-def _shown(v) -> str:
+def _shown(v: object) -> str:
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         return type(v).__name__
     if isinstance(v, float) and not math.isfinite(v):
@@ -36,7 +36,7 @@ def _shown(v) -> str:
     return f"{int(v):,}" if v.is_integer() and abs(v) < 1e16 else f"{v:g}"
 
 
-def count(v, what: str, hi: int, lo: int = 0) -> int:
+def count(v: object, what: str, hi: int, lo: int = 0) -> int:
     """``v`` as a whole number in ``lo..hi``, or ``Refused`` naming ``what``."""
     if type(v) is int and lo <= v <= hi:  # noqa: E721 (the fast path: bool is not a count)
         return v

@@ -15,9 +15,13 @@ debug print) would show a plain string; ``Credentials`` never says what it holds
 from __future__ import annotations
 
 import base64
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
 from kvtop.runner.redact import remember_secret
+
+if TYPE_CHECKING:
+    import argparse
 
 
 def split_login(url: str) -> tuple[str, tuple[str, str] | None]:
@@ -74,7 +78,7 @@ class Credentials:
     __str__ = __repr__
 
 
-def client_auth(url: str, api_key) -> tuple[str, dict[str, str]]:
+def client_auth(url: str, api_key: str | Credentials | None) -> tuple[str, dict[str, str]]:
     """(the URL to use and show, the headers) for a client of ``url``: ``api_key`` is a
     key, ``Credentials`` or None; a login in ``url`` is taken out of it here."""
     from kvtop.runner.server.urls import normalise_url
@@ -85,7 +89,7 @@ def client_auth(url: str, api_key) -> tuple[str, dict[str, str]]:
     return clean, creds.headers(clean, login)
 
 
-def take_secrets(a, parser) -> None:
+def take_secrets(a: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
     """``kvtop bench/estimate --server``: right after parsing, ``a.server`` loses its login
     and ``a.api_key`` (or ``$LLAMA_API_KEY``) becomes ``Credentials``, so no later
     setting, row, report or error can hold either (a bad URL is a usage error)."""

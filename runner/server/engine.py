@@ -15,10 +15,11 @@ import os
 import queue
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from kvtop.runner import events as ev
 from kvtop.runner.llama_buffers import LlamaBuffers
-from kvtop.runner.process.commands import Chat, Generate, Load, MeasurePrompt, Quit, Reset, Tokenize
+from kvtop.runner.process.commands import Chat, Command, Generate, Load, MeasurePrompt, Quit, Reset, Tokenize
 from kvtop.runner.process.contract import SERVER, QueuedCommands, ReaderGuard, Sink
 from kvtop.runner.sanitize import clean_line
 from kvtop.runner.server.http import ServerClient, ServerError
@@ -27,19 +28,22 @@ from kvtop.runner.server.stream import TurnTranslator
 from kvtop.runner.server.urls import is_loopback
 from kvtop.runner.settings import Settings
 
+if TYPE_CHECKING:
+    from kvtop.runner.server.credentials import Credentials
+
 
 class ServerEngine(QueuedCommands):
     kind = "server"
     capabilities = SERVER
 
-    def __init__(self, settings: Settings, url: str, api_key: str | None = None):
+    def __init__(self, settings: Settings, url: str, api_key: str | Credentials | None = None):
         self.settings = settings
         self.client = ServerClient(url, api_key)
         self.url = self.client.url
         self.info: ServerInfo | None = None
         self.loaded: ev.Loaded | None = None
         self.died = None
-        self._work: queue.SimpleQueue = queue.SimpleQueue()
+        self._work: queue.SimpleQueue[Command] = queue.SimpleQueue()
         self._guard = ReaderGuard()
         self._cancel_upto = 0
         self._running = 0
@@ -125,9 +129,10 @@ class ServerEngine(QueuedCommands):
         except ServerError:
             pass  # a forecast is a nicety: the turn itself reports what is wrong
 
-    def _request(self, cmd) -> tuple[str, dict]:
+    def _request(self, cmd: Chat | Generate) -> tuple[str, dict[str, object]]:
         s = self.settings
-        common = {"stream": True, "return_progress": True, "timings_per_token": True, "cache_prompt": True,
+        common: dict[str, object] = {
+                  "stream": True, "return_progress": True, "timings_per_token": True, "cache_prompt": True,
                   "temperature": s.temp, "top_k": s.top_k, "top_p": s.top_p, "min_p": s.min_p,
                   "repeat_penalty": s.repeat_penalty, "repeat_last_n": s.repeat_last_n,
                   "presence_penalty": s.presence_penalty, "frequency_penalty": s.frequency_penalty}
@@ -146,7 +151,7 @@ class ServerEngine(QueuedCommands):
         return "/completion", {**common, "prompt": list(cmd.tokens), "n_predict": cmd.n_predict,
                                "ignore_eos": cmd.ignore_eog, "cache_prompt": False}
 
-    def _turn(self, cmd, sink: Sink) -> None:
+    def _turn(self, cmd: Chat | Generate, sink: Sink) -> None:
         n_ctx = self.loaded.n_ctx if self.loaded else 0
         if cmd.turn_id <= self._cancel_upto:
             sink(ev.TurnRefused(cmd.turn_id, "cancelled before it started", 0, n_ctx))

@@ -22,8 +22,12 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from kvtop.runner.pacing import FLEET_POLLS_PER_S
+
+if TYPE_CHECKING:
+    from kvtop.runner.server.monitor import ServerMonitor
 
 COST_FACTOR = 20  # the pause after a poll is at least 20 times the CPU time it took
 MAX_THREADS = 32  # polls at once: each waits on one server (only hanging ones pile up)
@@ -34,7 +38,7 @@ class FleetPoller:
     """``deliver(index, snapshot)`` runs on a pool thread after each poll of ``monitors[index]``
     (``ServerMonitor.poll`` never raises). ``focus()`` names the server on screen."""
 
-    def __init__(self, monitors: Sequence, deliver: Callable[[int, object], None], interval_s: float,
+    def __init__(self, monitors: Sequence[ServerMonitor], deliver: Callable[[int, object], None], interval_s: float,
                  focus: Callable[[], int] = lambda: 0, polls_per_s: float = FLEET_POLLS_PER_S):
         self.monitors = list(monitors)
         self.deliver = deliver
@@ -45,7 +49,7 @@ class FleetPoller:
         self._due = [0.0] * n  # monotonic time of each server's next poll
         self._busy = [False] * n
         self._cost = [0.0] * n  # CPU seconds of each server's last poll
-        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[int | None] = queue.SimpleQueue()  # None: a thread's stop
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stopped = threading.Event()

@@ -22,12 +22,16 @@ import socket
 import struct
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlsplit
 
 from kvtop.runner.sanitize import clean_line
-from kvtop.runner.server.urls import ServerError
-from kvtop.runner.server.wire import TooDeep, TooSlow, loads_bounded, open_connection
+from kvtop.runner.server.urls import ServerError as ServerError  # re-exported: the client's error
+from kvtop.runner.server.wire import DeadlineSocket, TooDeep, TooSlow, loads_bounded, open_connection
+
+if TYPE_CHECKING:
+    from kvtop.runner.server.credentials import Credentials
 
 CONNECT_S = 3.0  # TCP (and TLS) connect
 DEADLINE_S = 10.0  # one whole request: connect, headers and body
@@ -56,11 +60,16 @@ def _broken(exc: Exception, path: str, got: int) -> ServerError:
     return ServerError(f"{path}: the answer broke off after {got} bytes ({what})", reached=got > 0)
 
 
-def _drop(conn, sock) -> None:
+def _drop(conn: http.client.HTTPConnection, sock: DeadlineSocket) -> None:
     """Close a connection and its socket now (http.client leaves the socket to a response
     that may never be read to its end)."""
     conn.close()
     sock.abort()
+
+
+def _socket(conn: http.client.HTTPConnection) -> DeadlineSocket:
+    """The connected socket: wire's connections wrap it (``_Deadlined.connect``)."""
+    return cast(DeadlineSocket, conn.sock)
 
 
 _STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
@@ -70,22 +79,22 @@ class ServerClient:
     """Requests to one llama-server. Thread-safe; ``close_stream`` may be called from any
     thread to end the stream another thread is reading."""
 
-    def __init__(self, url: str, api_key=None, deadline_s: float | None = None):
+    def __init__(self, url: str, api_key: str | Credentials | None = None, deadline_s: float | None = None):
         from kvtop.runner.server.credentials import client_auth
 
         # api_key: a key, runner.server.credentials.Credentials or None. The key and a URL's
         # login go into the header only: self.url is the one shown and recorded.
         self.url, self._headers = client_auth(url, api_key)
         parts = urlsplit(self.url)
-        self._where = (parts.scheme, parts.hostname, parts.port)
+        self._where = (parts.scheme, parts.hostname or "", parts.port)  # normalise_url: it has a host
         self._base = parts.path
         self.deadline_s = DEADLINE_S if deadline_s is None else deadline_s
         self._lock = threading.Lock()
-        self._idle: list = []  # kept-alive connections
-        self._stream = None  # the socket of the stream being read
+        self._idle: list[http.client.HTTPConnection] = []  # kept-alive connections
+        self._stream: DeadlineSocket | None = None  # the socket of the stream being read
 
     # ------------------------------------------------------------ plain requests
-    def _connect(self, deadline: float):
+    def _connect(self, deadline: float) -> http.client.HTTPConnection:
         conn = open_connection(*self._where, max(min(CONNECT_S, deadline - time.monotonic()), 0.05))
         try:
             conn.connect()
@@ -94,27 +103,27 @@ class ServerClient:
             raise _connect_error(exc, self.url) from None
         return conn
 
-    def _take(self, deadline: float):
+    def _take(self, deadline: float) -> tuple[http.client.HTTPConnection, bool]:
         with self._lock:
             if self._idle:
                 return self._idle.pop(), True
         return self._connect(deadline), False
 
-    def _give(self, conn) -> None:
+    def _give(self, conn: http.client.HTTPConnection) -> None:
         with self._lock:
             if len(self._idle) < KEEP_ALIVE:
                 self._idle.append(conn)
                 return
         conn.close()
 
-    def _body(self, payload: dict | None) -> tuple[bytes | None, dict]:
+    def _body(self, payload: Mapping[str, object] | None) -> tuple[bytes | None, dict[str, str]]:
         headers = dict(self._headers)
         if payload is None:
             return None, headers
         headers["Content-Type"] = "application/json"
         return json.dumps(payload).encode(), headers
 
-    def _exchange(self, method: str, path: str, payload: dict | None = None,
+    def _exchange(self, method: str, path: str, payload: Mapping[str, object] | None = None,
                   limit: int = MAX_JSON_BYTES) -> tuple[int, bytes, http.client.HTTPMessage]:
         """(status, body, headers) of one request, all of it within ``deadline_s``. A kept-alive
         connection the server has closed meanwhile is retried once on a new one."""
@@ -122,7 +131,7 @@ class ServerClient:
         deadline = time.monotonic() + self.deadline_s
         while True:
             conn, reused = self._take(deadline)
-            sock = conn.sock
+            sock = _socket(conn)
             sock.deadline, before = deadline, sock.received
             try:
                 conn.request(method, self._base + path, body=body, headers=headers)
@@ -169,7 +178,7 @@ class ServerClient:
                 pass
             raise ServerError(f"{path} answered HTTP {status}{detail}", status)
 
-    def _json(self, method: str, path: str, payload: dict | None = None) -> object:
+    def _json(self, method: str, path: str, payload: Mapping[str, object] | None = None) -> object:
         status, data, _ = self._exchange(method, path, payload)
         self._check(status, path, data)
         try:
@@ -182,7 +191,7 @@ class ServerClient:
     def get_json(self, path: str) -> object:
         return self._json("GET", path)
 
-    def post_json(self, path: str, payload: dict) -> object:
+    def post_json(self, path: str, payload: Mapping[str, object]) -> object:
         return self._json("POST", path, payload)
 
     def get_text(self, path: str) -> str:
@@ -196,8 +205,8 @@ class ServerClient:
         return data.decode("utf-8", errors="replace"), headers.get(header) if header else None
 
     # ------------------------------------------------------------ streams
-    def stream_events(self, path: str, payload: dict, wait_more: Callable[[float], bool] | None = None
-                      ) -> Iterator[dict]:
+    def stream_events(self, path: str, payload: Mapping[str, object],
+                      wait_more: Callable[[float], bool] | None = None) -> Iterator[dict[str, Any]]:
         """The JSON objects of a server-sent-events stream, until ``[DONE]`` or the end.
         A chunk that is not a JSON object raises ``ServerError`` naming it. A server that
         has not begun its answer in ``deadline_s`` is given another ``deadline_s`` each
@@ -205,7 +214,7 @@ class ServerClient:
         body, headers = self._body(payload)
         headers["Connection"] = "close"  # the server may close it after the stream: not reused
         conn = self._connect(time.monotonic() + CONNECT_S)
-        sock = conn.sock
+        sock = _socket(conn)
         # llama-server (b0.3.36) sends no headers before a queued request gets its slot: the
         # wait for the answer's first byte is the queue's, and ``wait_more`` decides how long
         t0 = time.monotonic()
@@ -231,10 +240,10 @@ class ServerClient:
             for line in _lines(r, sock, path):
                 if not line.startswith("data:"):
                     continue  # comments, "event:" lines, keep-alive
-                data = line[5:].strip()
-                if data == "[DONE]":
+                text = line[5:].strip()
+                if text == "[DONE]":
                     return
-                yield _event(data, path)
+                yield _event(text, path)
         finally:
             with self._lock:
                 self._stream = None
@@ -268,7 +277,8 @@ class ServerClient:
             conn.close()
 
 
-def _response(conn, sock, path: str, deadline_s: float, wait_more, t0: float) -> http.client.HTTPResponse:
+def _response(conn: http.client.HTTPConnection, sock: DeadlineSocket, path: str, deadline_s: float,
+              wait_more: Callable[[float], bool] | None, t0: float) -> http.client.HTTPResponse:
     """The response's status and headers, waiting on while ``wait_more`` allows. A wait
     that passed with no byte read leaves the connection as it was: getresponse again."""
     waits = 0
@@ -283,7 +293,7 @@ def _response(conn, sock, path: str, deadline_s: float, wait_more, t0: float) ->
             sock.deadline = time.monotonic() + deadline_s
 
 
-def _lines(r: http.client.HTTPResponse, sock, path: str) -> Iterator[str]:
+def _lines(r: http.client.HTTPResponse, sock: DeadlineSocket, path: str) -> Iterator[str]:
     """The lines of a stream as they arrive. Before each read the socket gets its
     deadline: the end of the event begun (``STREAM_EVENT_S`` after its first byte), or
     ``STREAM_GAP_S`` after the last whole event."""
@@ -322,7 +332,7 @@ def _lines(r: http.client.HTTPResponse, sock, path: str) -> Iterator[str]:
         yield bytes(buf).decode("utf-8", errors="replace")
 
 
-def _event(data: str, path: str) -> dict:
+def _event(data: str, path: str) -> dict[str, Any]:
     try:
         obj = loads_bounded(data)
     except TooDeep as exc:

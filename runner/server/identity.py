@@ -29,16 +29,21 @@ carries the chat template: kilobytes).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from kvtop.runner.sanitize import clean_line
 from kvtop.runner.units import fmt_int
 
+if TYPE_CHECKING:
+    from kvtop.runner.server.monitor import ServerSnapshot
 
-def _count(v, lo: int, hi: int) -> int | None:
-    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and lo <= v <= hi
-    return int(v) if ok else None
+
+def _count(v: object, lo: int, hi: int) -> int | None:
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and lo <= v <= hi:
+        return int(v)
+    return None
 
 
 @dataclass(frozen=True)
@@ -51,7 +56,7 @@ class ServerIdentity:
     n_ctx: int | None  # per slot
 
     @classmethod
-    def from_props(cls, props) -> ServerIdentity | None:
+    def from_props(cls, props: object) -> ServerIdentity | None:
         """``/props`` as llama-server answers it; None when it is not a dict."""
         if not isinstance(props, dict):
             return None
@@ -70,7 +75,7 @@ class ServerIdentity:
                      if getattr(self, f) is not None and getattr(old, f) is not None
                      and getattr(self, f) != getattr(old, f))
 
-    def describe(self, fields) -> list[str]:
+    def describe(self, fields: Iterable[str]) -> list[str]:
         """Those fields as a user reads them: ``2 slots``, ``n_ctx 1,024/slot``."""
         out = []
         for f in fields:
@@ -114,7 +119,7 @@ class _Seen:
     started: str | None = None  # /metrics' Process-Start-Time-Unix: one value per process
 
 
-def _seen(snap) -> _Seen:
+def _seen(snap: ServerSnapshot) -> _Seen:
     slots = (len(snap.slots), snap.slots[0].n_ctx) if snap.slots and not snap.slots_note else None
     r = snap.rates
     totals = (r.prompt_tokens_total, r.gen_tokens_total) if r is not None else (None, None)
@@ -154,7 +159,7 @@ class RestartWatch:
         except Exception:  # an answer that fails to read is no identity, never a crash
             return None
 
-    def observe(self, snap) -> ServerRestart | None:
+    def observe(self, snap: ServerSnapshot) -> ServerRestart | None:
         answering = snap.reachable and (bool(snap.slots) or snap.rates is not None)
         if not answering:
             self._gap = self._gap or self._seen is not None

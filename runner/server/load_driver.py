@@ -16,13 +16,18 @@ from __future__ import annotations
 import random
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, overload
 
 from kvtop.runner.sanitize import clean_line
 from kvtop.runner.server import load_outcomes as oc
 from kvtop.runner.server.http import DEADLINE_S, ServerClient, ServerError
 from kvtop.runner.server.load_prompts import PromptMaker, detokenize
 from kvtop.runner.server.load_watch import ServerWatch
+
+if TYPE_CHECKING:
+    from kvtop.runner.server.credentials import Credentials
 
 ENDPOINTS = ("completion", "chat")
 QUEUE_S = 600.0  # the longest a request waits for its slot, on top of the level's --duration
@@ -96,12 +101,20 @@ class LevelRun:
     restarted: str | None = None  # a server whose process changed (runner/commands/load.py)
 
 
-def _num(v, kind=float):
-    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and 0 <= v < 1e12
-    return kind(v) if ok else None
+Prompt = str | list[int]  # the chat endpoint's text, /completion's token ids
 
 
-def _take_timings(r: RequestResult, ev: dict) -> None:
+@overload
+def _num(v: object) -> float | None: ...
+@overload
+def _num(v: object, kind: type[int]) -> int | None: ...
+def _num(v: object, kind: type[float] | type[int] = float) -> float | None:
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and 0 <= v < 1e12:
+        return kind(v)
+    return None
+
+
+def _take_timings(r: RequestResult, ev: dict[str, Any]) -> None:
     t = ev.get("timings")
     if not isinstance(t, dict):
         return
@@ -110,7 +123,7 @@ def _take_timings(r: RequestResult, ev: dict) -> None:
     r.cache_n = _num(t.get("cache_n"), int)
 
 
-def _tokens_in(ev: dict, endpoint: str) -> int:
+def _tokens_in(ev: dict[str, Any], endpoint: str) -> int:
     if endpoint == "completion":
         toks = ev.get("tokens")
         if isinstance(toks, list):
@@ -123,7 +136,7 @@ def _tokens_in(ev: dict, endpoint: str) -> int:
     return 0
 
 
-def payload(endpoint: str, prompt, n_predict: int) -> tuple[str, dict]:
+def payload(endpoint: str, prompt: Prompt, n_predict: int) -> tuple[str, dict[str, object]]:
     """The request: ``n_predict`` tokens whatever the model says (``ignore_eos``), greedy
     (sampling costs nothing to compare), the prompt cache on as llama-server's default."""
     common = {"stream": True, "ignore_eos": True, "temperature": 0.0, "cache_prompt": True}
@@ -133,8 +146,8 @@ def payload(endpoint: str, prompt, n_predict: int) -> tuple[str, dict]:
     return "/completion", {**common, "prompt": prompt, "n_predict": n_predict, "return_tokens": True}
 
 
-def stream_one(client: ServerClient, server: int, endpoint: str, prompt, n_predict: int,
-               stop: threading.Event, wait_more=None) -> RequestResult:
+def stream_one(client: ServerClient, server: int, endpoint: str, prompt: Prompt, n_predict: int,
+               stop: threading.Event, wait_more: Callable[[float], bool] | None = None) -> RequestResult:
     """One streamed request and its outcome (runner/server/load_outcomes.py)."""
     path, body = payload(endpoint, prompt, n_predict)
     r = RequestResult(server, time.monotonic())
@@ -158,7 +171,8 @@ def stream_one(client: ServerClient, server: int, endpoint: str, prompt, n_predi
 class LoadDriver:
     """Sends the load; thread-safe ``stop()`` for Ctrl+C and the UI's Esc."""
 
-    def __init__(self, urls: list[str], api_key: str | None, prompt_tokens: int, shared_prefix: int = 0,
+    def __init__(self, urls: list[str], api_key: str | Credentials | None, prompt_tokens: int,
+                 shared_prefix: int = 0,
                  endpoint: str = "completion", poll_s: float = 0.5, slots: list[int] | None = None,
                  answer_s: float = DEADLINE_S, max_in_flight: int = MAX_IN_FLIGHT):
         """``slots``: each server's slots (the rows say how many users shared them);
@@ -201,11 +215,11 @@ class LoadDriver:
             self._clients.discard(c)
         c.close()
 
-    def _prompt(self, client: ServerClient, server: int, key: tuple):
+    def _prompt(self, client: ServerClient, server: int, key: tuple[object, ...]) -> Prompt:
         ids = self.makers[server].ids(*key)
         return detokenize(client, ids) if self.endpoint == "chat" else ids
 
-    def one(self, client: ServerClient, server: int, key: tuple, n_predict: int,
+    def one(self, client: ServerClient, server: int, key: tuple[object, ...], n_predict: int,
             queue_s: float = QUEUE_S) -> RequestResult:
         """One request; one that did not complete asks whether its server still answers
         (a dead server ends the run: ``dead``, and every stream is closed)."""
@@ -221,7 +235,7 @@ class LoadDriver:
             self._check_alive(server)
         return r
 
-    def _probe(self, server: int, path: str):
+    def _probe(self, server: int, path: str) -> object:
         c = ServerClient(self.urls[server], self.api_key, 3.0)
         try:
             return c.get_json(path)
@@ -255,7 +269,7 @@ class LoadDriver:
         self.closed_loop(users, n_predict, 1, None, ("warmup",), measure=False)
 
     def closed_loop(self, users: int, n_predict: int, requests: int | None, duration: float | None,
-                    key: tuple, measure: bool = True) -> LevelRun:
+                    key: tuple[object, ...], measure: bool = True) -> LevelRun:
         """``users`` concurrent users, each sending ``requests`` requests one after another
         (or until ``duration`` seconds have passed); user i talks to server i mod S."""
         results: list[RequestResult] = []
@@ -282,7 +296,7 @@ class LoadDriver:
                         self.slots)
 
     def open_loop(self, rate: float, n_predict: int, requests: int | None, duration: float | None,
-                  key: tuple, seed: int = 0) -> LevelRun:
+                  key: tuple[object, ...], seed: int = 0) -> LevelRun:
         """Poisson arrivals at ``rate`` per second: ``requests`` of them, or as many as
         ``duration`` seconds bring; each runs on its own connection, whatever is in flight."""
         results: list[RequestResult] = []

@@ -16,9 +16,14 @@ outcome in every row and their most common reasons printed under the table.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from kvtop.runner.sanitize import clean_line
 from kvtop.runner.server.urls import ServerError
+
+if TYPE_CHECKING:
+    from kvtop.runner.server.load_driver import RequestResult
 
 COMPLETED, TRUNCATED, REFUSED, TIMED_OUT, UNREACHABLE, CANCELLED = (
     "completed", "truncated", "refused", "timed_out", "unreachable", "cancelled")
@@ -27,7 +32,7 @@ NOT_COMPLETED = OUTCOMES[1:-1]  # what a row counts as failed (a cancel is not a
 WORDS = {TIMED_OUT: "timed out"}  # the name a person reads
 
 
-def is_stop(ev: dict, endpoint: str) -> bool:
+def is_stop(ev: dict[str, Any], endpoint: str) -> bool:
     """The event that ends a reply: ``stop: true`` (/completion) or a ``finish_reason`` (chat)."""
     if endpoint == "completion":
         return ev.get("stop") is True
@@ -59,12 +64,12 @@ def of_error(exc: ServerError, tokens: int) -> tuple[str, str]:
     return TRUNCATED, f"{text} ({tokens} tokens received)"
 
 
-def counts(results) -> dict[str, int]:
+def counts(results: Iterable[RequestResult]) -> dict[str, int]:
     c = Counter(r.kind for r in results)
     return {k: c.get(k, 0) for k in OUTCOMES}
 
 
-def reasons(results, top: int = 3) -> list[str]:
+def reasons(results: Sequence[RequestResult], top: int = 3) -> list[str]:
     """The most common outcomes other than completed and cancelled, each with its count
     and the first reason of that kind quoted: ``2 truncated (first: "...")``."""
     bad = [r for r in results if r.kind in NOT_COMPLETED]

@@ -42,7 +42,7 @@ class PromptMaker:
         self.pool = vocabulary(client)
         self._shared = random.Random(f"{self.seed}/shared").choices(self.pool, k=shared_prefix)
 
-    def ids(self, *key) -> list[int]:
+    def ids(self, *key: object) -> list[int]:
         """The prompt for one request; the same ``key`` gives the same prompt in this run."""
         rng = random.Random(f"{self.seed}/{'/'.join(map(str, key))}")
         return self._shared + rng.choices(self.pool, k=self.length - self.shared_prefix)

@@ -13,9 +13,13 @@ from __future__ import annotations
 import os
 import threading
 import time
+from typing import TYPE_CHECKING
 
 from kvtop.runner.server.http import ServerClient
 from kvtop.runner.server.monitor import ServerMonitor, ServerSnapshot
+
+if TYPE_CHECKING:
+    from kvtop.runner.server.credentials import Credentials
 from kvtop.runner.server.urls import is_loopback
 
 
@@ -24,7 +28,7 @@ def _cpu_seconds(pid: int | None) -> float | None:
 
     try:
         t = (psutil.Process(pid) if pid else psutil.Process()).cpu_times()
-        return t.user + t.system
+        return float(t.user + t.system)
     except Exception:
         return None
 
@@ -33,7 +37,11 @@ def _system_busy() -> float | None:
     import psutil
 
     t = psutil.cpu_times()
-    return sum(t) - t.idle - getattr(t, "iowait", 0.0) - getattr(t, "guest", 0.0) - getattr(t, "guest_nice", 0.0)
+    return float(sum(t) - t.idle - getattr(t, "iowait", 0.0) - getattr(t, "guest", 0.0) - getattr(t, "guest_nice", 0.0))
+
+
+# (monotonic time, kvtop's CPU seconds, the local servers', the whole machine's busy seconds)
+CpuMark = tuple[float, float | None, float, float | None]
 
 
 MIN_CPU_S = 0.5
@@ -42,7 +50,7 @@ MIN_CPU_S = 0.5
 class ServerWatch:
     """Polls every server every ``poll_s`` (None: not at all) between ``start`` and ``finish``."""
 
-    def __init__(self, urls: list[str], api_key: str | None, poll_s: float | None):
+    def __init__(self, urls: list[str], api_key: str | Credentials | None, poll_s: float | None):
         self.urls, self.api_key, self.poll_s = urls, api_key, poll_s
         self.monitors: list[ServerMonitor] = []
         self.first: list[ServerSnapshot | None] = [None] * len(urls)
@@ -52,7 +60,8 @@ class ServerWatch:
         self.cells_total: list[int | None] = [None] * len(urls)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._cpu0 = self._cpu1 = None
+        self._cpu0: CpuMark | None = None
+        self._cpu1: CpuMark | None = None
         self.wall_s = 0.0
 
     def _poll(self, i: int) -> ServerSnapshot:
@@ -64,7 +73,7 @@ class ServerWatch:
             self.cells_total[i] = sum(sl.n_ctx for sl in s.slots)
         return s
 
-    def _cpu(self):
+    def _cpu(self) -> CpuMark:
         from kvtop.runner.server.props import listening_pid
 
         if not hasattr(self, "_pids"):

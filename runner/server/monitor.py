@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass
+from typing import Any, overload
 
 from kvtop.runner.sanitize import clean_line
 from kvtop.runner.server.checks import MAX_CTX, MAX_REQUESTS, MAX_SLOTS, MAX_TASK_ID, MAX_TOTAL_TOKENS, Refused, count
@@ -110,7 +111,11 @@ def check_metrics(m: dict[str, float]) -> tuple[dict[str, float], str | None]:
     return ok, ("/metrics refused: " + "; ".join(refused)) if refused else None
 
 
-def _n(d: dict, key: str, sid, hi: int = MAX_CTX, lo: int = 0, missing: int | None = 0) -> int | None:
+@overload
+def _n(d: dict[str, Any], key: str, sid: int, hi: int = ..., lo: int = ..., missing: int = ...) -> int: ...
+@overload
+def _n(d: dict[str, Any], key: str, sid: int, hi: int = ..., lo: int = ..., *, missing: None) -> int | None: ...
+def _n(d: dict[str, Any], key: str, sid: int, hi: int = MAX_CTX, lo: int = 0, missing: int | None = 0) -> int | None:
     """``d[key]`` of slot ``sid`` as a count (``missing`` when an older server leaves it out)."""
     v = d.get(key)
     if type(v) is int and lo <= v <= hi:  # noqa: E721 (the fast path: 100,000 slots pass here)
@@ -118,7 +123,7 @@ def _n(d: dict, key: str, sid, hi: int = MAX_CTX, lo: int = 0, missing: int | No
     return missing if v is None else count(v, f"slot {sid} {key}", hi, lo)
 
 
-def _slot(s: dict, i: int) -> SlotState:
+def _slot(s: dict[str, Any], i: int) -> SlotState:
     """One slot of ``/slots``, every number checked (``Refused`` names the first bad one)."""
     sid = _n(s, "id", i + 1, MAX_SLOTS, missing=i)
     nxt = s.get("next_token")
@@ -129,7 +134,7 @@ def _slot(s: dict, i: int) -> SlotState:
                      _n(nxt, "n_decoded", sid))
 
 
-def parse_slots(data) -> tuple[SlotState, ...]:
+def parse_slots(data: object) -> tuple[SlotState, ...]:
     """Every slot of a ``/slots`` answer (100,000 of them are still an answer: the panes
     show the first and count the rest). One slot with a number that is not a count
     refuses the whole answer (``ServerError`` naming it): its other figures are suspect."""
@@ -179,7 +184,8 @@ class ServerMonitor:
     def poll(self) -> ServerSnapshot:
         now = time.monotonic()
         url = self.client.url
-        slots, slots_note = (), None
+        slots: tuple[SlotState, ...] = ()
+        slots_note = None
         try:
             slots = parse_slots(self.client.get_json("/slots"))
         except ServerError as exc:

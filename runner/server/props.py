@@ -30,7 +30,7 @@ class ServerInfo:
     pid: int | None  # the server's process when it runs on this machine
 
 
-def _int(v, lo: int = 0, hi: int = 10**15) -> int | None:
+def _int(v: object, lo: int = 0, hi: int = 10**15) -> int | None:
     """An optional figure (``/v1/models``' meta): None, unknown, when it is not a count."""
     try:
         return count(v, "", hi, lo)
@@ -38,7 +38,7 @@ def _int(v, lo: int = 0, hi: int = 10**15) -> int | None:
         return None
 
 
-def _required(v, what: str, hi: int) -> int:
+def _required(v: object, what: str, hi: int) -> int:
     """A figure the physics needs: one that is not a count refuses the server in one line."""
     try:
         return count(v, what, hi, 1)
@@ -85,19 +85,21 @@ def read_server_info(client: ServerClient, wait_s: float = 120.0) -> ServerInfo:
         raise ServerError(f"{client.url}: /props has no n_ctx")
     n_ctx = _required(gen.get("n_ctx"), "n_ctx", MAX_CTX)
     slots = _required(props["total_slots"], "total_slots", MAX_SLOTS) if props.get("total_slots") is not None else 1
-    meta, model_id = {}, None
+    meta: dict[str, object] = {}
+    model_id = None
     try:
         models = client.get_json("/v1/models")
         data = models.get("data") if isinstance(models, dict) else None
         if isinstance(data, list) and data and isinstance(data[0], dict):
             model_id = clean_line(str(data[0].get("id", "")), 200) or None
-            meta = data[0].get("meta") if isinstance(data[0].get("meta"), dict) else {}
+            found = data[0].get("meta")
+            meta = found if isinstance(found, dict) else {}
     except ServerError:
         pass
-    path = props.get("model_path")
+    model_path = props.get("model_path")
     tmpl = props.get("chat_template")
     return ServerInfo(
-        model_path=clean_line(path, 1000) if isinstance(path, str) and path else None,
+        model_path=clean_line(model_path, 1000) if isinstance(model_path, str) and model_path else None,
         model_id=model_id,
         n_ctx=n_ctx,
         total_slots=slots,
@@ -121,7 +123,7 @@ def listening_pid(url: str) -> int | None:
     try:
         for c in psutil.net_connections(kind="tcp"):
             if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port and c.pid:
-                return c.pid
+                return int(c.pid)
     except (psutil.Error, OSError):
         return None
     return None

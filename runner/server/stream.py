@@ -11,22 +11,24 @@ waterfall names the network and queue time around the server's own numbers.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from kvtop.runner import events as ev
 
 FINISH = {"stop": "eog", "length": "n_predict", "eos": "eog", "limit": "n_predict", "word": "eog"}
 
 
-def _num(obj: dict, key: str, default: float = 0.0) -> float:
+def _num(obj: Mapping[str, object], key: str, default: float = 0.0) -> float:
     """A count or a time from the server, or ``default`` when it is not a finite,
     non-negative number below 1e15 (every field read here is a count or milliseconds)."""
     v = obj.get(key, default)
-    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and 0 <= v < 1e15
-    return float(v) if ok else default
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and 0 <= v < 1e15:
+        return float(v)
+    return default
 
 
-def chunk_text(chunk: dict) -> str:
+def chunk_text(chunk: Mapping[str, Any]) -> str:
     """The generated text of a chunk: OpenAI chat (``choices[0].delta.content``) or
     llama-server's own ``/completion`` (``content``)."""
     choices = chunk.get("choices")
@@ -40,7 +42,7 @@ def chunk_text(chunk: dict) -> str:
     return text if isinstance(text, str) else ""
 
 
-def chunk_finish(chunk: dict) -> str | None:
+def chunk_finish(chunk: Mapping[str, Any]) -> str | None:
     choices = chunk.get("choices")
     if isinstance(choices, list) and choices and isinstance(choices[0], dict):
         reason = choices[0].get("finish_reason")
@@ -65,7 +67,7 @@ class TurnTranslator:
         self.ubatches: list[tuple[int, float]] = []
         self.token_times: list[float] = []
         self.text: list[str] = []
-        self.timings: dict = {}
+        self.timings: dict[str, object] = {}
         self.t_first_visible: float | None = None
         self.finish: str | None = None
         self.t_decode_anchor: float | None = None  # client time at the server's decode start
@@ -78,7 +80,7 @@ class TurnTranslator:
                                           None, now)
             self.emit(self.started)
 
-    def feed(self, chunk: dict, now: float) -> None:
+    def feed(self, chunk: Mapping[str, Any], now: float) -> None:
         prog = chunk.get("prompt_progress")
         timings = chunk.get("timings")
         if isinstance(timings, dict):
@@ -113,7 +115,7 @@ class TurnTranslator:
         self.t_last_token = t
         return t
 
-    def _progress(self, prog: dict, now: float) -> None:
+    def _progress(self, prog: Mapping[str, object], now: float) -> None:
         total, cache = int(_num(prog, "total")), int(_num(prog, "cache"))
         done, ms = int(_num(prog, "processed")), _num(prog, "time_ms")
         self._start(total, cache, now)

@@ -9,10 +9,14 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
+from typing import TYPE_CHECKING, overload
 from urllib.parse import urlsplit
 
 from kvtop.runner.redact import no_login
 from kvtop.runner.sanitize import clean_line
+
+if TYPE_CHECKING:
+    from kvtop.runner.server.credentials import Credentials
 
 
 class ServerError(Exception):
@@ -76,5 +80,9 @@ def is_loopback(url: str) -> bool:
     return host in ("localhost", "::1") or host.startswith("127.")
 
 
-def api_key_from_env(given: str | None) -> str | None:
+@overload
+def api_key_from_env(given: str | None) -> str | None: ...
+@overload
+def api_key_from_env(given: Credentials) -> Credentials: ...
+def api_key_from_env(given: str | Credentials | None) -> str | Credentials | None:
     return given if given else os.environ.get("LLAMA_API_KEY") or None

@@ -22,6 +22,10 @@ import socket
 import time
 from array import array
 from itertools import accumulate
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from _typeshed import ReadableBuffer, WriteableBuffer
 
 
 class TooSlow(Exception):
@@ -47,7 +51,7 @@ class DeadlineSocket:
             raise TooSlow()
         self._sock.settimeout(left)
 
-    def recv_into(self, buf, nbytes: int = 0, flags: int = 0) -> int:
+    def recv_into(self, buf: WriteableBuffer, nbytes: int = 0, flags: int = 0) -> int:
         self._arm()
         try:
             n = self._sock.recv_into(buf, nbytes, flags)
@@ -63,17 +67,19 @@ class DeadlineSocket:
         got = self.recv_into(buf, n, flags)
         return bytes(buf[:got])
 
-    def sendall(self, data, flags: int = 0) -> None:
+    def sendall(self, data: ReadableBuffer, flags: int = 0) -> None:
         self._arm()  # since Python 3.5 the timeout bounds the whole sendall
         try:
             self._sock.sendall(data, flags)
         except TimeoutError:
             raise TooSlow() from None
 
-    def makefile(self, mode: str = "rb", buffering: int | None = None, **_kw):
+    def makefile(self, mode: str = "rb", buffering: int | None = None, **_kw: object) -> io.BufferedReader:
         # http.client reads the response through this file: every read comes back here
         self._files += 1
-        return io.BufferedReader(socket.SocketIO(self, "rb"), buffering or io.DEFAULT_BUFFER_SIZE)
+        # a stand-in for the socket: SocketIO calls only recv_into, sendall and _decref_socketios
+        raw = socket.SocketIO(self, "rb")  # type: ignore[arg-type]
+        return io.BufferedReader(raw, buffering or io.DEFAULT_BUFFER_SIZE)
 
     def _decref_socketios(self) -> None:
         self._files -= 1
@@ -95,15 +101,17 @@ class DeadlineSocket:
         if self._files <= 0:
             self._sock.close()
 
-    def __getattr__(self, name):  # setsockopt, shutdown, detach, …
+    def __getattr__(self, name: str) -> Any:  # setsockopt, shutdown, detach, …
         return getattr(self._sock, name)
 
 
 class _Deadlined:
     """Mixed into http.client's connections: the connected socket becomes a DeadlineSocket."""
 
+    sock: Any  # http.client's socket, then the DeadlineSocket around it
+
     def connect(self) -> None:
-        super().connect()  # type: ignore[misc]
+        super().connect()  # type: ignore[misc]  # a mixin: the http.client class after it in the MRO connects
         self.sock = DeadlineSocket(self.sock)
 
 
@@ -115,7 +123,7 @@ class HTTPSConnection(_Deadlined, http.client.HTTPSConnection):
     pass
 
 
-def open_connection(scheme: str, host: str, port: int | None, connect_s: float):
+def open_connection(scheme: str, host: str, port: int | None, connect_s: float) -> http.client.HTTPConnection:
     """A connection, not yet connected; ``connect_s`` bounds the TCP (and TLS) connect."""
     cls = HTTPSConnection if scheme == "https" else HTTPConnection
     return cls(host, port, timeout=connect_s)

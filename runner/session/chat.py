@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, replace
+from typing import TYPE_CHECKING
 
 from kvtop.runner import events as ev
 from kvtop.runner.process.commands import Chat, ChatMessage, Reset
@@ -26,11 +27,18 @@ from kvtop.runner.sanitize import clean_line
 from kvtop.runner.session.records import ActiveTurn, DecodeSoFar, TurnRecord
 from kvtop.runner.settings import Settings
 
+if TYPE_CHECKING:
+    from kvtop.runner.calibration.forecast import Forecast
+    from kvtop.runner.model.facts import ModelFacts
+    from kvtop.runner.records.trace import TraceWriter
+    from kvtop.runner.records.transcript import Transcript
+    from kvtop.runner.system.hardware import HardwareProfile
+
 
 class ChatSession:
     def __init__(self, engine: EngineClient, settings: Settings, paths: Paths, *, argv: list[str],
                  write_transcript: bool = True, record_trace: bool = True, trace_path: str | None = None,
-                 resume: list[ChatMessage] | tuple = (), clock: Callable[[], float] = time.monotonic):
+                 resume: list[ChatMessage] | tuple[ChatMessage, ...] = (), clock: Callable[[], float] = time.monotonic):
         self.engine = engine
         self.settings = settings
         self.paths = paths
@@ -47,8 +55,8 @@ class ChatSession:
         self.cleared: list[ChatMessage] = []  # the chat the last new chat cleared: undo brings it back
         self.loaded: ev.Loaded | None = None
         self.load_error: str | None = None  # set when the engine failed or died
-        self.trace = None
-        self.transcript = None
+        self.trace: TraceWriter | None = None
+        self.transcript: Transcript | None = None
         self.transcript_path: str | None = None  # kept after close, for the quit summary
         self.prompt_cache_restored = 0
         self._next_turn = 0
@@ -71,7 +79,7 @@ class ChatSession:
         return a is not None and (a.turn_id is None or a.turn_id == turn_id)
 
     # ------------------------------------------------------------ records
-    def open_trace(self, facts, hw, notice: Callable[[str], None]) -> None:
+    def open_trace(self, facts: ModelFacts | None, hw: HardwareProfile | None, notice: Callable[[str], None]) -> None:
         """The trace file, once the model's facts and the hardware are known."""
         if not self.record_trace or self.trace is not None:
             return
@@ -93,12 +101,12 @@ class ChatSession:
             if self.active is not None and self.active.turn_id is not None:
                 trace.user(self.active.user)  # sent before the trace existed (--prompt-file)
 
-    def record(self, e) -> None:
+    def record(self, e: object) -> None:
         """Every engine event goes to the trace (called on the reader thread)."""
         if self.trace is not None:
             self.trace.event(e)
 
-    def record_forecast(self, forecast) -> None:
+    def record_forecast(self, forecast: Forecast) -> None:
         """The forecast shown at a turn's start: kept with the turn (the waterfall shows
         it beside the measured TTFT) and in the trace, so a replay shows it too."""
         from dataclasses import asdict
@@ -124,10 +132,10 @@ class ChatSession:
         from kvtop.runner.records.transcript import Transcript
 
         try:
-            self.transcript = Transcript(self.paths.sessions_dir, {
+            transcript = Transcript(self.paths.sessions_dir, {
                 "model": self.loaded.path if self.loaded else self.settings.model,
                 "settings": self.settings.to_dict(), "argv": self.argv})
-            self.transcript_path = self.transcript.path
+            self.transcript, self.transcript_path = transcript, transcript.path
         except OSError as exc:
             notice(f"no transcript: {clean_line(str(exc))}")
 
@@ -245,7 +253,7 @@ class ChatSession:
                 chat = replace(chat, threads=threads_for())
             self.engine.submit(chat)
 
-    def apply(self, e) -> None:
+    def apply(self, e: object) -> None:
         """An event of the turn on screen, as the UI received it (after ``is_current``):
         the live turn (``ActiveTurn.apply``) follows it. A context shift left the chat's
         oldest turns out of this turn's prompt only (the chat keeps them: the next turn

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from kvtop.runner import events as ev
+
+if TYPE_CHECKING:
+    from kvtop.runner.calibration.forecast import Forecast
 
 
 @dataclass(frozen=True)
@@ -18,9 +22,9 @@ class TurnRecord:
     diff_context: tuple[str, str] | None = None
     others_cpu: float | None = None  # other processes' share of the CPU during the turn (0..1)
     context_shift: ev.ContextShifted | None = None  # the oldest turns this prompt left out
-    forecast: object | None = None  # the forecast shown at its start (runner.calibration.forecast.Forecast)
+    forecast: Forecast | None = None  # the forecast shown at its start
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """The plain form the debug bundle and the CSV export write."""
         return {"user": self.user, "stop_reason": self.stop_reason, "metrics": self.metrics.to_dict(),
                 "first_diff_index": self.first_diff_index, "diff_context": self.diff_context,
@@ -54,14 +58,14 @@ class ActiveTurn:
     started: ev.TurnStarted | None = None
     cancel_requested_at: float | None = None
     shift: ev.ContextShifted | None = None  # the context shift before its prefill, if any
-    forecast: object | None = None  # the forecast shown when it started
+    forecast: Forecast | None = None  # the forecast shown when it started
     reports: list[tuple[int, float]] = field(default_factory=list)  # (done, elapsed_s) of each prefill
     # report the UI received (they are paced: one may stand for several micro-batches)
     first_token_s: float | None = None  # submit -> first token, once it came
     decoded: int = 0  # tokens decoded so far
     cache_event: ev.PromptCache | None = None  # its --prompt-cache restore or save, if any
 
-    def apply(self, e) -> None:
+    def apply(self, e: object) -> None:
         """One event of this turn: the engine's (``TurnStarted``, ``ContextShifted``,
         ``PrefillProgress``, ``PromptCache``) or its decode so far (``DecodeSoFar``)."""
         if isinstance(e, ev.TurnStarted):

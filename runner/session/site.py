@@ -4,13 +4,20 @@ so the forecast never asks what kind of engine it is."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kvtop.runner import events as ev
 from kvtop.runner.calibration.service import EngineSite
 from kvtop.runner.process.contract import Capabilities
 from kvtop.runner.settings import Settings
 
+if TYPE_CHECKING:
+    from kvtop.runner.model.facts import ModelFacts
+    from kvtop.runner.system.hardware import HardwareProfile
 
-def engine_site(loaded: ev.Loaded, capabilities: Capabilities, settings: Settings, facts, hw) -> EngineSite:
+
+def engine_site(loaded: ev.Loaded, capabilities: Capabilities, settings: Settings, facts: ModelFacts | None,
+                hw: HardwareProfile | None) -> EngineSite:
     """The site of an engine that reported ``loaded``. Its threads run on this machine's
     CPU unless it is a server elsewhere (``Loaded.server``: the URL it answers at); kvtop
     picks each turn's threads only for a model it runs itself (``runs_model``) when the
@@ -25,7 +32,7 @@ def engine_site(loaded: ev.Loaded, capabilities: Capabilities, settings: Setting
                       calibration_engine=loaded.server)
 
 
-def flags_site(settings: Settings, facts, hw, server: str | None) -> EngineSite:
+def flags_site(settings: Settings, facts: ModelFacts | None, hw: HardwareProfile | None, server: str | None) -> EngineSite:
     """The site ``kvtop estimate`` forecasts for: the flags' settings, run by kvtop (no
     ``server``) or by the server at ``server``."""
     from kvtop.runner.physics.here import cpu_share

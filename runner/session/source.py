@@ -14,9 +14,14 @@ It sits in the session's layer because it builds engines of every layer below it
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from kvtop.runner.process.contract import EngineClient, EngineFactory
 from kvtop.runner.settings import Settings
+
+if TYPE_CHECKING:
+    from kvtop.runner.records.trace import Trace
+    from kvtop.runner.server.credentials import Credentials
 
 
 @dataclass(frozen=True)
@@ -28,9 +33,9 @@ class EngineSource:
     the first engine, and a restart or F4 attaches to the chosen server as always."""
 
     servers: tuple[str, ...] = ()
-    api_key: object = None
+    api_key: str | Credentials | None = None
     in_process: bool = False
-    replay: object = None
+    replay: Trace | None = None
     speed: float = 1.0
     given: EngineFactory | None = None
 

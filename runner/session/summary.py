@@ -14,17 +14,25 @@ llama.cpp measured them) and the first line is the time to connect, not to load.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kvtop.runner.events import TurnMetrics
+    from kvtop.runner.session.chat import ChatSession
+    from kvtop.runner.session.records import TurnRecord
+
 FIRST_TOKEN = "first decode+sample"
 
 
-def _runs(m) -> int:
+def _runs(m: TurnMetrics) -> int:
     """The decode steps behind ``decode_tok_s`` (tokens after the turn's first)."""
     if not m.decode_tok_s or m.decode_s <= 0:
         return 0
     return round(m.decode_tok_s * m.decode_s)
 
 
-def turn_seconds(m) -> float:
+def turn_seconds(m: TurnMetrics) -> float:
     """Submit to the turn's last token: to the first token sampled (the waterfall's
     boundary), then the decode."""
     for label, start, seconds in m.timeline:
@@ -43,7 +51,7 @@ def _rate_line(label: str, seconds: float, n: int, unit: str) -> str:
     return line.rstrip()
 
 
-def summary_lines(load_s: float | None, turns: list, model: str, transcript: str | None,
+def summary_lines(load_s: float | None, turns: Sequence[TurnRecord], model: str, transcript: str | None,
                   trace: str | None, load_label: str = "load time") -> list[str]:
     """The quit summary of a session whose finished turns are ``turns`` (TurnRecords)."""
     ms = [t.metrics for t in turns]
@@ -68,7 +76,7 @@ def summary_lines(load_s: float | None, turns: list, model: str, transcript: str
     return lines
 
 
-def session_summary(session) -> str | None:
+def session_summary(session: ChatSession) -> str | None:
     """The quit summary of a ``ChatSession``, or None when no model was loaded and no
     turn ran (nothing to sum up)."""
     import os
@@ -80,7 +88,7 @@ def session_summary(session) -> str | None:
         return None
     model = clean_line(os.path.basename(loaded.path if loaded else session.settings.model))
     server = loaded.server if loaded else None
-    if server:  # kvtop --server: the served model, the server, and the time to connect
+    if server and loaded is not None:  # kvtop --server: the served model, the server, and the time to connect
         model = f"{clean_line(loaded.name) or model} on {clean_line(server)}"
     trace = session.trace.path if session.trace is not None else None
     return "\n".join(summary_lines(loaded.load_s if loaded else None, list(session.turns), model,

@@ -121,7 +121,7 @@ def without_load(probe: CPUProbe, n_cores: int | None = None) -> CPUProbe:
 
     from kvtop.runner.system.cpu_pace import slowdown, thread_pace
 
-    if not probe.disturbed or probe.flops_factor is not None:
+    if not probe.disturbed or probe.flops_factor is not None or probe.busy is None:  # disturbed: busy was read
         return probe
     n = n_cores or os.cpu_count() or probe.threads
     others = max(probe.busy * n, (probe.loadavg or 0.0) - probe.threads)
@@ -236,7 +236,7 @@ def machine_busy(seconds: float = 0.5) -> float | None:
     import psutil
 
     try:
-        return psutil.cpu_percent(interval=seconds) / 100.0
+        return float(psutil.cpu_percent(interval=seconds)) / 100.0
     except Exception:
         return None
 

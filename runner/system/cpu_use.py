@@ -45,7 +45,7 @@ def _process_seconds(pid: int | None) -> float | None:
 
     try:
         t = psutil.Process(pid).cpu_times()
-        return t.user + t.system
+        return float(t.user + t.system)
     except Exception:
         return None
 
@@ -55,7 +55,8 @@ def _system_busy() -> float | None:
 
     try:
         t = psutil.cpu_times()
-        return sum(t) - t.idle - getattr(t, "iowait", 0.0) - getattr(t, "guest", 0.0) - getattr(t, "guest_nice", 0.0)
+        busy = sum(t) - t.idle - getattr(t, "iowait", 0.0) - getattr(t, "guest", 0.0) - getattr(t, "guest_nice", 0.0)
+        return float(busy)
     except Exception:
         return None
 
@@ -70,7 +71,7 @@ def cpu_use(a: CPUReading, b: CPUReading) -> CPUUse:
     cores = os.cpu_count() or 1
     dt = b.wall - a.wall
 
-    def rate(x, y):
+    def rate(x: float | None, y: float | None) -> float | None:
         return max(y - x, 0.0) / dt if x is not None and y is not None and dt > 0 else None
 
     engine, ui, total = rate(a.engine, b.engine), rate(a.ui, b.ui), rate(a.system_busy, b.system_busy)

@@ -37,7 +37,7 @@ class _InitParams(ctypes.Structure):
     _fields_ = [("mem_size", ctypes.c_size_t), ("mem_buffer", ctypes.c_void_p), ("no_alloc", ctypes.c_bool)]
 
 
-def _libs():
+def _libs() -> tuple[ctypes.CDLL, ctypes.CDLL]:
     from kvtop.runner.engine.ggml_devices import open_ggml_library
 
     base, cpu = open_ggml_library("ggml-base"), open_ggml_library("ggml-cpu")
@@ -56,7 +56,8 @@ def _libs():
     return base, cpu
 
 
-def _time_one(base, cpu, ggml_type: int, threads: int, k: int, m: int, n: int, repeats: int) -> float | None:
+def _time_one(base: ctypes.CDLL, cpu: ctypes.CDLL, ggml_type: int, threads: int, k: int, m: int, n: int,
+              repeats: int) -> float | None:
     ctx = base.ggml_init(_InitParams(96 * MIB, None, False))
     if not ctx:
         return None
@@ -120,7 +121,8 @@ ATTENTION_DEPTH = 2048
 ATTENTION_HEADS = 8
 
 
-def _time_attention(base, cpu, threads: int, head_dim: int, depth: int, heads: int, repeats: int) -> float | None:
+def _time_attention(base: ctypes.CDLL, cpu: ctypes.CDLL, threads: int, head_dim: int, depth: int, heads: int,
+                    repeats: int) -> float | None:
     vp = ctypes.c_void_p
     base.ggml_new_tensor_3d.restype = vp
     base.ggml_new_tensor_3d.argtypes = [vp, ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64]

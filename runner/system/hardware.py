@@ -8,7 +8,9 @@ initialised lazily, once, and every call is wrapped.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from typing import Any, TypeVar
 
 from kvtop.runner.system.cpu_name import cpu_name
 from kvtop.runner.system.cpu_probe import CPUProbe, cpu_profile, probe_cpu_in_subprocess  # noqa: F401 (re-exported)
@@ -56,7 +58,7 @@ class _NVML:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._state: str | None = None  # None: not tried; "ok"; else the reason
-        self._nv = None
+        self._nv: Any = None  # the pynvml module once initialised (it has no type information)
 
     def ensure(self) -> str:
         with self._lock:
@@ -72,7 +74,7 @@ class _NVML:
             return self._state
 
     @property
-    def nv(self):
+    def nv(self) -> Any:
         return self._nv
 
 
@@ -83,7 +85,10 @@ def _short(exc: BaseException) -> str:
     return " ".join(str(exc).split())[:120]
 
 
-def _try(fn, *args):
+T = TypeVar("T")
+
+
+def _try(fn: Callable[..., T], *args: object) -> T | None:
     try:
         return fn(*args)
     except Exception:
@@ -170,11 +175,12 @@ class HardwareProfile:
         """GPU figures were given on the command line."""
         return self.gpu_bandwidth_gbs is not None or self.gpu_tflops is not None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def _cpu_figures(bandwidth_gbs, tflops, refresh, cache_dir) -> tuple[float | None, float | None, str, CPUProbe | None]:
+def _cpu_figures(bandwidth_gbs: float | None, tflops: float | None, refresh: bool,
+                 cache_dir: str | None) -> tuple[float | None, float | None, str, CPUProbe | None]:
     """The CPU's (bandwidth, FLOPS, source, probe): the probe (cached per machine) for
     any figure not given."""
     if bandwidth_gbs is not None and tflops is not None:

@@ -7,14 +7,18 @@ NVML is a value (``gpu_note`` says why), never an error.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kvtop.runner.system.hardware import GPUInfo, SystemMemory
 
 
 @dataclass(frozen=True)
 class MemorySample:
     engine_rss: int | None
     ui_rss: int | None  # None when the UI is the engine's process
-    system: object  # runner.system.hardware.SystemMemory
-    gpus: tuple = ()
+    system: SystemMemory
+    gpus: tuple[GPUInfo, ...] = ()
     gpu_note: str | None = None
 
 

@@ -76,3 +76,12 @@ def test_a_forecasts_threads_are_two_thread_counts(threads, ok):
     # a trace written before the load's fields existed still reads
     old = {k: v for k, v in data.items() if k != "threads"}
     assert parse_forecast("t.jsonl", 3, old).threads is None
+
+
+def test_a_number_too_long_for_python_is_a_trace_error(write_trace, tmp_path):
+    """An integer of more digits than Python converts (4300) fails json.loads with a plain
+    ValueError, which has no ``msg``: reading it raised AttributeError, not TraceError."""
+    bad = damaged(write_trace(tmp_path / "t.jsonl"), tmp_path, 3, "data.n_ctx", "1" * 5000)
+    with pytest.raises(TraceError, match="line 3 is not JSON") as err:
+        read_trace(bad)
+    assert "digits" in str(err.value) and "\n" not in str(err.value)
