@@ -19,8 +19,9 @@ MAX_TEMP = 100.0
 MAX_PENALTY = 100.0  # llama.cpp takes any finite value; a bound keeps 1/penalty finite too
 
 
-def add_engine_flags(p: argparse.ArgumentParser) -> None:
-    """llama.cpp's flag names, so a user can paste their llama-cli/llama-server flags."""
+def add_engine_flags(p: argparse.ArgumentParser, chat: bool = True) -> None:
+    """llama.cpp's flag names, so a user can paste their llama-cli/llama-server flags;
+    ``chat=False`` (``kvtop bench``): the load settings only, no sampler or chat flags."""
     g = p.add_argument_group("llama.cpp settings")
     g.add_argument("-c", "--ctx-size", dest="n_ctx", type=int_in(0, INT32_MAX), default=DEFAULT_CTX,
                    help="context size in tokens (padded to 256; 0 = the model's trained context)")
@@ -41,11 +42,17 @@ def add_engine_flags(p: argparse.ArgumentParser) -> None:
                    help="keep a full-size cache for sliding-window layers")
     g.add_argument("--mlock", action="store_true")
     g.add_argument("--no-mmap", dest="mmap", action="store_false")
-    g.add_argument("-n", "--n-predict", dest="n_predict", type=int_in(-1, INT32_MAX), default=-1,
+    g.add_argument("-n", "--predict", "--n-predict", dest="n_predict", type=int_in(-1, INT32_MAX), default=-1,
                    help="tokens to generate per turn (-1 = until end of turn or context full)")
     g.add_argument("--ignore-eos", dest="ignore_eos", action="store_true",
                    help="keep generating past end-of-generation tokens (for benchmarks)")
-    g.add_argument("--temp", type=float_in(0.0, MAX_TEMP), default=0.8)
+    if chat:
+        add_chat_flags(g)
+
+
+def add_chat_flags(g) -> None:
+    """The sampler and the chat: what a turn uses, not a bench."""
+    g.add_argument("--temp", "--temperature", dest="temp", type=float_in(0.0, MAX_TEMP), default=0.8)
     g.add_argument("--top-k", dest="top_k", type=non_negative_int, default=40)
     g.add_argument("--top-p", dest="top_p", type=float_in(0.0, 1.0), default=0.95)
     g.add_argument("--min-p", dest="min_p", type=float_in(0.0, 1.0), default=0.05, metavar="N",
@@ -58,7 +65,7 @@ def add_engine_flags(p: argparse.ArgumentParser) -> None:
                    default=0.0, metavar="N", help="repeat alpha presence penalty (default: 0.0 = disabled)")
     g.add_argument("--frequency-penalty", dest="frequency_penalty", type=float_in(-MAX_PENALTY, MAX_PENALTY),
                    default=0.0, metavar="N", help="repeat alpha frequency penalty (default: 0.0 = disabled)")
-    g.add_argument("--seed", type=int_in(-1, UINT32_MAX), default=-1)
+    g.add_argument("-s", "--seed", dest="seed", type=int_in(-1, UINT32_MAX), default=-1)
     g.add_argument("-sys", "--system-prompt", dest="system_prompt", default="")
     g.add_argument("--prompt-cache", dest="prompt_cache", default="", metavar="FILE",
                    help="save the first prompt's KV state here, and restore it on the next start")
