@@ -65,6 +65,20 @@ def add_chat_flags(g) -> None:
                    default=0.0, metavar="N", help="repeat alpha presence penalty (default: 0.0 = disabled)")
     g.add_argument("--frequency-penalty", dest="frequency_penalty", type=float_in(-MAX_PENALTY, MAX_PENALTY),
                    default=0.0, metavar="N", help="repeat alpha frequency penalty (default: 0.0 = disabled)")
+    g.add_argument("--typical", "--typical-p", dest="typical_p", type=float_in(0.0, 1.0), default=1.0, metavar="N",
+                   help="locally typical sampling (default: 1.0 = disabled)")
+    g.add_argument("--top-nsigma", "--top-n-sigma", dest="top_n_sigma", type=float_in(-1.0, MAX_PENALTY),
+                   default=-1.0, metavar="N", help="top-n-sigma sampling (default: -1 = disabled)")
+    g.add_argument("--xtc-probability", dest="xtc_probability", type=float_in(0.0, 1.0), default=0.0, metavar="N",
+                   help="XTC: the chance of removing the top tokens (default: 0.0 = disabled)")
+    g.add_argument("--xtc-threshold", dest="xtc_threshold", type=float_in(0.0, 1.0), default=0.1, metavar="N",
+                   help="XTC: the probability above which tokens are removed (default: 0.1; > 0.5 disables XTC)")
+    g.add_argument("--mirostat", type=int_in(0, 2), default=0, metavar="N",
+                   help="Mirostat sampling 1 or 2, instead of top-k/top-p/min-p and the penalties (default: 0 = off)")
+    g.add_argument("--mirostat-lr", dest="mirostat_lr", type=float_in(0.0, MAX_PENALTY), default=0.1, metavar="N",
+                   help="Mirostat learning rate, eta (default: 0.1)")
+    g.add_argument("--mirostat-ent", dest="mirostat_ent", type=float_in(0.0, MAX_PENALTY), default=5.0, metavar="N",
+                   help="Mirostat target entropy, tau (default: 5.0)")
     g.add_argument("-s", "--seed", dest="seed", type=int_in(-1, UINT32_MAX), default=-1)
     g.add_argument("-sys", "--system-prompt", dest="system_prompt", default="")
     g.add_argument("--prompt-cache", dest="prompt_cache", default="", metavar="FILE",

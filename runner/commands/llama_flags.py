@@ -62,10 +62,10 @@ _refuse("a llama-server setting: start llama-server with it, then kvtop --server
         "-sps", "--server-base", "-cram", "--cache-idle-slots", "-ctxcp", "-cms", "--log-file", "--log-jsonl",
         "--log-prompts-dir", "--prefill-assistant", "--skip-chat-parsing", "--embd-normalize", "--pooling",
         "-o", "-dt", "--lora-init-without-apply", "-lm", "-lzm")
-_refuse("not in kvtop's sampler chain (temp, top-k, top-p, min-p, penalties, seed): use those, or " + ATTACH,
-        "--mirostat", "--mirostat-lr", "--mirostat-ent", "--typical", "--xtc-probability", "--xtc-threshold",
+_refuse("not in kvtop's sampler chain (temp, top-k, top-p, min-p, typical, top-nsigma, XTC, mirostat, "
+        "penalties, seed): use those, or " + ATTACH,
         "--dry-multiplier", "--dry-base", "--dry-allowed-length", "--dry-penalty-last-n",
-        "--dry-sequence-breaker", "--top-nsigma", "--adaptive-target", "--adaptive-decay", "--dynatemp-range",
+        "--dry-sequence-breaker", "--adaptive-target", "--adaptive-decay", "--dynatemp-range",
         "--dynatemp-exp", "--samplers", "--sampler-seq", "-l", "-bs")
 _refuse("kvtop does not constrain the reply: " + ATTACH + " (it takes a grammar or schema per request)",
         "--grammar", "--grammar-file", "-j", "-jf")

@@ -37,6 +37,9 @@ class Decoded:
     t_first_visible: float | None = None  # the first non-empty text delta
 
 
+MORE = ("typical_p", "top_n_sigma", "xtc_probability", "xtc_threshold", "mirostat", "mirostat_lr", "mirostat_ent")
+
+
 @dataclass(frozen=True, slots=True)
 class Sampling:
     temp: float
@@ -48,12 +51,14 @@ class Sampling:
     repeat_last_n: int = 0
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
+    more: tuple = ()  # (name, value) of SamplerChain.build's keyword samplers: typical_p, xtc_..., mirostat...
 
     @classmethod
     def of(cls, s) -> Sampling:
         """The sampler settings of ``runner.settings.Settings``."""
+        more = tuple((k, getattr(s, k)) for k in MORE)
         return cls(s.temp, s.top_k, s.top_p, s.seed, s.min_p, s.repeat_penalty, s.repeat_last_n,
-                   s.presence_penalty, s.frequency_penalty)
+                   s.presence_penalty, s.frequency_penalty, more)
 
     @property
     def penalties(self) -> bool:
@@ -64,7 +69,7 @@ class Sampling:
     def chain(self, n_vocab: int) -> SamplerChain:
         return SamplerChain.build(self.temp, self.top_k, self.top_p, self.seed, self.min_p, n_vocab,
                                   self.repeat_last_n, self.repeat_penalty, self.frequency_penalty,
-                                  self.presence_penalty)
+                                  self.presence_penalty, **dict(self.more))
 
 
 class Decode:
