@@ -69,8 +69,8 @@ _refuse("not in kvtop's sampler chain (temp, top-k, top-p, min-p, typical, top-n
         "--dynatemp-exp", "--samplers", "--sampler-seq", "-l", "-bs")
 _refuse("kvtop does not constrain the reply: " + ATTACH + " (it takes a grammar or schema per request)",
         "--grammar", "--grammar-file", "-j", "-jf")
-_refuse("kvtop loads the GGUF's own RoPE settings: " + ATTACH + " to change them", "--rope-scaling",
-        "--rope-scale", "--rope-freq-base", "--rope-freq-scale", "--yarn-orig-ctx", "--yarn-ext-factor",
+_refuse("kvtop takes --rope-freq-base and --rope-freq-scale; for the others " + ATTACH, "--rope-scaling",
+        "--rope-scale", "--yarn-orig-ctx", "--yarn-ext-factor",
         "--yarn-attn-factor", "--yarn-beta-slow", "--yarn-beta-fast", "-gan", "-gaw")
 _refuse("kvtop applies no adapters: merge it into the GGUF (llama-export-lora) or " + ATTACH, "--lora",
         "--lora-scaled", "--control-vector", "--control-vector-scaled", "--control-vector-layer-range")
@@ -101,6 +101,7 @@ LOCAL_ONLY: dict[str, str] = {
     "-ctk": "-ctk", "--cache-type-k": "-ctk", "-ctv": "-ctv", "--cache-type-v": "-ctv",
     "--swa-full": "--swa-full", "--mlock": "--mlock", "--no-mmap": "--no-mmap",
     "--prompt-cache": "--slot-save-path", "--chat-template": "--chat-template",
+    "--rope-freq-base": "--rope-freq-base", "--rope-freq-scale": "--rope-freq-scale",
 }
 
 

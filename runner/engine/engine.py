@@ -88,6 +88,7 @@ def _context_params(s: Settings, n_ctx: int):
     cp.type_k = KV_CACHE_TYPES[s.cache_type_k]
     cp.type_v = KV_CACHE_TYPES[s.cache_type_v]
     cp.swa_full = s.swa_full
+    cp.rope_freq_base, cp.rope_freq_scale = s.rope_freq_base, s.rope_freq_scale  # 0: the GGUF's
     cp.no_perf = False
     return cp
 

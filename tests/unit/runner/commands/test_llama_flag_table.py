@@ -132,3 +132,16 @@ def test_the_table_is_what_arg_cpp_says():
         gen.main(path)
     with open(os.path.join(ROOT, "runner", "commands", "llama_cpp_args.py"), encoding="utf-8") as fh:
         assert fh.read() == out.getvalue()
+
+
+def test_rope_frequency_flags_reach_llama_cpps_context_params(capsys):
+    """--rope-freq-base/--rope-freq-scale were 'unrecognized arguments'."""
+    from kvtop.runner.engine.engine import _context_params
+    from kvtop.runner.settings import settings_from_args
+
+    s = settings_from_args("m.gguf", parse("--rope-freq-base", "500000", "--rope-freq-scale", "0.5")).resolved()
+    cp = _context_params(s, 512)
+    assert (cp.rope_freq_base, cp.rope_freq_scale) == (500000.0, 0.5)
+    plain = _context_params(settings_from_args("m.gguf", parse()).resolved(), 512)
+    assert (plain.rope_freq_base, plain.rope_freq_scale) == (0.0, 0.0)  # llama.cpp reads the GGUF's
+    assert "restart llama-server with --rope-freq-base" in usage_error(capsys, "--server", "u", "--rope-freq-base", "1")
