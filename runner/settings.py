@@ -75,6 +75,7 @@ class Settings:
     mirostat: int = 0  # --mirostat 1 or 2 (0: off); it replaces top-k/top-p/min-p and the penalties, as in llama.cpp
     mirostat_lr: float = 0.1  # --mirostat-lr (eta)
     mirostat_ent: float = 5.0  # --mirostat-ent (tau)
+    grammar: str = ""  # GBNF the reply must follow (--grammar, --grammar-file, -j/--json-schema, -jf)
     system_prompt: str = ""
     prompt_cache: str = ""
     chat_template: str = ""  # --chat-template NAME|FILE: "" = the GGUF's, else the model family's format
@@ -134,6 +135,8 @@ def sampler_text(s: Settings) -> str:
             text += f" presence {s.presence_penalty:g}"
         if s.frequency_penalty:
             text += f" frequency {s.frequency_penalty:g}"
+    if s.grammar:
+        text += " grammar"
     return text + f" seed {s.seed}"
 
 

@@ -83,6 +83,13 @@ def add_chat_flags(g) -> None:
                    help="Mirostat learning rate, eta (default: 0.1)")
     g.add_argument("--mirostat-ent", dest="mirostat_ent", type=float_in(0.0, MAX_PENALTY), default=5.0, metavar="N",
                    help="Mirostat target entropy, tau (default: 5.0)")
+    g.add_argument("--grammar", dest="grammar", default="", metavar="GBNF",
+                   help="a GBNF grammar the reply must follow (llama.cpp's grammars/ format)")
+    g.add_argument("--grammar-file", dest="grammar", type=grammar_file, metavar="FILE", help="the grammar from a file")
+    g.add_argument("-j", "--json-schema", dest="grammar", type=json_schema, metavar="SCHEMA",
+                   help="a JSON schema the reply must follow (as a grammar), e.g. '{}' for any JSON object")
+    g.add_argument("-jf", "--json-schema-file", dest="grammar", type=json_schema_file, metavar="FILE",
+                   help="the JSON schema from a file")
     g.add_argument("-s", "--seed", dest="seed", type=int_in(-1, UINT32_MAX), default=-1)
     g.add_argument("-sys", "--system-prompt", dest="system_prompt", default="")
     g.add_argument("--prompt-cache", dest="prompt_cache", default="", metavar="FILE",
@@ -104,3 +111,35 @@ def chat_template_arg(value: str) -> str:
     from kvtop.runner.engine.chat_template import check_override
 
     return check_override(value)
+
+
+MAX_GRAMMAR_BYTES = 1 << 20
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read(MAX_GRAMMAR_BYTES + 1)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise argparse.ArgumentTypeError(f"cannot read {path}: {exc.__class__.__name__}") from None
+    if len(text) > MAX_GRAMMAR_BYTES or not text.strip():
+        raise argparse.ArgumentTypeError(f"{path}: empty, or over {MAX_GRAMMAR_BYTES:,} bytes")
+    return text
+
+
+def grammar_file(path: str) -> str:
+    return _read(path)
+
+
+def json_schema(text: str) -> str:
+    """The schema as llama.cpp's GBNF (llama-cpp-python's converter, from llama.cpp's)."""
+    try:
+        from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+        return json_schema_to_gbnf(text)
+    except Exception as exc:  # bad JSON, or a schema the converter does not take
+        raise argparse.ArgumentTypeError(f"not a JSON schema kvtop can follow ({exc.__class__.__name__})") from None
+
+
+def json_schema_file(path: str) -> str:
+    return json_schema(_read(path))

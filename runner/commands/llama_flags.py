@@ -67,8 +67,6 @@ _refuse("not in kvtop's sampler chain (temp, top-k, top-p, min-p, typical, top-n
         "--dry-multiplier", "--dry-base", "--dry-allowed-length", "--dry-penalty-last-n",
         "--dry-sequence-breaker", "--adaptive-target", "--adaptive-decay", "--dynatemp-range",
         "--dynatemp-exp", "--samplers", "--sampler-seq", "-l", "-bs")
-_refuse("kvtop does not constrain the reply: " + ATTACH + " (it takes a grammar or schema per request)",
-        "--grammar", "--grammar-file", "-j", "-jf")
 _refuse("kvtop takes --rope-freq-base and --rope-freq-scale; for the others " + ATTACH, "--rope-scaling",
         "--rope-scale", "--yarn-orig-ctx", "--yarn-ext-factor",
         "--yarn-attn-factor", "--yarn-beta-slow", "--yarn-beta-fast", "-gan", "-gaw")

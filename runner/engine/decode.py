@@ -37,7 +37,8 @@ class Decoded:
     t_first_visible: float | None = None  # the first non-empty text delta
 
 
-MORE = ("typical_p", "top_n_sigma", "xtc_probability", "xtc_threshold", "mirostat", "mirostat_lr", "mirostat_ent")
+MORE = ("typical_p", "top_n_sigma", "xtc_probability", "xtc_threshold", "mirostat", "mirostat_lr", "mirostat_ent",
+        "grammar")
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,13 +64,16 @@ class Sampling:
     @property
     def penalties(self) -> bool:
         """Whether llama.cpp's penalties sampler would change anything."""
+        if dict(self.more).get("mirostat"):  # mirostat's chain has no penalties (as llama.cpp's)
+            return False
         return self.repeat_last_n != 0 and (self.repeat_penalty != 1.0 or self.frequency_penalty != 0.0
                                             or self.presence_penalty != 0.0)
 
-    def chain(self, n_vocab: int) -> SamplerChain:
+    def chain(self, n_vocab: int, vocab=None) -> SamplerChain:
+        """``vocab``: the model's vocabulary pointer, which a grammar needs."""
         return SamplerChain.build(self.temp, self.top_k, self.top_p, self.seed, self.min_p, n_vocab,
                                   self.repeat_last_n, self.repeat_penalty, self.frequency_penalty,
-                                  self.presence_penalty, **dict(self.more))
+                                  self.presence_penalty, vocab=vocab, **dict(self.more))
 
 
 class Decode:
@@ -90,13 +94,14 @@ class Decode:
         held back is emitted."""
         stream = Utf8Stream()
         out = Decoded(stop)
-        chain = sampling.chain(self.vocab.n_tokens()) if stop is None else None
+        chain = sampling.chain(self.vocab.n_tokens(), self.vocab.ptr) if stop is None else None
         if chain is not None and sampling.penalties:
             # as llama-server does: the penalties also see the prompt's last tokens
-            # (repeat_last_n), so a reply does not repeat the question word for word
-            accept = llama_cpp.llama_sampler_accept
+            # (repeat_last_n), so a reply does not repeat the question word for word;
+            # only the penalties (the chain's first stage): a grammar starts at the reply
+            accept, penalties = llama_cpp.llama_sampler_accept, llama_cpp.llama_sampler_chain_get(chain.ptr, 0)
             for tok in self.kv.tokens[-sampling.repeat_last_n:]:
-                accept(chain.ptr, tok)
+                accept(penalties, tok)
         out.pos = len(self.kv.tokens)
         try:
             if chain is not None:

@@ -134,6 +134,8 @@ class ServerEngine(QueuedCommands):
                   "typical_p": s.typical_p, "top_n_sigma": s.top_n_sigma, "xtc_probability": s.xtc_probability,
                   "xtc_threshold": s.xtc_threshold, "mirostat": s.mirostat, "mirostat_eta": s.mirostat_lr,
                   "mirostat_tau": s.mirostat_ent}
+        if s.grammar:
+            common["grammar"] = s.grammar
         if s.seed >= 0:
             common["seed"] = s.seed
         if isinstance(cmd, Chat):

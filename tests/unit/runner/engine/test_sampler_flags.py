@@ -170,3 +170,24 @@ def test_the_new_samplers_are_sent_to_a_server_and_shown():
     assert sampler_text(s) == "temp 0.8 mirostat 2 lr 0.2 ent 4 seed -1"
     shown = sampler_text(Settings("m.gguf", typical_p=0.5, xtc_probability=0.5))
     assert "typical 0.5" in shown and "xtc 0.5/0.1" in shown
+
+
+def test_grammar_and_json_schema_flags_become_gbnf_sent_to_a_server(tmp_path, capsys):
+    """--grammar, --grammar-file, --json-schema were 'unrecognized arguments'."""
+    from kvtop.runner.process.commands import Chat
+    from kvtop.runner.server.engine import ServerEngine
+
+    assert parse("--grammar", 'root ::= "yes" | "no"').grammar == 'root ::= "yes" | "no"'
+    f = tmp_path / "g.gbnf"
+    f.write_text('root ::= [0-9]+\n')
+    assert parse("--grammar-file", str(f)).grammar == "root ::= [0-9]+\n"
+    schema = parse("-j", '{"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}').grammar
+    assert schema.count("root ::=") == 1 and '"\\"a\\""' in schema
+    for argv in (["-j", "{not json"], ["--grammar-file", str(tmp_path / "missing")]):
+        with pytest.raises(SystemExit):
+            parse(*argv)
+        assert "error: argument" in capsys.readouterr().err
+    s = Settings("m.gguf", grammar='root ::= "x"')
+    _path, body = ServerEngine(s, "http://127.0.0.1:9")._request(Chat(1, (), 0.0))
+    assert body["grammar"] == 'root ::= "x"' and sampler_text(s).endswith("grammar seed -1")
+    assert "grammar" not in ServerEngine(Settings("m.gguf"), "http://127.0.0.1:9")._request(Chat(1, (), 0.0))[1]
