@@ -40,6 +40,10 @@ def add_engine_flags(p: argparse.ArgumentParser, chat: bool = True) -> None:
                    help="V cache type (default: f16)")
     g.add_argument("--swa-full", dest="swa_full", action="store_true",
                    help="keep a full-size cache for sliding-window layers")
+    g.add_argument("-kvo", "--kv-offload", dest="kv_offload", action="store_true", default=True,
+                   help="with -ngl, keep the KV cache on the GPU (llama.cpp's default)")
+    g.add_argument("-nkvo", "--no-kv-offload", dest="kv_offload", action="store_false",
+                   help="with -ngl, keep the KV cache in host memory")
     g.add_argument("--rope-freq-base", dest="rope_freq_base", type=float_in(0.0, 1e12), default=0.0, metavar="N",
                    help="RoPE base frequency (default: 0 = the model's)")
     g.add_argument("--rope-freq-scale", dest="rope_freq_scale", type=float_in(0.0, 1e6), default=0.0, metavar="N",

@@ -49,7 +49,7 @@ _refuse("kvtop chats in text only: " + ATTACH + " (llama-server's web UI takes i
         "--mtmd-batch-max-tokens", "--video-fps", "--video-timestamp-interval", "--video-ffmpeg-dir")
 _refuse("kvtop runs on one device with -ngl: for several GPUs " + ATTACH, "-dev", "-sm", "-ts", "-mg",
         "--rpc", "-fit", "-fitt", "-fitc", "--list-devices", "-cmoe", "-ncmoe", "-ncffn", "-ot",
-        "--op-offload", "-kvo", "--no-host", "--repack")
+        "--op-offload", "--no-host", "--repack")
 _refuse("kvtop does not run a draft model: for speculative decoding " + ATTACH,
         *(f for (names, _) in LLAMA_CPP_ARGS for f in names[:1] if f.startswith(("--spec-", "--draft"))))
 _refuse("a llama-server setting: start llama-server with it, then kvtop --server URL", "--host", "--port",
@@ -74,7 +74,9 @@ _refuse("kvtop applies no adapters: merge it into the GGUF (llama-export-lora) o
         "--lora-scaled", "--control-vector", "--control-vector-scaled", "--control-vector-layer-range")
 _refuse("kvtop leaves thread placement to the OS (use taskset to pin it): -t and -tb set the threads",
         "-C", "-Cr", "--cpu-strict", "--prio", "--poll", "-Cb", "-Crb", "--cpu-strict-batch", "--prio-batch",
-        "--poll-batch", "--numa")
+        "--poll-batch")
+_refuse("kvtop runs where the OS places it: use numactl to place it (numactl --cpunodebind=0 --membind=0 kvtop ...)",
+        "--numa")
 _refuse("kvtop's chat takes the system prompt with -sys TEXT and the first message with -f FILE or -p TEXT",
         "-sysf", "-bf", "--in-prefix", "--in-suffix", "--in-prefix-bos", "-r", "-ptc", "--spm-infill", "-sp")
 _refuse("kvtop saves the first prompt's KV state with --prompt-cache FILE only", "--prompt-cache-all",
@@ -99,6 +101,7 @@ LOCAL_ONLY: dict[str, str] = {
     "-ctk": "-ctk", "--cache-type-k": "-ctk", "-ctv": "-ctv", "--cache-type-v": "-ctv",
     "--swa-full": "--swa-full", "--mlock": "--mlock", "--no-mmap": "--no-mmap",
     "--prompt-cache": "--slot-save-path", "--chat-template": "--chat-template",
+    "-kvo": "-kvo", "--kv-offload": "-kvo", "-nkvo": "-nkvo", "--no-kv-offload": "-nkvo",
     "--rope-freq-base": "--rope-freq-base", "--rope-freq-scale": "--rope-freq-scale",
 }
 

@@ -87,7 +87,7 @@ def _context_params(s: Settings, n_ctx: int):
     cp.flash_attn_type = {"on": 1, "off": 0, "auto": -1}[s.flash_attn]
     cp.type_k = KV_CACHE_TYPES[s.cache_type_k]
     cp.type_v = KV_CACHE_TYPES[s.cache_type_v]
-    cp.swa_full = s.swa_full
+    cp.swa_full, cp.offload_kqv = s.swa_full, s.kv_offload
     cp.rope_freq_base, cp.rope_freq_scale = s.rope_freq_base, s.rope_freq_scale  # 0: the GGUF's
     cp.no_perf = False
     return cp

@@ -56,8 +56,7 @@ def test_s_is_the_seed_not_the_system_prompt():
     assert a.seed == 42 and a.system_prompt == ""
 
 
-@pytest.mark.parametrize("argv,flag", [(["-np", "2"], "-np"), (["-ts", "1,1"], "-ts"), (["-nkvo"], "-nkvo"),
-                                       (["-mg", "0"], "-mg"), (["-ot", "x=CPU"], "-ot"), (["-sm", "row"], "-sm"),
+@pytest.mark.parametrize("argv,flag", [(["-np", "2"], "-np"), (["-ts", "1,1"], "-ts"), (["-mg", "0"], "-mg"), (["-ot", "x=CPU"], "-ot"), (["-sm", "row"], "-sm"),
                                        (["-dev", "none"], "-dev"), (["--dry-multiplier", "2"], "--dry-multiplier")])
 def test_a_multi_letter_short_flag_is_matched_whole(capsys, argv, flag):
     """-np 2 was '-n/--n-predict … (got p)', -mg 0 became the model file '0'."""
@@ -145,3 +144,15 @@ def test_rope_frequency_flags_reach_llama_cpps_context_params(capsys):
     plain = _context_params(settings_from_args("m.gguf", parse()).resolved(), 512)
     assert (plain.rope_freq_base, plain.rope_freq_scale) == (0.0, 0.0)  # llama.cpp reads the GGUF's
     assert "restart llama-server with --rope-freq-base" in usage_error(capsys, "--server", "u", "--rope-freq-base", "1")
+
+
+def test_nkvo_keeps_the_kv_cache_in_host_memory(capsys):
+    """-nkvo was read as -n ('must be an integer … (got kvo)')."""
+    from kvtop.runner.engine.engine import _context_params
+    from kvtop.runner.settings import settings_from_args
+
+    def offload(*argv):
+        return _context_params(settings_from_args("m.gguf", parse(*argv)).resolved(), 512).offload_kqv
+
+    assert offload() is True and offload("-nkvo") is False and offload("-nkvo", "-kvo") is True
+    assert "restart llama-server with -nkvo" in usage_error(capsys, "--server", "u", "-nkvo")
