@@ -52,14 +52,14 @@ def add_engine_flags(p: argparse.ArgumentParser, chat: bool = True) -> None:
     g.add_argument("--no-mmap", dest="mmap", action="store_false")
     g.add_argument("-n", "--predict", "--n-predict", dest="n_predict", type=int_in(-1, INT32_MAX), default=-1,
                    help="tokens to generate per turn (-1 = until end of turn or context full)")
-    g.add_argument("--ignore-eos", dest="ignore_eos", action="store_true",
-                   help="keep generating past end-of-generation tokens (for benchmarks)")
     if chat:
         add_chat_flags(g)
 
 
 def add_chat_flags(g) -> None:
     """The sampler and the chat: what a turn uses, not a bench."""
+    g.add_argument("--ignore-eos", dest="ignore_eos", action="store_true",
+                   help="keep generating past end-of-generation tokens (for benchmarks)")
     g.add_argument("--temp", "--temperature", dest="temp", type=float_in(0.0, MAX_TEMP), default=0.8)
     g.add_argument("--top-k", dest="top_k", type=non_negative_int, default=40)
     g.add_argument("--top-p", dest="top_p", type=float_in(0.0, 1.0), default=0.95)

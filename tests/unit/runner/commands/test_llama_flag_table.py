@@ -88,7 +88,8 @@ def test_server_refuses_the_local_engine_flags_naming_llama_servers(capsys):
 
 def test_bench_help_lists_only_what_bench_uses(capsys):
     text = bench_parser().format_help()
-    for flag in ("--temp", "--keep", "--context-shift", "-sys", "--top-k", "--seed", "--chat-template"):
+    for flag in ("--temp", "--keep", "--context-shift", "-sys", "--top-k", "--seed", "--chat-template", "--ignore-eos",
+                 "--grammar", "--mirostat"):
         assert f"{flag} " not in text and f"{flag}," not in text, flag
     with pytest.raises(SystemExit):
         parse_flags_of(bench_parser(), ["--temp", "0.5"])
