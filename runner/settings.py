@@ -53,6 +53,7 @@ class Settings:
     cache_type_k: str = "f16"
     cache_type_v: str = "f16"
     swa_full: bool = False
+    numa: str = ""  # --numa distribute|isolate|numactl ("": off)
     kv_offload: bool = True  # -nkvo/--no-kv-offload: the KV cache stays in host memory with -ngl
     rope_freq_base: float = 0.0  # --rope-freq-base (0: the model's)
     rope_freq_scale: float = 0.0  # --rope-freq-scale (0: the model's)

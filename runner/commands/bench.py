@@ -144,7 +144,7 @@ def server_refusals(a: argparse.Namespace) -> str | None:
     """What cannot change on a running llama-server, as the usage error that says so."""
     given = [LOAD_FLAGS[k] for k in LOAD_FLAGS if getattr(a, k) is not None]
     given += [f for f, v in (("-tb", a.n_threads_batch), ("-c", a.n_ctx), ("--swa-full", a.swa_full),
-                             ("--mlock", a.mlock), ("--no-mmap", not a.mmap), ("-nkvo", not a.kv_offload),
+                             ("--mlock", a.mlock), ("--no-mmap", not a.mmap), ("-nkvo", not a.kv_offload), ("--numa", a.numa),
                              ("--rope-freq-base", a.rope_freq_base), ("--rope-freq-scale", a.rope_freq_scale)) if v]
     if given:
         return (f"{', '.join(given)} cannot change on a running llama-server: it keeps the settings it was "

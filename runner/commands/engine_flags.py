@@ -40,6 +40,8 @@ def add_engine_flags(p: argparse.ArgumentParser, chat: bool = True) -> None:
                    help="V cache type (default: f16)")
     g.add_argument("--swa-full", dest="swa_full", action="store_true",
                    help="keep a full-size cache for sliding-window layers")
+    g.add_argument("--numa", choices=["distribute", "isolate", "numactl"], default="",
+                   help="llama.cpp's NUMA placement of its threads and memory (default: off)")
     g.add_argument("-kvo", "--kv-offload", dest="kv_offload", action="store_true", default=True,
                    help="with -ngl, keep the KV cache on the GPU (llama.cpp's default)")
     g.add_argument("-nkvo", "--no-kv-offload", dest="kv_offload", action="store_false",

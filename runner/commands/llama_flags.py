@@ -75,8 +75,6 @@ _refuse("kvtop applies no adapters: merge it into the GGUF (llama-export-lora) o
 _refuse("kvtop leaves thread placement to the OS (use taskset to pin it): -t and -tb set the threads",
         "-C", "-Cr", "--cpu-strict", "--prio", "--poll", "-Cb", "-Crb", "--cpu-strict-batch", "--prio-batch",
         "--poll-batch")
-_refuse("kvtop runs where the OS places it: use numactl to place it (numactl --cpunodebind=0 --membind=0 kvtop ...)",
-        "--numa")
 _refuse("kvtop's chat takes the system prompt with -sys TEXT and the first message with -f FILE or -p TEXT",
         "-sysf", "-bf", "--in-prefix", "--in-suffix", "--in-prefix-bos", "-r", "-ptc", "--spm-infill", "-sp")
 _refuse("kvtop saves the first prompt's KV state with --prompt-cache FILE only", "--prompt-cache-all",
@@ -101,7 +99,7 @@ LOCAL_ONLY: dict[str, str] = {
     "-ctk": "-ctk", "--cache-type-k": "-ctk", "-ctv": "-ctv", "--cache-type-v": "-ctv",
     "--swa-full": "--swa-full", "--mlock": "--mlock", "--no-mmap": "--no-mmap",
     "--prompt-cache": "--slot-save-path", "--chat-template": "--chat-template",
-    "-kvo": "-kvo", "--kv-offload": "-kvo", "-nkvo": "-nkvo", "--no-kv-offload": "-nkvo",
+    "--numa": "--numa", "-kvo": "-kvo", "--kv-offload": "-kvo", "-nkvo": "-nkvo", "--no-kv-offload": "-nkvo",
     "--rope-freq-base": "--rope-freq-base", "--rope-freq-scale": "--rope-freq-scale",
 }
 

@@ -31,7 +31,7 @@ import llama_cpp
 from kvtop.runner import events as ev
 from kvtop.runner.engine.chat_template import render_chat
 from kvtop.runner.engine.decode import Decode, Sampling
-from kvtop.runner.engine.handles import Context, Model
+from kvtop.runner.engine.handles import Context, Model, backend_init
 from kvtop.runner.engine.kv_shift import cached_after_shift, shift_for, why_no_shift
 from kvtop.runner.engine.llama_log import CAPTURE
 from kvtop.runner.engine.prefill import Prefill
@@ -149,7 +149,7 @@ class Engine:
         path = os.path.abspath(s.model)
         _check_header(path)
         CAPTURE.install()
-        llama_cpp.llama_backend_init()
+        backend_init(s.numa)
         mark = CAPTURE.mark()
         self._model = Model.load(path, _model_params(s, self._progress_cb))
         if self._model is None:

@@ -165,6 +165,18 @@ class Context(Handle):
         return llama_cpp.llama_n_ubatch(self.ptr)
 
 
+NUMA = {"distribute": llama_cpp.GGML_NUMA_STRATEGY_DISTRIBUTE, "isolate": llama_cpp.GGML_NUMA_STRATEGY_ISOLATE,
+        "numactl": llama_cpp.GGML_NUMA_STRATEGY_NUMACTL}
+
+
+def backend_init(numa: str = "") -> None:
+    """``llama_backend_init``, then llama.cpp's NUMA strategy (``--numa``), as llama-cli
+    does (a second call keeps the first strategy: ggml initialises NUMA once)."""
+    llama_cpp.llama_backend_init()
+    if numa:
+        llama_cpp.llama_numa_init(NUMA[numa])
+
+
 class SamplerChain(Handle):
     """llama.cpp's sampler chain (``llama_sampler_free`` on close frees the samplers
     added to it too)."""

@@ -157,3 +157,12 @@ def test_nkvo_keeps_the_kv_cache_in_host_memory(capsys):
 
     assert offload() is True and offload("-nkvo") is False and offload("-nkvo", "-kvo") is True
     assert "restart llama-server with -nkvo" in usage_error(capsys, "--server", "u", "-nkvo")
+
+
+def test_numa_is_a_load_setting_a_server_cannot_take(capsys):
+    """--numa was 'unrecognized arguments'."""
+    from kvtop.runner.settings import settings_from_args
+
+    assert settings_from_args("m.gguf", parse("--numa", "distribute")).numa == "distribute"
+    assert settings_from_args("m.gguf", parse()).numa == ""
+    assert "restart llama-server with --numa" in usage_error(capsys, "--server", "u", "--numa", "isolate")
