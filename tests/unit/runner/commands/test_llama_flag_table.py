@@ -166,3 +166,23 @@ def test_numa_is_a_load_setting_a_server_cannot_take(capsys):
     assert settings_from_args("m.gguf", parse("--numa", "distribute")).numa == "distribute"
     assert settings_from_args("m.gguf", parse()).numa == ""
     assert "restart llama-server with --numa" in usage_error(capsys, "--server", "u", "--numa", "isolate")
+
+
+@pytest.mark.parametrize("main,argv,needle", [
+    ("launch", ["--server", "http://127.0.0.1:1", "-t", "1", "-c", "8192"], "restart llama-server with -t"),
+    ("launch", ["-mg", "0"], "-mg: kvtop runs on one device"),
+    ("bench", ["--temp", "0.5"], "--temp: kvtop bench does not use it"),
+    ("estimate", ["-s", "1"], "-s: kvtop estimate does not use it"),
+    ("load", ["http://127.0.0.1:1", "-np", "2"], "-np: a llama-server setting"),
+])
+def test_each_command_answers_before_it_does_anything(main, argv, needle, capsys):
+    """The commands as users run them: the answer comes before any model, server or terminal."""
+    from kvtop.runner.commands.bench import bench_main
+    from kvtop.runner.commands.estimate import estimate_main
+    from kvtop.runner.commands.load import load_main
+    from kvtop.tui.start.launch import launch_main
+
+    run = {"launch": launch_main, "bench": bench_main, "estimate": estimate_main, "load": load_main}[main]
+    with pytest.raises(SystemExit) as e:
+        run(argv)
+    assert e.value.code == 2 and needle in capsys.readouterr().err
