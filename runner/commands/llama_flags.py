@@ -48,8 +48,9 @@ _refuse("kvtop chats in text only: " + ATTACH + " (llama-server's web UI takes i
         "--mmproj-auto", "--mmproj-offload", "--image", "--image-min-tokens", "--image-max-tokens",
         "--mtmd-batch-max-tokens", "--video-fps", "--video-timestamp-interval", "--video-ffmpeg-dir")
 _refuse("kvtop runs on one device with -ngl: for several GPUs " + ATTACH, "-dev", "-sm", "-ts", "-mg",
-        "--rpc", "-fit", "-fitt", "-fitc", "--list-devices", "-cmoe", "-ncmoe", "-ncffn", "-ot",
-        "--op-offload", "--no-host", "--repack")
+        "--rpc", "-fit", "-fitt", "-fitc", "--list-devices", "--op-offload", "--no-host", "--repack")
+_refuse("kvtop places whole layers with -ngl N, not single tensors (the MoE experts): use -ngl, or " + ATTACH,
+        "-ot", "-cmoe", "-ncmoe", "-ncffn")
 _refuse("kvtop does not run a draft model: for speculative decoding " + ATTACH,
         *(f for (names, _) in LLAMA_CPP_ARGS for f in names[:1] if f.startswith(("--spec-", "--draft"))))
 _refuse("a llama-server setting: start llama-server with it, then kvtop --server URL", "--host", "--port",
