@@ -35,10 +35,14 @@ def _refuse(why: str, *firsts: str) -> None:
 _no_effect("kvtop is always an interactive chat", "-cnv", "-i", "-if", "-mli", "-st", "--simple-io")
 _no_effect("kvtop's dashboard draws its own colours and logs", "-co", "--log-colors", "--log-disable",
            "--log-prefix", "--log-timestamps", "-v", "-lv", "--verbose-prompt", "--display-prompt",
-           "--perf", "--show-timings", "-e", "--offline")
+           "--perf", "--show-timings", "--offline")
+_no_effect("kvtop sends -p TEXT as given: it never expands escapes", "--no-escape")
+_refuse("kvtop sends -p TEXT as given, without expanding \\n: put the text in a file and use -f FILE", "-e", "--escape")
 _no_effect("kvtop does not warm the model up (its first turn's prefill is shown as it is)", "--warmup")
 _no_effect("kvtop runs one chat at a time", "-cb", "-kvu", "--kv-unified-per-slot")
 _no_effect("kvtop keeps the whole chat's KV cache between turns", "--cache-prompt")
+_refuse("kvtop reuses the chat's cached prefix every turn (the Prefill pane shows it): for a cold prefill "
+        "use kvtop bench", "--no-cache-prompt")
 
 _refuse("kvtop downloads nothing: give the path of a local .gguf (llama-cli -hf keeps its downloads in "
         "~/.cache/llama.cpp)", "-mu", "-dr", "-hff", "-hft", "-mmu", "-cl", "--spec-draft-hf")
