@@ -54,6 +54,10 @@ class Settings:
     cache_type_k: str = "f16"
     cache_type_v: str = "f16"
     swa_full: bool = False
+    numa: str = ""  # --numa distribute|isolate|numactl ("": off)
+    kv_offload: bool = True  # -nkvo/--no-kv-offload: the KV cache stays in host memory with -ngl
+    rope_freq_base: float = 0.0  # --rope-freq-base (0: the model's)
+    rope_freq_scale: float = 0.0  # --rope-freq-scale (0: the model's)
     mlock: bool = False
     mmap: bool = True
     n_predict: int = -1
@@ -67,6 +71,14 @@ class Settings:
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
     seed: int = -1
+    typical_p: float = 1.0  # --typical (1.0: off)
+    top_n_sigma: float = -1.0  # --top-nsigma (-1: off)
+    xtc_probability: float = 0.0  # --xtc-probability (0: off)
+    xtc_threshold: float = 0.1  # --xtc-threshold (> 0.5: off)
+    mirostat: int = 0  # --mirostat 1 or 2 (0: off); it replaces top-k/top-p/min-p and the penalties, as in llama.cpp
+    mirostat_lr: float = 0.1  # --mirostat-lr (eta)
+    mirostat_ent: float = 5.0  # --mirostat-ent (tau)
+    grammar: str = ""  # GBNF the reply must follow (--grammar, --grammar-file, -j/--json-schema, -jf)
     system_prompt: str = ""
     prompt_cache: str = ""
     chat_template: str = ""  # --chat-template NAME|FILE: "" = the GGUF's, else the model family's format
@@ -111,13 +123,23 @@ def penalties_on(s: Settings) -> bool:
 def sampler_text(s: Settings) -> str:
     """The sampler as the status line shows it: the penalties only when they act, so
     the usual line stays short and a changed one is visible."""
+    if s.mirostat:
+        return f"temp {s.temp:g} mirostat {s.mirostat} lr {s.mirostat_lr:g} ent {s.mirostat_ent:g} seed {s.seed}"
     text = f"temp {s.temp:g} top-k {s.top_k} top-p {s.top_p:g} min-p {s.min_p:g}"
+    if s.typical_p < 1.0:
+        text += f" typical {s.typical_p:g}"
+    if s.top_n_sigma > 0:
+        text += f" top-nsigma {s.top_n_sigma:g}"
+    if s.xtc_probability > 0 and s.xtc_threshold <= 0.5:
+        text += f" xtc {s.xtc_probability:g}/{s.xtc_threshold:g}"
     if penalties_on(s):
         text += f" repeat {s.repeat_penalty:g}/{s.repeat_last_n}"
         if s.presence_penalty:
             text += f" presence {s.presence_penalty:g}"
         if s.frequency_penalty:
             text += f" frequency {s.frequency_penalty:g}"
+    if s.grammar:
+        text += " grammar"
     return text + f" seed {s.seed}"
 
 

@@ -199,7 +199,7 @@ class KvtopApp(EngineWorkers, ServerRouting, EngineLifecycle, Forecasting, CPUWa
         chat = self.dash.chat
         for m in self.session.messages:
             chat.add(m.role, m.content)
-        for note in (self.options.resume_note, self.options.banner):
+        for note in (self.options.resume_note, self.options.banner, *self.options.notes):
             if note:
                 chat.add("system", note)
         if self.looks.prefs.notice:

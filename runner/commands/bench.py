@@ -38,6 +38,7 @@ from kvtop.runner.commands.bench_output import (
 )
 from kvtop.runner.commands.bench_plan import BenchTest, Lists, Load, fa_list, int_list, kv_type_list, pg_pair, plan
 from kvtop.runner.commands.common import EXIT_OK, fail
+from kvtop.runner.commands.llama_flags import parse_flags
 from kvtop.runner.units import mib_to_bytes
 
 if TYPE_CHECKING:
@@ -88,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model", nargs="?", help="a .gguf file (default: the demo model; not with --server)")
     p.add_argument("--server", metavar="URL", help="measure through a running llama-server instead")
     p.add_argument("--api-key", metavar="KEY", help="the server's --api-key (default: $LLAMA_API_KEY)")
-    add_engine_flags(p)  # llama.cpp's flags; the test parameters below replace the single-valued ones
+    add_engine_flags(p, chat=False)  # llama.cpp's flags; the test parameters below replace the single-valued ones
 
     g = p.add_argument_group("test parameters (llama-bench's; lists and ranges, every combination runs)")
 
@@ -97,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     listed("-p", "--n-prompt", dest="n_prompt", type=int_list(0), metavar="N",
            help="prompt tokens of each pp test (default: 512; 0 = no pp test)")
-    listed("-n", "--n-gen", "--n-predict", dest="n_gen", type=int_list(0), metavar="N",
+    listed("-n", "--n-gen", "--n-predict", "--predict", dest="n_gen", type=int_list(0), metavar="N",
            help="generated tokens of each tg test (default: 128; 0 = no tg test)")
     g.add_argument("-pg", dest="n_pg", type=pg_pair, action="append", default=None, metavar="PP,TG",
                    help="a prompt-then-generate test ppPP+tgTG; repeat for more (default: none)")
@@ -150,7 +151,9 @@ def open_engine(settings: Settings, in_process: bool, server: str | None = None,
 def server_refusals(a: argparse.Namespace) -> str | None:
     """What cannot change on a running llama-server, as the usage error that says so."""
     given = [LOAD_FLAGS[k] for k in LOAD_FLAGS if getattr(a, k) is not None]
-    given += [f for f, v in (("-tb", a.n_threads_batch), ("-c", a.n_ctx)) if v]
+    given += [f for f, v in (("-tb", a.n_threads_batch), ("-c", a.n_ctx), ("--swa-full", a.swa_full),
+                             ("--mlock", a.mlock), ("--no-mmap", not a.mmap), ("-nkvo", not a.kv_offload), ("--numa", a.numa),
+                             ("--rope-freq-base", a.rope_freq_base), ("--rope-freq-scale", a.rope_freq_scale)) if v]
     if given:
         return (f"{', '.join(given)} cannot change on a running llama-server: it keeps the settings it was "
                 f"started with (give them to llama-server, or bench a MODEL file)")
@@ -162,7 +165,8 @@ def server_refusals(a: argparse.Namespace) -> str | None:
 
 def bench_main(argv: list[str]) -> int:
     p = build_parser()
-    a = p.parse_args(argv)
+    a = parse_flags(p, argv, {"--prompt-cache": "would restore a saved KV cache into the tests: leave it out "
+                                               "of a bench"})
     if a.json and a.output not in (None, "json"):
         p.error(f"--json is -o json: give one of --json and -o {a.output}")
     fmt = "json" if a.json else a.output or "md"
@@ -175,8 +179,6 @@ def bench_main(argv: list[str]) -> int:
     from kvtop.runner.server.credentials import take_secrets
 
     take_secrets(a, p)  # the key and a URL's login: into the HTTP header only
-    if a.prompt_cache:
-        p.error("--prompt-cache would restore a saved KV cache into the tests: leave it out of a bench")
     if a.server:
         refused = server_refusals(a)
         if refused:

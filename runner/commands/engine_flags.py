@@ -19,8 +19,9 @@ MAX_TEMP = 100.0
 MAX_PENALTY = 100.0  # llama.cpp takes any finite value; a bound keeps 1/penalty finite too
 
 
-def add_engine_flags(p: argparse.ArgumentParser) -> None:
-    """llama.cpp's flag names, so a user can paste their llama-cli/llama-server flags."""
+def add_engine_flags(p: argparse.ArgumentParser, chat: bool = True) -> None:
+    """llama.cpp's flag names, so a user can paste their llama-cli/llama-server flags;
+    ``chat=False`` (``kvtop bench``): the load settings only, no sampler or chat flags."""
     g = p.add_argument_group("llama.cpp settings")
     g.add_argument("-c", "--ctx-size", dest="n_ctx", type=int_in(0, INT32_MAX), default=DEFAULT_CTX,
                    help="context size in tokens (padded to 256; 0 = the model's trained context)")
@@ -39,13 +40,29 @@ def add_engine_flags(p: argparse.ArgumentParser) -> None:
                    help="V cache type (default: f16)")
     g.add_argument("--swa-full", dest="swa_full", action="store_true",
                    help="keep a full-size cache for sliding-window layers")
+    g.add_argument("--numa", choices=["distribute", "isolate", "numactl"], default="",
+                   help="llama.cpp's NUMA placement of its threads and memory (default: off)")
+    g.add_argument("-kvo", "--kv-offload", dest="kv_offload", action="store_true", default=True,
+                   help="with -ngl, keep the KV cache on the GPU (llama.cpp's default)")
+    g.add_argument("-nkvo", "--no-kv-offload", dest="kv_offload", action="store_false",
+                   help="with -ngl, keep the KV cache in host memory")
+    g.add_argument("--rope-freq-base", dest="rope_freq_base", type=float_in(0.0, 1e12), default=0.0, metavar="N",
+                   help="RoPE base frequency (default: 0 = the model's)")
+    g.add_argument("--rope-freq-scale", dest="rope_freq_scale", type=float_in(0.0, 1e6), default=0.0, metavar="N",
+                   help="RoPE frequency scaling factor, expands the context by 1/N (default: 0 = the model's)")
     g.add_argument("--mlock", action="store_true")
     g.add_argument("--no-mmap", dest="mmap", action="store_false")
-    g.add_argument("-n", "--n-predict", dest="n_predict", type=int_in(-1, INT32_MAX), default=-1,
+    g.add_argument("-n", "--predict", "--n-predict", dest="n_predict", type=int_in(-1, INT32_MAX), default=-1,
                    help="tokens to generate per turn (-1 = until end of turn or context full)")
+    if chat:
+        add_chat_flags(g)
+
+
+def add_chat_flags(g) -> None:
+    """The sampler and the chat: what a turn uses, not a bench."""
     g.add_argument("--ignore-eos", dest="ignore_eos", action="store_true",
                    help="keep generating past end-of-generation tokens (for benchmarks)")
-    g.add_argument("--temp", type=float_in(0.0, MAX_TEMP), default=0.8)
+    g.add_argument("--temp", "--temperature", dest="temp", type=float_in(0.0, MAX_TEMP), default=0.8)
     g.add_argument("--top-k", dest="top_k", type=non_negative_int, default=40)
     g.add_argument("--top-p", dest="top_p", type=float_in(0.0, 1.0), default=0.95)
     g.add_argument("--min-p", dest="min_p", type=float_in(0.0, 1.0), default=0.05, metavar="N",
@@ -58,7 +75,28 @@ def add_engine_flags(p: argparse.ArgumentParser) -> None:
                    default=0.0, metavar="N", help="repeat alpha presence penalty (default: 0.0 = disabled)")
     g.add_argument("--frequency-penalty", dest="frequency_penalty", type=float_in(-MAX_PENALTY, MAX_PENALTY),
                    default=0.0, metavar="N", help="repeat alpha frequency penalty (default: 0.0 = disabled)")
-    g.add_argument("--seed", type=int_in(-1, UINT32_MAX), default=-1)
+    g.add_argument("--typical", "--typical-p", dest="typical_p", type=float_in(0.0, 1.0), default=1.0, metavar="N",
+                   help="locally typical sampling (default: 1.0 = disabled)")
+    g.add_argument("--top-nsigma", "--top-n-sigma", dest="top_n_sigma", type=float_in(-1.0, MAX_PENALTY),
+                   default=-1.0, metavar="N", help="top-n-sigma sampling (default: -1 = disabled)")
+    g.add_argument("--xtc-probability", dest="xtc_probability", type=float_in(0.0, 1.0), default=0.0, metavar="N",
+                   help="XTC: the chance of removing the top tokens (default: 0.0 = disabled)")
+    g.add_argument("--xtc-threshold", dest="xtc_threshold", type=float_in(0.0, 1.0), default=0.1, metavar="N",
+                   help="XTC: the probability above which tokens are removed (default: 0.1; > 0.5 disables XTC)")
+    g.add_argument("--mirostat", type=int_in(0, 2), default=0, metavar="N",
+                   help="Mirostat sampling 1 or 2, instead of top-k/top-p/min-p and the penalties (default: 0 = off)")
+    g.add_argument("--mirostat-lr", dest="mirostat_lr", type=float_in(0.0, MAX_PENALTY), default=0.1, metavar="N",
+                   help="Mirostat learning rate, eta (default: 0.1)")
+    g.add_argument("--mirostat-ent", dest="mirostat_ent", type=float_in(0.0, MAX_PENALTY), default=5.0, metavar="N",
+                   help="Mirostat target entropy, tau (default: 5.0)")
+    g.add_argument("--grammar", dest="grammar", default="", metavar="GBNF",
+                   help="a GBNF grammar the reply must follow (llama.cpp's grammars/ format)")
+    g.add_argument("--grammar-file", dest="grammar", type=grammar_file, metavar="FILE", help="the grammar from a file")
+    g.add_argument("-j", "--json-schema", dest="grammar", type=json_schema, metavar="SCHEMA",
+                   help="a JSON schema the reply must follow (as a grammar), e.g. '{}' for any JSON object")
+    g.add_argument("-jf", "--json-schema-file", dest="grammar", type=json_schema_file, metavar="FILE",
+                   help="the JSON schema from a file")
+    g.add_argument("-s", "--seed", dest="seed", type=int_in(-1, UINT32_MAX), default=-1)
     g.add_argument("-sys", "--system-prompt", dest="system_prompt", default="")
     g.add_argument("--prompt-cache", dest="prompt_cache", default="", metavar="FILE",
                    help="save the first prompt's KV state here, and restore it on the next start")
@@ -79,3 +117,35 @@ def chat_template_arg(value: str) -> str:
     from kvtop.runner.engine.chat_template import check_override
 
     return check_override(value)
+
+
+MAX_GRAMMAR_BYTES = 1 << 20
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read(MAX_GRAMMAR_BYTES + 1)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise argparse.ArgumentTypeError(f"cannot read {path}: {exc.__class__.__name__}") from None
+    if len(text) > MAX_GRAMMAR_BYTES or not text.strip():
+        raise argparse.ArgumentTypeError(f"{path}: empty, or over {MAX_GRAMMAR_BYTES:,} bytes")
+    return text
+
+
+def grammar_file(path: str) -> str:
+    return _read(path)
+
+
+def json_schema(text: str) -> str:
+    """The schema as llama.cpp's GBNF (llama-cpp-python's converter, from llama.cpp's)."""
+    try:
+        from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+        return json_schema_to_gbnf(text)
+    except Exception as exc:  # bad JSON, or a schema the converter does not take
+        raise argparse.ArgumentTypeError(f"not a JSON schema kvtop can follow ({exc.__class__.__name__})") from None
+
+
+def json_schema_file(path: str) -> str:
+    return json_schema(_read(path))

@@ -208,8 +208,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def estimate_main(argv: list[str]) -> int:
+    from kvtop.runner.commands.llama_flags import parse_flags
+
     p = build_parser()
-    a = p.parse_args(argv)
+    a = parse_flags(p, argv)
     from kvtop.runner.server.credentials import take_secrets
 
     take_secrets(a, p)  # the key and a URL's login: into the HTTP header only

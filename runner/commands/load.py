@@ -82,13 +82,14 @@ def load_main(argv: list[str], live: Live | None = None) -> int:
 def _load_main(argv: list[str], live: Live | None, previous: dict[int, Any]) -> int:
     """``live(a, urls, key, infos) -> SweepResult``: the live view (tui/start/launch_server.py ``load_live``), used
     on a terminal unless --no-tui; runner/ itself never imports the UI."""
+    from kvtop.runner.commands.llama_flags import parse_flags
     from kvtop.runner.server.credentials import Credentials
     from kvtop.runner.server.http import ServerClient, ServerError
     from kvtop.runner.server.props import read_server_info
     from kvtop.runner.server.urls import api_key_from_env
 
     p = build_parser()
-    a = p.parse_args(argv)
+    a = parse_flags(p, argv)
     if sys.stdout is None:  # started with descriptor 1 closed: nowhere for the rows to go
         return fail("stdout is closed: nowhere to write the results (give it a file: > rows.md)")
     # the key and the URLs' logins stay inside Credentials (the HTTP header): no URL kept,

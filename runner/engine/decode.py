@@ -41,6 +41,10 @@ class Decoded:
     t_first_visible: float | None = None  # the first non-empty text delta
 
 
+MORE = ("typical_p", "top_n_sigma", "xtc_probability", "xtc_threshold", "mirostat", "mirostat_lr", "mirostat_ent",
+        "grammar")
+
+
 @dataclass(frozen=True, slots=True)
 class Sampling:
     temp: float
@@ -52,23 +56,28 @@ class Sampling:
     repeat_last_n: int = 0
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
+    more: tuple = ()  # (name, value) of SamplerChain.build's keyword samplers: typical_p, xtc_..., mirostat...
 
     @classmethod
     def of(cls, s: Settings) -> Sampling:
         """The sampler settings of ``runner.settings.Settings``."""
+        more = tuple((k, getattr(s, k)) for k in MORE)
         return cls(s.temp, s.top_k, s.top_p, s.seed, s.min_p, s.repeat_penalty, s.repeat_last_n,
-                   s.presence_penalty, s.frequency_penalty)
+                   s.presence_penalty, s.frequency_penalty, more)
 
     @property
     def penalties(self) -> bool:
         """Whether llama.cpp's penalties sampler would change anything."""
+        if dict(self.more).get("mirostat"):  # mirostat's chain has no penalties (as llama.cpp's)
+            return False
         return self.repeat_last_n != 0 and (self.repeat_penalty != 1.0 or self.frequency_penalty != 0.0
                                             or self.presence_penalty != 0.0)
 
-    def chain(self, n_vocab: int) -> SamplerChain:
+    def chain(self, n_vocab: int, vocab=None) -> SamplerChain:
+        """``vocab``: the model's vocabulary pointer, which a grammar needs."""
         return SamplerChain.build(self.temp, self.top_k, self.top_p, self.seed, self.min_p, n_vocab,
                                   self.repeat_last_n, self.repeat_penalty, self.frequency_penalty,
-                                  self.presence_penalty)
+                                  self.presence_penalty, vocab=vocab, **dict(self.more))
 
 
 class Decode:
@@ -89,13 +98,14 @@ class Decode:
         held back is emitted."""
         stream = Utf8Stream()
         out = Decoded(stop)
-        chain = sampling.chain(self.vocab.n_tokens()) if stop is None else None
+        chain = sampling.chain(self.vocab.n_tokens(), self.vocab.ptr) if stop is None else None
         if chain is not None and sampling.penalties:
             # as llama-server does: the penalties also see the prompt's last tokens
-            # (repeat_last_n), so a reply does not repeat the question word for word
-            accept = llama_cpp.llama_sampler_accept
+            # (repeat_last_n), so a reply does not repeat the question word for word;
+            # only the penalties (the chain's first stage): a grammar starts at the reply
+            accept, penalties = llama_cpp.llama_sampler_accept, llama_cpp.llama_sampler_chain_get(chain.ptr, 0)
             for tok in self.kv.tokens[-sampling.repeat_last_n:]:
-                accept(chain.ptr, tok)
+                accept(penalties, tok)
         out.pos = len(self.kv.tokens)
         try:
             if chain is not None:

@@ -31,7 +31,7 @@ import llama_cpp
 from kvtop.runner import events as ev
 from kvtop.runner.engine.chat_template import RenderedPrompt, render_chat
 from kvtop.runner.engine.decode import Decode, Sampling
-from kvtop.runner.engine.handles import Context, Model
+from kvtop.runner.engine.handles import Context, Model, backend_init
 from kvtop.runner.engine.kv_shift import cached_after_shift, shift_for, why_no_shift
 from kvtop.runner.engine.llama_log import CAPTURE
 from kvtop.runner.engine.prefill import Prefill
@@ -87,7 +87,8 @@ def _context_params(s: Settings, n_ctx: int) -> llama_cpp.llama_context_params:
     cp.flash_attn_type = {"on": 1, "off": 0, "auto": -1}[s.flash_attn]
     cp.type_k = KV_CACHE_TYPES[s.cache_type_k]
     cp.type_v = KV_CACHE_TYPES[s.cache_type_v]
-    cp.swa_full = s.swa_full
+    cp.swa_full, cp.offload_kqv = s.swa_full, s.kv_offload
+    cp.rope_freq_base, cp.rope_freq_scale = s.rope_freq_base, s.rope_freq_scale  # 0: the GGUF's
     cp.no_perf = False
     return cp
 
@@ -148,7 +149,7 @@ class Engine:
         path = os.path.abspath(s.model)
         _check_header(path)
         CAPTURE.install()
-        llama_cpp.llama_backend_init()
+        backend_init(s.numa)
         mark = CAPTURE.mark()
         self._model = Model.load(path, _model_params(s, self._progress_cb))
         if self._model is None:

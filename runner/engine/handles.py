@@ -173,6 +173,18 @@ class Context(Handle):
         return int(llama_cpp.llama_n_ubatch(self.ptr))
 
 
+NUMA = {"distribute": llama_cpp.GGML_NUMA_STRATEGY_DISTRIBUTE, "isolate": llama_cpp.GGML_NUMA_STRATEGY_ISOLATE,
+        "numactl": llama_cpp.GGML_NUMA_STRATEGY_NUMACTL}
+
+
+def backend_init(numa: str = "") -> None:
+    """``llama_backend_init``, then llama.cpp's NUMA strategy (``--numa``), as llama-cli
+    does (a second call keeps the first strategy: ggml initialises NUMA once)."""
+    llama_cpp.llama_backend_init()
+    if numa:
+        llama_cpp.llama_numa_init(NUMA[numa])
+
+
 class SamplerChain(Handle):
     """llama.cpp's sampler chain (``llama_sampler_free`` on close frees the samplers
     added to it too)."""
@@ -183,30 +195,58 @@ class SamplerChain(Handle):
     @classmethod
     def build(cls, temp: float, top_k: int, top_p: float, seed: int, min_p: float = 0.0, n_vocab: int = 0,
               repeat_last_n: int = 0, repeat_penalty: float = 1.0, frequency_penalty: float = 0.0,
-              presence_penalty: float = 0.0) -> SamplerChain:
-        """llama.cpp's default order (common/sampling.cpp): penalties, top-k, top-p, min-p,
-        temperature, then a draw (``seed < 0``: llama.cpp's random seed); greedy when
-        ``temp <= 0``, after the penalties, which change which token is the most likely.
-        A stage that would change nothing is left out (the penalties need ``n_vocab``)."""
+              presence_penalty: float = 0.0, *, typical_p: float = 1.0, top_n_sigma: float = -1.0,
+              xtc_probability: float = 0.0, xtc_threshold: float = 0.1, mirostat: int = 0,
+              mirostat_lr: float = 0.1, mirostat_ent: float = 5.0, grammar: str = "", vocab=None) -> SamplerChain:
+        """llama.cpp's default order (common/sampling.cpp): penalties, top-n-sigma, top-k,
+        typical, top-p, min-p, XTC, temperature, then a draw (``seed < 0``: llama.cpp's
+        random seed); greedy when ``temp <= 0``, after the penalties, which change which
+        token is the most likely. ``mirostat`` 1 or 2: temperature then mirostat, nothing
+        else (as llama.cpp). A stage that would change nothing is left out (the penalties
+        and mirostat 1 need ``n_vocab``). ``grammar`` (GBNF, with the model's ``vocab``) comes
+        after the penalties: tokens it does not allow are out before the rest see them."""
         lc = llama_cpp
         chain = cls(lc.llama_sampler_chain_init(lc.llama_sampler_chain_default_params()))
         add = lc.llama_sampler_chain_add
+        seed = seed if seed >= 0 else 0xFFFFFFFF  # LLAMA_DEFAULT_SEED: random
+        if mirostat:
+            cls._grammar(chain, grammar, vocab)
+            add(chain.ptr, lc.llama_sampler_init_temp(temp))
+            add(chain.ptr, lc.llama_sampler_init_mirostat(n_vocab, seed, mirostat_ent, mirostat_lr, 100)
+                if mirostat == 1 else lc.llama_sampler_init_mirostat_v2(seed, mirostat_ent, mirostat_lr))
+            return chain
         if repeat_last_n != 0 and (repeat_penalty != 1.0 or frequency_penalty != 0.0 or presence_penalty != 0.0):
             add(chain.ptr, lc.llama_sampler_init_penalties(n_vocab, repeat_last_n, repeat_penalty,
                                                            frequency_penalty, presence_penalty))
+        cls._grammar(chain, grammar, vocab)
         if temp <= 0:
             add(chain.ptr, lc.llama_sampler_init_greedy())
             return chain
-        seed = seed if seed >= 0 else 0xFFFFFFFF  # LLAMA_DEFAULT_SEED: random
+        if top_n_sigma > 0:
+            add(chain.ptr, lc.llama_sampler_init_top_n_sigma(top_n_sigma))
         if top_k > 0:
             add(chain.ptr, lc.llama_sampler_init_top_k(top_k))
+        if typical_p < 1:
+            add(chain.ptr, lc.llama_sampler_init_typical(typical_p, 1))
         if 0 < top_p < 1:
             add(chain.ptr, lc.llama_sampler_init_top_p(top_p, 1))
         if min_p > 0:
             add(chain.ptr, lc.llama_sampler_init_min_p(min_p, 1))
+        if xtc_probability > 0 and xtc_threshold <= 0.5:
+            add(chain.ptr, lc.llama_sampler_init_xtc(xtc_probability, xtc_threshold, 1, seed))
         add(chain.ptr, lc.llama_sampler_init_temp(temp))
         add(chain.ptr, lc.llama_sampler_init_dist(seed))
         return chain
+
+    @staticmethod
+    def _grammar(chain: SamplerChain, grammar: str, vocab) -> None:
+        if not grammar:
+            return
+        g = llama_cpp.llama_sampler_init_grammar(vocab, grammar.encode(), b"root")
+        if not g:
+            chain.close()
+            raise RuntimeError("llama.cpp could not parse the grammar (--grammar, --grammar-file or --json-schema)")
+        llama_cpp.llama_sampler_chain_add(chain.ptr, g)
 
 
 class TokenBuffer:

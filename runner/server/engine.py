@@ -135,7 +135,12 @@ class ServerEngine(QueuedCommands):
                   "stream": True, "return_progress": True, "timings_per_token": True, "cache_prompt": True,
                   "temperature": s.temp, "top_k": s.top_k, "top_p": s.top_p, "min_p": s.min_p,
                   "repeat_penalty": s.repeat_penalty, "repeat_last_n": s.repeat_last_n,
-                  "presence_penalty": s.presence_penalty, "frequency_penalty": s.frequency_penalty}
+                  "presence_penalty": s.presence_penalty, "frequency_penalty": s.frequency_penalty,
+                  "typical_p": s.typical_p, "top_n_sigma": s.top_n_sigma, "xtc_probability": s.xtc_probability,
+                  "xtc_threshold": s.xtc_threshold, "mirostat": s.mirostat, "mirostat_eta": s.mirostat_lr,
+                  "mirostat_tau": s.mirostat_ent}
+        if s.grammar:
+            common["grammar"] = s.grammar
         if s.seed >= 0:
             common["seed"] = s.seed
         if isinstance(cmd, Chat):

@@ -32,4 +32,5 @@ class AppOptions:
     api_key: object | None = None  # runner.server.credentials.Credentials: the key and URL logins, hidden
     model_readable: bool = True  # False: a served model whose GGUF this machine cannot read
     bundle_text: bool = False  # --bundle-text: Ctrl+E's default bundle includes the conversation
+    notes: tuple[str, ...] = ()  # llama.cpp flags accepted with no effect, said once in the chat
     load: object | None = None  # kvtop load's live view: a tui/server/load_view.py LoadRun (the sweep to run)

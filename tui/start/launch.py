@@ -61,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="kvtop", allow_abbrev=False,  # "-f FILE" must not become "-fa", "-hf" not "-h"
         description="Run a local GGUF model and watch, live, why it is fast or slow. "
-                    "Also: 'kvtop bench MODEL', 'kvtop estimate MODEL' and 'kvtop replay TRACE'.",
+                    "Also: 'kvtop bench MODEL', 'kvtop estimate MODEL', 'kvtop load URL' and 'kvtop replay TRACE'.",
     )
     p.add_argument("model", nargs="?", help="path to a .gguf file (default: the bundled demo model)")
     p.add_argument("-m", "--model", dest="model_flag", metavar="PATH",
@@ -102,7 +102,7 @@ def launch_main(argv: list[str], terminal: bool = False, *, hardware=None, engin
     HardwareProfile) and ``engine_factory`` are seams for tests: the CLI as users run it,
     without the CPU probe or a model process."""
     p = build_parser()
-    a = p.parse_args(argv)
+    a = parse_flags(p, argv)
     if a.hf_repo:
         p.error("-hf: kvtop downloads nothing; give the path of a local .gguf (llama-cli -hf keeps its "
                 "downloads in ~/.cache/llama.cpp)")
@@ -142,9 +142,24 @@ def launch_main(argv: list[str], terminal: bool = False, *, hardware=None, engin
     app = KvtopApp(settings, EngineSource(in_process=a.in_process, given=engine_factory), paths, AppOptions(hardware=hardware,
         argv=scrub_argv([sys.argv[0]] + argv), resume_messages=resume, resume_note=resume_note,
         ui_nice=a.ui_nice, prompt_file=a.prompt_file, prompt_text=a.prompt, trace_path=a.trace, refresh=a.refresh,
-        bundle_text=a.bundle_text))
+        bundle_text=a.bundle_text, notes=a.flag_notes))
 
     return run_until_quit(app, guarded=terminal)
+
+
+def parse_flags(p: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """argparse after the llama.cpp flag table (runner/commands/llama_flags.py): a flag kvtop
+    does not take is refused there in one line, or accepted with no effect (said once, on
+    stderr and in the chat), never read as another."""
+    from kvtop.runner.commands.llama_flags import prescan
+
+    server = any(t in ("--server", "--server-file") or t.startswith(("--server=", "--server-file=")) for t in argv)
+    kept, notes = prescan(argv, p, server=server)
+    a = p.parse_args(kept)
+    for note in notes:
+        print(f"kvtop: {note}", file=sys.stderr)
+    a.flag_notes = tuple(notes)
+    return a
 
 
 def model_missing(a: argparse.Namespace) -> bool:

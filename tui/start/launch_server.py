@@ -112,7 +112,8 @@ def server_app(settings, urls, key, a, argv, local_model: bool, local: bool, har
 
     opts = AppOptions(argv=scrub_argv([sys.argv[0]] + argv), servers=tuple(urls), api_key=key, hardware=hardware,
                       model_readable=local_model, refresh=a.refresh, trace_path=a.trace, ui_nice=a.ui_nice,
-                      prompt_file=a.prompt_file, prompt_text=a.prompt, bundle_text=a.bundle_text, **more)
+                      prompt_file=a.prompt_file, prompt_text=a.prompt, bundle_text=a.bundle_text,
+                      notes=tuple(getattr(a, "flag_notes", ())), **more)
     return KvtopApp(settings, EngineSource(servers=tuple(urls), api_key=key), default_paths(), opts)
 
 

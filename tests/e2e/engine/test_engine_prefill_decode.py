@@ -3,6 +3,7 @@
 import threading
 
 import llama_cpp
+import pytest
 
 from kvtop.runner import events as ev
 from kvtop.runner.engine.decode import Decode, Sampling
@@ -134,3 +135,18 @@ def test_prefill_aborted_inside_a_ubatch_drops_its_cells(tiny_model, kv):
     assert cancel.armed_calls > 1, "llama.cpp never asked the abort callback"
     assert pf.stop == "cancelled" and pf.done == 16 and len(pf.ubatches) == 1
     assert len(kv.tokens) == 16 and kv.cells_used() == 16
+
+
+def test_a_grammar_holds_the_reply_and_the_penalties_do_not_feed_it_the_prompt(tiny_model, kv):
+    """--grammar/--json-schema: the real chain on the tiny model's vocabulary (random
+    weights: without the grammar the reply is anything)."""
+    model, ctx = tiny_model
+    Prefill().run(ctx.ptr, kv, list(range(300, 320)), 0, 3, threading.Event(), lambda e: None)
+    digits = Sampling(temp=0.0, top_k=40, top_p=0.95, seed=0, repeat_penalty=1.3, repeat_last_n=64,
+                      more=(("grammar", "root ::= [0-9]+"),))
+    dec = _decode(model, ctx, kv, sampling=digits, n_predict=6)
+    text = "".join(dec.text)
+    assert dec.n_out == 6 and text and text.isdigit(), text
+    bad = Sampling(temp=0.0, top_k=40, top_p=0.95, seed=0, more=(("grammar", "root ::= ("),))
+    with pytest.raises(RuntimeError, match="could not parse the grammar"):
+        _decode(model, ctx, kv, sampling=bad)

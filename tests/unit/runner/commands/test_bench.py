@@ -146,6 +146,8 @@ def test_warmup_runs_before_each_test_untimed(fake, capsys):
     (["-ctk", "q8_0"], "-ctk cannot change"),
     (["-ngl", "99"], "-ngl cannot change"),
     (["-c", "2048"], "-c cannot change"),
+    (["-nkvo", "--rope-freq-base", "1e6"], "-nkvo, --rope-freq-base cannot change"),  # they were sent nowhere
+    (["--mlock", "--no-mmap", "--swa-full"], "--swa-full, --mlock, --no-mmap cannot change"),
     (["-d", "512"], "-d needs the KV cache kept between requests"),
 ])
 def test_a_server_refuses_what_it_cannot_change(argv, why, monkeypatch, capsys):

@@ -53,9 +53,7 @@ def test_values_llama_cpp_refuses_are_usage_errors(argv, capsys):
 def _apply(settings: Settings, seen: list[int], logits: list[float]) -> dict[int, float]:
     """The logits left after the chain (without its final draw) saw ``seen``: a token
     the chain removed is missing."""
-    s = Sampling.of(settings)
-    chain = Sampling(s.temp, s.top_k, s.top_p, s.seed, s.min_p, s.repeat_penalty, s.repeat_last_n,
-                     s.presence_penalty, s.frequency_penalty).chain(N_VOCAB)
+    chain = Sampling.of(settings).chain(N_VOCAB)
     try:
         n = llama_cpp.llama_sampler_chain_n(chain.ptr)
         for tok in seen:
@@ -121,3 +119,75 @@ def test_sent_to_a_server_recorded_and_shown():
     assert "min-p 0.3" in text and "repeat 1.5/3" in text and "presence 0.5" in text and "frequency 0.25" in text
     plain = sampler_text(Settings("m.gguf"))
     assert plain == "temp 0.8 top-k 40 top-p 0.95 min-p 0.05 seed -1"  # penalties off: not shown
+
+
+def _names(settings: Settings) -> list[bytes]:
+    chain = Sampling.of(settings).chain(N_VOCAB)
+    try:
+        return [llama_cpp.llama_sampler_name(llama_cpp.llama_sampler_chain_get(chain.ptr, i))
+                for i in range(llama_cpp.llama_sampler_chain_n(chain.ptr))]
+    finally:
+        chain.close()
+
+
+MORE_FLAGS = {  # llama.cpp's flag: (Settings field, a value, llama-server's field)
+    "--typical": ("typical_p", 0.5, "typical_p"),
+    "--top-nsigma": ("top_n_sigma", 1.5, "top_n_sigma"),
+    "--xtc-probability": ("xtc_probability", 0.5, "xtc_probability"),
+    "--xtc-threshold": ("xtc_threshold", 0.2, "xtc_threshold"),
+    "--mirostat": ("mirostat", 2, "mirostat"),
+    "--mirostat-lr": ("mirostat_lr", 0.2, "mirostat_eta"),
+    "--mirostat-ent": ("mirostat_ent", 4.0, "mirostat_tau"),
+}
+
+
+def test_typical_top_nsigma_xtc_and_mirostat_reach_the_chain_in_llama_cpps_order():
+    """They were 'unrecognized arguments'; a flag parsed but not in the chain would sample as before."""
+    for flag, (field, value, _server) in MORE_FLAGS.items():
+        assert getattr(parse(flag, str(value)), field) == value
+    assert _names(parse("--typical", "0.5", "--top-nsigma", "1.5", "--xtc-probability", "0.5")) == [
+        b"top-n-sigma", b"top-k", b"typical", b"top-p", b"min-p", b"xtc", b"temp", b"dist"]
+    assert _names(parse()) == [b"top-k", b"top-p", b"min-p", b"temp", b"dist"]  # the defaults add nothing
+    assert _names(parse("--mirostat", "1")) == [b"temp", b"mirostat"]
+    assert _names(parse("--mirostat", "2", "--repeat-penalty", "1.5")) == [b"temp", b"mirostat-v2"]
+    def alive(**kw):  # the tokens a stage left (top-n-sigma sets the others' logits to -inf)
+        return sorted(k for k, v in _apply(Settings("m", **BASE, min_p=0.0, **kw), [], LOGITS).items()
+                      if v != float("-inf"))
+
+    assert alive(typical_p=0.2) and len(alive(typical_p=0.2)) < len(LOGITS)
+    assert alive(top_n_sigma=1.0) == [0, 1, 2]  # within 1 sigma of the top logit (sigma of 0..7 ~ 2.3)
+    assert 0 not in alive(xtc_probability=1.0, xtc_threshold=0.05)  # XTC removes the top tokens but the last
+
+
+def test_the_new_samplers_are_sent_to_a_server_and_shown():
+    from kvtop.runner.process.commands import Chat
+    from kvtop.runner.server.engine import ServerEngine
+
+    s = Settings("m.gguf", **{field: value for field, value, _ in MORE_FLAGS.values()})
+    _path, body = ServerEngine(s, "http://127.0.0.1:9")._request(Chat(1, (), 0.0))
+    assert {server: body[server] for _f, _v, server in MORE_FLAGS.values()} == \
+        {server: value for _f, value, server in MORE_FLAGS.values()}
+    assert sampler_text(s) == "temp 0.8 mirostat 2 lr 0.2 ent 4 seed -1"
+    shown = sampler_text(Settings("m.gguf", typical_p=0.5, xtc_probability=0.5))
+    assert "typical 0.5" in shown and "xtc 0.5/0.1" in shown
+
+
+def test_grammar_and_json_schema_flags_become_gbnf_sent_to_a_server(tmp_path, capsys):
+    """--grammar, --grammar-file, --json-schema were 'unrecognized arguments'."""
+    from kvtop.runner.process.commands import Chat
+    from kvtop.runner.server.engine import ServerEngine
+
+    assert parse("--grammar", 'root ::= "yes" | "no"').grammar == 'root ::= "yes" | "no"'
+    f = tmp_path / "g.gbnf"
+    f.write_text('root ::= [0-9]+\n')
+    assert parse("--grammar-file", str(f)).grammar == "root ::= [0-9]+\n"
+    schema = parse("-j", '{"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}').grammar
+    assert schema.count("root ::=") == 1 and '"\\"a\\""' in schema
+    for argv in (["-j", "{not json"], ["--grammar-file", str(tmp_path / "missing")]):
+        with pytest.raises(SystemExit):
+            parse(*argv)
+        assert "error: argument" in capsys.readouterr().err
+    s = Settings("m.gguf", grammar='root ::= "x"')
+    _path, body = ServerEngine(s, "http://127.0.0.1:9")._request(Chat(1, (), 0.0))
+    assert body["grammar"] == 'root ::= "x"' and sampler_text(s).endswith("grammar seed -1")
+    assert "grammar" not in ServerEngine(Settings("m.gguf"), "http://127.0.0.1:9")._request(Chat(1, (), 0.0))[1]

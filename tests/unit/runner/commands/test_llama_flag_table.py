@@ -1,0 +1,188 @@
+"""Every llama.cpp flag has an answer (issue 33, item 1): the table of llama-cli's,
+llama-completion's and llama-server's flags (generated from the vendored common/arg.cpp)
+is read by kvtop's parser, accepted with no effect, or refused with a reason; no flag is
+read as another (argparse joined ``-cnv`` into ``-c nv``)."""
+
+import os
+
+import pytest
+
+from kvtop.runner.commands.bench import build_parser as bench_parser
+from kvtop.runner.commands.estimate import build_parser as estimate_parser
+from kvtop.runner.commands.llama_cpp_args import LLAMA_CPP_ARGS
+from kvtop.runner.commands.llama_flags import NO_EFFECT, REASONS, answer, prescan
+from kvtop.runner.commands.load_args import build_parser as load_parser
+from kvtop.tui.start.launch import build_parser, parse_flags
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
+
+
+def parse(*args):
+    return parse_flags(build_parser(), list(args))
+
+
+def usage_error(capsys, *args) -> str:
+    with pytest.raises(SystemExit) as e:
+        parse(*args)
+    assert e.value.code == 2
+    return capsys.readouterr().err
+
+
+def test_every_llama_cpp_flag_has_an_explicit_answer():
+    known = set(build_parser()._option_string_actions)
+    unanswered = []
+    for names, _values in LLAMA_CPP_ARGS:
+        for name in names:
+            if name in known:
+                continue
+            if not ({name, names[0]} & (NO_EFFECT.keys() | REASONS.keys())):
+                unanswered.append(name)
+            kind, why = answer(name)
+            assert kind in ("no effect", "refused") and why and "\n" not in why, name
+    assert unanswered == []
+    assert len(LLAMA_CPP_ARGS) > 250  # the whole of arg.cpp's cli/completion/server flags
+
+
+def test_every_refused_flag_says_what_to_use_instead(capsys):
+    for names, _values in LLAMA_CPP_ARGS:
+        kind, why = answer(names[-1])
+        if kind == "refused":
+            assert any(w in why for w in ("kvtop --server", "give", "use", "-sys", "--chat-template", "-h",
+                                          "-t and -tb", "--prompt-cache", "-ngl")), (names, why)
+
+
+def test_s_is_the_seed_not_the_system_prompt():
+    a = parse("-s", "42")
+    assert a.seed == 42 and a.system_prompt == ""
+
+
+@pytest.mark.parametrize("argv,flag", [(["-np", "2"], "-np"), (["-ts", "1,1"], "-ts"), (["-mg", "0"], "-mg"), (["-ot", "x=CPU"], "-ot"), (["-sm", "row"], "-sm"),
+                                       (["-dev", "none"], "-dev"), (["--dry-multiplier", "2"], "--dry-multiplier")])
+def test_a_multi_letter_short_flag_is_matched_whole(capsys, argv, flag):
+    """-np 2 was '-n/--n-predict … (got p)', -mg 0 became the model file '0'."""
+    err = usage_error(capsys, *argv)
+    assert f"error: {flag}: " in err and "kvtop --server URL" in err
+
+
+def test_cnv_is_accepted_with_no_effect_said_once(capsys):
+    """-cnv was 'argument -c/--ctx-size: must be an integer (got nv)'."""
+    a = parse("-cnv", "-c", "2048", "-cnv", "--color", "-i")
+    assert a.n_ctx == 2048
+    assert len(a.flag_notes) == 3 and a.flag_notes[0].startswith("-cnv: accepted, no effect")
+    assert capsys.readouterr().err.count("-cnv:") == 1
+
+
+def test_no_abbreviation_of_a_short_flag(capsys):
+    assert "-sy: neither kvtop nor llama.cpp" in usage_error(capsys, "-sy", "hello")
+
+
+def test_server_refuses_the_local_engine_flags_naming_llama_servers(capsys):
+    """--server silently accepted -t 1 -c 8192."""
+    err = usage_error(capsys, "--server", "http://127.0.0.1:1", "-t", "1", "-c", "8192")
+    assert "-t sets up a local engine" in err and "restart llama-server with -t" in err
+    err = usage_error(capsys, "--server=http://127.0.0.1:1", "-c", "8192")
+    assert "restart llama-server with -c" in err
+    kept, _ = prescan(["--server", "u", "--temp", "0.2", "-s", "1"], build_parser(), server=True)
+    assert kept == ["--server", "u", "--temp", "0.2", "-s", "1"]  # per-request sampler flags go to the server
+
+
+def test_bench_help_lists_only_what_bench_uses(capsys):
+    text = bench_parser().format_help()
+    for flag in ("--temp", "--keep", "--context-shift", "-sys", "--top-k", "--seed", "--chat-template", "--ignore-eos",
+                 "--grammar", "--mirostat"):
+        assert f"{flag} " not in text and f"{flag}," not in text, flag
+    with pytest.raises(SystemExit):
+        parse_flags_of(bench_parser(), ["--temp", "0.5"])
+    assert "--temp: kvtop bench does not use it" in capsys.readouterr().err
+
+
+def parse_flags_of(p, argv):
+    from kvtop.runner.commands.llama_flags import parse_flags as headless
+
+    return headless(p, argv)
+
+
+def test_estimate_and_load_refuse_what_they_do_not_use(capsys):
+    for p, flag in ((estimate_parser(), "-sys"), (load_parser(), "--temp")):
+        with pytest.raises(SystemExit):
+            parse_flags_of(p, [flag, "x"])
+        assert f"{flag}: {p.prog} does not use it" in capsys.readouterr().err
+
+
+def test_kvtop_help_lists_load():
+    assert "kvtop load" in build_parser().format_help()
+
+
+def test_the_table_is_what_arg_cpp_says():
+    """Regenerated from the vendored llama.cpp's arg.cpp when its sdist is at hand
+    (KVTOP_LLAMA_ARG_CPP=path/to/common/arg.cpp): the checked-in table is that file's."""
+    path = os.environ.get("KVTOP_LLAMA_ARG_CPP", "")
+    if not os.path.isfile(path):
+        pytest.skip("set KVTOP_LLAMA_ARG_CPP to the vendored llama.cpp's common/arg.cpp")
+    import contextlib
+    import importlib.machinery
+    import importlib.util
+    import io
+
+    loader = importlib.machinery.SourceFileLoader("llama_cpp_flags", os.path.join(ROOT, ".ci", "llama-cpp-flags"))
+    gen = importlib.util.module_from_spec(importlib.util.spec_from_loader("llama_cpp_flags", loader))
+    loader.exec_module(gen)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        gen.main(path)
+    with open(os.path.join(ROOT, "runner", "commands", "llama_cpp_args.py"), encoding="utf-8") as fh:
+        assert fh.read() == out.getvalue()
+
+
+def test_rope_frequency_flags_reach_llama_cpps_context_params(capsys):
+    """--rope-freq-base/--rope-freq-scale were 'unrecognized arguments'."""
+    from kvtop.runner.engine.engine import _context_params
+    from kvtop.runner.settings import settings_from_args
+
+    s = settings_from_args("m.gguf", parse("--rope-freq-base", "500000", "--rope-freq-scale", "0.5")).resolved()
+    cp = _context_params(s, 512)
+    assert (cp.rope_freq_base, cp.rope_freq_scale) == (500000.0, 0.5)
+    plain = _context_params(settings_from_args("m.gguf", parse()).resolved(), 512)
+    assert (plain.rope_freq_base, plain.rope_freq_scale) == (0.0, 0.0)  # llama.cpp reads the GGUF's
+    assert "restart llama-server with --rope-freq-base" in usage_error(capsys, "--server", "u", "--rope-freq-base", "1")
+
+
+def test_nkvo_keeps_the_kv_cache_in_host_memory(capsys):
+    """-nkvo was read as -n ('must be an integer … (got kvo)')."""
+    from kvtop.runner.engine.engine import _context_params
+    from kvtop.runner.settings import settings_from_args
+
+    def offload(*argv):
+        return _context_params(settings_from_args("m.gguf", parse(*argv)).resolved(), 512).offload_kqv
+
+    assert offload() is True and offload("-nkvo") is False and offload("-nkvo", "-kvo") is True
+    assert "restart llama-server with -nkvo" in usage_error(capsys, "--server", "u", "-nkvo")
+
+
+def test_numa_is_a_load_setting_a_server_cannot_take(capsys):
+    """--numa was 'unrecognized arguments'."""
+    from kvtop.runner.settings import settings_from_args
+
+    assert settings_from_args("m.gguf", parse("--numa", "distribute")).numa == "distribute"
+    assert settings_from_args("m.gguf", parse()).numa == ""
+    assert "restart llama-server with --numa" in usage_error(capsys, "--server", "u", "--numa", "isolate")
+
+
+@pytest.mark.parametrize("main,argv,needle", [
+    ("launch", ["--server", "http://127.0.0.1:1", "-t", "1", "-c", "8192"], "restart llama-server with -t"),
+    ("launch", ["-mg", "0"], "-mg: kvtop runs on one device"),
+    ("bench", ["--temp", "0.5"], "--temp: kvtop bench does not use it"),
+    ("estimate", ["-s", "1"], "-s: kvtop estimate does not use it"),
+    ("load", ["http://127.0.0.1:1", "-np", "2"], "-np: a llama-server setting"),
+])
+def test_each_command_answers_before_it_does_anything(main, argv, needle, capsys):
+    """The commands as users run them: the answer comes before any model, server or terminal."""
+    from kvtop.runner.commands.bench import bench_main
+    from kvtop.runner.commands.estimate import estimate_main
+    from kvtop.runner.commands.load import load_main
+    from kvtop.tui.start.launch import launch_main
+
+    run = {"launch": launch_main, "bench": bench_main, "estimate": estimate_main, "load": load_main}[main]
+    with pytest.raises(SystemExit) as e:
+        run(argv)
+    assert e.value.code == 2 and needle in capsys.readouterr().err
