@@ -151,8 +151,8 @@ def open_engine(settings: Settings, in_process: bool, server: str | None = None,
 def server_refusals(a: argparse.Namespace) -> str | None:
     """What cannot change on a running llama-server, as the usage error that says so."""
     given = [LOAD_FLAGS[k] for k in LOAD_FLAGS if getattr(a, k) is not None]
-    given += [f for f, v in (("-tb", a.n_threads_batch), ("-c", a.n_ctx), ("--swa-full", a.swa_full),
-                             ("--mlock", a.mlock), ("--no-mmap", not a.mmap), ("-nkvo", not a.kv_offload), ("--numa", a.numa),
+    given += [f for f, v in (("-tb", a.n_threads_batch), ("-c", a.n_ctx), ("--swa-full", a.swa_full), ("--mlock", a.mlock),
+                             ("--no-mmap", not a.mmap), ("-nkvo", not a.kv_offload), ("--numa", a.numa),
                              ("--rope-freq-base", a.rope_freq_base), ("--rope-freq-scale", a.rope_freq_scale)) if v]
     if given:
         return (f"{', '.join(given)} cannot change on a running llama-server: it keeps the settings it was "
@@ -165,8 +165,7 @@ def server_refusals(a: argparse.Namespace) -> str | None:
 
 def bench_main(argv: list[str]) -> int:
     p = build_parser()
-    a = parse_flags(p, argv, {"--prompt-cache": "would restore a saved KV cache into the tests: leave it out "
-                                               "of a bench"})
+    a = parse_flags(p, argv, {"--prompt-cache": "would restore a saved KV cache into the tests: leave it out"})
     if a.json and a.output not in (None, "json"):
         p.error(f"--json is -o json: give one of --json and -o {a.output}")
     fmt = "json" if a.json else a.output or "md"
@@ -286,8 +285,7 @@ def run_load(a: argparse.Namespace, load: Load, tests: list[BenchTest], notes: l
 
 
 def token_stream(eng: BlockingEngine, n: int) -> list[int]:
-    """``n`` or more tokens of BENCH_TEXT, repeated after one BOS (when the model adds one):
-    the prompts of every test are its prefixes, so a depth is always the same tokens."""
+    """``n`` or more tokens of BENCH_TEXT after one BOS (if the model adds one): every test's prompt is a prefix."""
     body = eng.tokenize(BENCH_TEXT, add_special=False)
     if not body:
         raise BenchError("the model's tokenizer made no tokens of the benchmark text")

@@ -58,7 +58,7 @@ def add_engine_flags(p: argparse.ArgumentParser, chat: bool = True) -> None:
         add_chat_flags(g)
 
 
-def add_chat_flags(g) -> None:
+def add_chat_flags(g: argparse._ArgumentGroup | argparse.ArgumentParser) -> None:
     """The sampler and the chat: what a turn uses, not a bench."""
     g.add_argument("--ignore-eos", dest="ignore_eos", action="store_true",
                    help="keep generating past end-of-generation tokens (for benchmarks)")
@@ -142,7 +142,7 @@ def json_schema(text: str) -> str:
     try:
         from llama_cpp.llama_grammar import json_schema_to_gbnf
 
-        return json_schema_to_gbnf(text)
+        return str(json_schema_to_gbnf(text))
     except Exception as exc:  # bad JSON, or a schema the converter does not take
         raise argparse.ArgumentTypeError(f"not a JSON schema kvtop can follow ({exc.__class__.__name__})") from None
 

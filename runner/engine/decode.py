@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import llama_cpp
 
@@ -56,7 +56,7 @@ class Sampling:
     repeat_last_n: int = 0
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
-    more: tuple = ()  # (name, value) of SamplerChain.build's keyword samplers: typical_p, xtc_..., mirostat...
+    more: tuple[tuple[str, Any], ...] = ()  # (name, value) of SamplerChain.build's keyword samplers: typical_p, xtc_..., mirostat...
 
     @classmethod
     def of(cls, s: Settings) -> Sampling:
@@ -73,7 +73,7 @@ class Sampling:
         return self.repeat_last_n != 0 and (self.repeat_penalty != 1.0 or self.frequency_penalty != 0.0
                                             or self.presence_penalty != 0.0)
 
-    def chain(self, n_vocab: int, vocab=None) -> SamplerChain:
+    def chain(self, n_vocab: int, vocab: object = None) -> SamplerChain:
         """``vocab``: the model's vocabulary pointer, which a grammar needs."""
         return SamplerChain.build(self.temp, self.top_k, self.top_p, self.seed, self.min_p, n_vocab,
                                   self.repeat_last_n, self.repeat_penalty, self.frequency_penalty,

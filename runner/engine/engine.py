@@ -94,8 +94,7 @@ def _context_params(s: Settings, n_ctx: int) -> llama_cpp.llama_context_params:
 
 
 def _check_header(path: str) -> None:
-    """Our own bounded header read first: a clear reason for bad files, before
-    llama.cpp sees them (some malformed files abort it outright)."""
+    """Our own bounded header read first: a clear reason for bad files (some abort llama.cpp)."""
     try:
         check_loadable(read_header(path))
     except FileNotFoundError:

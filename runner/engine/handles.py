@@ -197,7 +197,7 @@ class SamplerChain(Handle):
               repeat_last_n: int = 0, repeat_penalty: float = 1.0, frequency_penalty: float = 0.0,
               presence_penalty: float = 0.0, *, typical_p: float = 1.0, top_n_sigma: float = -1.0,
               xtc_probability: float = 0.0, xtc_threshold: float = 0.1, mirostat: int = 0,
-              mirostat_lr: float = 0.1, mirostat_ent: float = 5.0, grammar: str = "", vocab=None) -> SamplerChain:
+              mirostat_lr: float = 0.1, mirostat_ent: float = 5.0, grammar: str = "", vocab: object = None) -> SamplerChain:
         """llama.cpp's default order (common/sampling.cpp): penalties, top-n-sigma, top-k,
         typical, top-p, min-p, XTC, temperature, then a draw (``seed < 0``: llama.cpp's
         random seed); greedy when ``temp <= 0``, after the penalties, which change which
@@ -239,7 +239,7 @@ class SamplerChain(Handle):
         return chain
 
     @staticmethod
-    def _grammar(chain: SamplerChain, grammar: str, vocab) -> None:
+    def _grammar(chain: SamplerChain, grammar: str, vocab: object) -> None:
         if not grammar:
             return
         g = llama_cpp.llama_sampler_init_grammar(vocab, grammar.encode(), b"root")
