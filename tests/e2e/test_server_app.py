@@ -74,12 +74,12 @@ async def test_a_fleet_of_two_servers_and_f4_moves_the_chat(llama_server_bin, sm
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is installed by .ci/run")
 def test_kvtop_server_in_a_real_terminal(served, tmp_path):
     url, _ = served
-    name = f"kvtop-srv-{os.getpid()}"
+    name = f"kvtop-srv-{os.getpid()}"  # its own tmux server too (-L): see test_tmux.py
     cmd = f"KVTOP_HOME={tmp_path} {sys.executable} -m kvtop --server {url} -n 16; echo KVTOP-EXIT=$?; sleep 30"
-    subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "160", "-y", "48", cmd], check=True)
+    subprocess.run(["tmux", "-L", name, "new-session", "-d", "-s", name, "-x", "160", "-y", "48", cmd], check=True)
     try:
         def screen():
-            return subprocess.run(["tmux", "capture-pane", "-t", name, "-p"], capture_output=True,
+            return subprocess.run(["tmux", "-L", name, "capture-pane", "-t", name, "-p"], capture_output=True,
                                   text=True).stdout
 
         def wait(pred, what, timeout=60):
@@ -92,10 +92,10 @@ def test_kvtop_server_in_a_real_terminal(served, tmp_path):
             raise AssertionError(f"timed out waiting for {what}:\n{screen()}")
 
         wait(lambda s: f"server {url}" in s, "connect")
-        subprocess.run(["tmux", "send-keys", "-t", name, "Say hello", "Enter"], check=True)
+        subprocess.run(["tmux", "-L", name, "send-keys", "-t", name, "Say hello", "Enter"], check=True)
         s = wait(lambda s: re.search(r"TTFT \d", s), "the answer")
         assert "you: Say hello" in s and "slot" in s
-        subprocess.run(["tmux", "send-keys", "-t", name, "C-q"], check=True)
+        subprocess.run(["tmux", "-L", name, "send-keys", "-t", name, "C-q"], check=True)
         s = wait(lambda s: "KVTOP-EXIT=0" in s, "exit 0", timeout=15)
         # the quit summary, as for a local model, with the server's own figures
         assert "kvtop: 1 turn with SmolLM2" in s and f"on {url}" in s, s
@@ -111,4 +111,4 @@ def test_kvtop_server_in_a_real_terminal(served, tmp_path):
         assert os.path.isfile(transcript) and transcript.startswith(str(tmp_path)), s
         assert re.search(r"trace: \S", s), s
     finally:
-        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
+        subprocess.run(["tmux", "-L", name, "kill-server"], capture_output=True)

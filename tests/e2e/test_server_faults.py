@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import time
+import uuid
 
 import psutil
 import pytest
@@ -66,8 +67,12 @@ def test_estimate_and_bench_against_a_bad_server_end_by_the_deadline_in_one_line
 tmux_missing = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is installed by .ci/run")
 
 
+SOCKET = [""]  # this test's own tmux server (-L): a shared default server that exits as another
+# test's last session ends fails a new session ("server exited unexpectedly"), as in a CI run
+
+
 def tmux(*args, check=True):
-    return subprocess.run(["tmux", *args], capture_output=True, text=True, check=check)
+    return subprocess.run(["tmux", "-L", SOCKET[0], *args], capture_output=True, text=True, check=check)
 
 
 def wait_screen(session, predicate, timeout, what):
@@ -82,9 +87,10 @@ def wait_screen(session, predicate, timeout, what):
 
 @pytest.fixture
 def session():
-    name = f"kvtop-faults-{os.getpid()}"
+    name = f"kvtop-faults-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    SOCKET[0] = name
     yield name
-    tmux("kill-session", "-t", name, check=False)
+    tmux("kill-server", check=False)
 
 
 def start(session, urls, home, size=(160, 50)) -> None:

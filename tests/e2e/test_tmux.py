@@ -7,14 +7,19 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 
 import pytest
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is installed by .ci/run")
 
 
+SOCKET = [""]  # this test's own tmux server (-L): a shared default server that exits as another
+# test's last session ends fails a new session ("server exited unexpectedly"), as in a CI run
+
+
 def tmux(*args, check=True):
-    return subprocess.run(["tmux", *args], capture_output=True, text=True, check=check)
+    return subprocess.run(["tmux", "-L", SOCKET[0], *args], capture_output=True, text=True, check=check)
 
 
 def capture(session):
@@ -69,9 +74,10 @@ def alive(pids: set[int]) -> set[int]:
 
 @pytest.fixture
 def session(tmp_path):
-    name = f"kvtop-test-{os.getpid()}"
+    name = f"kvtop-test-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    SOCKET[0] = name
     yield name
-    tmux("kill-session", "-t", name, check=False)
+    tmux("kill-server", check=False)
 
 
 @pytest.mark.parametrize("size", [(120, 40), (80, 24)])
