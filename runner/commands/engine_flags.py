@@ -58,6 +58,20 @@ def add_engine_flags(p: argparse.ArgumentParser, chat: bool = True) -> None:
         add_chat_flags(g)
 
 
+DRY_BREAKERS: tuple[str, ...] = ("\n", ":", "\"", "*")  # llama.cpp's (common/common.h)
+
+
+class SequenceBreakers(argparse.Action):
+    """--dry-sequence-breaker, as llama.cpp reads it: the first one given clears the
+    defaults, each adds one, and "none" clears them all."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        had = getattr(namespace, self.dest, DRY_BREAKERS)
+        now: tuple[str, ...] = () if had is DRY_BREAKERS else tuple(had)
+        setattr(namespace, self.dest, () if values == "none" else (*now, str(values)))
+
+
 def add_chat_flags(g: argparse._ArgumentGroup | argparse.ArgumentParser) -> None:
     """The sampler and the chat: what a turn uses, not a bench."""
     g.add_argument("--ignore-eos", dest="ignore_eos", action="store_true",
@@ -83,6 +97,17 @@ def add_chat_flags(g: argparse._ArgumentGroup | argparse.ArgumentParser) -> None
                    help="XTC: the chance of removing the top tokens (default: 0.0 = disabled)")
     g.add_argument("--xtc-threshold", dest="xtc_threshold", type=float_in(0.0, 1.0), default=0.1, metavar="N",
                    help="XTC: the probability above which tokens are removed (default: 0.1; > 0.5 disables XTC)")
+    g.add_argument("--dry-multiplier", dest="dry_multiplier", type=float_in(0.0, MAX_PENALTY), default=0.0,
+                   metavar="N", help="DRY sampling multiplier (default: 0.0 = disabled)")
+    g.add_argument("--dry-base", dest="dry_base", type=float_in(1.0, MAX_PENALTY), default=1.75, metavar="N",
+                   help="DRY sampling base value (default: 1.75)")
+    g.add_argument("--dry-allowed-length", dest="dry_allowed_length", type=int_in(0, INT32_MAX), default=2,
+                   metavar="N", help="allowed length for DRY sampling (default: 2)")
+    g.add_argument("--dry-penalty-last-n", dest="dry_penalty_last_n", type=int_in(0, INT32_MAX), default=64,
+                   metavar="N", help="DRY penalty for the last n tokens (default: 64, 0 = disable)")
+    g.add_argument("--dry-sequence-breaker", dest="dry_sequence_breakers", action=SequenceBreakers,
+                   default=DRY_BREAKERS, metavar="STRING",
+                   help="add a DRY sequence breaker, clearing the defaults ('\\n', ':', '\"', '*'); \"none\": no breakers")
     g.add_argument("--mirostat", type=int_in(0, 2), default=0, metavar="N",
                    help="Mirostat sampling 1 or 2, instead of top-k/top-p/min-p and the penalties (default: 0 = off)")
     g.add_argument("--mirostat-lr", dest="mirostat_lr", type=float_in(0.0, MAX_PENALTY), default=0.1, metavar="N",

@@ -67,10 +67,9 @@ _refuse("a llama-server setting: start llama-server with it, then kvtop --server
         "-sps", "--server-base", "-cram", "--cache-idle-slots", "-ctxcp", "-cms", "--log-file", "--log-jsonl",
         "--log-prompts-dir", "--prefill-assistant", "--skip-chat-parsing", "--embd-normalize", "--pooling",
         "-o", "-dt", "--lora-init-without-apply", "-lm", "-lzm")
-_refuse("not in kvtop's sampler chain (temp, top-k, top-p, min-p, typical, top-nsigma, XTC, mirostat, "
+_refuse("not in kvtop's sampler chain (temp, top-k, top-p, min-p, typical, top-nsigma, XTC, DRY, mirostat, "
         "penalties, seed): use those, or " + ATTACH,
-        "--dry-multiplier", "--dry-base", "--dry-allowed-length", "--dry-penalty-last-n",
-        "--dry-sequence-breaker", "--adaptive-target", "--adaptive-decay", "--dynatemp-range",
+        "--adaptive-target", "--adaptive-decay", "--dynatemp-range",
         "--dynatemp-exp", "--samplers", "--sampler-seq", "-l", "-bs")
 _refuse("kvtop takes --rope-freq-base and --rope-freq-scale; for the others " + ATTACH, "--rope-scaling",
         "--rope-scale", "--yarn-orig-ctx", "--yarn-ext-factor",

@@ -57,7 +57,7 @@ def test_s_is_the_seed_not_the_system_prompt():
 
 
 @pytest.mark.parametrize("argv,flag", [(["-np", "2"], "-np"), (["-ts", "1,1"], "-ts"), (["-mg", "0"], "-mg"), (["-ot", "x=CPU"], "-ot"), (["-sm", "row"], "-sm"),
-                                       (["-dev", "none"], "-dev"), (["--dry-multiplier", "2"], "--dry-multiplier")])
+                                       (["-dev", "none"], "-dev"), (["--dynatemp-range", "2"], "--dynatemp-range")])
 def test_a_multi_letter_short_flag_is_matched_whole(capsys, argv, flag):
     """-np 2 was '-n/--n-predict … (got p)', -mg 0 became the model file '0'."""
     err = usage_error(capsys, *argv)
