@@ -58,6 +58,7 @@ class Settings:
     kv_offload: bool = True  # -nkvo/--no-kv-offload: the KV cache stays in host memory with -ngl
     rope_freq_base: float = 0.0  # --rope-freq-base (0: the model's)
     rope_freq_scale: float = 0.0  # --rope-freq-scale (0: the model's)
+    lora: tuple[tuple[str, float], ...] = ()  # --lora / --lora-scaled: (adapter GGUF, scale), applied in order
     mlock: bool = False
     mmap: bool = True
     n_predict: int = -1

@@ -9,6 +9,7 @@ engine (``--chat-template`` names a llama.cpp chat format or a Jinja file).
 from __future__ import annotations
 
 import argparse
+import os
 
 from kvtop.runner.cli_types import INT32_MAX, UINT32_MAX, float_in, int_in, non_negative_int, positive_int
 from kvtop.runner.model.quant_types import KV_CACHE_TYPES
@@ -55,7 +56,36 @@ def add_engine_flags(p: argparse.ArgumentParser, chat: bool = True) -> None:
     g.add_argument("-n", "--predict", "--n-predict", dest="n_predict", type=int_in(-1, INT32_MAX), default=-1,
                    help="tokens to generate per turn (-1 = until end of turn or context full)")
     if chat:
+        g.add_argument("--lora", dest="lora", action=LoraFiles, default=(), metavar="FNAME",
+                       help="a LoRA adapter GGUF (comma-separated for several; scale 1)")
+        g.add_argument("--lora-scaled", dest="lora", action=LoraFiles, default=(), metavar="FNAME:SCALE,...",
+                       help="LoRA adapters with their scales")
         add_chat_flags(g)
+
+
+class LoraFiles(argparse.Action):
+    """--lora FNAME[,FNAME…] (scale 1) and --lora-scaled FNAME:SCALE[,…], as llama.cpp reads
+    them: each adds (path, scale) pairs, in order; a file that is not there is a usage error."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        pairs: list[tuple[str, float]] = list(getattr(namespace, self.dest, ()) or ())
+        for item in str(values).split(","):
+            path, scale = item, 1.0
+            if option_string == "--lora-scaled":
+                path, sep, num = item.rpartition(":")
+                if not sep or not path:
+                    parser.error(f"--lora-scaled: {item!r}: the format is FNAME:SCALE")
+                try:
+                    scale = float(num)
+                except ValueError:
+                    parser.error(f"--lora-scaled: {item!r}: the scale must be a number")
+                if scale != scale or scale in (float("inf"), float("-inf")):
+                    parser.error(f"--lora-scaled: {item!r}: the scale must be finite")
+            if not os.path.isfile(path):
+                parser.error(f"{option_string}: {path}: no such file")
+            pairs.append((os.path.abspath(path), scale))
+        setattr(namespace, self.dest, tuple(pairs))
 
 
 DRY_BREAKERS: tuple[str, ...] = ("\n", ":", "\"", "*")  # llama.cpp's (common/common.h)

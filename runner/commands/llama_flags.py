@@ -74,8 +74,8 @@ _refuse("not in kvtop's sampler chain (temp, top-k, top-p, min-p, typical, top-n
 _refuse("kvtop takes --rope-freq-base and --rope-freq-scale; for the others " + ATTACH, "--rope-scaling",
         "--rope-scale", "--yarn-orig-ctx", "--yarn-ext-factor",
         "--yarn-attn-factor", "--yarn-beta-slow", "--yarn-beta-fast", "-gan", "-gaw")
-_refuse("kvtop applies no adapters: merge it into the GGUF (llama-export-lora) or " + ATTACH, "--lora",
-        "--lora-scaled", "--control-vector", "--control-vector-scaled", "--control-vector-layer-range")
+_refuse("kvtop applies LoRA adapters (--lora, --lora-scaled), not control vectors: " + ATTACH,
+        "--control-vector", "--control-vector-scaled", "--control-vector-layer-range")
 _refuse("kvtop leaves thread placement to the OS (use taskset to pin it): -t and -tb set the threads",
         "-C", "-Cr", "--cpu-strict", "--prio", "--poll", "-Cb", "-Crb", "--cpu-strict-batch", "--prio-batch",
         "--poll-batch")
@@ -105,6 +105,7 @@ LOCAL_ONLY: dict[str, str] = {
     "--prompt-cache": "--slot-save-path", "--chat-template": "--chat-template",
     "--numa": "--numa", "-kvo": "-kvo", "--kv-offload": "-kvo", "-nkvo": "-nkvo", "--no-kv-offload": "-nkvo",
     "--rope-freq-base": "--rope-freq-base", "--rope-freq-scale": "--rope-freq-scale",
+    "--lora": "--lora", "--lora-scaled": "--lora-scaled",
 }
 
 

@@ -169,7 +169,7 @@ class Trace:
 
     def settings(self) -> Settings:
         """The recorded settings (fields this kvtop does not know are left out)."""
-        known: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v  # JSON made the tuples lists
+        known: dict[str, Any] = {k: _tuples(v)  # JSON made the tuples lists
                                  for k, v in self.header.get("settings", {}).items()
                                  if k in Settings.__dataclass_fields__}
         return Settings(**known)

@@ -136,7 +136,7 @@ def test_the_table_is_what_arg_cpp_says():
 
 def test_rope_frequency_flags_reach_llama_cpps_context_params(capsys):
     """--rope-freq-base/--rope-freq-scale were 'unrecognized arguments'."""
-    from kvtop.runner.engine.engine import _context_params
+    from kvtop.runner.engine.load_params import context_params as _context_params
     from kvtop.runner.settings import settings_from_args
 
     s = settings_from_args("m.gguf", parse("--rope-freq-base", "500000", "--rope-freq-scale", "0.5")).resolved()
@@ -149,7 +149,7 @@ def test_rope_frequency_flags_reach_llama_cpps_context_params(capsys):
 
 def test_nkvo_keeps_the_kv_cache_in_host_memory(capsys):
     """-nkvo was read as -n ('must be an integer … (got kvo)')."""
-    from kvtop.runner.engine.engine import _context_params
+    from kvtop.runner.engine.load_params import context_params as _context_params
     from kvtop.runner.settings import settings_from_args
 
     def offload(*argv):
@@ -186,3 +186,23 @@ def test_each_command_answers_before_it_does_anything(main, argv, needle, capsys
     with pytest.raises(SystemExit) as e:
         run(argv)
     assert e.value.code == 2 and needle in capsys.readouterr().err
+
+
+def test_lora_flags_read_as_llama_cpp_reads_them(tmp_path, capsys):
+    """--lora and --lora-scaled were refused ('kvtop applies no adapters')."""
+    from kvtop.runner.commands.llama_flags import prescan
+    from kvtop.runner.settings import settings_from_args
+
+    a, b = tmp_path / "a.gguf", tmp_path / "b.gguf"
+    a.write_bytes(b"x")
+    b.write_bytes(b"x")
+    s = settings_from_args("m.gguf", parse("--lora", f"{a},{b}", "--lora-scaled", f"{b}:0.5"))
+    assert s.lora == ((str(a), 1.0), (str(b), 1.0), (str(b), 0.5))  # in order, as llama.cpp applies them
+    assert settings_from_args("m.gguf", parse()).lora == ()
+    for argv, why in ((["--lora", str(tmp_path / "missing.gguf")], "no such file"),
+                      (["--lora-scaled", str(a)], "FNAME:SCALE"), (["--lora-scaled", f"{a}:x"], "must be a number"),
+                      (["--lora-scaled", f"{a}:nan"], "finite")):
+        assert why in usage_error(capsys, *argv), argv
+    with pytest.raises(SystemExit):
+        prescan(["--server", "u", "--lora", str(a)], build_parser(), server=True)
+    assert "restart llama-server with --lora" in capsys.readouterr().err
