@@ -108,11 +108,12 @@ def launch_main(argv: list[str], terminal: bool = False, *, hardware=None, engin
                 "downloads in ~/.cache/llama.cpp)")
     # what is wrong with the model or the server is said first (exit 1), then a missing
     # terminal (exit 2): --server asks for a terminal once the server has answered
-    refused = refusal(a, terminal and not a.server and not model_missing(a))
+    serving = bool(a.server or a.server_file)  # --server-file alone attaches too
+    refused = refusal(a, terminal and not serving and not model_missing(a))
     if refused:
         print(refused, file=sys.stderr)
         return 2
-    if a.server:
+    if serving:
         from kvtop.tui.start.launch_server import server_main
 
         return server_main(p, a, argv, guarded=terminal, hardware=hardware, run=run_until_quit)
