@@ -132,7 +132,7 @@ def same_address(urls: list[str]) -> tuple[str, str] | None:
         u = urlsplit(url)
         port = u.port or (443 if u.scheme == "https" else 80)
         try:
-            addrs = {info[4][0] for info in socket.getaddrinfo(u.hostname or "", port, type=socket.SOCK_STREAM)}
+            addrs = {str(info[4][0]) for info in socket.getaddrinfo(u.hostname or "", port, type=socket.SOCK_STREAM)}
         except (OSError, UnicodeError):
             continue
         path = u.path.rstrip("/")
