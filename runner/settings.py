@@ -58,6 +58,7 @@ class Settings:
     kv_offload: bool = True  # -nkvo/--no-kv-offload: the KV cache stays in host memory with -ngl
     rope_freq_base: float = 0.0  # --rope-freq-base (0: the model's)
     rope_freq_scale: float = 0.0  # --rope-freq-scale (0: the model's)
+    override_tensor: tuple[tuple[str, str], ...] = ()  # -ot (and -cmoe, -ncmoe, -ncffn): (regex, buffer type)
     lora: tuple[tuple[str, float], ...] = ()  # --lora / --lora-scaled: (adapter GGUF, scale), applied in order
     mlock: bool = False
     mmap: bool = True

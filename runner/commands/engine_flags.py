@@ -56,11 +56,48 @@ def add_engine_flags(p: argparse.ArgumentParser, chat: bool = True) -> None:
     g.add_argument("-n", "--predict", "--n-predict", dest="n_predict", type=int_in(-1, INT32_MAX), default=-1,
                    help="tokens to generate per turn (-1 = until end of turn or context full)")
     if chat:
+        g.add_argument("-ot", "--override-tensor", dest="override_tensor", action=TensorOverrides, default=(),
+                       metavar="PATTERN=TYPE,...", help="weights whose names match a regex go to that buffer type")
+        g.add_argument("-cmoe", "--cpu-moe", dest="override_tensor", action=TensorOverrides, nargs=0,
+                       help="keep all Mixture of Experts (MoE) weights in the CPU")
+        g.add_argument("-ncmoe", "--n-cpu-moe", dest="override_tensor", action=TensorOverrides, metavar="N",
+                       help="keep the MoE weights of the first N layers in the CPU")
+        g.add_argument("-ncffn", "--n-cpu-ffn", dest="override_tensor", action=TensorOverrides, metavar="N",
+                       help="keep the dense FFN weights of the first N layers in the CPU")
         g.add_argument("--lora", dest="lora", action=LoraFiles, default=(), metavar="FNAME",
                        help="a LoRA adapter GGUF (comma-separated for several; scale 1)")
         g.add_argument("--lora-scaled", dest="lora", action=LoraFiles, default=(), metavar="FNAME:SCALE,...",
                        help="LoRA adapters with their scales")
         add_chat_flags(g)
+
+
+FFN_EXPS = r"\.ffn_(up|down|gate|gate_up)_(ch|)exps"  # llama.cpp's LLM_FFN_EXPS_REGEX (common/common.h)
+FFN_DENSE = r"\.ffn_(up|down|gate)\."  # LLM_FFN_DENSE_REGEX
+
+
+class TensorOverrides(argparse.Action):
+    """-ot PATTERN=TYPE[,…] and its shorthands -cmoe, -ncmoe N, -ncffn N, as common/arg.cpp
+    builds llama.cpp's tensor buffer overrides: (pattern, buffer type) pairs, in order."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        from kvtop.runner.engine.tensor_overrides import split_overrides
+
+        pairs: list[tuple[str, str]] = list(getattr(namespace, self.dest, ()) or ())
+        if option_string in ("-cmoe", "--cpu-moe"):
+            pairs.append((FFN_EXPS, "CPU"))
+        elif option_string in ("-ot", "--override-tensor"):
+            try:
+                pairs += split_overrides(str(values))
+            except ValueError as exc:
+                parser.error(f"{option_string}: {exc}")
+        else:
+            n = str(values)
+            if not n.isdigit() or int(n) > 100_000:
+                parser.error(f"{option_string}: must be a number of layers from 0 (got {n!r})")
+            regex = FFN_EXPS if option_string in ("-ncmoe", "--n-cpu-moe") else FFN_DENSE
+            pairs += [(f"blk\\.{i}{regex}", "CPU") for i in range(int(n))]
+        setattr(namespace, self.dest, tuple(pairs))
 
 
 class LoraFiles(argparse.Action):

@@ -53,8 +53,6 @@ _refuse("kvtop chats in text only: " + ATTACH + " (llama-server's web UI takes i
         "--mtmd-batch-max-tokens", "--video-fps", "--video-timestamp-interval", "--video-ffmpeg-dir")
 _refuse("kvtop runs on one device with -ngl: for several GPUs " + ATTACH, "-dev", "-sm", "-ts", "-mg",
         "--rpc", "-fit", "-fitt", "-fitc", "--list-devices", "--op-offload", "--no-host", "--repack")
-_refuse("kvtop places whole layers with -ngl N, not single tensors (the MoE experts): use -ngl, or " + ATTACH,
-        "-ot", "-cmoe", "-ncmoe", "-ncffn")
 _refuse("kvtop does not run a draft model: for speculative decoding " + ATTACH,
         *(f for (names, _) in LLAMA_CPP_ARGS for f in names[:1] if f.startswith(("--spec-", "--draft"))))
 _refuse("a llama-server setting: start llama-server with it, then kvtop --server URL", "--host", "--port",
@@ -105,7 +103,9 @@ LOCAL_ONLY: dict[str, str] = {
     "--prompt-cache": "--slot-save-path", "--chat-template": "--chat-template",
     "--numa": "--numa", "-kvo": "-kvo", "--kv-offload": "-kvo", "-nkvo": "-nkvo", "--no-kv-offload": "-nkvo",
     "--rope-freq-base": "--rope-freq-base", "--rope-freq-scale": "--rope-freq-scale",
-    "--lora": "--lora", "--lora-scaled": "--lora-scaled",
+    "--lora": "--lora", "--lora-scaled": "--lora-scaled", "-ot": "-ot", "--override-tensor": "-ot",
+    "-cmoe": "-cmoe", "--cpu-moe": "-cmoe", "-ncmoe": "-ncmoe", "--n-cpu-moe": "-ncmoe", "-ncffn": "-ncffn",
+    "--n-cpu-ffn": "-ncffn",
 }
 
 

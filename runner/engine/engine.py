@@ -34,7 +34,7 @@ from kvtop.runner.engine.decode import Decode, Sampling
 from kvtop.runner.engine.handles import Context, Model, backend_init
 from kvtop.runner.engine.kv_shift import cached_after_shift, shift_for, why_no_shift
 from kvtop.runner.engine.llama_log import CAPTURE
-from kvtop.runner.engine.load_params import apply_loras, context_params, model_params
+from kvtop.runner.engine.load_params import EngineLoadError, apply_loras, context_params, model_params
 from kvtop.runner.engine.prefill import Prefill
 from kvtop.runner.engine.prompt_cache import KVCache, PromptCacheFile, common_prefix, diff_windows, first_difference
 from kvtop.runner.engine.timeline import TOKENS, PromptInfo, TurnClock, turn_metrics
@@ -48,10 +48,6 @@ from kvtop.runner.units import fmt_int
 Emit = Callable[[object], None]
 
 __all__ = ["Engine", "EngineLoadError", "PromptInfo"]
-
-
-class EngineLoadError(Exception):
-    pass
 
 
 def _check_header(path: str) -> None:

@@ -11,9 +11,16 @@ import llama_cpp
 
 from kvtop.runner.engine.handles import Context, Model
 from kvtop.runner.engine.llama_log import CAPTURE
+from kvtop.runner.engine.tensor_overrides import override_array
 from kvtop.runner.model.quant_types import KV_CACHE_TYPES
 from kvtop.runner.sanitize import clean_line
 from kvtop.runner.settings import Settings
+
+_KEEP: list[object] = []  # the -ot array of the model being loaded
+
+
+class EngineLoadError(Exception):
+    """The model or its context could not be loaded (one line: why)."""
 
 
 def model_params(s: Settings, progress_cb: Callable[[float, object], bool]) -> llama_cpp.llama_model_params:
@@ -21,6 +28,14 @@ def model_params(s: Settings, progress_cb: Callable[[float, object], bool]) -> l
     mp.n_gpu_layers = s.n_gpu_layers if s.n_gpu_layers >= 0 else 999
     set_load_mode(mp, s.mmap, s.mlock)
     mp.progress_callback = progress_cb
+    if s.override_tensor:  # -ot: kept referenced until the next load (llama.cpp reads it while loading)
+        try:
+            arr = override_array(list(s.override_tensor))
+        except ValueError as exc:
+            raise EngineLoadError(str(exc)) from None
+        _KEEP[:] = [arr]
+        # the field is a plain pointer (llama-cpp-python's annotation says an array)
+        mp.tensor_buft_overrides = ctypes.addressof(arr)  # type: ignore[assignment]
     return mp
 
 

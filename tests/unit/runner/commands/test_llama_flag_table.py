@@ -56,7 +56,7 @@ def test_s_is_the_seed_not_the_system_prompt():
     assert a.seed == 42 and a.system_prompt == ""
 
 
-@pytest.mark.parametrize("argv,flag", [(["-np", "2"], "-np"), (["-ts", "1,1"], "-ts"), (["-mg", "0"], "-mg"), (["-ot", "x=CPU"], "-ot"), (["-sm", "row"], "-sm"),
+@pytest.mark.parametrize("argv,flag", [(["-np", "2"], "-np"), (["-ts", "1,1"], "-ts"), (["-mg", "0"], "-mg"), (["-sm", "row"], "-sm"),
                                        (["-dev", "none"], "-dev"), (["--dynatemp-range", "2"], "--dynatemp-range")])
 def test_a_multi_letter_short_flag_is_matched_whole(capsys, argv, flag):
     """-np 2 was '-n/--n-predict … (got p)', -mg 0 became the model file '0'."""
@@ -206,3 +206,21 @@ def test_lora_flags_read_as_llama_cpp_reads_them(tmp_path, capsys):
     with pytest.raises(SystemExit):
         prescan(["--server", "u", "--lora", str(a)], build_parser(), server=True)
     assert "restart llama-server with --lora" in capsys.readouterr().err
+
+
+def test_override_tensor_and_its_shorthands_read_as_llama_cpp_builds_them(capsys):
+    """-ot, -cmoe, -ncmoe, -ncffn were refused ('kvtop places whole layers with -ngl N')."""
+    from kvtop.runner.commands.llama_flags import prescan
+    from kvtop.runner.settings import settings_from_args
+
+    s = settings_from_args("m.gguf", parse("-ot", r"blk\.1\.=CPU,token_embd=CPU", "-cmoe", "-ncffn", "2"))
+    assert s.override_tensor == ((r"blk\.1\.", "CPU"), ("token_embd", "CPU"),
+                                 (r"\.ffn_(up|down|gate|gate_up)_(ch|)exps", "CPU"),  # common.h's regexes
+                                 (r"blk\.0\.ffn_(up|down|gate)\.", "CPU"), (r"blk\.1\.ffn_(up|down|gate)\.", "CPU"))
+    assert settings_from_args("m.gguf", parse("-ncmoe", "1")).override_tensor == (
+        (r"blk\.0\.ffn_(up|down|gate|gate_up)_(ch|)exps", "CPU"),)
+    assert "PATTERN=BUFFER_TYPE" in usage_error(capsys, "-ot", "blk.0")
+    assert "number of layers" in usage_error(capsys, "-ncmoe", "-1")
+    with pytest.raises(SystemExit):
+        prescan(["--server", "u", "-ot", "x=CPU"], build_parser(), server=True)
+    assert "restart llama-server with -ot" in capsys.readouterr().err
