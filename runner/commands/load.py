@@ -166,12 +166,12 @@ def sweep(a: argparse.Namespace, urls: list[str], key: Credentials, infos: Seque
     (or ``driver.stop()``) ends the level in flight."""
     from kvtop.runner.commands.load_physics import physics_for
     from kvtop.runner.commands.load_rows import build_row
-    from kvtop.runner.commands.load_say import HEADLESS_EVERY_S, Ticker, check_level, run_busy
-    from kvtop.runner.server.urls import is_loopback
+    from kvtop.runner.commands.load_say import HEADLESS_EVERY_S, LIVE_EVERY_S, Ticker, check_level, run_busy
     from kvtop.runner.server.http import ServerError
     from kvtop.runner.server.load_driver import LoadDriver
+    from kvtop.runner.server.urls import is_loopback
 
-    every = HEADLESS_EVERY_S if say is None else 0.5
+    every = getattr(a, "progress", HEADLESS_EVERY_S) if say is None else LIVE_EVERY_S
     say = say or (lambda text: progress(a, text))
     out = SweepResult(infos=infos, local=any(is_loopback(u) for u in urls))
     levels = levels_of(a, infos)
@@ -255,11 +255,10 @@ def finish(a: argparse.Namespace, urls: list[str], out: SweepResult) -> int:
             if not note.startswith(("knee", "the client used")):  # not progress: said with --quiet too
                 to_stderr(f"kvtop load: {note}")
     if out.rows:
+        from kvtop.runner.commands.load_json import run_header
         from kvtop.runner.redact import scrub, scrub_json
 
-        from kvtop.runner.commands.load_json import run_header
-
-        header = run_header(a, urls, out.infos, out.physics, out.rows, out.local, out.notes) \
+        header = run_header(a, urls, out.infos, out.physics, out.rows, out.local) \
             if a.output in ("json", "jsonl") else None
         text = render(a.output, out.rows, out.notes if a.output == "md" else [], header)
         problem = write_stdout(scrub_json(text) if a.output in ("json", "jsonl") else scrub(text))

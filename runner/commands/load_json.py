@@ -84,7 +84,9 @@ def settings(a: argparse.Namespace) -> dict[str, Any]:
 
 
 def run_header(a: argparse.Namespace, urls: Sequence[str], infos: Sequence[Any], physics: Any,
-               rows: Sequence[Report], local: bool, notes: Sequence[str] = ()) -> dict[str, Any]:
+               rows: Sequence[Report], local: bool) -> dict[str, Any]:
+    """The run: what was asked, of which servers and model, on what machine, under which roof
+    (the notes go to stderr as for csv: said once)."""
     from kvtop.runner.commands.load_checks import run_share
     from kvtop.runner.commands.load_say import run_busy
 
@@ -100,7 +102,7 @@ def run_header(a: argparse.Namespace, urls: Sequence[str], infos: Sequence[Any],
                   "bytes": getattr(first, "model_bytes", None)},
         "settings": settings(a), "machine": machine(),
         "roof": physics.inputs() | {"formula_here": physics.formula()} if physics is not None else None,
-        "others_cpu_share": run_share(mine), "busy": run_busy(rows, local), "notes": list(notes),
+        "others_cpu_share": run_share(mine), "busy": run_busy(rows, local),
     }
 
 

@@ -3,8 +3,9 @@ a level (runner/server/load_progress.py: requests done of how many, tokens, elap
 ETA, what the other processes take now), the busy-machine warning and the levels whose
 rate is not explained (runner/commands/load_checks.py).
 
-Headless, a progress line goes to stderr every ``HEADLESS_EVERY_S`` (and ``--quiet``
-silences it); the live view gets one every ``LIVE_EVERY_S`` in its status line.
+Headless, a progress line goes to stderr every ``--progress`` seconds (``HEADLESS_EVERY_S``
+by default; ``--quiet`` silences it); the live view gets one every ``LIVE_EVERY_S`` in its
+status line.
 """
 
 from __future__ import annotations

@@ -14,7 +14,6 @@ the total per level (1, 2, 4 users) on whatever threads it is given."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -24,6 +23,8 @@ import urllib.request
 
 import pytest
 from llama_server import get_json, llama_server
+
+from kvtop.runner.commands.load_json import flat_levels
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -53,7 +54,7 @@ def test_rows_for_one_and_four_users(four_slots):
     r = kvtop_load(four_slots, "--users", "1,4", "-p", "16", "-n", "16", "--requests", "1", "-o", "json",
                    "--no-warmup", "--quiet")
     assert r.returncode == 0, r.stderr
-    rows = json.loads(r.stdout)
+    rows = flat_levels(r.stdout)
     server_delta = predicted_total(four_slots) - before
     one, four = rows
     assert (one["users"], four["users"]) == (1, 4)
@@ -213,5 +214,5 @@ def test_the_live_view_is_the_server_dashboard_with_the_curve_and_esc_leaves_no_
     assert "0/4 busy" in seen["pane_when_stopped"], seen  # the status and the pane agree
     assert seen["busy_after"] == 0  # /slots: no is_processing left
     assert rc == 130
-    rows = json.loads(out)  # printed after the screen closed: the two levels that ended
+    rows = flat_levels(out)  # printed after the screen closed: the two levels that ended
     assert [r["users"] for r in rows] == [1, 2] and all(r["generated_tokens"] == 24 * r["users"] for r in rows)
