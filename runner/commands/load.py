@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 from kvtop.runner.commands.common import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, Report, fail, stopped_before, to_stderr
 from kvtop.runner.commands.load_args import build_parser, check_args, check_concurrency, check_identity, in_flight_bound
-from kvtop.runner.commands.load_output import knee, meets, render
+from kvtop.runner.commands.load_json import render
+from kvtop.runner.commands.load_output import knee, meets
 from kvtop.runner.commands.load_plot import write_plot
 
 if TYPE_CHECKING:
@@ -164,9 +165,10 @@ def sweep(a: argparse.Namespace, urls: list[str], key: Credentials, infos: Seque
     (the live view), ``driver_ready(driver)`` the driver (to stop it), ``say(text)`` the
     progress (default: stderr), ``on_physics`` the roof (its formula on screen). Ctrl+C
     (or ``driver.stop()``) ends the level in flight."""
+    from kvtop.runner.commands.load_checks import run_busy
     from kvtop.runner.commands.load_physics import physics_for
     from kvtop.runner.commands.load_rows import build_row
-    from kvtop.runner.commands.load_say import HEADLESS_EVERY_S, LIVE_EVERY_S, Ticker, check_level, run_busy
+    from kvtop.runner.commands.load_say import HEADLESS_EVERY_S, LIVE_EVERY_S, Ticker, check_level
     from kvtop.runner.server.http import ServerError
     from kvtop.runner.server.load_driver import LoadDriver
     from kvtop.runner.server.urls import is_loopback
@@ -179,8 +181,7 @@ def sweep(a: argparse.Namespace, urls: list[str], key: Credentials, infos: Seque
     try:
         out.physics = physics = physics_for(infos[0], urls[0], a)
         out.notes = [server_note(urls, infos, a), physics.formula() or physics.note]
-        if on_physics:
-            on_physics(physics)
+        _ = on_physics(physics) if on_physics else None
         slots = [i.total_slots for i in infos]
         driver = LoadDriver(urls, key, a.n_prompt, a.shared_prefix, a.endpoint, slots=slots,
                             max_in_flight=in_flight_bound(a, slots))
@@ -234,9 +235,7 @@ def sweep(a: argparse.Namespace, urls: list[str], key: Credentials, infos: Seque
         # shows it in its status line); said here too, a stop on a terminal read it twice
         out.notes.append(STOPPED + ("no slot was busy afterwards" if idle
                                     else "a slot was still busy 15 s after (or /slots is off)"))
-    out.notes += summary_notes(out.rows, a)
-    busy = run_busy(out.rows, out.local) if len(levels) > 1 else None
-    out.notes += [busy] if busy else []
+    out.notes += summary_notes(out.rows, a) + [n for n in [run_busy(out.rows, out.local)] if n and len(levels) > 1]
     return out
 
 

@@ -18,7 +18,6 @@ was printed without a word. The row's ``unexplained`` field says why, and what d
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 
 from kvtop.runner.calibration.busy import busy_run_note, too_busy
@@ -29,11 +28,6 @@ RISE = 1.25  # each user's rate may rise this much from one level to the next (n
 FALL = 0.7  # ... and fall to this share of 1/k (k: the batch's growth)
 OVER_ROOF = 1.15  # a rate this far over the roof means the roof's inputs are not this server's
 BUSY_DIFF = 0.15  # others' share of the CPU this different between two levels: named as the likely cause
-
-
-def cpu_share(others_cores: float | None) -> float | None:
-    """Other processes' share of this machine's CPU (0..1) from the cores they used."""
-    return None if others_cores is None else min(max(others_cores / (os.cpu_count() or 1), 0.0), 1.0)
 
 
 def busy_note(share: float | None, during: str = "this level") -> str | None:
@@ -47,7 +41,7 @@ def run_share(rows: Sequence[Report]) -> float | None:
     total = sum(w for _, w in pts)
     if not pts:
         return None
-    return sum(s * w for s, w in pts) / total if total > 0 else max(s for s, _ in pts)
+    return float(sum(s * w for s, w in pts) / total if total > 0 else max(s for s, _ in pts))
 
 
 def batch(r: Report) -> int | None:
@@ -115,3 +109,9 @@ def level_checks(row: Report, before: Sequence[Report], local: bool) -> Report:
     row["busy"] = busy_note(share) if local else None
     row["unexplained"] = unexplained(row, [p for p in before if p["server"] == row["server"]])
     return row
+
+
+def run_busy(rows: Sequence[Report], local: bool) -> str | None:
+    """The whole run's warning (others' CPU over every level, by time), for every format."""
+    mine = [r for r in rows if r["server"] == "all"] or list(rows)
+    return busy_note(run_share(mine), "this run") if local else None

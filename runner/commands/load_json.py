@@ -87,8 +87,7 @@ def run_header(a: argparse.Namespace, urls: Sequence[str], infos: Sequence[Any],
                rows: Sequence[Report], local: bool) -> dict[str, Any]:
     """The run: what was asked, of which servers and model, on what machine, under which roof
     (the notes go to stderr as for csv: said once)."""
-    from kvtop.runner.commands.load_checks import run_share
-    from kvtop.runner.commands.load_say import run_busy
+    from kvtop.runner.commands.load_checks import run_busy, run_share
 
     first = infos[0] if infos else None
     path = getattr(a, "model", None) or (first.model_path if first else None)
@@ -114,3 +113,14 @@ def format_json(rows: list[Report], header: dict[str, Any]) -> str:
 def format_jsonl(rows: list[Report], header: dict[str, Any]) -> str:
     return "\n".join(json.dumps(json_safe(x), allow_nan=False)
                      for x in [{"run": header}] + [level_object(r) for r in rows])
+
+
+def render(fmt: str, rows: list[Report], notes: list[str], header: dict[str, Any] | None = None) -> str:
+    """Any format: md and csv (runner/commands/load_output.py), json and jsonl with ``header``."""
+    from kvtop.runner.commands.load_output import format_csv, format_md
+
+    if fmt == "md":
+        return format_md(rows, notes)
+    if fmt == "csv":
+        return format_csv(rows)
+    return (format_json if fmt == "json" else format_jsonl)(rows, header or {})

@@ -105,17 +105,6 @@ def format_md(rows: list[Report], notes: list[str]) -> str:
     return "\n".join(out + [""] + notes).rstrip("\n")
 
 
-def render(fmt: str, rows: list[Report], notes: list[str], header: dict[str, Any] | None = None) -> str:
-    """``header``: json and jsonl's run header (runner/commands/load_json.py)."""
-    from kvtop.runner.commands.load_json import format_json, format_jsonl
-
-    if fmt == "md":
-        return format_md(rows, notes)
-    if fmt == "csv":
-        return format_csv(rows)
-    return (format_json if fmt == "json" else format_jsonl)(rows, header or {})
-
-
 def knee(rows: list[Report], slo_ttft: float | None, slo_tok_s: float | None) -> Report | None:
     """The last level (most users) that still meets both targets, among rows in order."""
     best = None

@@ -49,6 +49,13 @@ FIELDS = (
 SATURATED_CORES = 0.85
 
 
+def cpu_share(others_cores: float | None) -> float | None:
+    """Other processes' share of this machine's CPU (0..1) from the cores they used."""
+    import os
+
+    return None if others_cores is None else min(max(others_cores / (os.cpu_count() or 1), 0.0), 1.0)
+
+
 def percentile(xs: list[float], q: float) -> float | None:
     """The q-th percentile (0-100), linear between the closest ranks (numpy's default)."""
     if not xs:
@@ -101,8 +108,6 @@ def _pcts(prefix: str, xs: list[float]) -> dict[str, float | None]:
 
 def build_row(run: LevelRun, server: int | None, physics: LoadPhysics | None = None, servers: int = 1) -> Report:
     """The row for ``server`` (index into the fleet) or, with None, every server together."""
-    from kvtop.runner.commands.load_checks import cpu_share
-
     mine = [r for r in run.results if server is None or r.server == server]
     done = [r for r in mine if r.ok]
     failed = [r for r in mine if r.kind in NOT_COMPLETED]

@@ -15,7 +15,8 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from kvtop.runner.commands.common import Report
-from kvtop.runner.commands.load_checks import busy_note, cpu_share, level_checks, run_share
+from kvtop.runner.commands.load_checks import busy_note, level_checks
+from kvtop.runner.commands.load_rows import cpu_share
 
 if TYPE_CHECKING:
     from kvtop.runner.server.load_driver import LoadDriver
@@ -66,9 +67,3 @@ def check_level(level_rows: list[Report], before: Sequence[Report], local: bool,
             where = f" ({row['server']})" if len(level_rows) > 1 and row["server"] != "all" else ""
             notes.append(f"{name}{where} is not explained by the roof and the load: {row['unexplained']}")
     return notes
-
-
-def run_busy(rows: Sequence[Report], local: bool) -> str | None:
-    """The whole run's warning (others' CPU over every level, by time), for every format."""
-    mine = [r for r in rows if r["server"] == "all"] or list(rows)
-    return busy_note(run_share(mine), "this run") if local else None

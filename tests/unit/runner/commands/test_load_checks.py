@@ -5,9 +5,9 @@ or more, a local server) is named in the row, as bench does."""
 
 from __future__ import annotations
 
-from kvtop.runner.commands.load_checks import level_checks, run_share, unexplained
+from kvtop.runner.commands.load_checks import level_checks, run_busy, run_share, unexplained
 from kvtop.runner.commands.load_rows import FIELDS
-from kvtop.runner.commands.load_say import check_level, run_busy
+from kvtop.runner.commands.load_say import check_level
 
 
 def row(users, per_user, gen=None, roof=None, share=None, slots=4, server="http://127.0.0.1:8080", window=10.0):
