@@ -33,6 +33,8 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))
 
 from llama_server import llama_server, post_json, server_binary  # noqa: E402
 
+from kvtop.runner.commands.load_json import flat_levels
+
 WORDS = ("apple orange river stone cloud window engine garden letter silver market winter summer "
          "forest island bridge music paper light memory signal valley harbor animal season").split()
 
@@ -109,7 +111,7 @@ def kvtop(url, users_list, requests, p, n):
     out = subprocess.run([sys.executable, "-m", "kvtop", "load", url, "--users", ",".join(map(str, users_list)),
                           "-p", str(p), "-n", str(n), "--requests", str(requests), "-o", "json", "--no-warmup",
                           "--quiet"], cwd=ROOT, capture_output=True, text=True, check=True)
-    return {r["users"]: (r["gen_tok_s"], r["ttft_p50_s"]) for r in json.loads(out.stdout)}
+    return {r["users"]: (r["gen_tok_s"], r["ttft_p50_s"]) for r in flat_levels(out.stdout)}
 
 
 def sweep(url, a):

@@ -88,3 +88,28 @@ def mib_to_bytes(mib: float | None) -> int | None:
     if mib is None or not _finite(mib):
         return None
     return round(mib * MIB)
+
+
+def nice_ticks(lo: float, hi: float, most: int, whole: bool = True) -> list[float]:
+    """Round tick values (1, 2 or 5 times a power of ten apart) from ``lo`` to ``hi``:
+    the closest spacing that gives at most ``most`` ticks; ``whole``: never under 1 apart."""
+    if hi <= lo:
+        return [float(lo)]
+    base = 10 ** math.floor(math.log10((hi - lo) / max(1, most)))
+    for step in (m * base for m in (1, 2, 5, 10, 20, 50, 100)):
+        if whole and step < 1:
+            continue
+        first = math.ceil(lo / step - 1e-9) * step
+        n = int(math.floor((hi - first) / step + 1e-9)) + 1
+        if n <= most:
+            break
+    return [first + i * step for i in range(max(n, 1))]
+
+
+def tick_labels(ticks: list[float]) -> list[str]:
+    """The ticks' labels: whole numbers with separators, else as many decimals as the step needs."""
+    step = ticks[1] - ticks[0] if len(ticks) > 1 else 1.0
+    if step >= 1:
+        return [fmt_int(round(t)) for t in ticks]
+    decimals = max(1, -math.floor(math.log10(step)))
+    return [f"{t:.{decimals}f}" for t in ticks]

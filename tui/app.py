@@ -276,7 +276,8 @@ class KvtopApp(EngineWorkers, ServerRouting, EngineLifecycle, Forecasting, CPUWa
         return super().check_action(action, parameters)
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen(self.refresh_s, self.refresh_why, load=self.options.load is not None))
+        self.push_screen(HelpScreen(self.refresh_s, self.refresh_why, load=self.options.load is not None,
+                                    roof=getattr(self.options.load, "roof_text", None)))
 
     def action_attach_file(self) -> None:
         """Start a ``/file PATH`` message: the file's text is sent when Enter is pressed."""

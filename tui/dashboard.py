@@ -62,10 +62,11 @@ class Unit:
 
     panes: tuple[str, ...]
     height: int
+    grows: bool = True  # kvtop load: the decode pane has no chart (no chat turn), so it takes no spare rows
 
     @property
     def flexible(self) -> bool:
-        return FLEXIBLE in self.panes
+        return FLEXIBLE in self.panes and self.grows
 
 
 def plan_pages(units: list[Unit], rows: int) -> list[list[Unit]]:
@@ -230,9 +231,19 @@ class Dashboard:
             self._panes = found
         return found
 
-    @staticmethod
-    def _pane_height(name: str, pane, width: int) -> int:
+    @property
+    def chartless(self) -> bool:
+        """kvtop load: no chat turn, so no decode chart (it was half the screen, empty);
+        its ceilings stay, and its rows go to the panes with data."""
+        return self.app.options.load is not None
+
+    def _pane_height(self, name: str, pane, width: int) -> int:
         """Rows the pane needs at a content ``width``, borders included."""
+        if name == FLEXIBLE and self.chartless:
+            from kvtop.tui.panes.decode import DecodeSummary
+
+            summaries = pane.query(DecodeSummary)
+            return max(3, summaries.first().height_at(width) if summaries else 3) + 2
         if name == FLEXIBLE:
             from kvtop.tui.panes.decode import DecodeSummary
             from kvtop.tui.panes.decode_chart import ChartLegend
@@ -259,7 +270,7 @@ class Dashboard:
                 shown = panes[n].content_region.width if planning_here else 0
                 content = shown if shown > 0 else max(1, cell - 4)  # border and padding
                 heights.append(self._pane_height(n, panes[n], content))
-            units.append(Unit(names, max(heights)))
+            units.append(Unit(names, max(heights), grows=not self.chartless))
         return units
 
     def fit(self, width: int | None = None, height: int | None = None) -> None:
@@ -306,7 +317,7 @@ class Dashboard:
         for name, pane in panes.items():
             pane.can_focus = True  # a click or Tab focuses a pane; its container scrolls it
             self._apply(pane, "display", name in shown)
-            height = "100%" if wide else (flex or 0) if name == FLEXIBLE else "auto"
+            height = "100%" if wide else flex if name == FLEXIBLE and flex else "auto"
             self._apply(pane.styles, "height", height)
 
     def _apply(self, target, attr: str, value) -> None:

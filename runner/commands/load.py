@@ -35,7 +35,9 @@ from kvtop.runner.commands.common import (
     write_stdout,
 )
 from kvtop.runner.commands.load_args import build_parser, check_args, check_concurrency, check_identity, in_flight_bound
-from kvtop.runner.commands.load_output import knee, meets, render, write_plot
+from kvtop.runner.commands.load_json import render
+from kvtop.runner.commands.load_output import knee, meets
+from kvtop.runner.commands.load_plot import write_plot
 
 if TYPE_CHECKING:
     from kvtop.runner.server.credentials import Credentials
@@ -155,6 +157,9 @@ class SweepResult:
     error: str | None = None
     stopped: bool = False
     signum: int = 2  # what stopped it: SIGINT, SIGTERM or SIGHUP
+    physics: Any = None  # runner/commands/load_physics.py LoadPhysics: the roof (the json header, the plot)
+    infos: Sequence[Any] = ()  # the servers' /props (the json header)
+    local: bool = False  # a server on this machine: its others' CPU is the server's machine's
 
 
 # the live view (tui/start/launch_server.py load_live): None when it was stopped before any row
@@ -164,27 +169,34 @@ Live = Callable[[argparse.Namespace, list[str], "Credentials", list["ServerInfo"
 def sweep(a: argparse.Namespace, urls: list[str], key: Credentials, infos: Sequence[ServerInfo],
           on_rows: Callable[[list[Report]], None] | None = None,
           driver_ready: Callable[[LoadDriver], None] | None = None,
-          say: Callable[[str], None] | None = None) -> SweepResult:
+          say: Callable[[str], None] | None = None, on_physics: Callable[[Any], None] | None = None) -> SweepResult:
     """Every level, one after another. ``on_rows(rows)`` gets each level's rows as it ends
     (the live view), ``driver_ready(driver)`` the driver (to stop it), ``say(text)`` the
-    progress (default: stderr). Ctrl+C (or ``driver.stop()``) ends the level in flight."""
+    progress (default: stderr), ``on_physics`` the roof (its formula on screen). Ctrl+C
+    (or ``driver.stop()``) ends the level in flight."""
+    from kvtop.runner.commands.load_checks import run_busy
     from kvtop.runner.commands.load_physics import physics_for
     from kvtop.runner.commands.load_rows import build_row
+    from kvtop.runner.commands.load_say import HEADLESS_EVERY_S, LIVE_EVERY_S, Ticker, check_level
     from kvtop.runner.server.http import ServerError
     from kvtop.runner.server.load_driver import LoadDriver
+    from kvtop.runner.server.urls import is_loopback
 
+    every = getattr(a, "progress", HEADLESS_EVERY_S) if say is None else LIVE_EVERY_S
     say = say or (lambda text: progress(a, text))
-    out = SweepResult()
+    out = SweepResult(infos=infos, local=any(is_loopback(u) for u in urls))
     levels = levels_of(a, infos)
     driver, in_flight = None, None
     try:
-        physics = physics_for(infos[0], urls[0], a)
-        out.notes = [server_note(urls, infos, a), physics.note]
+        out.physics = physics = physics_for(infos[0], urls[0], a)
+        out.notes = [server_note(urls, infos, a), physics.formula() or physics.note]
+        _ = on_physics(physics) if on_physics else None
         slots = [i.total_slots for i in infos]
         driver = LoadDriver(urls, key, a.n_prompt, a.shared_prefix, a.endpoint, slots=slots,
                             max_in_flight=in_flight_bound(a, slots))
         if driver_ready:
             driver_ready(driver)
+        driver.on_tick = ticker = Ticker(driver, say, every)
         if a.warmup and not driver.stopped:
             say("warm-up (not measured)")
             driver.warm_up(int(min(max(levels) if not a.rate else 1, sum(slots))))
@@ -196,6 +208,7 @@ def sweep(a: argparse.Namespace, urls: list[str], key: Credentials, infos: Seque
                 break
             name = level_name(a, level)
             say(f"level {li + 1}/{len(levels)}: {name}")
+            ticker.start(f"level {li + 1}/{len(levels)}: {name}")
             in_flight = f"{name} (level {li + 1}/{len(levels)})"
             run = one_level(driver, a, level, li)
             if run.stopped and not run.dead:
@@ -206,6 +219,7 @@ def sweep(a: argparse.Namespace, urls: list[str], key: Credentials, infos: Seque
             level_rows = [build_row(run, None, physics, len(urls))]
             if len(urls) > 1:
                 level_rows = [build_row(run, i, physics, len(urls)) for i in range(len(urls))] + level_rows
+            out.notes += check_level(level_rows, out.rows, out.local, name)
             out.rows += level_rows
             out.notes += level_notes(run, name, sum(slots), driver.max_in_flight)
             if on_rows:
@@ -230,7 +244,7 @@ def sweep(a: argparse.Namespace, urls: list[str], key: Credentials, infos: Seque
         # shows it in its status line); said here too, a stop on a terminal read it twice
         out.notes.append(STOPPED + ("no slot was busy afterwards" if idle
                                     else "a slot was still busy 15 s after (or /slots is off)"))
-    out.notes += summary_notes(out.rows, a)
+    out.notes += summary_notes(out.rows, a) + [n for n in [run_busy(out.rows, out.local)] if n and len(levels) > 1]
     return out
 
 
@@ -249,15 +263,19 @@ def finish(a: argparse.Namespace, urls: list[str], out: SweepResult) -> int:
             if not note.startswith(("knee", "the client used")):  # not progress: said with --quiet too
                 to_stderr(f"kvtop load: {note}")
     if out.rows:
+        from kvtop.runner.commands.load_json import run_header
         from kvtop.runner.redact import scrub, scrub_json
 
-        text = render(a.output, out.rows, out.notes if a.output == "md" else [])
+        header = run_header(a, urls, out.infos, out.physics, out.rows, out.local) \
+            if a.output in ("json", "jsonl") else None
+        text = render(a.output, out.rows, out.notes if a.output == "md" else [], header)
         problem = write_stdout(scrub_json(text) if a.output in ("json", "jsonl") else scrub(text))
         if problem:
             return fail(problem)
         if a.plot:
             try:
-                write_plot(a.plot, out.rows, f"kvtop load: {urls[0]} -p {a.n_prompt} -n {a.n_predict}")
+                write_plot(a.plot, out.rows, f"kvtop load: {urls[0]} -p {a.n_prompt} -n {a.n_predict}",
+                           a.slo_ttft, a.slo_tok_s, out.physics.formula() if out.physics is not None else None)
             except OSError as exc:
                 error = error or f"cannot write {a.plot}: {exc.strerror or exc}"
     if error:

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 RATE = float_in(0.001, 1000.0, name="rate")
 DURATION = float_in(1.0, 86400.0, name="seconds")  # under 1 s a level measures kvtop's own start
 REQUESTS = int_in(1, 100_000, name="requests")
+PROGRESS = float_in(0.2, 3600.0, name="seconds")  # the driver looks every 0.2 s
 
 
 def _float_list(text: str) -> list[float]:
@@ -84,6 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--slo-tok-s", type=positive_float, metavar="R", help="target per-user tok/s (the knee)")
     o.add_argument("--no-tui", action="store_true", help="print the rows only (also when stdout is not a terminal)")
     o.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    o.add_argument("--progress", type=PROGRESS, default=10.0, metavar="S",
+                   help="inside a level, a line on stderr every S seconds: requests done/total, tokens, elapsed, "
+                        "ETA, the others' CPU (default: 10)")
     return p
 
 

@@ -1,33 +1,24 @@
 """``kvtop load``'s output: md (a table like llama-bench's), csv, json, jsonl, and a plot.
 
-json/jsonl rows hold every field of ``runner.commands.load_rows.FIELDS`` with their
-full precision (None where a figure is unknown, never NaN); csv the same fields as
-text; md the columns a person reads, the notes under it. The plot (``--plot FILE``) is
-an SVG written here (no plotting library needed): throughput against users with the
-roof above it, and each user's rate.
+json/jsonl hold a run header and every field of ``runner.commands.load_rows.FIELDS``
+per level with their full precision (None where a figure is unknown, never NaN), the
+level's counts apart from what describes one request (runner/commands/load_json.py);
+csv the same fields as text; md the columns a person reads, the notes under it. The
+plot (``--plot FILE``): runner/commands/load_plot.py.
 """
 
 from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 from collections.abc import Sequence
 from typing import Any
 
-from kvtop.runner.commands.common import Report, json_safe
+from kvtop.runner.commands.common import Report
 from kvtop.runner.commands.load_rows import FIELDS
 
 FORMATS = ("md", "csv", "json", "jsonl")
-
-
-def format_json(rows: list[Report]) -> str:
-    return json.dumps(json_safe(rows), indent=2, allow_nan=False)
-
-
-def format_jsonl(rows: list[Report]) -> str:
-    return "\n".join(json.dumps(json_safe(r), allow_nan=False) for r in rows)
 
 
 def _known(v: object) -> bool:
@@ -63,7 +54,8 @@ def _pct3(r: Report, name: str, spec: str, scale: float = 1.0) -> str:
 
 def _level(r: Report) -> str:
     text = str(r["users"]) if r["users"] is not None else f"{r['rate']:g}/s"
-    return text + " (partial)" if r.get("partial") else text
+    text += " (partial)" if r.get("partial") else ""
+    return text + " !" if r.get("unexplained") else text  # the note under the table says why
 
 
 _SHORT = (("truncated", "truncated"), ("refused", "refused"), ("timed_out", "timed out"),
@@ -93,7 +85,7 @@ COLUMNS = (
     ("compute roof t/s", lambda r: _f(r["compute_roof_tok_s"], ".1f"), True),
     ("+fit", lambda r: _f(r["more_conversations_fit"], "d"), True),
     ("kvtop CPU", lambda r: _f(r["kvtop_cpu"]), True),
-    ("others CPU", lambda r: _f(r["others_cpu"]), True),
+    ("others CPU", lambda r: _f(r["others_cpu"]) + (" busy" if r.get("busy") else ""), True),
 )
 
 
@@ -113,12 +105,6 @@ def format_md(rows: list[Report], notes: list[str]) -> str:
     return "\n".join(out + [""] + notes).rstrip("\n")
 
 
-def render(fmt: str, rows: list[Report], notes: list[str]) -> str:
-    if fmt == "md":
-        return format_md(rows, notes)
-    return {"csv": format_csv, "json": format_json, "jsonl": format_jsonl}[fmt](rows)
-
-
 def knee(rows: list[Report], slo_ttft: float | None, slo_tok_s: float | None) -> Report | None:
     """The last level (most users) that still meets both targets, among rows in order."""
     best = None
@@ -134,47 +120,3 @@ def meets(r: Report, slo_ttft: float | None, slo_tok_s: float | None) -> bool:
     if slo_tok_s is not None and (r["per_user_gen_tok_s"] is None or r["per_user_gen_tok_s"] < slo_tok_s):
         return False
     return True
-
-
-def plot_svg(rows: list[Report], title: str) -> str:
-    """Throughput (measured, and the bandwidth roof) and per-user rate against users."""
-    pts = [r for r in rows if r["server"] == "all" or len({x["server"] for x in rows}) == 1]
-    xs = [r["users"] if r["users"] is not None else r["rate"] for r in pts]
-    series = [("aggregate tok/s", "gen_tok_s", "#1f77b4"), ("batched roof tok/s", "batched_roof_tok_s", "#d62728"),
-              ("per-user tok/s", "per_user_gen_tok_s", "#2ca02c")]
-    w, h, m = 640, 400, 56
-    ymax = max([r[k] for r in pts for _, k, _ in series if r[k] is not None] + [1.0]) * 1.1
-    xmax = max(xs + [1]) * 1.05
-
-    def px(x: float, y: float) -> tuple[float, float]:
-        return m + (w - 2 * m) * x / xmax, h - m - (h - 2 * m) * y / ymax
-
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" '
-           f'font-size="12"><rect width="100%" height="100%" fill="white"/>',
-           f'<text x="{m}" y="20">{_esc(title)}</text>',
-           f'<line x1="{m}" y1="{h - m}" x2="{w - m}" y2="{h - m}" stroke="black"/>',
-           f'<line x1="{m}" y1="{m}" x2="{m}" y2="{h - m}" stroke="black"/>',
-           f'<text x="{w // 2}" y="{h - 16}">{"users" if pts and pts[0]["users"] is not None else "rate /s"}</text>',
-           f'<text x="4" y="{m - 8}">tok/s (max {ymax / 1.1:.1f})</text>']
-    for x in xs:
-        X, _ = px(x, 0)
-        out.append(f'<text x="{X:.1f}" y="{h - m + 16}" text-anchor="middle">{x:g}</text>')
-    for i, (label, key, colour) in enumerate(series):
-        line = [px(x, r[key]) for x, r in zip(xs, pts) if r[key] is not None]
-        if line:
-            d = " ".join(f"{X:.1f},{Y:.1f}" for X, Y in line)
-            out.append(f'<polyline points="{d}" fill="none" stroke="{colour}" stroke-width="2"/>')
-            out += [f'<circle cx="{X:.1f}" cy="{Y:.1f}" r="3" fill="{colour}"/>' for X, Y in line]
-        out.append(f'<text x="{w - m - 150}" y="{m + 16 * i}" fill="{colour}">{label}</text>')
-    return "\n".join(out + ["</svg>"])
-
-
-def _esc(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def write_plot(path: str, rows: list[Report], title: str) -> None:
-    """An SVG: kvtop installs no plotting library that writes PNG (the command refuses
-    another extension before it runs)."""
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.write(plot_svg(rows, title))

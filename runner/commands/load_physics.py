@@ -27,6 +27,10 @@ if TYPE_CHECKING:
     from kvtop.runner.system.hardware import HardwareProfile
 
 
+FORMULA = ("min(B x bandwidth / (weights + B x KV(depth)), TFLOPS / FLOP per token), B = the users decoding "
+           "(at most the slots), depth = -p + -n/2")
+
+
 class LoadPhysics:
     def __init__(self, facts: ModelFacts | None, layout: KVLayout | None, bandwidth_gbs: float | None,
                  tflops: float | None, total_slots: int,
@@ -35,6 +39,35 @@ class LoadPhysics:
         self.bandwidth_gbs, self.tflops = bandwidth_gbs, tflops
         self.total_slots, self.prompt_tokens, self.n_predict = max(total_slots, 1), prompt_tokens, n_predict
         self.note = note
+
+    def inputs(self) -> Report:
+        """The roof's inputs (the json header's ``roof``): bytes a step reads, FLOP a token, the machine."""
+        from kvtop.runner.physics.kv_bytes import kv_bytes_read_at_depth
+        from kvtop.runner.physics.phase_costs import decode_flops, decode_weight_bytes
+
+        depth = self.prompt_tokens + self.n_predict // 2
+        return {"formula": FORMULA, "bandwidth_gbs": self.bandwidth_gbs, "tflops": self.tflops, "depth": depth,
+                "weights_bytes": decode_weight_bytes(self.facts) if self.facts is not None else None,
+                "kv_bytes_per_user": kv_bytes_read_at_depth(self.layout, depth) if self.layout is not None else None,
+                "flops_per_token": decode_flops(self.facts) if self.facts is not None else None,
+                "slots": self.total_slots, "note": self.note}
+
+    def formula(self) -> str | None:
+        """The roof with its inputs in figures: ``roof = min(B x 33.7 GB/s / (76 MB + B x 1.4 MB KV at
+        depth 48), 0.47 TFLOPS / 0.27 GFLOP a token), B = the users decoding (at most 4 slots)``."""
+        from kvtop.runner.units import fmt_bytes
+
+        i = self.inputs()
+        if i["weights_bytes"] is None or i["kv_bytes_per_user"] is None:
+            return None
+        bw = (f"B x {self.bandwidth_gbs:.1f} GB/s / ({fmt_bytes(i['weights_bytes'])} weights + B x "
+              f"{fmt_bytes(i['kv_bytes_per_user'])} KV at depth {i['depth']:,})") if self.bandwidth_gbs else None
+        comp = f"{self.tflops:.2f} TFLOPS / {i['flops_per_token'] / 1e9:.2f} GFLOP a token" \
+            if self.tflops and i["flops_per_token"] else None
+        if not bw and not comp:
+            return None
+        body = f"min({bw}, {comp})" if bw and comp else bw or comp
+        return f"roof = {body}; B = the users decoding together (at most {self.total_slots} slots)"
 
     def roofs(self, batch: int) -> tuple[float | None, float | None]:
         """(bandwidth roof, compute roof) in tok/s for ``batch`` users on one server."""

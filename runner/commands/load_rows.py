@@ -15,6 +15,10 @@ Definitions (the README's table repeats them):
   ``failed`` is every one that neither completed nor was cancelled. Rates, percentiles
   and token counts are over the completed requests only.
 - ``partial``: None, or why the level ended early (a server stopped answering).
+- ``others_cpu_share``: other processes' share of this machine's CPU during the level
+  (0..1); ``busy``: the warning when it is a quarter or more and the server is local;
+  ``unexplained``: why each user's rate is not what the roof and the load allow
+  (runner/commands/load_checks.py), else None.
 - ``kv_cells_used``: the most cells the busy slots held at a /slots poll (every 0.5 s),
   and never less than the largest request held at its end (its prompt, what the cache
   gave it and its reply): a level shorter than a poll's interval once read 0.
@@ -39,10 +43,17 @@ FIELDS = (
     "server_generated_tokens", "window_s", "gen_tok_s", "per_user_gen_tok_s", "prompt_tok_s",
     "ttft_p50_s", "ttft_p95_s", "ttft_p99_s", "itl_p50_s", "itl_p95_s", "itl_p99_s", "e2e_p50_s",
     "deferred", "kv_cells_used", "batched_roof_tok_s", "compute_roof_tok_s", "more_conversations_fit",
-    "kvtop_cpu", "others_cpu", "client_saturated",
+    "kvtop_cpu", "others_cpu", "others_cpu_share", "client_saturated", "busy", "unexplained",
 )
 # kvtop's own threads and parsing run under one GIL: near one core, the client is what limits
 SATURATED_CORES = 0.85
+
+
+def cpu_share(others_cores: float | None) -> float | None:
+    """Other processes' share of this machine's CPU (0..1) from the cores they used."""
+    import os
+
+    return None if others_cores is None else min(max(others_cores / (os.cpu_count() or 1), 0.0), 1.0)
 
 
 def percentile(xs: list[float], q: float) -> float | None:
@@ -129,7 +140,7 @@ def build_row(run: LevelRun, server: int | None, physics: LoadPhysics | None = N
         "e2e_p50_s": percentile([r.e2e_s for r in done], 50),
         "deferred": None if all(d is None for d in deferred) else sum(d or 0 for d in deferred),
         "kv_cells_used": None if all(k is None for k in kv) else sum(k or 0 for k in kv),
-        "kvtop_cpu": own, "others_cpu": others,
+        "kvtop_cpu": own, "others_cpu": others, "others_cpu_share": cpu_share(others),
         "client_saturated": own is not None and own >= SATURATED_CORES,
     }
     row.update(physics.figures(row, run, idx) if physics is not None else

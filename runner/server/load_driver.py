@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any, overload
 from kvtop.runner.sanitize import clean_line
 from kvtop.runner.server import load_outcomes as oc
 from kvtop.runner.server.http import DEADLINE_S, ServerClient, ServerError
-from kvtop.runner.server.load_prompts import PromptMaker, detokenize
+from kvtop.runner.server.load_progress import LevelProgress
+from kvtop.runner.server.load_prompts import Prompt, PromptMaker, detokenize, payload
 from kvtop.runner.server.load_watch import ServerWatch
 
 if TYPE_CHECKING:
@@ -101,9 +102,6 @@ class LevelRun:
     restarted: str | None = None  # a server whose process changed (runner/commands/load.py)
 
 
-Prompt = str | list[int]  # the chat endpoint's text, /completion's token ids
-
-
 @overload
 def _num(v: object) -> float | None: ...
 @overload
@@ -136,19 +134,10 @@ def _tokens_in(ev: dict[str, Any], endpoint: str) -> int:
     return 0
 
 
-def payload(endpoint: str, prompt: Prompt, n_predict: int) -> tuple[str, dict[str, object]]:
-    """The request: ``n_predict`` tokens whatever the model says (``ignore_eos``), greedy
-    (sampling costs nothing to compare), the prompt cache on as llama-server's default."""
-    common = {"stream": True, "ignore_eos": True, "temperature": 0.0, "cache_prompt": True}
-    if endpoint == "chat":
-        return "/v1/chat/completions", {**common, "messages": [{"role": "user", "content": prompt}],
-                                        "max_tokens": n_predict}
-    return "/completion", {**common, "prompt": prompt, "n_predict": n_predict, "return_tokens": True}
-
-
 def stream_one(client: ServerClient, server: int, endpoint: str, prompt: Prompt, n_predict: int,
-               stop: threading.Event, wait_more: Callable[[float], bool] | None = None) -> RequestResult:
-    """One streamed request and its outcome (runner/server/load_outcomes.py)."""
+               stop: threading.Event, wait_more: Callable[[float], bool] | None = None,
+               on_tokens: Callable[[int], None] | None = None) -> RequestResult:
+    """One streamed request and its outcome (runner/server/load_outcomes.py); ``on_tokens(k)``: each chunk."""
     path, body = payload(endpoint, prompt, n_predict)
     r = RequestResult(server, time.monotonic())
     ended = False
@@ -157,6 +146,8 @@ def stream_one(client: ServerClient, server: int, endpoint: str, prompt: Prompt,
             k = _tokens_in(ev, endpoint)
             if k:
                 r.chunks.append((time.monotonic(), k))
+                if on_tokens:
+                    on_tokens(k)
             _take_timings(r, ev)
             ended = ended or oc.is_stop(ev, endpoint)
             if stop.is_set():
@@ -181,6 +172,9 @@ class LoadDriver:
         self.urls, self.api_key, self.endpoint, self.poll_s = list(urls), api_key, endpoint, poll_s
         self.slots, self.answer_s, self.max_in_flight = slots, answer_s, max_in_flight
         self.dead: str | None = None
+        self.progress: LevelProgress | None = None  # the level running (runner/server/load_progress.py)
+        self.on_tick: Callable[[], None] | None = None  # called every 0.2 s while a level runs (its progress)
+        self.watch: ServerWatch | None = None  # the level's, while it runs
         self.stop_event = threading.Event()
         self._lock = threading.Lock()
         self._clients: set[ServerClient] = set()
@@ -230,10 +224,18 @@ class LoadDriver:
             r = r.end(oc.CANCELLED) if self.stopped else r.end(*oc.of_error(exc, 0))
         else:
             r = stream_one(client, server, self.endpoint, prompt, n_predict, self.stop_event,
-                           lambda waited: waited < queue_s and not self.stopped and self._queued(server))
+                           lambda waited: waited < queue_s and not self.stopped and self._queued(server),
+                           self._count)
         if r.kind in (oc.TRUNCATED, oc.TIMED_OUT, oc.UNREACHABLE) and not self.stopped:
             self._check_alive(server)
+        self._count(0, 1)
         return r
+
+    def _count(self, tokens: int, done: int = 0) -> None:
+        with self._lock:
+            if self.progress is not None:
+                self.progress.tokens += tokens
+                self.progress.done += done
 
     def _probe(self, server: int, path: str) -> object:
         c = ServerClient(self.urls[server], self.api_key, 3.0)
@@ -275,6 +277,8 @@ class LoadDriver:
         results: list[RequestResult] = []
         watch = ServerWatch(self.urls, self.api_key, self.poll_s if measure else None)
         t0 = time.monotonic()
+        self.progress = LevelProgress(users * requests if requests else None, n_predict, duration, t0) \
+            if measure else None
         queue_s = QUEUE_S + (duration or 0.0)
 
         def user(u: int) -> None:
@@ -303,6 +307,7 @@ class LoadDriver:
         watch = ServerWatch(self.urls, self.api_key, self.poll_s)
         rng = random.Random(f"{seed}/{rate}")
         t0 = time.monotonic()
+        self.progress = LevelProgress(requests, n_predict, duration, t0)
         threads: list[threading.Thread] = []
         free = threading.Semaphore(self.max_in_flight)  # one thread per request in flight, so many at most
         held = [0]
@@ -345,6 +350,7 @@ class LoadDriver:
                         self.slots, held[0])
 
     def _run_threads(self, threads: list[threading.Thread], watch: ServerWatch) -> None:
+        self.watch = watch
         watch.start()
         try:
             for t in threads:
@@ -352,6 +358,8 @@ class LoadDriver:
             for t in threads:
                 while t.is_alive():  # a join with a timeout, so Ctrl+C reaches the main thread
                     t.join(0.2)
+                    if self.on_tick:
+                        self.on_tick()
         except BaseException:
             self.stop()
             for t in threads:

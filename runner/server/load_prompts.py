@@ -68,3 +68,16 @@ def detokenize(client: ServerClient, ids: list[int]) -> str:
     if not isinstance(text, str):
         raise ServerError("/detokenize did not answer text")
     return text
+
+
+Prompt = str | list[int]  # the chat endpoint's text, /completion's token ids
+
+
+def payload(endpoint: str, prompt: Prompt, n_predict: int) -> tuple[str, dict[str, object]]:
+    """The request: ``n_predict`` tokens whatever the model says (``ignore_eos``), greedy
+    (sampling costs nothing to compare), the prompt cache on as llama-server's default."""
+    common = {"stream": True, "ignore_eos": True, "temperature": 0.0, "cache_prompt": True}
+    if endpoint == "chat":
+        return "/v1/chat/completions", {**common, "messages": [{"role": "user", "content": prompt}],
+                                        "max_tokens": n_predict}
+    return "/completion", {**common, "prompt": prompt, "n_predict": n_predict, "return_tokens": True}

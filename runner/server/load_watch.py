@@ -45,6 +45,7 @@ CpuMark = tuple[float, float | None, float, float | None]
 
 
 MIN_CPU_S = 0.5
+RECENT_MARKS = 11  # polls every 0.5 s: the last 5 s
 
 
 class ServerWatch:
@@ -62,6 +63,7 @@ class ServerWatch:
         self._thread: threading.Thread | None = None
         self._cpu0: CpuMark | None = None
         self._cpu1: CpuMark | None = None
+        self._recent: list[CpuMark] = []  # a mark at every poll: what the others take now (the progress line)
         self.wall_s = 0.0
 
     def _poll(self, i: int) -> ServerSnapshot:
@@ -94,6 +96,12 @@ class ServerWatch:
         while not self._stop.wait(self.poll_s):
             for i in range(len(self.urls)):
                 self._poll(i)
+            self._recent = (self._recent + [self._cpu()])[-RECENT_MARKS:]
+
+    def others_now(self) -> float | None:
+        """Other processes' cores over the last polls (about 5 s), sampled through the level."""
+        marks = list(self._recent)
+        return _cores(marks[0], marks[-1])[1] if len(marks) > 1 else None
 
     def finish(self) -> None:
         if self._thread is None:
@@ -118,15 +126,19 @@ class ServerWatch:
         """(cores kvtop used, cores other processes used: not kvtop, not a local server)."""
         if self._cpu0 is None or self._cpu1 is None:
             return None, None
-        (w0, own0, srv0, sys0), (w1, own1, srv1, sys1) = self._cpu0, self._cpu1
-        dt = w1 - w0
-        # CPU times tick in 10 ms: over a level shorter than MIN_CPU_S, one tick is a fifth
-        # of a core or more (a 1 ns --duration once read kvtop at 5.9 cores of 2)
-        if dt < MIN_CPU_S or own0 is None or own1 is None:
-            return None, None
-        own = max(own1 - own0, 0.0) / dt
-        others = None
-        if sys0 is not None and sys1 is not None:
-            cores = os.cpu_count() or 1
-            others = min(max((sys1 - sys0) / dt - own - max(srv1 - srv0, 0.0) / dt, 0.0), float(cores))
-        return own, others
+        return _cores(self._cpu0, self._cpu1)
+
+
+def _cores(a: CpuMark, b: CpuMark) -> tuple[float | None, float | None]:
+    (w0, own0, srv0, sys0), (w1, own1, srv1, sys1) = a, b
+    dt = w1 - w0
+    # CPU times tick in 10 ms: over a level shorter than MIN_CPU_S, one tick is a fifth
+    # of a core or more (a 1 ns --duration once read kvtop at 5.9 cores of 2)
+    if dt < MIN_CPU_S or own0 is None or own1 is None:
+        return None, None
+    own = max(own1 - own0, 0.0) / dt
+    others = None
+    if sys0 is not None and sys1 is not None:
+        cores = os.cpu_count() or 1
+        others = min(max((sys1 - sys0) / dt - own - max(srv1 - srv0, 0.0) / dt, 0.0), float(cores))
+    return own, others

@@ -9,7 +9,6 @@ in a child."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -19,6 +18,8 @@ import time
 import pytest
 from fake_llama_server import FakeLlamaServer
 from llama_server import get_json, llama_server
+
+from kvtop.runner.commands.load_json import flat_levels
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 KVTOP = [sys.executable, "-m", "kvtop"]
@@ -46,7 +47,7 @@ def test_sigterm_and_sighup_keep_the_levels_that_finished(sig, rc):
                 p.kill()
     assert p.returncode == rc, err
     assert "Traceback" not in err
-    rows = json.loads(out)
+    rows = flat_levels(out)
     assert [r["users"] for r in rows] == [1] and rows[0]["completed"] == 1  # level 1 kept
     assert "2 users (level 2/2) was stopped before it ended: no row" in err
 
@@ -106,7 +107,7 @@ def test_the_real_server_killed_mid_level_ends_the_run(llama_server_bin, smollm_
             if p.poll() is None:
                 p.kill()
     assert p.returncode == 1, err
-    rows = json.loads(out)
+    rows = flat_levels(out)
     assert [r["users"] for r in rows] == [1, 2], rows
     assert rows[0]["partial"] is None and rows[0]["completed"] == 2
     assert rows[1]["partial"] and "stopped answering" in rows[1]["partial"], rows[1]
@@ -129,7 +130,7 @@ def test_one_slot_four_users_queue_past_ten_seconds_and_all_complete(llama_serve
                             "--no-warmup", "--force", "-o", "json"], cwd=ROOT, capture_output=True, text=True,
                            timeout=400)
     assert r.returncode == 0, r.stderr
-    (row,) = json.loads(r.stdout)
+    (row,) = flat_levels(r.stdout)
     assert (row["completed"], row["failed"], row["users"], row["slots"]) == (4, 0, 4, 1), (row, r.stderr)
     assert row["ttft_p99_s"] > 10.0, row  # the queue's wait is in the TTFT: the case that was cut at 10 s
 
@@ -141,4 +142,4 @@ def test_a_closed_stderr_keeps_progress_out_of_the_rows():
         r = subprocess.run(["bash", "-c", " ".join([*KVTOP, "load", srv.url, "--users", "1", "-p", "8", "-n", "4",
                                                     "--requests", "1", "--no-warmup", "-o", "json"]) + " 2>&-"],
                            cwd=ROOT, capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0 and json.loads(r.stdout)[0]["completed"] == 1, r.stdout
+    assert r.returncode == 0 and flat_levels(r.stdout)[0]["completed"] == 1, r.stdout

@@ -25,6 +25,8 @@ import urllib.request
 import pytest
 from llama_server import get_json, llama_server
 
+from kvtop.runner.commands.load_json import flat_levels
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -53,7 +55,7 @@ def test_rows_for_one_and_four_users(four_slots):
     r = kvtop_load(four_slots, "--users", "1,4", "-p", "16", "-n", "16", "--requests", "1", "-o", "json",
                    "--no-warmup", "--quiet")
     assert r.returncode == 0, r.stderr
-    rows = json.loads(r.stdout)
+    rows = flat_levels(r.stdout)
     server_delta = predicted_total(four_slots) - before
     one, four = rows
     assert (one["users"], four["users"]) == (1, 4)
@@ -88,7 +90,32 @@ def test_the_md_table_and_its_notes(four_slots, tmp_path):
     assert lines[0].startswith("| users |") and lines[2].lstrip("| ").startswith("1 |")
     assert any(line.startswith("knee: 2 users") for line in lines), r.stdout
     assert "level 2/2: 2 users" in r.stderr
-    assert svg.read_text().startswith("<svg")
+    text = svg.read_text()
+    assert text.startswith("<svg") and 'class="per_user"' in text and 'class="measured"' in text
+    assert ">0</text>" in text and ">users</text>" in text and ">tok/s</text>" in text  # labelled ticks
+
+
+def test_progress_inside_a_level_and_the_json_run_header(four_slots, smollm_path):
+    """Inside a level, a line every --progress seconds with requests done/total, tokens,
+    elapsed and ETA; the json says what ran where (a header) and keeps each level's counts
+    apart from what one request was."""
+    r = kvtop_load(four_slots, "--users", "2", "-p", "16", "-n", "48", "--requests", "1", "--no-warmup",
+                   "--progress", "0.2", "--bandwidth-gbs", "20", "--tflops", "0.5", "-o", "json")
+    assert r.returncode == 0, r.stderr
+    lines = [x for x in r.stderr.splitlines() if x.startswith("kvtop load: level 1/1: 2 users: ")]
+    assert lines and all("/2 requests done, " in x and "/96 tokens, " in x for x in lines), r.stderr
+    assert any(", ETA " in x for x in lines), r.stderr
+    doc = json.loads(r.stdout)
+    run, (level,) = doc["run"], doc["levels"]
+    props = get_json(four_slots + "/props")
+    assert run["servers"][0]["build"] == props["build_info"] and run["servers"][0]["slots"] == 4
+    assert run["model"]["name"] == os.path.basename(smollm_path) and run["kvtop"]
+    assert run["settings"]["requests_per_user"] == 1 and run["settings"]["n_predict"] == 48
+    assert run["machine"]["cpu_count"] == os.cpu_count()
+    assert run["roof"]["formula_here"].startswith("roof = min(B x 20.0 GB/s / (")
+    assert run["roof"]["bandwidth_gbs"] == 20.0 and run["roof"]["weights_bytes"] > 0
+    assert level["level"]["requests"] == 2 and level["level"]["generated_tokens"] == 96
+    assert level["per_request"]["prompt_tokens"] == 16 and level["per_request"]["generated_tokens_per_request"] == 48
 
 
 def busy(url: str) -> int:
@@ -172,6 +199,7 @@ def test_the_live_view_is_the_server_dashboard_with_the_curve_and_esc_leaves_no_
             await pilot.pause()
             seen["panes"] = {w.id for w in app.query(".pane")}  # at 160x48 estimate and memory are on page 2
             seen["shown"] = {w.id for w in app.query(".pane") if w.display}
+            seen["decode_chart"] = app.query_one("#decode-chart").display
             seen["polled"] = server.snapshot is not None
             seen["table"] = app.query_one("#load-table").render().plain
             seen["level3"] = app.query_one("#load-status").render().plain
@@ -208,10 +236,12 @@ def test_the_live_view_is_the_server_dashboard_with_the_curve_and_esc_leaves_no_
     assert {"server", "kv", "decode", "load"} <= seen["shown"] and seen["polled"], seen
     assert {"estimate", "memory"} <= seen["panes"], seen
     assert "1 user:" in seen["table"] and "2 users:" in seen["table"] and "roof" in seen["table"], seen
+    assert "roof = min(B x 20.0 GB/s / (" in seen["table"].replace("\n", " "), seen  # the formula, in figures
+    assert "decode" in seen["shown"] and not seen["decode_chart"], seen  # the pane without its empty chart
     assert "level 3/3: 4 users" in seen["level3"], seen
     assert seen["running_after_esc"] and "stopped" in seen["status"], seen
     assert "0/4 busy" in seen["pane_when_stopped"], seen  # the status and the pane agree
     assert seen["busy_after"] == 0  # /slots: no is_processing left
     assert rc == 130
-    rows = json.loads(out)  # printed after the screen closed: the two levels that ended
-    assert [r["users"] for r in rows] == [1, 2] and all(r["generated_tokens"] == 24 * r["users"] for r in rows)
+    rows = flat_levels(out)  # printed after the screen closed: the two levels that ended
+    assert [r["users"] for r in rows] == [1, 2] and all(r["generated_tokens"] == 24 * r["users"] for r in rows), rows

@@ -319,3 +319,11 @@ class LoadEnded(Message):
     """``kvtop load``: the sweep ended (done, stopped or failed): a ``SweepResult``."""
 
     result: object
+
+
+@dataclass(eq=False)
+class LoadRoof(Message):
+    """``kvtop load``: the roof's formula with its inputs in figures (None: no roof, and ``note`` says why)."""
+
+    formula: str | None
+    note: str

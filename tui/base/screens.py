@@ -68,13 +68,26 @@ PANES = [
     ("Estimate", "roofline, forecast (calibrated here) and measured, and why they differ"),
 ]
 
+LOAD_ROOF = ("the roof: min(B x bandwidth / (weights + B x KV at depth), TFLOPS / FLOP per token), B the users "
+             "decoding together (at most the slots), depth -p + -n/2; drawn when within 3x of the measured top, "
+             "else named above the scale; a level marked ! has a per-user rate the roof and the load do not "
+             "explain (why under it)")
+
+
+def load_panes(roof: str | None) -> list[tuple[str, str]]:
+    """kvtop load's panes, the roof's formula with this run's inputs in figures."""
+    return [(LOAD_PANES[0][0], LOAD_PANES[0][1] + "; " + LOAD_ROOF + (f". Here: {roof}" if roof else ""))] \
+        + LOAD_PANES[1:]
+
+
 LOAD_PANES = [
     ("Load", "tok/s by users: all users together and each one's rate under the batched roof, TTFT p95 "
-             "per level, the knee; the line above it says which level runs"),
+             "per level, the knee; the line above it says which level runs, with its requests done, "
+             "elapsed time and ETA"),
     ("Server", "every slot of the server, its counters as rates, the batched ceiling against the "
                "measured generation rate"),
     ("KV cache", "cells used of n_ctx, a line for the cells of every slot"),
-    ("Decode", "no chat turn runs: the decode ceilings for this model and machine"),
+    ("Decode", "no chat turn runs: the decode ceilings for this model and machine (no chart)"),
     ("Memory", "RAM, CPU of kvtop and others; the server process's RSS when it runs on this machine"),
     ("Estimate", "roofline for this model and machine"),
 ]
@@ -83,11 +96,13 @@ LOAD_PANES = [
 class HelpScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,f1,q,question_mark", "dismiss", "Close")]
 
-    def __init__(self, refresh_s: float = 1.0, refresh_why: str = "", load: bool = False) -> None:
+    def __init__(self, refresh_s: float = 1.0, refresh_why: str = "", load: bool = False,
+                 roof: str | None = None) -> None:
+        """``roof``: kvtop load's roof with its inputs in figures (or why there is none)."""
         super().__init__()
         self.refresh_s = refresh_s
         self.refresh_why = refresh_why
-        self.keys, self.panes = (LOAD_KEYS, LOAD_PANES) if load else (KEYS, PANES)
+        self.keys, self.panes = (LOAD_KEYS, load_panes(roof)) if load else (KEYS, PANES)
 
     def compose(self) -> ComposeResult:
         """Two columns, so a long description wraps under itself, not under the keys."""

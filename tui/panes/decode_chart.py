@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from textual.content import Content
 
-from kvtop.runner.units import fmt_int, fmt_rate, fmt_seconds
+from kvtop.runner.units import fmt_int, fmt_rate, fmt_seconds, nice_ticks, tick_labels  # noqa: F401 (re-exported)
 from kvtop.tui.panes.base import PaneWidget
 
 CEILING_SPAN = 3.0  # the ceiling is drawn when it is at most this many times the measured top
@@ -71,30 +71,6 @@ def split_at_stalls(series, stalls) -> list[list[tuple[int, float]]]:
             runs.append([])
         runs[-1].append(point)
     return [r for r in runs if r]
-
-
-def nice_ticks(lo: float, hi: float, most: int, whole: bool = True) -> list[float]:
-    """Round tick values (1, 2 or 5 times a power of ten apart) from ``lo`` to ``hi``:
-    the closest spacing that gives at most ``most`` ticks; ``whole``: never under 1 apart."""
-    if hi <= lo:
-        return [float(lo)]
-    base = 10 ** math.floor(math.log10((hi - lo) / max(1, most)))
-    for step in (m * base for m in (1, 2, 5, 10, 20, 50, 100)):
-        if whole and step < 1:
-            continue
-        first = math.ceil(lo / step - 1e-9) * step
-        n = int(math.floor((hi - first) / step + 1e-9)) + 1
-        if n <= most:
-            break
-    return [first + i * step for i in range(max(n, 1))]
-
-
-def tick_labels(ticks: list[float]) -> list[str]:
-    step = ticks[1] - ticks[0] if len(ticks) > 1 else 1.0
-    if step >= 1:
-        return [fmt_int(round(t)) for t in ticks]
-    decimals = max(1, -math.floor(math.log10(step)))
-    return [f"{t:.{decimals}f}" for t in ticks]
 
 
 @dataclass

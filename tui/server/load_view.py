@@ -47,6 +47,7 @@ class LoadRun:
         self.result = None
         self.final = None
         self.stopping = False
+        self.roof_text = None  # the roof's formula with its inputs (the load pane's legend and F1), once known
         self.ended_at = None  # time.monotonic() when LoadEnded arrived: a poll taken after it shows the end
         self.end_said = False  # the status says done/stopped (after that poll, or IDLE_POLL_S)
         self.quit_when_ended = False
@@ -122,7 +123,8 @@ class LoadView(Vertical):
         self._wait_for_the_probe(run)
         try:
             result = sweep(run.a, run.urls, run.key, run.infos, on_rows=rows, driver_ready=ready,
-                           say=lambda text: self.post_message(msg.LoadProgress(text)))
+                           say=lambda text: self.post_message(msg.LoadProgress(text)),
+                           on_physics=lambda ph: self.post_message(msg.LoadRoof(ph.formula(), ph.note)))
         except Exception as exc:  # a bug must not leave the screen saying "level 2/4" for ever
             result = SweepResult(rows=seen, error=f"{type(exc).__name__}: {exc}")
         run.final = result
@@ -153,6 +155,11 @@ class LoadView(Vertical):
     @while_running
     def on_load_level_done(self, m: msg.LoadLevelDone) -> None:
         self.query_one(LoadPane).add_rows(m.rows)
+
+    @while_running
+    def on_load_roof(self, m: msg.LoadRoof) -> None:
+        self.run.roof_text = m.formula or m.note
+        self.query_one(LoadPane).set_roof(self.run.roof_text)
 
     @while_running
     def on_load_progress(self, m: msg.LoadProgress) -> None:
@@ -209,8 +216,8 @@ class LoadView(Vertical):
         if snap is not None and snap.busy:  # IDLE_POLL_S went by: say what the pane shows
             end += (f"; the server still has {snap.busy} slot{'s' if snap.busy != 1 else ''} busy "
                     f"{IDLE_POLL_S:g} s after (another client's requests?)")
-        knee = [n for n in r.notes if n.startswith("knee")]
-        self.say(f"{end}; q quits and prints the table" + ("; " + knee[0] if knee else ""))
+        knee = [n for n in r.notes if n.startswith(("knee", "other processes used"))]  # and the busy machine
+        self.say(f"{end}; q quits and prints the table" + "".join("; " + n for n in knee))
 
     @staticmethod
     def allows(action: str) -> bool:

@@ -262,3 +262,82 @@ async def test_a_server_killed_mid_level_says_why_in_the_status_and_marks_the_le
             await pilot.press("q")
         assert not app.is_running
     assert run.result.error and "is partial, 1 later level not run" in run.result.error
+
+
+async def test_the_status_line_says_the_levels_progress_while_it_runs():
+    """Inside a level: requests done of how many, tokens, elapsed and the ETA (a trial's
+    19 minutes showed only "level 2/3: 2 users")."""
+    with FakeLlamaServer(token_s=0.03) as srv:
+        app = live_app(args(users=[2], n_predict=100, requests=2), srv.url)
+        run = app.options.load
+        async with app.run_test(size=(160, 48)) as pilot:
+            status = app.query_one("#load-status")
+            await wait_for(pilot, lambda: "requests done" in status.render().plain and srv.state.busy == 2)
+            text = status.render().plain
+            assert "level 1/1: 2 users: " in text and "/4 requests done" in text and "/400 tokens" in text, text
+            await wait_for(pilot, lambda: "ETA" in status.render().plain)
+            await pilot.press("ctrl+c")
+            await wait_for(pilot, lambda: not app.is_running, timeout=10)
+    assert run.result.stopped
+
+
+async def test_no_empty_decode_chart_the_space_goes_to_the_panes_with_data():
+    """No chat turn runs in kvtop load: its Decode chart was half the screen, empty. The
+    pane keeps its ceilings, and at 160x48 every pane is on the one page."""
+    from kvtop.tui.panes.decode import DecodePane
+
+    with FakeLlamaServer(token_s=0.05) as srv:
+        app = live_app(args(users=[2], n_predict=400, requests=5), srv.url)
+        async with app.run_test(size=(160, 48)) as pilot:
+            await wait_for(pilot, lambda: srv.state.busy == 2)
+            await pilot.pause(0.5)
+            decode = app.query_one(DecodePane)
+            assert not app.query_one("#decode-chart").display and not app.query_one("#decode-legend").display
+            assert decode.display and decode.size.height <= 8, decode.size
+            from kvtop.tui.panes.decode import DecodeSummary
+
+            assert "ceiling" in decode.query_one(DecodeSummary).render().plain  # the ceilings stay
+            shown = {w.id for w in app.query(".pane") if w.display}
+            assert {"server", "kv", "decode", "estimate", "memory", "load"} <= shown, shown
+            assert not app.query_one("#pager").display  # one page
+            await pilot.press("ctrl+c")
+            await wait_for(pilot, lambda: not app.is_running, timeout=10)
+
+
+async def test_the_roofs_formula_and_inputs_are_in_the_legend_and_in_f1():
+    from helpers import screen_text
+
+    from kvtop.runner.demo import demo_model_path
+    from kvtop.tui.base.screens import HelpScreen
+
+    with FakeLlamaServer(token_s=0.05) as srv:
+        app = live_app(args(users=[2], n_predict=400, requests=5, model=demo_model_path(), bandwidth_gbs=20.0,
+                            tflops=0.5), srv.url)
+        async with app.run_test(size=(160, 48)) as pilot:
+            await wait_for(pilot, lambda: srv.state.busy == 2 and app.options.load.roof_text)
+            await pilot.pause()
+            legend = app.query_one("#load-table").render().plain.replace("\n", " ")
+            assert "roof = min(B x 20.0 GB/s / (" in legend and "0.50 TFLOPS / " in legend, legend
+            assert "B = the users decoding together (at most 4 slots)" in legend, legend
+            await pilot.press("f1")
+            await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
+            await pilot.pause()
+            load = dict(app.screen.panes)["Load"]  # on screen, wrapped in its column
+            assert "min(B x bandwidth / (weights + B x KV at depth), TFLOPS / FLOP per token)" in load, load
+            assert "Here: roof = min(B x 20.0 GB/s / (" in load and "0.50 TFLOPS" in load, load
+            assert "Here: roof" in screen_text(app)
+            await pilot.press("escape")
+            await pilot.press("ctrl+c")
+            await wait_for(pilot, lambda: not app.is_running, timeout=10)
+
+
+def test_the_pane_flags_an_unexplained_level_and_a_busy_one():
+    from kvtop.tui.panes.load import table
+
+    rows = [row(1, 1.53, 1.53, 0.2), row(2, 21.6, 10.82, 0.2)]
+    rows[1].update(unexplained="each user's rate rose 7.1x (1.53 -> 10.82 tok/s) from 1 user", busy="x",
+                   others_cpu_share=0.63)
+    text = table(rows, plan_load_chart(rows, None, None), "roof = min(...)").plain
+    assert "! not explained: each user's rate rose 7.1x (1.53 -> 10.82 tok/s) from 1 user" in text, text
+    assert "! busy: other processes used 63% of the CPU: figures are low" in text, text
+    assert text.splitlines()[1] == "roof = min(...)"

@@ -9,6 +9,7 @@ import pytest
 from fake_llama_server import FakeLlamaServer
 
 from kvtop.runner.commands.load import load_main
+from kvtop.runner.commands.load_json import flat_levels
 
 
 def test_a_sweep_prints_one_json_row_per_level(capsys):
@@ -17,7 +18,7 @@ def test_a_sweep_prints_one_json_row_per_level(capsys):
         prompts = [len(p) for p in srv.state.prompts]
     out, err = capsys.readouterr()
     assert rc == 0, err
-    rows = json.loads(out)
+    rows = flat_levels(out)
     assert [r["users"] for r in rows] == [1, 3]
     assert [r["completed"] for r in rows] == [2, 6]
     assert [r["generated_tokens"] for r in rows] == [12, 36]
@@ -96,4 +97,33 @@ def test_ctrl_c_says_the_stop_line_once(output, where, capsys):
     if output == "md":
         assert out.splitlines()[2].startswith("|     1 |"), out  # level 1's row, with the note under it
     else:
-        assert [r["users"] for r in json.loads(out)] == [1]
+        assert [r["users"] for r in flat_levels(out)] == [1]
+
+
+def test_json_starts_with_a_run_header_and_keeps_the_levels_counts_apart_from_a_requests(capsys):
+    """A trial read "requests": 4 (the level's) beside --requests 2 (per user), and
+    "prompt_tokens" 24 (one request's) beside "generated_tokens" 36 (the level's)."""
+    import os
+
+    with FakeLlamaServer() as srv:
+        rc = load_main([srv.url, "--users", "1,3", "-p", "24", "-n", "6", "--requests", "2", "-o", "json",
+                        "--no-warmup", "--quiet"])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    doc = json.loads(out)
+    run = doc["run"]
+    assert run["kvtop"] and run["command"] == "kvtop load"
+    assert run["servers"] == [{"url": srv.url, "build": "b1-fake", "slots": 4, "n_ctx_per_slot": 1024,
+                               "model_path": run["servers"][0]["model_path"], "local": True}]
+    assert run["settings"]["requests_per_user"] == 2 and run["settings"]["levels"] == [1, 3]
+    assert (run["settings"]["n_prompt"], run["settings"]["n_predict"], run["settings"]["warmup"]) == (24, 6, False)
+    assert run["machine"]["cpu_count"] == os.cpu_count() and run["machine"]["cpu_name"]
+    assert "formula" in run["roof"] and "others_cpu_share" in run and "busy" in run
+    three = doc["levels"][1]
+    assert three["users"] == 3 and three["level"]["requests"] == 6 and three["level"]["generated_tokens"] == 36
+    assert three["per_request"]["prompt_tokens"] == 24 and three["per_request"]["generated_tokens_per_request"] == 6
+    with FakeLlamaServer() as srv:
+        rc = load_main([srv.url, "--users", "1", "-p", "8", "-n", "4", "--requests", "1", "-o", "jsonl",
+                        "--no-warmup", "--quiet"])
+    lines = capsys.readouterr().out.splitlines()
+    assert rc == 0 and list(json.loads(lines[0])) == ["run"] and json.loads(lines[1])["level"]["completed"] == 1

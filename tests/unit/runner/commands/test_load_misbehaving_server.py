@@ -7,7 +7,6 @@ cannot be written is one line on stderr. The real llama-server: tests/e2e/test_l
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 
@@ -15,6 +14,7 @@ import pytest
 from fake_llama_server import FakeLlamaServer
 
 from kvtop.runner.commands.load import load_main
+from kvtop.runner.commands.load_json import flat_levels
 from kvtop.runner.server.load_driver import LoadDriver
 
 
@@ -28,7 +28,7 @@ def test_a_reply_that_ends_early_is_truncated_not_completed(reply, says, capsys)
         rc = load_main([srv.url, "--users", "1", "-p", "8", "-n", "8", "--requests", "2", "--no-warmup",
                         "--quiet", "-o", "json"])
     out, err = capsys.readouterr()
-    (row,) = json.loads(out)
+    (row,) = flat_levels(out)
     assert (row["completed"], row["truncated"], row["failed"]) == (0, 2, 2), row
     assert row["generated_tokens"] == 0 and row["ttft_p50_s"] is None  # over completed requests only
     assert says in err and "2 truncated" in err  # json: the reasons on stderr
@@ -58,7 +58,7 @@ def test_a_server_killed_mid_level_ends_the_run_with_a_reason_and_exit_1(capsys)
                         "-o", "json"])
         took = time.monotonic() - t0
     out, err = capsys.readouterr()
-    rows = json.loads(out)
+    rows = flat_levels(out)
     assert rc == 1, err
     assert [r["users"] for r in rows] == [1, 2]  # level 3 not run against a dead server
     assert rows[0]["partial"] is None and rows[0]["completed"] == 2
@@ -82,7 +82,7 @@ def test_a_fleet_with_one_member_killed_says_which_and_exits_1(capsys):
         rc = load_main([a.url, b.url, "--users", "2,4", "-p", "8", "-n", "40", "--requests", "3", "--no-warmup",
                         "--quiet", "-o", "json"])
     out, err = capsys.readouterr()
-    rows = json.loads(out)
+    rows = flat_levels(out)
     assert rc == 1
     assert [r["users"] for r in rows] == [1, 1, 2]  # a, b, all of level 1; level 2 not run
     assert all(r["partial"] and b.url in r["partial"] for r in rows)
@@ -170,7 +170,7 @@ def test_more_users_than_four_per_slot_asks_for_force(capsys):
         rc = load_main([srv.url, "--users", "5", "-p", "8", "-n", "2", "--requests", "1", "--quiet", "--force",
                         "--no-warmup", "-o", "json"])
     out, err = capsys.readouterr()
-    (row,) = json.loads(out)
+    (row,) = flat_levels(out)
     assert rc == 0 and row["completed"] == 5 and (row["users"], row["slots"]) == (5, 1)
 
 
@@ -195,7 +195,7 @@ def test_a_server_restarted_during_a_level_marks_its_row(capsys):
         rc = load_main([srv.url, "--users", "1,1", "-p", "8", "-n", "30", "--requests", "2", "--no-warmup", "--quiet",
                         "-o", "json"])
     out, err = capsys.readouterr()
-    rows = json.loads(out)
+    rows = flat_levels(out)
     assert rc == 0 and len(rows) == 2
     assert rows[0]["partial"] == f"{srv.url} restarted (another process answers)", rows[0]
     assert rows[1]["partial"] is None  # the new process, unchanged through level 2

@@ -1,14 +1,19 @@
 """kvtop load's outputs: csv and json hold every field (None as empty / null, never NaN),
-the md table reads like llama-bench's, a fleet gets a server column, the knee is the
-last level meeting both targets, and the plot is an SVG with the roof in it."""
+json and jsonl under a run header with each level's counts apart from what describes one
+request, the md table reads like llama-bench's, a fleet gets a server column, the knee is
+the last level meeting both targets, and the plot is an SVG with labelled ticks and the
+live view's scale rule (a roof far above is named, not drawn: the measured lines stay tall)."""
 
 from __future__ import annotations
 
 import csv
 import io
 import json
+import re
 
-from kvtop.runner.commands.load_output import format_csv, format_json, format_jsonl, format_md, knee, plot_svg
+from kvtop.runner.commands.load_json import flat_levels, format_json, format_jsonl
+from kvtop.runner.commands.load_output import format_csv, format_md, knee
+from kvtop.runner.commands.load_plot import plot_svg
 from kvtop.runner.commands.load_rows import FIELDS
 
 
@@ -24,12 +29,24 @@ def row(users, gen, per_user, ttft95, server="http://127.0.0.1:8080", roof=100.0
 ROWS = [row(1, 10.0, 10.0, 0.2), row(2, 18.0, 9.0, 0.4), row(4, 30.0, 7.5, 0.9)]
 
 
-def test_json_and_jsonl_hold_every_field_and_no_nan():
-    parsed = json.loads(format_json(ROWS))
-    assert [list(r) for r in parsed] == [list(FIELDS)] * 3
-    assert parsed[2]["gen_tok_s"] == 30.0 and parsed[0]["others_cpu"] is None and parsed[0]["rate"] is None
-    lines = format_jsonl(ROWS).splitlines()
-    assert len(lines) == 3 and json.loads(lines[1])["users"] == 2
+HEADER = {"kvtop": "0.1.0", "settings": {"requests_per_user": 1}}
+
+
+def test_json_and_jsonl_hold_a_run_header_and_every_field_and_no_nan():
+    parsed = json.loads(format_json(ROWS, HEADER))
+    assert parsed["run"] == HEADER and len(parsed["levels"]) == 3
+    level = parsed["levels"][2]
+    # the level's counts and totals apart from what one request was and saw
+    assert level["users"] == 4 and level["level"]["requests"] == 4 and level["level"]["generated_tokens"] == 64
+    assert level["per_request"]["generated_tokens_per_request"] == 16 and "generated_tokens" not in level["per_request"]
+    assert level["per_request"]["ttft_p95_s"] == 0.9 and "requests" not in level["per_request"]
+    assert level["level"]["gen_tok_s"] == 30.0 and level["level"]["others_cpu"] is None and level["rate"] is None
+    assert level["roof"]["batched_roof_tok_s"] == 100.0
+    flat = flat_levels(format_json(ROWS, HEADER))
+    assert [{k: r[k] for k in FIELDS} for r in flat] == json.loads(json.dumps(ROWS).replace("NaN", "null"))
+    lines = format_jsonl(ROWS, HEADER).splitlines()
+    assert len(lines) == 4 and json.loads(lines[0]) == {"run": HEADER} and json.loads(lines[2])["users"] == 2
+    assert [r["users"] for r in flat_levels(format_jsonl(ROWS, HEADER))] == [1, 2, 4]
 
 
 def test_csv_has_a_header_of_every_field_and_a_line_per_row():
@@ -66,7 +83,39 @@ def test_the_knee_is_the_most_users_meeting_both_targets():
     assert knee(ROWS, 0.1, None) is None
 
 
-def test_the_plot_is_svg_with_throughput_and_the_roof():
-    svg = plot_svg(ROWS, "kvtop load <test>")
+def _texts(svg: str) -> list[str]:
+    return re.findall(r">([^<>]+)</text>", svg)
+
+
+def _ys(svg: str, cls: str) -> list[float]:
+    points = re.search(rf'class="{cls}" points="([^"]+)"', svg).group(1)
+    return [float(p.split(",")[1]) for p in points.split()]
+
+
+def test_the_plot_is_svg_with_labelled_ticks_the_curve_and_the_roof():
+    rows = [row(1, 10.0, 10.0, 0.2, roof=40.0), row(2, 18.0, 9.0, 0.4, roof=60.0), row(4, 30.0, 7.5, 0.9, roof=80.0)]
+    svg = plot_svg(rows, "kvtop load <test>", roof_text="roof = min(B x 20.0 GB/s ...); B = the users")
     assert svg.startswith("<svg") and svg.endswith("</svg>")
-    assert svg.count("<polyline") == 3 and "batched roof" in svg and "&lt;test&gt;" in svg
+    assert svg.count("<polyline") == 3 and "roof (bandwidth or compute, the lower)" in svg and "&lt;test&gt;" in svg
+    texts = _texts(svg)
+    assert {"0", "20", "40", "60", "80"} <= set(texts), texts  # the y ticks, labelled
+    assert {"1", "2", "4"} <= set(texts) and "users" in texts and "tok/s" in texts  # the x ticks
+    assert "roof = min(B x 20.0 GB/s ...)" in texts and "B = the users" in texts  # the formula under the title
+
+
+def test_a_roof_far_above_the_curve_is_named_and_the_curve_fills_the_plot():
+    """A trial's SVG: the measured lines flat on the x axis under a roof 40x above them."""
+    rows = [row(1, 6.4, 7.8, 0.7, roof=206.0), row(2, 5.2, 3.6, 3.0, roof=409.0)]
+    svg = plot_svg(rows, "t")
+    assert svg.count("<polyline") == 2 and 'class="roof"' not in svg
+    assert "\u2191 roof up to 409 tok/s, 52x: above the scale" in svg
+    top, bottom = 84, 480 - 56  # the plot's frame (load_plot.py)
+    assert min(_ys(svg, "per_user")) < top + 0.2 * (bottom - top)  # the tallest point near the top
+    texts = _texts(svg)
+    assert "8" in texts and "409" not in texts, texts  # ticks to the curve's top, not the roof's
+
+
+def test_an_unexplained_level_is_marked_on_the_plot():
+    rows = [row(1, 1.53, 1.53, 0.2), row(2, 21.6, 10.82, 0.2), row(3, 3.2, 1.08, 0.2)]
+    rows[1]["unexplained"] = "each user's rate rose 7.1x"
+    assert plot_svg(rows, "t").count('class="unexplained"') == 1
