@@ -294,7 +294,7 @@ class KvtopApp(EngineWorkers, ServerRouting, EngineLifecycle, Forecasting, CPUWa
 
         prefill_s = self.here.prefill_seconds if self.here is not None else None  # at this machine's roofline
         screen = WaterfallScreen(source, self.facts, prefill_s, prefill_interval(self.refresh_s),
-                                 self.estimates.engine_cpu())
+                                 self.estimates.engine_cpu(), self.estimates.tuned)
         if turn is not None and 0 <= turn < len(screen.turns):
             screen.pos = turn
         self.push_screen(screen)
