@@ -113,12 +113,15 @@ def run_tune(a: argparse.Namespace, argv: list[str], settings: Settings, base: B
     from kvtop.runner.commands.tune_measure import ABRun, Clock, Engines, OutOfTime, judgement, run_ab
     from kvtop.runner.commands.tune_output import Outcome, render
 
-    threads = [base.n_threads] + [v for c in cands for k, v in c.changes if k == "n_threads"]
-    threads_b = [base.n_threads_batch] + [v for c in cands for k, v in c.changes if k == "n_threads_batch"]
+    threads = [base.n_threads] + [c.applied(base).n_threads for c in cands]
+    threads_b = [base.n_threads_batch] + [c.applied(base).n_threads_batch for c in cands]
     clock = Clock(float(a.budget))
-    say = (lambda text: to_stderr(f"kvtop tune: {text}")) if a.progress else (lambda _t: None)
-    engines = Engines(settings, sizes, clock, (max(threads), max(threads_b)),
-                      lambda what: say(f"loading ({what})"))
+
+    def say(text: str) -> None:
+        if a.progress:
+            to_stderr(f"kvtop tune: {text}")
+
+    engines = Engines(settings, sizes, clock, (max(threads), max(threads_b)), lambda what: say(f"loading ({what})"))
     out = Outcome(a.model, argv, base, sizes, a.budget)
     done: list[ABRun] = []
     try:

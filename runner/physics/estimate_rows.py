@@ -12,8 +12,8 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypedDict, TypeGuard
 
-from kvtop.runner.policy.tune_evidence import TuneEvidence
 from kvtop.runner.physics.machine import predict_here
+from kvtop.runner.policy.tune_evidence import TuneEvidence
 from kvtop.runner.settings import usable_cores
 from kvtop.runner.units import MIB
 

@@ -12,8 +12,10 @@ The rule (``judge``): a metric's gain is the candidate's mean rate over the base
 and its spread is the larger run-to-run spread of the two arms, (max - min) / mean of
 each arm's repetitions, at least ``MIN_SPREAD``. A gain beyond the spread is faster
 (or slower); within it, the same. A candidate wins when some metric it measured is
-faster and none is slower, on a machine that was not busy. One repetition per arm
-measures no spread: it cannot win.
+faster beyond its spread and its gains together (their geometric mean) are above 1
+(decode 1.70x outweighs prefill 0.97x; decode 1.05x does not outweigh prefill 0.70x),
+on a machine that was not busy. One repetition per arm measures no spread: it cannot
+win.
 """
 
 from __future__ import annotations
@@ -146,12 +148,11 @@ class Judgement:
     @property
     def wins(self) -> bool:
         verdicts = [m.verdict for m in self.metrics.values()]
-        return (self.busy is None and "faster" in verdicts and "slower" not in verdicts
-                and "unknown" not in verdicts)
+        return (self.busy is None and "faster" in verdicts and "unknown" not in verdicts and self.score > 1.0)
 
     @property
     def loses(self) -> bool:
-        return self.busy is None and "slower" in [m.verdict for m in self.metrics.values()]
+        return self.busy is None and "slower" in [m.verdict for m in self.metrics.values()] and not self.wins
 
     @property
     def score(self) -> float:

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from kvtop.runner.physics.estimate_rows import EstimateContext, EstimateRows, Row, TurnFigures
-from kvtop.runner.physics.verdicts import decode_stalls, gpu_idle, estimate_verdict, ttft_verdict
+from kvtop.runner.physics.verdicts import decode_stalls, estimate_verdict, gpu_idle, ttft_verdict
 from kvtop.runner.units import GIB, MIB
 
 CPU_TINY = EstimateContext(weights_bytes=92 * MIB)  # SmolLM2-135M on a CPU
