@@ -35,6 +35,20 @@ DEFAULT_GEN = 32
 DEFAULT_REPS = 3
 
 
+GROUPS = {"fa": "flash_attn", "t": "threads", "tb": "threads_batch", "ub": "ubatch", "ngl": "ngl", "kv": "kv"}
+
+
+def groups_list(text: str) -> set[str]:
+    names = [x.strip().lstrip("-") for x in text.split(",") if x.strip()]
+    bad = [n for n in names if n not in GROUPS]
+    if bad or not names:
+        raise argparse.ArgumentTypeError(f"must be a comma list of {', '.join(GROUPS)} (got {text!r})")
+    return {GROUPS[n] for n in names}
+
+
+groups_list.__name__ = "candidate list"
+
+
 def build_parser() -> argparse.ArgumentParser:
     from kvtop.runner.commands.engine_flags import add_engine_flags
 
@@ -61,6 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"generated tokens of each decode test (default: {DEFAULT_GEN})")
     g.add_argument("-r", "--repetitions", dest="reps", type=positive_int, default=DEFAULT_REPS, metavar="N",
                    help=f"repetitions of each arm (default: {DEFAULT_REPS}; 2 or more measure a spread)")
+    g.add_argument("--only", type=groups_list, default=None, metavar="LIST",
+                   help=f"measure only these candidates: a comma list of {', '.join(GROUPS)} (default: all)")
     g.add_argument("-o", "--output", choices=("md", "json"), default="md", help="md (default) or json")
     g.add_argument("--progress", action="store_true", help="say on stderr which A/B runs")
     return p
@@ -103,7 +119,10 @@ def tune_main(argv: list[str]) -> int:
 
     settings = settings_from_args(a.model, a).resolved()
     base = base_of(settings)
-    cands = candidate_list(base, usable_cores(), gpu_usable(), a.n_prompt)
+    cands = [c for c in candidate_list(base, usable_cores(), gpu_usable(), a.n_prompt)
+             if a.only is None or c.group in a.only]
+    if not cands:
+        p.error("--only leaves no candidate for these settings on this machine")
     sizes = Sizes(a.depth, a.n_prompt, a.n_gen, a.reps)
     return run_tune(a, argv, settings, base, cands, sizes)
 
@@ -146,7 +165,7 @@ def run_tune(a: argparse.Namespace, argv: list[str], settings: Settings, base: B
         except KeyboardInterrupt:
             out.stopped = True
     cut = "stopped by Ctrl+C" if out.stopped else out.error or "the budget ran out"
-    empty = [ab for ab in done if not (ab.a.rates and ab.b.rates)]  # cut before both arms had a repetition
+    empty = [ab for ab in done if not ab.a.rates]  # cut before its first repetition (a base-only one keeps its rows)
     done = [ab for ab in done if ab not in empty]
     out.skipped += [(ab.candidate, f"{cut} during its first repetitions") for ab in empty]
     seen = {ab.candidate for ab in done} | {c for c, _ in out.skipped}

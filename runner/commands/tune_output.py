@@ -28,7 +28,7 @@ TUNED_FLAGS = {"-t": 1, "--threads": 1, "-tb": 1, "--threads-batch": 1, "-ub": 1
                "-b": 1, "--batch-size": 1, "-fa": -1, "--flash-attn": -1, "-ctk": 1, "--cache-type-k": 1,
                "-ctv": 1, "--cache-type-v": 1, "-ngl": 1, "--n-gpu-layers": 1, "--gpu-layers": 1}
 TUNE_FLAGS = {"--depth": 1, "-d": 1, "--budget": 1, "-p": 1, "--n-prompt": 1, "-n": 1, "--n-gen": 1,
-              "-r": 1, "--repetitions": 1, "-o": 1, "--output": 1, "--progress": 0}
+              "-r": 1, "--repetitions": 1, "-o": 1, "--output": 1, "--progress": 0, "--only": 1}
 
 
 @dataclass
@@ -86,6 +86,8 @@ def all_rows(out: Outcome) -> list[tuple[Row, str]]:
 
 
 def verdict_text(j: Judgement, depth: int) -> str:
+    if not any(m.cand for m in j.metrics.values()):
+        return f"`{j.candidate.flag}`: not measured (cut after your settings' first repetitions: their rows only)"
     head = f"`{j.candidate.flag}`: {j.gains_text(depth)}"
     noise = [f"{k} {m.noise:.0%}" for k, m in j.metrics.items() if m.noise is not None]
     if noise:
