@@ -38,14 +38,15 @@ def test_tune_ends_within_its_budget_with_llama_benchs_columns():
     assert p.returncode == 0 and "Traceback" not in err, err
     assert wall < budget + SLACK_S, f"{wall:.1f} s for a {budget} s budget"
     header, rows = md_rows(out)
-    assert header == ["model", "size", "params", "backend", "threads", "fa", "test", "t/s"] or \
-        header[:5] == ["model", "size", "params", "backend", "threads"] and header[-2:] == ["test", "t/s"], out
+    # llama-bench's columns, with one for each setting an A/B changed (fa, threads: always)
+    assert header[:6] == ["model", "size", "params", "backend", "threads", "fa"] and header[-2:] == ["test", "t/s"]
+    assert set(header[6:-2]) <= {"n_ubatch", "type_k", "type_v"}, header
     assert rows, out
     assert {r[-2] for r in rows} <= {"pp8 @ d8", "tg2 @ d8"}
     assert all(float(r[-1].split(" ± ")[0]) > 0 for r in rows)
     assert "build: llama-cpp-python-" in out
-    said = [x for x in out.splitlines() if x.startswith("`-fa off`")]
-    assert said and "at depth 8" in said[0]
+    said = [x for x in out.splitlines() if x.startswith("`-fa off`: ")]  # its gains, or why it has none
+    assert len(said) == 1 and ("at depth 8" in said[0] or "not measured" in said[0]), out
     assert any(x.startswith("recommended: ") for x in out.splitlines())
     assert f"of a {budget} s budget; depth 8, pp8, tg2" in out
 
@@ -82,3 +83,26 @@ def test_ctrl_c_mid_run_prints_the_partial_result_and_stops_its_engines():
     assert "not measured (stopped by Ctrl+C" in out
     assert engines and not [pid for pid in engines if psutil.pid_exists(pid)
                             and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+
+
+def test_kvtop_estimate_quotes_the_cached_result_and_names_the_gap(kvtop_home):
+    """A tune result in the cache for the demo model's default settings: ``kvtop estimate``
+    prints it, and names flash attention as what the ceilings leave out."""
+    from kvtop.runner.calibration.tune_store import save_tune
+    from kvtop.runner.demo import demo_model_path
+    from kvtop.runner.policy.tune_evidence import Measured
+    from kvtop.runner.records.paths import default_paths
+    from kvtop.runner.settings import Settings
+
+    def estimate():
+        r = subprocess.run([sys.executable, "-m", "kvtop", "estimate"], capture_output=True, text=True, cwd=ROOT,
+                           timeout=300)
+        assert r.returncode == 0, r.stderr
+        return next(x for x in r.stdout.splitlines() if x.startswith("settings"))
+
+    assert "not measured: `kvtop tune` measures which settings are faster here" in estimate()
+    save_tune(default_paths().cache_dir, Settings(demo_model_path()), 512,
+              [Measured("-fa off", "flash_attn", "faster", 1.7, 0.97), Measured("-t 1", "threads", "slower", 0.6, None)])
+    line = estimate()
+    assert "at depth 512: -fa off faster (decode 1.70x, prefill 0.97x); -t 1 slower (decode 0.60x)" in line, line
+    assert "The ceilings leave out flash attention: `-fa off` runs decode 1.70x faster here" in line, line
