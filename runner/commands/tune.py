@@ -151,7 +151,14 @@ def run_tune(a: argparse.Namespace, argv: list[str], settings: Settings, base: B
                 out.skipped.append((cand, "the budget ran out"))
                 continue
             say(f"A/B {i + 1}/{len(cands)}: {cand.flag} against your settings ({clock.left():.0f} s left)")
-            run_ab(clock, engines, base, cand, done)
+            try:
+                run_ab(clock, engines, base, cand, done)
+            except BenchError as exc:  # this candidate's load or turn failed: the others still run
+                if done and done[-1].candidate == cand:
+                    done.pop()
+                out.skipped.append((cand, f"failed: {exc}"))
+                if not engines.open:
+                    raise
     except OutOfTime:
         pass
     except KeyboardInterrupt:

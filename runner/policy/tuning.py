@@ -87,7 +87,7 @@ def candidate_list(base: Base, n_cores: int, gpu: bool, n_prompt: int, n_layers:
     if gpu:
         ngl = 0 if base.n_gpu_layers else 99
         out.append(Candidate(f"-ngl {ngl}", (("n_gpu_layers", ngl),), BOTH, "ngl"))
-    if base.cache_type_k == "f16" and base.cache_type_v == "f16":
+    if base.cache_type_k == "f16" and base.cache_type_v == "f16" and base.flash_attn != "off":  # a quantised V needs it
         kv = "q8_0"
         out.append(Candidate(f"-ctk {kv} -ctv {kv}", (("cache_type_k", kv), ("cache_type_v", kv)), BOTH, "kv",
                              precision=True))

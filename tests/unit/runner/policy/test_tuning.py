@@ -31,6 +31,8 @@ def test_the_candidates_follow_the_users_settings():
     # the other flash attention, the other thread counts, a micro-batch either way, -ngl with a GPU,
     # and no KV candidate for a cache already quantised
     assert got == ["-fa on", "-t 2", "-tb 2", "-ub 64", "-ub 256", "-ngl 99"]
+    # a quantised V cache needs flash attention: not a candidate beside -fa off
+    assert flags(candidate_list(Base(2, 2, 512, 512, "off"), 2, False, 256)) == ["-fa on", "-t 1", "-tb 1", "-ub 128"]
     offloaded = flags(candidate_list(Base(2, 2, 512, 512, "on", n_gpu_layers=99), 2, True, 256))
     assert "-fa off" in offloaded and "-ngl 0" in offloaded
 
