@@ -122,8 +122,7 @@ class Engines:
         k = self.load_key(b)
         if k in self.open:
             return self.open[k]
-        for other in [o for o in self.open if o not in keep]:
-            self.open.pop(other)[0].close()
+        self.close(but=keep)
         s = replace(self.settings, n_ubatch=b.n_ubatch, n_batch=b.n_batch, flash_attn=b.flash_attn,
                     cache_type_k=b.cache_type_k, cache_type_v=b.cache_type_v, n_gpu_layers=b.n_gpu_layers)
         self.on_load(f"fa {b.flash_attn}, ub {b.n_ubatch}, ctk {b.cache_type_k}, ctv {b.cache_type_v}, "
@@ -152,10 +151,9 @@ class Engines:
         reps = sum(self.rep_s[m] for m in cand.measures) * 2 * (self.sizes.reps + 0.3)
         return reps + (self.load_s if new_load else 0.0)
 
-    def close(self) -> None:
-        for eng, _l, _s in self.open.values():
-            eng.close()
-        self.open.clear()
+    def close(self, but: set[Base] | None = None) -> None:
+        for k in [k for k in self.open if not but or k not in but]:
+            self.open.pop(k)[0].close()
 
 
 def _turn(clock: Clock, eng: BlockingEngine, tokens: list[int], n_predict: int, threads: tuple[int, int]) -> TurnMetrics:
@@ -220,6 +218,7 @@ def run_ab(clock: Clock, engines: Engines, base: Base, cand: Candidate, out: lis
     ab = ABRun(cand, ArmRun(base), ArmRun(b), partial=True)
     out.append(ab)
     keep = {engines.load_key(base), engines.load_key(b)}
+    engines.close(but=keep)  # the last candidate's load, if this one is another
     for i in range(engines.sizes.reps):
         for arm in (ab.a, ab.b):
             run_arm(clock, engines, arm, keep, cand.measures, warm=i == 0)
