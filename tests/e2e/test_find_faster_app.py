@@ -28,7 +28,8 @@ async def test_find_faster_settings_beside_the_chat(settings, tmp_path, monkeypa
         await wait_until(pilot, lambda: not app.tuning.running, timeout=120, what="kvtop tune's end")
         await pilot.pause(0.5)
         said = [n.message for n in app._notifications]
-        assert any(m.startswith(("faster here", "kvtop tune")) for m in said), said
+        # its JSON read back: a recommendation, or why there is none ("measured nothing" is not that)
+        assert any(m.startswith("faster here") or "keep these settings" in m for m in said), said
         assert app.session.engine.pid == engine_pid and list(app.session.messages) == messages  # untouched
         # again, stopped at once: it ends (partial) instead of running its budget
         app.tuning.toggle()

@@ -54,7 +54,7 @@ class TuneRunner:
             app.notify("find faster settings measures kvtop's own engine: not a server's or a replay",
                        severity="warning", markup=False)
             return
-        if app.session.turn_running():
+        if app.session.turn_running:
             app.notify("find faster settings runs between turns: when this reply ends", severity="warning",
                        markup=False)
             return
