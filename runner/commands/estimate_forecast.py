@@ -72,7 +72,7 @@ def forecast_block(here: Here, a: argparse.Namespace, server: str | None = None,
     fc = service.forecast(max(a.prompt_tokens, 1), 0, max(a.output_tokens, 1), load)
     from kvtop.runner.commands.tune_cache import evidence_for
 
-    tuned = evidence_for(s)
+    tuned = None if server else evidence_for(s)  # kvtop tune measures kvtop's engine, not a server's
     return {**fc.to_dict(), "label": fc.label(), "threads": s.n_threads, "calibration_file": service.calibration.path,
             "load_note": load_note(fc, tuned), "tune": tune_block(tuned)}
 
