@@ -58,6 +58,7 @@ from kvtop.tui.turn.chat_undo import ChatUndo
 from kvtop.tui.turn.cpu_watch import CPUWatch, CPUWatching
 from kvtop.tui.turn.forecasting import Estimates, ForecastBorder, Forecasting
 from kvtop.tui.turn.machine import Machine
+from kvtop.tui.turn.tuning import TuneRunner
 from kvtop.tui.turn.turn_view import TurnView
 
 KVTOP_THEME_NAMES = frozenset(t.name for t in THEMES)
@@ -117,6 +118,7 @@ class KvtopApp(EngineWorkers, ServerRouting, EngineLifecycle, Forecasting, CPUWa
         self.server_index = 0  # which server the chat and the panes follow
         self.fleet_watch: FleetWatch | None = None  # kvtop --server: the polls (tui/events/workers.py)
         self.share = Share(self)  # Ctrl+S, Ctrl+E and the files they saved
+        self.tuning = TuneRunner(self)  # the palette's "find faster settings": kvtop tune beside the chat
         self.load_view: LoadView | None = None  # kvtop load's live view, once composed
         self._quitting = False
         self.quit_begun: Callable[[int], None] | None = None  # kvtop's QuitGuard arms its deadline here
@@ -295,12 +297,13 @@ class KvtopApp(EngineWorkers, ServerRouting, EngineLifecycle, Forecasting, CPUWa
 
         prefill_s = self.here.prefill_seconds if self.here is not None else None  # at this machine's roofline
         screen = WaterfallScreen(source, self.facts, prefill_s, prefill_interval(self.refresh_s),
-                                 self.estimates.engine_cpu())
+                                 self.estimates.engine_cpu(), self.estimates.tuned)
         if turn is not None and 0 <= turn < len(screen.turns):
             screen.pos = turn
         self.push_screen(screen)
 
     def on_unmount(self) -> None:
+        self.tuning.stop()  # a kvtop tune still measuring ends with the app
         self.collector.turn_ended()  # never leave the collector paused behind us
         if self.fleet_watch is not None:  # the polls end with the app, not at their next poll
             self.fleet_watch.poller.stop()

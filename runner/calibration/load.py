@@ -38,6 +38,7 @@ from dataclasses import dataclass, replace
 
 from kvtop.runner.calibration.busy import too_busy
 from kvtop.runner.calibration.forecast import Forecast
+from kvtop.runner.policy.tune_evidence import TuneEvidence, advise
 from kvtop.runner.system.cpu_pace import free_cores, slowdown, thread_pace, thread_scaling  # noqa: F401 (the model above; imported from here too)
 
 NOTABLE = 1.05  # a forecast this much slower at today's load says so; below, it is the quiet one
@@ -145,8 +146,10 @@ def ttft_texts(fc: Forecast) -> list[str]:
             plain]
 
 
-def load_note(fc: Forecast) -> str:
-    """One line on what the load costs (``""`` when it costs little or was not priced)."""
+def load_note(fc: Forecast, tuned: TuneEvidence | None = None) -> str:
+    """One line on what the load costs (``""`` when it costs little or was not priced);
+    its ``-t`` advice with ``kvtop tune``'s evidence (``tuned``) when there is some."""
+
     from kvtop.runner.units import fmt_seconds
 
     if not slowed(fc) or fc.others_cpu is None:
@@ -157,7 +160,7 @@ def load_note(fc: Forecast) -> str:
         line += f"; {threads_text(fc.threads)}"
     if fc.free_cores is not None:
         line += (f"; more threads than the {fc.free_cores} free core{'s' if fc.free_cores != 1 else ''}: "
-                 f"expect far slower still (try -t {fc.free_cores})")
+                 f"expect far slower still; {advise(f'-t {fc.free_cores}', tuned, conditional=True)}")
     return line
 
 

@@ -17,6 +17,7 @@ from kvtop.runner.commands.estimate_forecast import (
     forecast_block,
     forecast_line,
     load_here,
+    tune_line,
 )
 from kvtop.runner.model.facts import ModelFacts
 from kvtop.runner.physics.here import Here
@@ -151,7 +152,7 @@ def format_report(r: Report) -> str:
         (f"prefill {r['prompt_tokens']} tok", f"{fmt_num(r['prefill_s'], ',.3f', ' s')} "
                                               f"({fmt_num(r['prefill_tok_s'], ',.0f', ' tok/s')})"),
         (f"response +{r['output_tokens']} tok", fmt_num(r["response_s"], ",.2f", " s")),
-        *([line] if (line := forecast_line(r)) else []),
+        *([line, tune_line(r)] if (line := forecast_line(r)) else []),
         (f"conversations of {r['conversation_tokens']:,}", fmt_num(r["conversations_that_fit"], ",d")
             + " fit beside the weights"),
         ("compute buffer", fmt_bytes(r["compute_bytes"]) + (

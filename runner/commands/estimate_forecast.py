@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
     from kvtop.runner.calibration.load import CPULoad
     from kvtop.runner.physics.here import Here
+    from kvtop.runner.policy.tune_evidence import TuneEvidence
     from kvtop.runner.settings import Settings
 
 
@@ -69,8 +70,42 @@ def forecast_block(here: Here, a: argparse.Namespace, server: str | None = None,
     s = here.settings
     service = ForecastService.open(here, s, default_paths().cache_dir, flags_site(s, here.facts, here.hw, server))
     fc = service.forecast(max(a.prompt_tokens, 1), 0, max(a.output_tokens, 1), load)
+    from kvtop.runner.commands.tune_cache import evidence_for
+
+    tuned = None if server else evidence_for(s)  # kvtop tune measures kvtop's engine, not a server's
     return {**fc.to_dict(), "label": fc.label(), "threads": s.n_threads, "calibration_file": service.calibration.path,
-            "load_note": load_note(fc)}
+            "load_note": load_note(fc, tuned), "tune": tune_block(tuned)}
+
+
+def tune_block(tuned: TuneEvidence | None) -> Report | None:
+    """What ``kvtop tune`` measured for these settings here (None: not measured), and the
+    setting it names as the cause of a gap the roofline cannot see."""
+    from kvtop.runner.policy.tune_evidence import ago, roofline_gap
+
+    if tuned is None:
+        return None
+    return {"measured_at": tuned.measured_at, "measured_ago": ago(tuned.measured_at), "depth": tuned.depth,
+            "results": [{"flag": m.flag, "verdict": m.verdict, "decode_gain": m.decode_gain,
+                         "prefill_gain": m.prefill_gain} for m in tuned.results],
+            "decode_gap": roofline_gap(tuned, "decode"), "prefill_gap": roofline_gap(tuned, "prefill")}
+
+
+def tune_line(r: Report) -> tuple[str, str]:
+    """The ``measured`` row: each candidate's verdict, and the cause of a ceiling's gap."""
+    t = (r.get("forecast") or {}).get("tune")
+    if not t:
+        return ("settings", "not measured: `kvtop tune` measures which settings are faster here")
+    said = {"faster": "faster", "slower": "slower", "same": "no faster", "not judged": "not judged (busy)"}
+    parts = []
+    for m in t["results"]:
+        gains = ", ".join(f"{k} {g:.2f}x" for k, g in (("decode", m["decode_gain"]), ("prefill", m["prefill_gain"]))
+                          if g)
+        parts.append(f"{m['flag']} {said.get(m['verdict'], m['verdict'])}" + (f" ({gains})" if gains else ""))
+    text = f"kvtop tune {t['measured_ago']} at depth {t['depth']}: " + "; ".join(parts)
+    for gap in (t["decode_gap"], t["prefill_gap"]):
+        if gap:
+            text += f". The ceilings leave out {gap}"
+    return ("settings", text)
 
 
 def forecast_line(r: Report) -> tuple[str, str] | None:

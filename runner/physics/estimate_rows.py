@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypedDict, TypeGuard
 
 from kvtop.runner.physics.machine import predict_here
+from kvtop.runner.policy.tune_evidence import TuneEvidence
 from kvtop.runner.settings import usable_cores
 from kvtop.runner.units import MIB
 
@@ -83,6 +84,7 @@ class EstimateContext:
     threads: int = 0  # the decode threads the turn ran on (0: not known)
     n_cores: int = 0  # the cores the engine may use (0: not known)
     engine_threads: int = 0  # the engine's decode threads when the turn ran on fewer (the free cores); else 0
+    tuned: TuneEvidence | None = None  # what ``kvtop tune`` measured for these settings here (the advice's evidence)
 
     @property
     def on_cpu(self) -> bool:
@@ -128,7 +130,7 @@ class _TurnRows(TypedDict, total=False):
 def estimate_rows(facts: ModelFacts, layout: KVLayout, hw: HardwareProfile, settings: Settings, *,
                   buffers: LlamaBuffers | None = None, peak_rss: int | None = None,
                   turn: TurnMetrics | None = None, turn_ran: bool = False,
-                  others_cpu: float | None = None) -> EstimateRows:
+                  others_cpu: float | None = None, tuned: TuneEvidence | None = None) -> EstimateRows:
     """The Estimate pane's rows.
 
     ``facts`` (runner.model.facts.ModelFacts), ``layout`` (runner.physics.kv_bytes.KVLayout),
@@ -136,7 +138,8 @@ def estimate_rows(facts: ModelFacts, layout: KVLayout, hw: HardwareProfile, sett
     ``buffers``: llama.cpp's (runner.llama_buffers.LlamaBuffers) once loaded;
     ``peak_rss``: the engine's peak RSS so far; ``turn``: the turn just finished
     (runner.events.TurnMetrics), None at load; ``turn_ran``: some earlier turn ran;
-    ``others_cpu``: other processes' share of the CPU during that turn (0..1).
+    ``others_cpu``: other processes' share of the CPU during that turn (0..1);
+    ``tuned``: ``kvtop tune``'s cached result for these settings (runner.policy.tune_evidence).
 
     The measured peak is compared only once a turn ran: at load, llama.cpp's mmap-ed
     weights are not paged in yet and the engine's RSS is a fraction of what a turn needs.
@@ -159,7 +162,7 @@ def estimate_rows(facts: ModelFacts, layout: KVLayout, hw: HardwareProfile, sett
         threads=turn_threads or engine_threads,
         engine_threads=engine_threads if 0 < turn_threads < engine_threads else 0,
         # the probe's threads are the machine's cores, and the trace records them: a replay says what was said live
-        n_cores=hw.cpu.threads if hw.cpu is not None else usable_cores(),
+        n_cores=hw.cpu.threads if hw.cpu is not None else usable_cores(), tuned=tuned,
     )
     kw: _TurnRows = {}
     if turn is not None:

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from kvtop.runner.model.facts import ModelFacts
     from kvtop.runner.physics.estimate_rows import EstimateRows
     from kvtop.runner.physics.memory_check import MemoryCheck
+    from kvtop.runner.policy.tune_evidence import TuneEvidence
     from kvtop.runner.settings import Settings
     from kvtop.runner.system.hardware import HardwareProfile
 
@@ -128,12 +129,12 @@ class Here:
 
     def estimate_rows(self, *, buffers: LlamaBuffers | None = None, peak_rss: int | None = None,
                       turn: TurnMetrics | None = None, turn_ran: bool = False,
-                      others_cpu: float | None = None) -> EstimateRows:
+                      others_cpu: float | None = None, tuned: TuneEvidence | None = None) -> EstimateRows:
         """The Estimate pane's rows (runner.physics.estimate_rows.estimate_rows)."""
         from kvtop.runner.physics.estimate_rows import estimate_rows
 
         return estimate_rows(self.facts, self.layout, self.hw, self.settings, buffers=buffers, peak_rss=peak_rss,
-                             turn=turn, turn_ran=turn_ran, others_cpu=others_cpu)
+                             turn=turn, turn_ran=turn_ran, others_cpu=others_cpu, tuned=tuned)
 
     def memory_check(self) -> MemoryCheck:
         """The pre-flight memory check at these settings (runner.physics.memory_check)."""

@@ -25,6 +25,7 @@ import math
 from typing import TYPE_CHECKING
 
 from kvtop.runner.physics.estimate_rows import EstimateContext, EstimateRows, TurnFigures
+from kvtop.runner.policy.tune_evidence import TuneEvidence, advise, roofline_gap
 from kvtop.runner.system.cpu_pace import free_cores
 from kvtop.runner.units import MIB, fmt_bytes, fmt_seconds
 
@@ -41,7 +42,13 @@ STALL_SHARE = 0.2  # stalls named when they are at least this share of decode ti
 STALL_MIN_S = 0.1  # ... and at least this long
 
 _KEYS = ("ttft", "prefill", "decode")
-GPU_IDLE = "all layers run on the CPU although a GPU is present: try -ngl 99"
+GPU_IDLE = "all layers run on the CPU although a GPU is present"
+
+
+def gpu_idle(tuned: TuneEvidence | None) -> str:
+    """The idle GPU, with ``-ngl 99`` advised with its evidence (not where tune measured it no faster)."""
+    advice = advise("-ngl 99", tuned)
+    return f"{GPU_IDLE}: {advice}" if advice else GPU_IDLE
 
 
 # ---------------------------------------------------------------- estimate verdict
@@ -68,7 +75,10 @@ def _phrase(key: str, ratio: float) -> str:
 
 def _prefill_slow_cause(n_tokens: int | None, ctx: EstimateContext) -> str:
     if ctx.gpu_idle:
-        return GPU_IDLE
+        return gpu_idle(ctx.tuned)
+    gap = roofline_gap(ctx.tuned, "prefill")
+    if gap:  # a setting the roofline does not see, measured here
+        return gap
     if n_tokens is not None and n_tokens < SHORT_PROMPT_TOKENS:
         return f"a {n_tokens}-token prompt pays per-step costs (graph, threads, sampling) the roofline does not count"
     if ctx.n_ubatch < SMALL_UBATCH:
@@ -86,7 +96,10 @@ def _prefill_fast_cause(ctx: EstimateContext) -> str:
 
 def _decode_slow_cause(ms_per_token: float | None, ctx: EstimateContext) -> str:
     if ctx.gpu_idle:
-        return GPU_IDLE
+        return gpu_idle(ctx.tuned)
+    gap = roofline_gap(ctx.tuned, "decode")
+    if gap:  # flash attention reads the same bytes, yet changed decode here
+        return gap
     if ctx.kv_quantised:
         return f"quantised KV ({ctx.kv_types}) adds dequantisation work"
     w = ctx.weights_bytes
@@ -207,10 +220,11 @@ def packed_threads(ctx: EstimateContext) -> str:
     outnumber the free cores gets them packed onto the same core, where each op waits
     for a time slice. Measured here (2 cores, one busy process in another session):
     SmolLM2 decoded 0.90 tok/s with -t 2 and 45.6 with -t 1 (71.5 and 49.1 quiet)."""
-    return packed_advice(ctx.threads, ctx.n_cores, ctx.others_cpu, ctx.on_cpu)
+    return packed_advice(ctx.threads, ctx.n_cores, ctx.others_cpu, ctx.on_cpu, ctx.tuned)
 
 
-def packed_advice(threads: int, n_cores: int, others_cpu: float | None, on_cpu: bool = True) -> str:
+def packed_advice(threads: int, n_cores: int, others_cpu: float | None, on_cpu: bool = True,
+                  tuned: TuneEvidence | None = None) -> str:
     """``packed_threads`` from its figures: the turn's threads, the machine's cores, the
     others' share of the CPU (0..1) during the turn, whether the model runs on the CPU."""
     if not (on_cpu and threads > 1 and n_cores > 0 and others_cpu is not None):
@@ -220,7 +234,8 @@ def packed_advice(threads: int, n_cores: int, others_cpu: float | None, on_cpu: 
     if threads <= free:
         return ""
     return (f"llama.cpp's {threads} threads wait for each other after every op and other processes "
-            f"hold {held:.1f} of {n_cores} cores, so threads share a core: try -t {free}")
+            f"hold {held:.1f} of {n_cores} cores, so threads share a core: "
+            f"{advise(f'-t {free}', tuned, conditional=True)}")
 
 
 def _verdict(rows: EstimateRows, ratios: dict[str, float], gaps: dict[str, float]) -> str:
@@ -230,7 +245,7 @@ def _verdict(rows: EstimateRows, ratios: dict[str, float], gaps: dict[str, float
     if not _far(gaps[worst]):
         line = f"measured within 25% of the roofline ({_phrase(worst, ratios[worst])}): running near the hardware's limits"
         if ctx.gpu_idle:
-            line += "; " + GPU_IDLE
+            line += "; " + gpu_idle(ctx.tuned)
         return line
     explained: set[str] = {worst}
     if worst == "ttft":
@@ -252,7 +267,8 @@ def _verdict(rows: EstimateRows, ratios: dict[str, float], gaps: dict[str, float
 # ------------------------------------------------------------------- TTFT verdict
 def ttft_verdict(metrics: TurnMetrics, first_diff_index: int | None = None,
                  diff_context: tuple[str, str] | None = None, others_cpu: float | None = None,
-                 shift: ContextShifted | None = None, cpu: tuple[int, int, bool] | None = None) -> str:
+                 shift: ContextShifted | None = None, cpu: tuple[int, int, bool] | None = None,
+                 tuned: TuneEvidence | None = None) -> str:
     """One sentence naming the biggest cause of this turn's time to first token; other
     processes holding the CPU come first, as in the Estimate pane's verdict. ``shift``:
     the turn's ``ContextShifted`` (a full context dropped its oldest turns). ``cpu``:
@@ -269,7 +285,7 @@ def ttft_verdict(metrics: TurnMetrics, first_diff_index: int | None = None,
         if cpu is not None:  # the threads the turn ran on, where recorded
             threads, n_cores, on_cpu = cpu
             ran = getattr(metrics, "n_threads_batch", 0) or threads
-            packed = packed_advice(ran, n_cores, others_cpu, on_cpu)
+            packed = packed_advice(ran, n_cores, others_cpu, on_cpu, tuned)
             if ran < threads:  # kvtop ran it on the free cores, as the Estimate pane says
                 head = (f"other processes used {others_cpu:.0%} of the CPU during this turn, so it ran on "
                         f"{ran} of kvtop's {threads} threads; ")

@@ -154,7 +154,7 @@ class EstimatePane(PaneWidget):
             lines.append(Content.styled(estimate_verdict(self.rows), "italic"))
         if self.forecast is not None:
             lines.append(Content.styled(f"forecast: {self.forecast.label()}", "$text-muted"))
-            if busy := load_note(self.forecast):  # the forecast column is priced at today's load
+            if busy := load_note(self.forecast, self.rows.context.tuned):  # the forecast column is priced at today's load
                 lines.append(Content.styled(busy, "$kvtop-warn"))
         if self.note:
             lines.append(Content.styled(self.note, "$text-muted"))

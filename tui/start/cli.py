@@ -1,4 +1,4 @@
-"""The ``kvtop`` command: the live monitor, ``kvtop bench``, ``kvtop estimate`` and ``kvtop load``.
+"""The ``kvtop`` command: the live monitor, ``kvtop bench``, ``kvtop tune``, ``kvtop estimate`` and ``kvtop load``.
 
 The headless commands never import Textual. Exit codes: 0 ok, 1 runtime error
 with a one-line message, 2 usage error.
@@ -19,6 +19,10 @@ def main(argv: list[str] | None = None) -> int:
         from kvtop.runner.commands.bench import bench_main
 
         return bench_main(argv[1:])
+    if argv and argv[0] == "tune":
+        from kvtop.runner.commands.tune import tune_main
+
+        return tune_main(argv[1:])
     if argv and argv[0] == "estimate":
         from kvtop.runner.commands.estimate import estimate_main
 

@@ -33,6 +33,7 @@ from kvtop.tui.base.prompt_input import expanded_draft
 
 if TYPE_CHECKING:
     from kvtop.runner.events import Loaded
+    from kvtop.runner.policy.tune_evidence import TuneEvidence
     from kvtop.tui.app import KvtopApp
 
 def forecast_line(fc: Forecast, n_ctx: int, width: int) -> str:
@@ -93,6 +94,7 @@ class Estimates:
         self.turn_forecast: Forecast | None = None
         self.sent_load: CPULoad | None = None  # the load the turn in flight's threads were chosen at (next_turn_threads)
         self._calibration_warned = False
+        self.tuned: TuneEvidence | None = None  # ``kvtop tune``'s result for these settings here (the advice's evidence)
 
     @property
     def calibration(self):
@@ -108,7 +110,8 @@ class Estimates:
         L = loaded or app.session.loaded
         buffers = L.buffers if L is not None and app.session.engine.capabilities.llama_buffers else None  # a server's are in its log
         rows = app.here.estimate_rows(buffers=buffers, peak_rss=app.dash.memory.peak_engine_rss,
-                                      turn=mt, turn_ran=bool(app.session.turns), others_cpu=others_cpu)
+                                      turn=mt, turn_ran=bool(app.session.turns), others_cpu=others_cpu,
+                                      tuned=self.tuned)
         app.dash.estimate.set_rows(rows)
 
     # ------------------------------------------------------------ calibration
@@ -122,6 +125,9 @@ class Estimates:
         if here is None or L is None or app.session.engine.capabilities.replaying:
             return
         site = engine_site(L, app.session.engine.capabilities, app.settings, app.facts, app.hw)
+        from kvtop.runner.commands.tune_cache import evidence_for
+
+        self.tuned = evidence_for(app.settings.resolved())
         self.service = ForecastService.open(here, app.settings.resolved(), app.paths.cache_dir, site)
         if loaded is None:  # re-probed: a draft's forecast was made without it (at load: once the session has it)
             app.forecast_border.request()

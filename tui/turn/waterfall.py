@@ -201,8 +201,9 @@ class WaterfallScreen(ModalScreen[None]):
                 Binding("right", "turn(1)", "Next turn", priority=True)]
 
     def __init__(self, source: Source, facts, prefill_s, poll_s: float = 1.0,
-                 cpu: tuple[int, int, bool] | None = None) -> None:
+                 cpu: tuple[int, int, bool] | None = None, tuned=None) -> None:
         super().__init__()
+        self.tuned = tuned  # ``kvtop tune``'s result (runner.policy.tune_evidence): the advice's evidence
         self.source = source
         self.facts = facts
         self.cpu = cpu  # (prefill threads, cores, model on the CPU): ttft_verdict names packed threads
@@ -258,7 +259,7 @@ class WaterfallScreen(ModalScreen[None]):
         yield WaterfallBar(m.timeline, m.ttft_s or 0, id="waterfall-bar")
         yield Static(waterfall_table(m, self.prefill_s), markup=False, id="waterfall-table")
         verdict = ttft_verdict(m, turn.get("first_diff_index"), turn.get("diff_context"), turn.get("others_cpu"),
-                               shift, self.cpu)
+                               shift, self.cpu, self.tuned)
         yield Static(Content.styled(verdict, "italic"), markup=False, id="waterfall-verdict")
 
     def _live(self, heading: str) -> ComposeResult:

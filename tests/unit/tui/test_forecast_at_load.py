@@ -51,7 +51,7 @@ async def test_a_busy_machine_is_priced_in_the_border_and_the_estimate(tmp_path,
         fc = pane.forecast
         assert fc.others_cpu == 0.75 and fc.ttft_s > fc.quiet_ttft_s
         assert "at today's load: other processes use 75% of the CPU" in pane.render().plain
-        assert "expect far slower still (try -t 1)" in pane.render().plain.replace("\n", " ")
+        assert "expect far slower still; try -t 1 (not measured: `kvtop tune` measures it)" in pane.render().plain.replace("\n", " ")
 
 
 async def test_without_t_a_busy_turn_runs_on_the_free_cores_and_the_forecast_says_so(tmp_path, smollm_shaped):

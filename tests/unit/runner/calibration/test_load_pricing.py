@@ -151,7 +151,8 @@ def test_threads_that_outnumber_the_free_cores_are_said_not_priced():
     -t 1's 45.6: no price reaches that, so the note says it and names the -t that fits."""
     fc = at_load(quiet(), CPULoad.of_share(0.5, 2), LoadedEngine(2, 2, 1.0))
     assert fc.free_cores == 1 and fc.to_dict()["free_cores"] == 1
-    assert load_note(fc).endswith("more threads than the 1 free core: expect far slower still (try -t 1)")
+    assert load_note(fc).endswith("more threads than the 1 free core: expect far slower still; "
+                                  "try -t 1 (not measured: `kvtop tune` measures it)")
     one = at_load(quiet(), CPULoad.of_share(0.5, 2), LoadedEngine(1, 1, 1.0))
     assert one.free_cores is None and "try -t" not in load_note(one)
     roomy = at_load(quiet(), CPULoad.of_share(0.3, 8), LoadedEngine(4, 4, 1.0))  # 2.4 of 8 cores held

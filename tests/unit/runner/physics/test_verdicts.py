@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from kvtop.runner.physics.estimate_rows import EstimateContext, EstimateRows, Row, TurnFigures
-from kvtop.runner.physics.verdicts import GPU_IDLE, decode_stalls, estimate_verdict, ttft_verdict
+from kvtop.runner.physics.verdicts import decode_stalls, estimate_verdict, gpu_idle, ttft_verdict
 from kvtop.runner.units import GIB, MIB
 
 CPU_TINY = EstimateContext(weights_bytes=92 * MIB)  # SmolLM2-135M on a CPU
@@ -58,7 +58,7 @@ def test_within_25_percent_and_faster_says_so():
 
 def test_within_25_percent_with_an_unused_gpu_suggests_ngl():
     v = estimate_verdict(rows(GPU_UNUSED, decode=(100, 95)))
-    assert v.startswith("measured within 25%") and v.endswith("; " + GPU_IDLE)
+    assert v.startswith("measured within 25%") and v.endswith("; " + gpu_idle(None))
 
 
 # ------------------------------------------------------------------ TTFT
@@ -105,7 +105,7 @@ def test_ttft_faster_without_a_prefill_row():
     (EstimateContext(n_ubatch=64, weights_bytes=4 * GIB), 512, "ubatch 64 is too small (-ub)"),
     (CPU_BIG, 512, "the whole model runs below the fastest matmul kernel the probe timed (attention, norms and other weight types are slower)"),
     (GPU, 512, "compute not saturated"),
-    (GPU_UNUSED, 512, GPU_IDLE),
+    (GPU_UNUSED, 512, gpu_idle(None)),
 ])
 def test_prefill_slower_than_predicted(ctx, tokens, cause):
     v = estimate_verdict(rows(ctx, TurnFigures(prefill_tokens=tokens), prefill=(1000, 450)))
@@ -127,7 +127,7 @@ def test_prefill_faster_than_predicted_is_never_called_too_short(ctx, cause):
      "quantised KV (q8_0/q8_0) adds dequantisation work"),
     (CPU_TINY, "a tiny model (92.00 MiB) is bound by per-token overhead (20.0 ms/token), not by reading the weights"),
     (CPU_BIG, "memory bandwidth not saturated (threads? other load?)"),
-    (GPU_UNUSED, GPU_IDLE),
+    (GPU_UNUSED, gpu_idle(None)),
 ])
 def test_decode_slower_than_predicted(ctx, cause):
     v = estimate_verdict(rows(ctx, steady(50.0), decode=(100, 50)))
@@ -254,7 +254,7 @@ def test_threads_packed_onto_a_shared_core_are_named_with_the_thread_count_that_
     assert estimate_verdict(r) == (
         "other processes used 50% of the CPU during this turn; decode at 0.01x of the ceiling: llama.cpp's "
         "2 threads wait for each other after every op and other processes hold 1.0 of 2 cores, so threads "
-        "share a core: try -t 1")
+        "share a core: try -t 1 (not measured: `kvtop tune` measures it)")
     # one thread, or threads that fit beside the others' work: no such advice
     for ctx in (replace(busy, threads=1), replace(busy, others_cpu=0.3, n_cores=8, threads=4)):
         assert "try -t" not in estimate_verdict(rows(ctx, turn=steady(0.9), decode=(150.0, 0.9)))
@@ -308,7 +308,7 @@ def test_the_waterfalls_verdict_names_threads_packed_onto_a_shared_core():
     v = ttft_verdict(m, others_cpu=0.53, cpu=(2, 2, True))
     assert v.startswith("other processes used 53% of the CPU during this turn; ")
     assert v.endswith("; llama.cpp's 2 threads wait for each other after every op and other processes hold 1.1 of 2 "
-                      "cores, so threads share a core: try -t 1"), v
+                      "cores, so threads share a core: try -t 1 (not measured: `kvtop tune` measures it)"), v
     # on the free core (kvtop's own choice), on a GPU, or not known (a server): no such advice
     for kw in (dict(cpu=(2, 2, True), m=on(1)), dict(cpu=(2, 2, False)),
                dict(cpu=None)):
