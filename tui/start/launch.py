@@ -13,10 +13,10 @@ import os
 import sys
 
 from kvtop.runner.cli_types import nice_increment, refresh_seconds, replay_speed
+from kvtop.runner.commands.chat_sampling import chat_settings
 from kvtop.runner.commands.engine_flags import add_engine_flags
 from kvtop.runner.demo import INSTALL_HINT, demo_model_path
 from kvtop.runner.sanitize import clean_line
-from kvtop.runner.settings import settings_from_args
 from kvtop.tui.start.run import print_summary, refusal, run_app, run_until_quit
 
 # launch.run_until_quit is the seam tests replace (the --server path gets it from here
@@ -136,7 +136,7 @@ def launch_main(argv: list[str], terminal: bool = False, *, hardware=None, engin
     if not os.path.exists(model):
         print(f"kvtop: {clean_line(model)}: no such file", file=sys.stderr)
         return 1
-    settings = settings_from_args(model, a)
+    settings, sampling_note = chat_settings(model, a)  # the model's recommended sampling, unless flags say otherwise
 
     from kvtop.runner.records.paths import default_paths
     from kvtop.runner.session.source import EngineSource
@@ -150,7 +150,7 @@ def launch_main(argv: list[str], terminal: bool = False, *, hardware=None, engin
     app = KvtopApp(settings, EngineSource(in_process=a.in_process, given=engine_factory), paths, AppOptions(hardware=hardware,
         argv=scrub_argv([sys.argv[0]] + argv), resume_messages=resume, resume_note=resume_note,
         ui_nice=a.ui_nice, prompt_file=a.prompt_file, prompt_text=a.prompt, trace_path=a.trace, refresh=a.refresh,
-        bundle_text=a.bundle_text, notes=a.flag_notes))
+        bundle_text=a.bundle_text, notes=(*a.flag_notes, *([sampling_note] if sampling_note else []))))
 
     return run_until_quit(app, guarded=terminal)
 
