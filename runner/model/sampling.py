@@ -43,11 +43,11 @@ _RANGES = {"top_k": (0, 1 << 31), "top_p": (0.0, 1.0), "min_p": (0.0, 1.0), "xtc
 # use") samples with ``temperature=0.2, top_p=0.9, do_sample=True``; transformers' generate
 # then also applies its own default ``top_k=50`` and no min-p. kvtop adds a light repeat
 # penalty (1.1 over the last 64 tokens, llama.cpp's window; --repeat-penalty 1 turns it
-# off): at temp 0.2 this 135M model, 4-bit, still falls into a repeated phrase now and then,
-# and a repeated phrase is what made the demo's first answers fail.
+# off), kvtop's choice, not the card's: a guard against the repeated phrase that made the
+# demo's first answers fail (near-greedy sampling, as at temp 0.2, repeats itself readily).
 DEMO_SAMPLING: dict[str, float | int] = {"temp": 0.2, "top_p": 0.9, "top_k": 50, "min_p": 0.0,
                                          "repeat_penalty": 1.1, "repeat_last_n": 64}
-DEMO_SOURCE = "SmolLM2-Instruct's recommendation"
+DEMO_SOURCE = "SmolLM2-Instruct's model card; the repeat penalty is kvtop's"
 DEMO_REPLY_TOKENS = 512  # the demo's reply limit, at most a quarter of the context
 
 

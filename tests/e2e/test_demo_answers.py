@@ -27,7 +27,7 @@ def test_the_demo_samples_as_recommended_with_a_reply_limit(smollm_path):
     assert (s.temp, s.top_p) == (0.2, 0.9)  # the model card's
     assert 0 < s.n_predict <= s.resolved().n_ctx // 4
     assert note == ("demo sampling: temp 0.2 top-k 50 top-p 0.9 min-p 0 repeat 1.1/64, replies ≤ 512 tokens "
-                    "(SmolLM2-Instruct's recommendation); flags override")
+                    "(SmolLM2-Instruct's model card; the repeat penalty is kvtop's); flags override")
     small, _ = demo_settings(smollm_path, "-c", "512")
     assert small.n_predict == 128  # a quarter of a small context
     mine, note = demo_settings(smollm_path, "--temp", "0.7", "-n", "64", "--repeat-penalty", "1")
@@ -56,3 +56,29 @@ def test_the_demo_answers_an_ordinary_question(smollm_path, question):
     assert isinstance(r, ev.TurnDone)
     assert r.stop_reason == "eog", f"{question!r}: {r.stop_reason} after {r.metrics.decode_tokens} tokens: {r.text!r}"
     assert 0 < r.metrics.decode_tokens < s.n_predict and r.text.strip()
+
+
+def test_kvtop_with_no_model_starts_the_demo_with_its_sampling_and_says_so(tmp_path, monkeypatch, smollm_path):
+    """``kvtop`` as a newcomer types it: the demo, its sampling, and the one line in the chat."""
+    import signal
+
+    from kvtop.tui.app import KvtopApp
+    from kvtop.tui.base import collector
+    from kvtop.tui.start import launch
+
+    monkeypatch.setenv("KVTOP_HOME", str(tmp_path / "home"))
+    seen = {}
+    monkeypatch.setattr(KvtopApp, "run", lambda self, **kw: seen.setdefault("app", self) and 0)
+    monkeypatch.setattr(collector, "freeze_startup_objects", lambda: None)
+    monkeypatch.setattr(signal, "signal", lambda *a: None)
+    assert launch.launch_main([]) == 0
+    app = seen["app"]
+    assert app.settings.model == smollm_path and (app.settings.temp, app.settings.n_predict) == (0.2, 512)
+    assert [n for n in app.options.notes if n.startswith("demo sampling: ")] == [
+        "demo sampling: temp 0.2 top-k 50 top-p 0.9 min-p 0 repeat 1.1/64, replies ≤ 512 tokens "
+        "(SmolLM2-Instruct's model card; the repeat penalty is kvtop's); flags override"]
+    seen.clear()
+    assert launch.launch_main(["--temp", "0.8", "--top-k", "40", "--top-p", "0.95", "--min-p", "0.05",
+                               "--repeat-penalty", "1", "-n", "-1"]) == 0
+    s = seen["app"].settings
+    assert (s.temp, s.top_k, s.top_p, s.min_p, s.repeat_penalty, s.n_predict) == (0.8, 40, 0.95, 0.05, 1.0, -1)
