@@ -162,8 +162,6 @@ UNSET_MEANS_DEFAULT = ("context_shift", "keep")  # None: not on the command line
 
 def settings_from_args(model: str, ns: argparse.Namespace) -> Settings:
     fields = Settings.__dataclass_fields__
-    kwargs = {k: getattr(ns, k) for k in fields if k != "model" and hasattr(ns, k)}
-    for k in UNSET_MEANS_DEFAULT:
-        if kwargs.get(k, 0) is None:
-            del kwargs[k]
+    # None: the flag was not given (the sampler flags, -n, UNSET_MEANS_DEFAULT): Settings' default
+    kwargs = {k: getattr(ns, k) for k in fields if k != "model" and getattr(ns, k, None) is not None}
     return Settings(model=model, **kwargs)

@@ -53,8 +53,11 @@ def add_engine_flags(p: argparse.ArgumentParser, chat: bool = True) -> None:
                    help="RoPE frequency scaling factor, expands the context by 1/N (default: 0 = the model's)")
     g.add_argument("--mlock", action="store_true")
     g.add_argument("--no-mmap", dest="mmap", action="store_false")
-    g.add_argument("-n", "--predict", "--n-predict", dest="n_predict", type=int_in(-1, INT32_MAX), default=-1,
-                   help="tokens to generate per turn (-1 = until end of turn or context full)")
+    g.add_argument("-n", "--predict", "--n-predict", dest="n_predict", type=int_in(-1, INT32_MAX),
+                   default=None if chat else -1,  # None: not given (the demo model has a reply limit)
+                   help="tokens to generate per turn (-1 = until end of turn or context full; default -1, "
+                        "for the demo model 512, at most a quarter of the context)" if chat else
+                        "tokens to generate per turn")
     if chat:
         g.add_argument("-ot", "--override-tensor", dest="override_tensor", action=TensorOverrides, default=(),
                        metavar="PATTERN=TYPE,...", help="weights whose names match a regex go to that buffer type")
@@ -143,26 +146,29 @@ def add_chat_flags(g: argparse._ArgumentGroup | argparse.ArgumentParser) -> None
     """The sampler and the chat: what a turn uses, not a bench."""
     g.add_argument("--ignore-eos", dest="ignore_eos", action="store_true",
                    help="keep generating past end-of-generation tokens (for benchmarks)")
-    g.add_argument("--temp", "--temperature", dest="temp", type=float_in(0.0, MAX_TEMP), default=0.8)
-    g.add_argument("--top-k", dest="top_k", type=non_negative_int, default=40)
-    g.add_argument("--top-p", dest="top_p", type=float_in(0.0, 1.0), default=0.95)
-    g.add_argument("--min-p", dest="min_p", type=float_in(0.0, 1.0), default=0.05, metavar="N",
-                   help="min-p sampling (default: 0.05, 0.0 = disabled)")
+    g.add_argument("--temp", "--temperature", dest="temp", type=float_in(0.0, MAX_TEMP), default=None, metavar="N",
+                   help="temperature (default: the model's recommendation, else 0.8)")
+    g.add_argument("--top-k", dest="top_k", type=non_negative_int, default=None, metavar="N",
+                   help="top-k sampling (default: the model's recommendation, else 40; 0 = disabled)")
+    g.add_argument("--top-p", dest="top_p", type=float_in(0.0, 1.0), default=None, metavar="N",
+                   help="top-p sampling (default: the model's recommendation, else 0.95; 1.0 = disabled)")
+    g.add_argument("--min-p", dest="min_p", type=float_in(0.0, 1.0), default=None, metavar="N",
+                   help="min-p sampling (default: the model's recommendation, else 0.05; 0.0 = disabled)")
     g.add_argument("--repeat-penalty", dest="repeat_penalty", type=float_in(0.0, MAX_PENALTY, lo_open=True),
-                   default=1.0, metavar="N", help="penalize repeated tokens (default: 1.0 = disabled)")
-    g.add_argument("--repeat-last-n", dest="repeat_last_n", type=int_in(0, INT32_MAX), default=64, metavar="N",
-                   help="last n tokens the penalties consider (default: 64, 0 = disabled)")
+                   default=None, metavar="N", help="penalize repeated tokens (default: the model's recommendation, else 1.0 = disabled)")
+    g.add_argument("--repeat-last-n", dest="repeat_last_n", type=int_in(0, INT32_MAX), default=None, metavar="N",
+                   help="last n tokens the penalties consider (default: the model's recommendation, else 64; 0 = disabled)")
     g.add_argument("--presence-penalty", dest="presence_penalty", type=float_in(-MAX_PENALTY, MAX_PENALTY),
-                   default=0.0, metavar="N", help="repeat alpha presence penalty (default: 0.0 = disabled)")
+                   default=None, metavar="N", help="repeat alpha presence penalty (default: 0.0 = disabled)")
     g.add_argument("--frequency-penalty", dest="frequency_penalty", type=float_in(-MAX_PENALTY, MAX_PENALTY),
-                   default=0.0, metavar="N", help="repeat alpha frequency penalty (default: 0.0 = disabled)")
-    g.add_argument("--typical", "--typical-p", dest="typical_p", type=float_in(0.0, 1.0), default=1.0, metavar="N",
+                   default=None, metavar="N", help="repeat alpha frequency penalty (default: 0.0 = disabled)")
+    g.add_argument("--typical", "--typical-p", dest="typical_p", type=float_in(0.0, 1.0), default=None, metavar="N",
                    help="locally typical sampling (default: 1.0 = disabled)")
     g.add_argument("--top-nsigma", "--top-n-sigma", dest="top_n_sigma", type=float_in(-1.0, MAX_PENALTY),
-                   default=-1.0, metavar="N", help="top-n-sigma sampling (default: -1 = disabled)")
-    g.add_argument("--xtc-probability", dest="xtc_probability", type=float_in(0.0, 1.0), default=0.0, metavar="N",
+                   default=None, metavar="N", help="top-n-sigma sampling (default: -1 = disabled)")
+    g.add_argument("--xtc-probability", dest="xtc_probability", type=float_in(0.0, 1.0), default=None, metavar="N",
                    help="XTC: the chance of removing the top tokens (default: 0.0 = disabled)")
-    g.add_argument("--xtc-threshold", dest="xtc_threshold", type=float_in(0.0, 1.0), default=0.1, metavar="N",
+    g.add_argument("--xtc-threshold", dest="xtc_threshold", type=float_in(0.0, 1.0), default=None, metavar="N",
                    help="XTC: the probability above which tokens are removed (default: 0.1; > 0.5 disables XTC)")
     g.add_argument("--dry-multiplier", dest="dry_multiplier", type=float_in(0.0, MAX_PENALTY), default=0.0,
                    metavar="N", help="DRY sampling multiplier (default: 0.0 = disabled)")
@@ -175,11 +181,11 @@ def add_chat_flags(g: argparse._ArgumentGroup | argparse.ArgumentParser) -> None
     g.add_argument("--dry-sequence-breaker", dest="dry_sequence_breakers", action=SequenceBreakers,
                    default=DRY_BREAKERS, metavar="STRING",
                    help="add a DRY sequence breaker, clearing the defaults ('\\n', ':', '\"', '*'); \"none\": no breakers")
-    g.add_argument("--mirostat", type=int_in(0, 2), default=0, metavar="N",
+    g.add_argument("--mirostat", type=int_in(0, 2), default=None, metavar="N",
                    help="Mirostat sampling 1 or 2, instead of top-k/top-p/min-p and the penalties (default: 0 = off)")
-    g.add_argument("--mirostat-lr", dest="mirostat_lr", type=float_in(0.0, MAX_PENALTY), default=0.1, metavar="N",
+    g.add_argument("--mirostat-lr", dest="mirostat_lr", type=float_in(0.0, MAX_PENALTY), default=None, metavar="N",
                    help="Mirostat learning rate, eta (default: 0.1)")
-    g.add_argument("--mirostat-ent", dest="mirostat_ent", type=float_in(0.0, MAX_PENALTY), default=5.0, metavar="N",
+    g.add_argument("--mirostat-ent", dest="mirostat_ent", type=float_in(0.0, MAX_PENALTY), default=None, metavar="N",
                    help="Mirostat target entropy, tau (default: 5.0)")
     g.add_argument("--grammar", dest="grammar", default="", metavar="GBNF",
                    help="a GBNF grammar the reply must follow (llama.cpp's grammars/ format)")

@@ -76,13 +76,26 @@ def sane_time(v: object) -> float | None:
     return v if 0.0 <= v <= LATEST_TIME else None  # NaN fails both comparisons
 
 
+def read_header(path: str, kind: str) -> dict[str, object] | None:
+    """The first line of ``path`` when it is a JSON header of type ``kind`` (a transcript,
+    ``"session"``, or a trace), else None: the sessions folder holds both, and other files."""
+    import json
+
+    try:
+        if not os.path.isfile(path):
+            return None
+        with open(path, "rb") as fh:
+            head = json.loads(fh.readline(1 << 20).decode("utf-8", errors="replace"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    return head if isinstance(head, dict) and head.get("type") == kind else None
+
+
 def newest_by_header(folder: str, kind: str, time_key: str) -> str | None:
     """The newest ``*.jsonl`` in ``folder`` whose first line is a header of type
     ``kind`` (transcripts and traces share the sessions folder: known by what they
     are, not by their names), newest by the header's ``time_key`` when sane, else by
     the file's mtime."""
-    import json
-
     try:
         names = os.listdir(folder)
     except OSError:
@@ -90,16 +103,13 @@ def newest_by_header(folder: str, kind: str, time_key: str) -> str | None:
     best: tuple[float, str] | None = None
     for name in names:
         path = os.path.join(folder, name)
-        if not name.endswith(".jsonl") or not os.path.isfile(path):
+        head = read_header(path, kind) if name.endswith(".jsonl") else None
+        if head is None:
             continue
+        key = sane_time(head.get(time_key))
         try:
-            with open(path, "rb") as fh:
-                head = json.loads(fh.readline(1 << 20).decode("utf-8", errors="replace"))
-            if not isinstance(head, dict) or head.get("type") != kind:
-                continue
-            key = sane_time(head.get(time_key))
             key = os.path.getmtime(path) if key is None else key
-        except (OSError, ValueError, RecursionError):
+        except OSError:
             continue
         if best is None or key > best[0]:
             best = (key, path)

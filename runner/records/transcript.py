@@ -1,7 +1,7 @@
 """The session transcript: one JSON line per completed turn, flushed and synced.
 
 A crash of the engine, a killed UI or a power cut loses at most the turn in
-flight. ``kvtop --resume`` reads the newest session back.
+flight. ``kvtop --resume`` reads the newest session with turns back (runner/records/sessions.py).
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, is_dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +45,13 @@ class Transcript:
     def turn(self, user: str, assistant: str, stop_reason: str, metrics: object) -> None:
         self._write({"type": "turn", "time": time.time(), "user": user, "assistant": assistant,
                      "stop_reason": stop_reason, "metrics": metrics})
+
+    def resumed(self, messages: Sequence[ChatMessage]) -> None:
+        """The chat ``--resume`` restored, before this session's own turns: without it the
+        next ``--resume`` restored only the turns after it."""
+        if messages:
+            self._write({"type": "resumed", "time": time.time(),
+                         "messages": [{"role": m.role, "content": m.content} for m in messages]})
 
     def event(self, kind: str, **fields: object) -> None:
         self._write({"type": kind, "time": time.time(), **fields})
@@ -85,6 +93,8 @@ def read_messages(path: str) -> list[dict[str, str]]:
                 if isinstance(user, str) and isinstance(reply, str):
                     messages.append({"role": "user", "content": user})
                     messages.append({"role": "assistant", "content": reply})
+            elif obj.get("type") == "resumed" and not messages and isinstance(obj.get("messages"), list):
+                messages = _resumed_messages(obj["messages"])
             elif obj.get("type") == "new_chat" and messages:
                 aside, messages = messages, []
             elif obj.get("type") == "undo_new_chat" and aside:
@@ -92,21 +102,13 @@ def read_messages(path: str) -> list[dict[str, str]]:
     return messages
 
 
-def resume_last(sessions_dir: str) -> tuple[tuple[ChatMessage, ...], str]:
-    """``--resume``: the last transcript's messages and one line saying what was restored."""
-    from kvtop.runner.process.commands import ChatMessage
-    from kvtop.runner.sanitize import clean_line
-
-    path = latest_session(sessions_dir)
-    if path is None:
-        return (), f"--resume: no earlier session in {clean_line(sessions_dir)}: nothing to restore"
-    try:
-        messages = read_messages(path)
-    except OSError as exc:
-        return (), f"--resume: cannot read {clean_line(path)}: {clean_line(exc.strerror or str(exc))}"
-    name = clean_line(os.path.basename(path))
-    if not messages:
-        return (), f"--resume: {name} has no turns after its last new chat: nothing to restore"
-    turns = len(messages) // 2
-    return (tuple(ChatMessage(m["role"], m["content"]) for m in messages),
-            f"resumed {turns} turn{'s' if turns != 1 else ''} from {name}")
+def _resumed_messages(items: list[object]) -> list[dict[str, str]]:
+    """A ``resumed`` record's messages: text only, in whole turns (a user message then
+    its reply); anything else in the list is skipped."""
+    out = [{"role": m["role"], "content": m["content"]} for m in items
+           if isinstance(m, dict) and m.get("role") in ROLES and isinstance(m.get("content"), str)]
+    kept: list[dict[str, str]] = []
+    for first, second in zip(out, out[1:]):
+        if (first["role"], second["role"]) == ROLES and (not kept or kept[-1] is not first):
+            kept += [first, second]
+    return kept

@@ -48,6 +48,7 @@ class ChatSession:
         self.record_trace = record_trace
         self.trace_path = trace_path
         self.messages: list[ChatMessage] = list(resume)
+        self._resumed = tuple(resume)  # written first into this session's transcript
         self.turns: list[TurnRecord] = []
         self.active: ActiveTurn | None = None
         self.queued: Chat | None = None  # sent before the model loaded
@@ -135,6 +136,7 @@ class ChatSession:
             transcript = Transcript(self.paths.sessions_dir, {
                 "model": self.loaded.path if self.loaded else self.settings.model,
                 "settings": self.settings.to_dict(), "argv": self.argv})
+            transcript.resumed(self._resumed)  # so the next --resume restores them too, not only the new turns
             self.transcript, self.transcript_path = transcript, transcript.path
         except OSError as exc:
             notice(f"no transcript: {clean_line(str(exc))}")

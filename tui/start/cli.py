@@ -1,4 +1,5 @@
-"""The ``kvtop`` command: the live monitor, ``kvtop bench``, ``kvtop tune``, ``kvtop estimate`` and ``kvtop load``.
+"""The ``kvtop`` command: the live monitor, ``kvtop bench``, ``kvtop tune``, ``kvtop estimate``, ``kvtop load``
+and ``kvtop sessions``.
 
 The headless commands never import Textual. Exit codes: 0 ok, 1 runtime error
 with a one-line message, 2 usage error.
@@ -36,6 +37,10 @@ def main(argv: list[str] | None = None) -> int:
             return load_live(*args)
 
         return load_main(argv[1:], live)
+    if argv and argv[0] == "sessions":
+        from kvtop.runner.commands.sessions import sessions_main
+
+        return sessions_main(argv[1:])
     if argv and argv[0] == "replay":
         from kvtop.tui.start.launch import replay_main
 

@@ -13,10 +13,10 @@ import os
 import sys
 
 from kvtop.runner.cli_types import nice_increment, refresh_seconds, replay_speed
+from kvtop.runner.commands.chat_sampling import chat_settings
 from kvtop.runner.commands.engine_flags import add_engine_flags
 from kvtop.runner.demo import INSTALL_HINT, demo_model_path
 from kvtop.runner.sanitize import clean_line
-from kvtop.runner.settings import settings_from_args
 from kvtop.tui.start.run import print_summary, refusal, run_app, run_until_quit
 
 # launch.run_until_quit is the seam tests replace (the --server path gets it from here
@@ -61,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="kvtop", allow_abbrev=False,  # "-f FILE" must not become "-fa", "-hf" not "-h"
         description="Run a local GGUF model and watch, live, why it is fast or slow. "
-                    "Also: 'kvtop bench MODEL', 'kvtop estimate MODEL', 'kvtop load URL' and 'kvtop replay TRACE'.",
+                    "Also: 'kvtop bench MODEL', 'kvtop estimate MODEL', 'kvtop load URL', 'kvtop replay TRACE' and 'kvtop sessions'.",
     )
     p.add_argument("model", nargs="?", help="path to a .gguf file (default: the bundled demo model)")
     p.add_argument("-m", "--model", dest="model_flag", metavar="PATH",
@@ -75,7 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "what llama-cli -hf downloaded)")
     p.add_argument("--jinja", action="store_true",
                    help="accepted for llama.cpp's sake: kvtop always renders the GGUF's Jinja template (sandboxed)")
-    p.add_argument("--resume", action="store_true", help="reopen the last session's transcript")
+    p.add_argument("--resume", nargs="?", const=True, default=None, metavar="FILE",
+                   help="reopen the newest session that has turns, or FILE (a transcript 'kvtop sessions' lists)")
     p.add_argument("-f", "--file", "--prompt-file", dest="prompt_file", metavar="PATH",
                    help="send this file's text as the first message")
     p.add_argument("--trace", metavar="FILE", help="also write the session's trace here (always written "
@@ -106,9 +107,21 @@ def launch_main(argv: list[str], terminal: bool = False, *, hardware=None, engin
     if a.hf_repo:
         p.error("-hf: kvtop downloads nothing; give the path of a local .gguf (llama-cli -hf keeps its "
                 "downloads in ~/.cache/llama.cpp)")
-    # what is wrong with the model or the server is said first (exit 1), then a missing
-    # terminal (exit 2): --server asks for a terminal once the server has answered
+    # what is wrong with the model, the server or --resume FILE is said first (exit 1), then
+    # a missing terminal (exit 2): --server asks for a terminal once the server has answered
+    resume: tuple = ()
+    resume_note = None
     serving = bool(a.server or a.server_file)  # --server-file alone attaches too
+    if a.resume and not serving and not model_missing(a):
+        from kvtop.runner.records.paths import default_paths
+        from kvtop.runner.records.sessions import ResumeError, resume_file, resume_last
+
+        sessions = default_paths().sessions_dir
+        try:
+            resume, resume_note = resume_last(sessions) if a.resume is True else resume_file(a.resume, sessions)
+        except ResumeError as exc:
+            print(f"kvtop: {exc}", file=sys.stderr)
+            return 1
     refused = refusal(a, terminal and not serving and not model_missing(a))
     if refused:
         print(refused, file=sys.stderr)
@@ -124,17 +137,12 @@ def launch_main(argv: list[str], terminal: bool = False, *, hardware=None, engin
     if not os.path.exists(model):
         print(f"kvtop: {clean_line(model)}: no such file", file=sys.stderr)
         return 1
-    settings = settings_from_args(model, a)
+    settings, sampling_note = chat_settings(model, a)  # the model's recommended sampling, unless flags say otherwise
 
     from kvtop.runner.records.paths import default_paths
     from kvtop.runner.session.source import EngineSource
 
     paths = default_paths()
-    resume, resume_note = (), None
-    if a.resume:
-        from kvtop.runner.records.transcript import resume_last
-
-        resume, resume_note = resume_last(paths.sessions_dir)
 
     from kvtop.runner.redact import scrub_argv
     from kvtop.tui.app import KvtopApp
@@ -143,7 +151,7 @@ def launch_main(argv: list[str], terminal: bool = False, *, hardware=None, engin
     app = KvtopApp(settings, EngineSource(in_process=a.in_process, given=engine_factory), paths, AppOptions(hardware=hardware,
         argv=scrub_argv([sys.argv[0]] + argv), resume_messages=resume, resume_note=resume_note,
         ui_nice=a.ui_nice, prompt_file=a.prompt_file, prompt_text=a.prompt, trace_path=a.trace, refresh=a.refresh,
-        bundle_text=a.bundle_text, notes=a.flag_notes))
+        bundle_text=a.bundle_text, notes=(*a.flag_notes, *([sampling_note] if sampling_note else []))))
 
     return run_until_quit(app, guarded=terminal)
 
@@ -157,10 +165,26 @@ def parse_flags(p: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespa
     server = any(t in ("--server", "--server-file") or t.startswith(("--server=", "--server-file=")) for t in argv)
     kept, notes = prescan(argv, p, server=server)
     a = p.parse_args(kept)
+    resume_or_model(a)
     for note in notes:
         print(f"kvtop: {note}", file=sys.stderr)
     a.flag_notes = tuple(notes)
     return a
+
+
+def resume_or_model(a: argparse.Namespace) -> None:
+    """``kvtop --resume model.gguf``: argparse gives the model to ``--resume FILE``; a GGUF
+    (by its magic, or its name when it cannot be read) is the model, and ``--resume``
+    reopens the newest session."""
+    if not isinstance(a.resume, str) or a.model is not None:
+        return
+    try:
+        with open(a.resume, "rb") as fh:
+            gguf = fh.read(4) == b"GGUF"
+    except OSError:
+        gguf = a.resume.lower().endswith(".gguf")
+    if gguf:
+        a.model, a.resume = a.resume, True
 
 
 def model_missing(a: argparse.Namespace) -> bool:

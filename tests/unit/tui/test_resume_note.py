@@ -3,13 +3,15 @@ transcript and how many turns, or that there was nothing (issue 12)."""
 
 import os
 import signal
+import time
 
 from helpers import make_app, screen_text, send, wait_until
 from helpers import test_paths as paths_under
 from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
 
+from kvtop.runner.records.sessions import resume_last
 from kvtop.runner.records.trace import TraceWriter
-from kvtop.runner.records.transcript import Transcript, resume_last
+from kvtop.runner.records.transcript import Transcript, read_messages
 from kvtop.runner.settings import Settings
 from kvtop.tui.panes.chat import ChatLog
 
@@ -43,6 +45,12 @@ async def test_resume_restores_the_transcript_not_the_trace_beside_it(tmp_path, 
         assert [m["content"] for m in app.engine.chats[-1]] == [
             "[b]x[/b] is it bold?", "[red]no[/red] [@click=app.quit]q[/]", "And why?"]
         assert app.is_running  # the [@click=app.quit] link was text, not an action
+        # the new transcript holds the restored chat too: the next --resume gets both turns, not only the new one
+        await wait_until(pilot, lambda: len(read_messages(app.session.transcript_path)) == 4, what="transcript")
+    again, note = resume_last(sessions)
+    assert [m.content for m in again] == ["[b]x[/b] is it bold?", "[red]no[/red] [@click=app.quit]q[/]",
+                                          "And why?", "ok"]
+    assert note == f"resumed 2 turns from {os.path.basename(app.session.transcript_path)}"
 
 
 async def test_resume_with_nothing_to_restore_says_so(tmp_path, smollm_shaped):
@@ -52,6 +60,25 @@ async def test_resume_with_nothing_to_restore_says_so(tmp_path, smollm_shaped):
         await wait_until(pilot, lambda: app.loaded is not None, what="load")
         assert len(system_lines(app)) == 1 and "nothing to restore" in system_lines(app)[0]
         assert app.session.messages == []
+
+
+async def test_resume_after_a_launch_without_turns_shows_the_last_real_chat(tmp_path, smollm_shaped):
+    """Issue 33: a launch that quit before its first turn left the newest transcript empty,
+    and the next --resume showed "nothing to restore" instead of the chat before it."""
+    sessions = paths_under(tmp_path).sessions_dir
+    real = Transcript(sessions, {"model": smollm_shaped})
+    real.turn("What is the capital of France?", "Paris.", "eog", {})
+    real.close()
+    time.sleep(0.01)
+    Transcript(sessions, {"model": smollm_shaped}).close()  # the launch without turns, newer
+    messages, note = resume_last(sessions)
+    app = scripted(smollm_shaped, tmp_path, resume_messages=messages, resume_note=note)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await wait_until(pilot, lambda: app.loaded is not None, what="load")
+        text = screen_text(app)
+        assert "you: What is the capital of France?" in text and "model: Paris." in text
+        assert system_lines(app) == [f"resumed 1 turn from {os.path.basename(real.path)}"]
+        assert [m.content for m in app.session.messages] == ["What is the capital of France?", "Paris."]
 
 
 def test_launch_passes_what_resume_found_to_the_app(tmp_path, smollm_shaped, monkeypatch):

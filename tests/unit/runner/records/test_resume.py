@@ -4,8 +4,9 @@ read back whatever damage it took (issue 12)."""
 import json
 import os
 
+from kvtop.runner.records.sessions import resume_last
 from kvtop.runner.records.trace import TraceWriter
-from kvtop.runner.records.transcript import Transcript, latest_session, read_messages, resume_last
+from kvtop.runner.records.transcript import Transcript, latest_session, read_messages
 
 
 def transcript(folder, turns, started=None):
@@ -57,7 +58,22 @@ def test_a_transcript_that_ends_in_a_new_chat_restores_nothing_and_says_so(tmp_p
     t.event("new_chat")
     t.close()
     messages, note = resume_last(str(tmp_path))
-    assert messages == () and "no turns after its last new chat" in note
+    assert messages == () and note == f"--resume: no earlier session with turns in {tmp_path}: nothing to restore"
+
+
+def test_resume_skips_newer_sessions_without_turns(tmp_path):
+    """Issue 33: a launch that quit before its first turn (or ended in a new chat) left the
+    newest transcript empty, and --resume said "nothing to restore" although the chat
+    before it had turns."""
+    real = transcript(tmp_path, [("What is a lighthouse?", "A tower with a light.")], started=1000.0)
+    transcript(tmp_path, [], started=2000.0)  # launched, quit before a turn
+    cleared = transcript(tmp_path, [("q", "a")], started=3000.0)
+    with open(cleared, "a", encoding="utf-8") as fh:
+        fh.write('{"type": "new_chat", "time": 3001}\n')
+    assert latest_session(str(tmp_path)) == cleared  # the newest file is not the one to restore
+    messages, note = resume_last(str(tmp_path))
+    assert [m.content for m in messages] == ["What is a lighthouse?", "A tower with a light."]
+    assert note == f"resumed 1 turn from {os.path.basename(real)}"
 
 
 def test_a_torn_line_bad_bytes_and_unknown_records_are_skipped(tmp_path):
@@ -91,3 +107,23 @@ def test_markup_in_a_transcript_is_kept_as_text(tmp_path):
     transcript(tmp_path, [("[b]x[/b] [@click=app.quit]q[/]", "[red]no[/red]")])
     messages, _note = resume_last(str(tmp_path))
     assert [m.content for m in messages] == ["[b]x[/b] [@click=app.quit]q[/]", "[red]no[/red]"]
+
+
+def test_a_resumed_chat_is_restored_with_the_turns_after_it(tmp_path):
+    """A session opened with --resume writes the restored chat first: the next --resume
+    restored only the turns after it."""
+    from kvtop.runner.process.commands import ChatMessage
+
+    t = Transcript(str(tmp_path), {"model": "m"})
+    t.resumed((ChatMessage("user", "q1"), ChatMessage("assistant", "a1")))
+    t.turn("q2", "a2", "eog", {})
+    t.close()
+    assert [m["content"] for m in read_messages(t.path)] == ["q1", "a1", "q2", "a2"]
+    with open(t.path, "a", encoding="utf-8") as fh:  # a second, odd record is not a resume: ignored
+        fh.write('{"type": "resumed", "messages": [{"role": "system", "content": "x"}, 5, {"role": "user"}]}\n')
+    assert [m["content"] for m in read_messages(t.path)] == ["q1", "a1", "q2", "a2"]
+    odd = tmp_path / "odd.jsonl"
+    odd.write_text('{"type": "session"}\n{"type": "resumed", "messages": [{"role": "user", "content": "u"}, '
+                   '{"role": "system", "content": "s"}, {"role": "assistant", "content": 7}, '
+                   '{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]}\n')
+    assert [m["content"] for m in read_messages(str(odd))] == ["q", "a"]
