@@ -153,7 +153,14 @@ class EstimatePane(PaneWidget):
         else:
             lines.append(Content.styled(estimate_verdict(self.rows), "italic"))
         if self.forecast is not None:
-            lines.append(Content.styled(f"forecast: {self.forecast.label()}", "$text-muted"))
+            from kvtop.runner.calibration.interval import range_verdict
+
+            if self.live is None and (said := range_verdict(self.forecast, self.rows.row("ttft").measured,
+                                                            self.rows.row("decode").measured)):
+                lines.append(Content.styled(said, "italic"))
+            iv = self.forecast.interval_text()
+            lines.append(Content.styled(f"forecast: {self.forecast.label()}" + (f"; TTFT {iv}" if iv else ""),
+                                        "$text-muted"))
             if busy := load_note(self.forecast):  # the forecast column is priced at today's load
                 lines.append(Content.styled(busy, "$kvtop-warn"))
         if self.note:
