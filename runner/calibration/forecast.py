@@ -157,7 +157,8 @@ class Forecaster:
         """The price's strength per phase from how far each busy sample sits from the quiet fit."""
         import math
 
-        def point(predicted: float | None, measured: float, others: float | None, t: int, long_ops: bool):
+        def point(predicted: float | None, measured: float, others: float | None, t: int,
+                  long_ops: bool) -> tuple[float, float]:
             shape = self._price(others, t, long_ops)
             scaling = self._price(None, t, long_ops)  # the cost of fewer threads alone
             f = min(max(self._fraction, 0.0), 1.0)

@@ -78,12 +78,16 @@ def comparable(residuals: list[Residual], price: float, which: int) -> list[floa
     return out
 
 
-def with_interval(fc: Forecast, residuals: list[Residual]) -> Forecast:
-    """``fc`` with its 80% interval for TTFT and decode tok/s."""
+def with_interval(fc: Forecast, residuals: list[Residual], bounded_probe: bool = False) -> Forecast:
+    """``fc`` with its 80% interval for TTFT and decode tok/s. ``bounded_probe``: the
+    roofline rests on a probe taken under load (lower bounds of the ceilings), so it is
+    no bound on the time either way: the span goes both ways."""
     if fc.basis != "calibrated":
-        return replace(fc, ttft_s_low=fc.ttft_s, ttft_s_high=fc.ttft_s * ROOFLINE_SPAN if fc.ttft_s else None,
+        below = ROOFLINE_SPAN if bounded_probe else 1.0
+        return replace(fc, ttft_s_low=fc.ttft_s / below if fc.ttft_s else None,
+                       ttft_s_high=fc.ttft_s * ROOFLINE_SPAN if fc.ttft_s else None,
                        decode_tok_s_low=fc.decode_tok_s / ROOFLINE_SPAN if fc.decode_tok_s else None,
-                       decode_tok_s_high=fc.decode_tok_s, interval_n=0)
+                       decode_tok_s_high=fc.decode_tok_s * below if fc.decode_tok_s else None, interval_n=0)
     price = load_price(fc)
     tt = interval(comparable(residuals, price, 0))
     dd = interval(comparable(residuals, price, 1))

@@ -153,7 +153,8 @@ class ForecastService:
             fc = at_load(fc, load, engine, fitted.pace)
         else:
             fc = replace(fc, remote_load=True)  # a server elsewhere: what it did, at its own load
-        fc = with_interval(fc, self.calibration.samples.residuals)
+        cpu = self.here.hw.cpu
+        fc = with_interval(fc, self.calibration.samples.residuals, cpu is not None and cpu.lower_bound)
         return replace(fc, cached_tokens=None) if cached is None else fc
 
     def roofline(self, prompt_tokens: int, cached: int | None, reply: int) -> Forecast:

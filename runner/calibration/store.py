@@ -34,7 +34,7 @@ Residual = tuple[float | None, float | None, float]
 def as_sample(item: tuple[int, int, float] | Sample) -> Sample:
     """A sample of either length: a bare (tokens, depth, seconds) ran quietly on the engine's threads."""
     if len(item) == 5:
-        return item  # type: ignore[return-value]
+        return item
     return (int(item[0]), int(item[1]), float(item[2]), 0.0, 0)
 
 

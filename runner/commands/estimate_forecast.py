@@ -82,7 +82,8 @@ def forecast_line(r: Report) -> tuple[str, str] | None:
             f"{fmt_seconds(fc['reply_s'])} ({fc['label']})")
     if fc.get("ttft_s_low") is not None and fc.get("ttft_s_high") is not None:
         n = fc.get("interval_turns") or 0
-        rests = f"from {n} turn{'s' if n != 1 else ''} at this load" if fc["basis"] == "calibrated" else "roofline"
+        rests = ("roofline" if fc["basis"] != "calibrated" else
+                 f"from {n} turn{'s' if n != 1 else ''} at this load" if n else "no turn at this load yet: wide")
         text += (f"; 80%: TTFT {fmt_seconds(fc['ttft_s_low'])}–{fmt_seconds(fc['ttft_s_high'])}, decode "
                  f"{fmt_rate(fc['decode_tok_s_low'])}–{fmt_rate(fc['decode_tok_s_high'])} ({rests})")
     if fc.get("load_note"):  # "at today's load: other processes use 63% of the CPU (TTFT 800 ms on a quiet machine)"

@@ -155,10 +155,11 @@ class EstimatePane(PaneWidget):
         if self.forecast is not None:
             from kvtop.runner.calibration.interval import range_verdict
 
-            if self.live is None and (said := range_verdict(self.forecast, self.rows.row("ttft").measured,
-                                                            self.rows.row("decode").measured)):
+            calibrated = self.forecast.basis == "calibrated"  # the roofline says what it is: a ceiling
+            if calibrated and self.live is None and (said := range_verdict(
+                    self.forecast, self.rows.row("ttft").measured, self.rows.row("decode").measured)):
                 lines.append(Content.styled(said, "italic"))
-            iv = self.forecast.interval_text()
+            iv = self.forecast.interval_text() if calibrated else ""
             lines.append(Content.styled(f"forecast: {self.forecast.label()}" + (f"; TTFT {iv}" if iv else ""),
                                         "$text-muted"))
             if busy := load_note(self.forecast):  # the forecast column is priced at today's load

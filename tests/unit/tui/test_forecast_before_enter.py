@@ -8,7 +8,6 @@ import math
 import os
 
 import pytest
-
 from helpers import make_app, screen_text, wait_until
 from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
 
