@@ -137,7 +137,7 @@ def run_regime(label: str, path: str, regime: str, a, hw, eng, base: list[int], 
     from kvtop.runner.calibration.interval import inside, measured_ttft
     from kvtop.runner.calibration.key import calibration_key, file_identity
     from kvtop.runner.calibration.pace import TurnLoad
-    from kvtop.runner.calibration.service import Admission, ForecastService
+    from kvtop.runner.calibration.service import ForecastService
     from kvtop.runner.model.inspect import load_facts
     from kvtop.runner.physics.here import Here
     from kvtop.runner.session.site import flags_site
@@ -184,8 +184,6 @@ def run_regime(label: str, path: str, regime: str, a, hw, eng, base: list[int], 
                           f"tg {m.decode_tok_s or 0:.1f} fc {fc.decode_tok_s or 0:.1f} "
                           f"[{fc.decode_tok_s_low or 0:.1f}-{fc.decode_tok_s_high or 0:.1f}] {admitted.value}",
                           flush=True)
-                if admitted is Admission.UNSTEADY:
-                    pass
         finally:
             hogs.stop()
     return summarize(rows)

@@ -20,7 +20,7 @@ refused (``spread_reason`` says why).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from kvtop.runner.calibration.busy import too_busy
 from kvtop.runner.system.cpu_pace import slowdown, thread_scaling
@@ -57,7 +57,6 @@ class Pace:
     g_decode: float = 1.0
     n_prefill: int = 0
     n_decode: int = 0
-    notes: tuple[str, ...] = field(default=())
 
 
 def load_slowdown(others_cores: float, n_cores: int, threads: int, long_ops: bool) -> float:
