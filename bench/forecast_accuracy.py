@@ -23,6 +23,9 @@ load, as when quiet.
 
     python bench/forecast_accuracy.py [-p 128,512,1536,3000] [-n 64] [--calibrate 1024] [--models smollm,gemma]
                                       [--hog 1]
+
+With ``--coverage``: the 80% interval's coverage per load regime, each from an empty
+calibration that every turn teaches (bench/forecast_coverage.py says how).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from kvtop.runner.calibration.basis import roofline_basis  # noqa: E402
 from kvtop.runner.calibration.calibration import Calibration  # noqa: E402
@@ -164,12 +168,27 @@ def main() -> int:
     ap.add_argument("--calibrate", type=int, default=1024)
     ap.add_argument("--models", default="smollm,gemma")
     ap.add_argument("--hog", type=int, default=0, help="processes keeping a core busy while prompts are measured")
+    ap.add_argument("--coverage", action="store_true", help="the 80%% interval's coverage per load regime")
+    ap.add_argument("--turns", type=int, default=30, help="--coverage: turns per regime and model")
+    ap.add_argument("--regimes", default="quiet,one,both,flicker", help="--coverage: quiet, one, both, flicker")
+    ap.add_argument("--lengths", default="64,3000", help="--coverage: the prompt lengths' range")
+    ap.add_argument("--record", default="", help="--coverage: write every turn's measurements to this JSON file")
+    ap.add_argument("-v", dest="verbose", action="store_true", help="--coverage: a line per turn")
     a = ap.parse_args()
     a.prompts = [int(x) for x in a.p.split(",")]
+    a.lengths = tuple(int(x) for x in a.lengths.split(","))
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory() as probe_dir:  # a fresh probe: a cached one may have been taken busy
         hw = hardware_profile(0, cache_dir=probe_dir, refresh=True)
     print(f"hardware: {hw.bandwidth_gbs:.1f} GB/s, {hw.tflops:.3f} TFLOPS ({hw.source})")
+    if a.coverage:
+        from forecast_coverage import coverage_main
+
+        if a.n_gen == 64:
+            a.n_gen = 32
+        rc = coverage_main(a, hw, model_paths, BENCH_TEXT, open_engine)
+        print(f"\n{time.monotonic() - t0:.0f} s")
+        return rc
     for label, path in model_paths(a.models.split(",")):
         bench_model(label, path, a, hw)
     print(f"\n{time.monotonic() - t0:.0f} s")

@@ -1,8 +1,9 @@
-"""One rule for what may calibrate the forecast: a run (an app turn or a ``kvtop bench``
-test) during which other processes took a quarter of the CPU or more says what a busy
-machine did, not this one. The app left such turns out while the bench kept them: bench
-runs on a machine at 63-79% load became the calibration ("calibrated on 16 turns") and
-``estimate`` then forecast 12.53 s for a 2.35 s roofline."""
+"""The busy test: a run (an app turn or a ``kvtop bench`` test) during which other
+processes took a quarter of the CPU or more ran on a busy machine. Such a run still
+calibrates the forecast, priced at its own load (runner.calibration.pace): refusing
+them left a shared machine's forecast at the roofline for good (53 ms forecast, 794 ms
+measured), and taking them as quiet (bench runs at 63-79% load) forecast 12.53 s for a
+2.35 s roofline. Under the test no price applies, to a sample or a forecast."""
 
 from __future__ import annotations
 

@@ -11,6 +11,8 @@ from kvtop.runner.calibration.samples import samples_from_turn
 from kvtop.runner.calibration.store import Samples, calibration_path, load_samples, save_samples
 
 if TYPE_CHECKING:
+    from kvtop.runner.calibration.forecast import Forecast
+    from kvtop.runner.calibration.pace import TurnLoad
     from kvtop.runner.events import TurnMetrics
     from kvtop.runner.settings import Settings
 
@@ -27,20 +29,30 @@ class Calibration:
     def turns(self) -> int:
         return self.samples.turns
 
-    def record(self, metrics: TurnMetrics) -> bool:
-        """Add a finished turn's samples and save them; False when it held none. An
-        ``OSError`` from saving propagates: the caller says so once and goes on."""
-        new = samples_from_turn(metrics)
+    def record(self, metrics: TurnMetrics, load: TurnLoad | None = None, forecast: Forecast | None = None) -> bool:
+        """Add a finished turn's samples, at the load it ran at (None: not seen), and how
+        far ``forecast`` (the one frozen when it was sent) was off it; save them. False when
+        it held none. An ``OSError`` from saving propagates: the caller says so once."""
+        from kvtop.runner.calibration.interval import residual_of
+
+        new = samples_from_turn(metrics, load)
         if new.empty():
             return False
+        residual = residual_of(forecast, metrics)
+        if residual is not None:
+            new.residuals.append(residual)
         self.samples.add(new)
         self._forecaster = None
         save_samples(self.path, self.key, self.samples)
         return True
 
-    def forecaster(self, basis: Basis) -> Forecaster:
+    def forecaster(self, basis: Basis, threads: tuple[int, int] | None = None, cpu_fraction: float = 1.0) -> Forecaster:
+        """The fits on ``basis`` for an engine of ``threads`` (decode, prefill; None: the key's)."""
+        if threads is None:
+            t, tb = self.key.get("threads"), self.key.get("threads_batch")
+            threads = (t if isinstance(t, int) else 0, tb if isinstance(tb, int) else 0)
         if self._forecaster is None or self._basis is not basis:
-            self._forecaster, self._basis = Forecaster(basis, self.samples), basis
+            self._forecaster, self._basis = Forecaster(basis, self.samples, threads, cpu_fraction), basis
         return self._forecaster
 
 

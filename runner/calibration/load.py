@@ -1,9 +1,9 @@
 """Forecasts at today's load: what the CPU share other processes take now costs a turn.
 
-The calibration holds quiet turns only (a turn run while others took a quarter of the
-CPU is left out), so its forecast is a quiet machine's. On a busy one that forecast
-was 5-27x short (181 ms forecast, 3.50 s measured) although kvtop measured the load
-it was forecasting through. This module prices that load; it is arithmetic only.
+The calibration's forecast is a quiet machine's (each sample brought to quiet at its
+own load: runner.calibration.pace). On a busy machine that forecast was 5-27x short
+(181 ms forecast, 3.50 s measured) although kvtop measured the load it was
+forecasting through. This module prices that load; it is arithmetic only.
 
 The model (``runner.system.cpu_pace``; the CPU probe uses it too). llama.cpp runs
 ``t`` threads that meet at a barrier after every graph op (a few hundred per token). Linux's scheduler shares the ``n`` cores evenly among the
@@ -26,7 +26,7 @@ cost (``thread_scaling``) times the load's price on those threads. With ``-t`` t
 user's threads stay, and the forecast says that they outnumber the free cores.
 
 A load under the busy test (``runner.calibration.busy``: a quarter of the CPU) is not
-priced: the calibration admits turns run at such loads, so its forecast already holds it.
+priced, and samples taken at such loads are not priced either: the forecast holds it.
 
 Only the CPU's work is slowed: the share of the model a GPU computes (``-ngl``) runs
 at the GPU's pace whatever the CPU does, so the factor applies to the CPU's share.
@@ -38,6 +38,7 @@ from dataclasses import dataclass, replace
 
 from kvtop.runner.calibration.busy import too_busy
 from kvtop.runner.calibration.forecast import Forecast
+from kvtop.runner.calibration.pace import Pace, price
 from kvtop.runner.policy.tune_evidence import TuneEvidence, advise
 from kvtop.runner.system.cpu_pace import free_cores, slowdown, thread_pace, thread_scaling  # noqa: F401 (the model above; imported from here too)
 
@@ -88,20 +89,22 @@ def turn_threads(threads: int, threads_batch: int, load: CPULoad | None, fits: b
     return max(1, min(threads, free)), max(1, min(threads_batch, free))
 
 
-def at_load(fc: Forecast, load: CPULoad | None, engine: LoadedEngine) -> Forecast:
+def at_load(fc: Forecast, load: CPULoad | None, engine: LoadedEngine, pace: Pace | None = None) -> Forecast:
     """``fc`` (a quiet machine's) priced at ``load``: the prefill by the prefill threads'
-    slowdown, the fixed costs (template, tokenize: one thread) by one thread's, decode
-    by the decode threads'; on the threads the turn will run on (``turn_threads``), with
-    what fewer threads cost on a quiet machine. The quiet figures stay in
+    price, the fixed costs (template, tokenize: one thread) by one thread's, decode by
+    the decode threads'; on the threads the turn will run on (``turn_threads``), with
+    what fewer threads cost on a quiet machine. The price is runner.calibration.pace's,
+    at the strength the calibration fitted (``pace``; None: the shape as measured), the
+    one its busy samples were brought to quiet by. The quiet figures stay in
     ``quiet_ttft_s``/``quiet_reply_s``."""
     if load is None or fc.ttft_s is None or not too_busy(load.share):
-        return fc  # below the busy test the calibration's own turns ran at such loads: nothing to add
+        return fc  # under the busy test no price applies (the samples were not priced there either)
+    p = pace or Pace()
     o, n = load.others_cores, load.n_cores
     t, tb = turn_threads(engine.threads, engine.threads_batch, load, engine.fits and engine.cpu_fraction > 0)
-    k_pre = mixed(slowdown(o, n, tb, long_ops=True) * thread_scaling(engine.threads_batch, tb, long_ops=True),
-                  engine.cpu_fraction)
-    k_one = slowdown(o, n, 1)  # the template and the tokenizer run on one CPU thread
-    k_tok = mixed(slowdown(o, n, t) * thread_scaling(engine.threads, t), engine.cpu_fraction)
+    k_pre = price(o, n, tb, engine.threads_batch, True, p.g_prefill, engine.cpu_fraction)
+    k_one = price(o, n, 1, 0, False, p.g_prefill)  # the template and the tokenizer run on one CPU thread
+    k_tok = price(o, n, t, engine.threads, False, p.g_decode, engine.cpu_fraction)
     pre = fc.prefill_s * k_pre if fc.prefill_s is not None else None
     fixed = fc.ttft_s - (fc.prefill_s or 0.0)
     ttft = (pre or 0.0) + fixed * k_one

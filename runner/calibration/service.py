@@ -16,9 +16,10 @@ from dataclasses import dataclass, replace
 from enum import Enum
 from typing import TYPE_CHECKING
 
-from kvtop.runner.calibration.busy import too_busy
 from kvtop.runner.calibration.forecast import Forecast, Forecaster
+from kvtop.runner.calibration.interval import with_interval
 from kvtop.runner.calibration.load import CPULoad, LoadedEngine, at_load, turn_threads
+from kvtop.runner.calibration.pace import TurnLoad, spread_reason
 from kvtop.runner.calibration.store import Samples
 
 if TYPE_CHECKING:
@@ -51,17 +52,42 @@ class EngineSite:
 class Admission(Enum):
     """What became of a finished run offered to the calibration."""
 
-    ADDED = "added"
-    BUSY = "busy"  # others took a quarter of the CPU or more while it ran (runner.calibration.busy)
+    ADDED = "added"  # at its own load, whatever it was
+    UNSTEADY = "unsteady"  # the load changed so much within it that no single price fits (pace.spread_reason)
     EMPTY = "empty"  # it held no sample (a refused or empty turn)
 
 
-def admit(calibration: Calibration, metrics: TurnMetrics, others_cpu: float | None) -> Admission:
+def turn_load(others: TurnLoad | float | None, n_cores: int | None = None) -> TurnLoad | None:
+    """A run's load as a ``TurnLoad`` (a bare share: one reading, the bench's start-to-end)."""
+    import os
+
+    if others is None or isinstance(others, TurnLoad):
+        return others
+    return TurnLoad.of_share(others, n_cores or os.cpu_count() or 1)
+
+
+def refusal(metrics: TurnMetrics, load: TurnLoad | None, threads: tuple[int, int] = (1, 1)) -> str | None:
+    """Why a run is not a calibration sample (None: it is one, at its load); ``threads``:
+    the engine's (decode, prefill), where the run did not record its own."""
+    if load is None:
+        return None
+    return (spread_reason(load, metrics.n_threads_batch or threads[1], long_ops=True)
+            or spread_reason(load, metrics.n_threads or threads[0]))
+
+
+def admit(calibration: Calibration, metrics: TurnMetrics, others: TurnLoad | float | None,
+          forecast: Forecast | None = None, threads: tuple[int, int] | None = None) -> Admission:
     """The one rule for what calibrates the forecast (the app's turns and the bench's
-    runs alike). An ``OSError`` from saving propagates: the caller says so once."""
-    if too_busy(others_cpu):
-        return Admission.BUSY
-    return Admission.ADDED if calibration.record(metrics) else Admission.EMPTY
+    runs alike): every run, priced at its own load, unless no single price fits it.
+    ``forecast``: the one frozen when it was sent (its miss becomes a residual). An
+    ``OSError`` from saving propagates: the caller says so once."""
+    load = turn_load(others)
+    if threads is None:
+        t, tb = calibration.key.get("threads"), calibration.key.get("threads_batch")
+        threads = (t if isinstance(t, int) and t else 1, tb if isinstance(tb, int) and tb else 1)
+    if refusal(metrics, load, threads) is not None:
+        return Admission.UNSTEADY
+    return Admission.ADDED if calibration.record(metrics, load, forecast) else Admission.EMPTY
 
 
 def reply_tokens(n_predict: int | None, n_ctx: int | None) -> int:
@@ -119,10 +145,16 @@ class ForecastService:
         """The calibration's (a quiet machine's) forecast, priced at ``load`` on this
         CPU (None: not measured, or quiet). ``cached`` None: not known (a server's
         slot), said so rather than claiming 0 cached."""
-        fc = self.calibration.forecaster(self.basis).forecast(prompt_tokens, cached or 0, reply)
         engine = self.engine()
+        threads = (engine.threads, engine.threads_batch) if engine is not None else (0, 0)
+        fitted = self.calibration.forecaster(self.basis, threads, self.site.cpu_fraction)
+        fc = fitted.forecast(prompt_tokens, cached or 0, reply)
         if engine is not None:
-            fc = at_load(fc, load, engine)
+            fc = at_load(fc, load, engine, fitted.pace)
+        else:
+            fc = replace(fc, remote_load=True)  # a server elsewhere: what it did, at its own load
+        cpu = self.here.hw.cpu
+        fc = with_interval(fc, self.calibration.samples.residuals, cpu is not None and cpu.lower_bound)
         return replace(fc, cached_tokens=None) if cached is None else fc
 
     def roofline(self, prompt_tokens: int, cached: int | None, reply: int) -> Forecast:
@@ -130,5 +162,17 @@ class ForecastService:
         return Forecaster(self.basis, Samples()).forecast(prompt_tokens, cached or 0, reply)
 
     # ------------------------------------------------------------ learning
-    def admit(self, metrics: TurnMetrics, others_cpu: float | None) -> Admission:
-        return admit(self.calibration, metrics, others_cpu)
+    def admit(self, metrics: TurnMetrics, load: TurnLoad | float | None, forecast: Forecast | None = None) -> Admission:
+        """A finished turn into the calibration at ``load`` (None where this machine
+        cannot see the engine's: a server elsewhere), with its frozen ``forecast``."""
+        engine = self.engine()
+        if engine is None:  # a server elsewhere: this machine's load is not its
+            return admit(self.calibration, metrics, None, forecast)
+        return admit(self.calibration, metrics, load, forecast, (engine.threads, engine.threads_batch))
+
+    def refusal(self, metrics: TurnMetrics, load: TurnLoad | float | None) -> str | None:
+        """Why ``admit`` refused a turn at ``load`` (None: it did not)."""
+        engine = self.engine()
+        if engine is None:
+            return None
+        return refusal(metrics, turn_load(load), (engine.threads, engine.threads_batch))

@@ -1,6 +1,7 @@
 """``kvtop bench`` on a busy machine: each test measures what other processes took of
 the CPU while it ran, and passes the app's busy test (runner.calibration.busy). A busy
-test is not a calibration sample, and the bench says so in every output format: a
+test is still a calibration sample, priced at its own load (runner.calibration.pace, the
+app's rule), and the bench says its figures are low in every output format: a
 ``kvtop_others_cpu`` and ``kvtop_busy`` field in json/jsonl, a warning line on stderr
 for md, csv and sql (whose columns are llama-bench's). It printed ``-t 1`` 77.24 t/s
 and ``-t 2`` 18.31 t/s at 63-79% load without a word about it."""
@@ -49,10 +50,10 @@ def busy_fields(share: float | None) -> dict[str, object]:
 
 
 def warn_if_busy(label: str, share: float | None, fmt: str, err: TextIO | None = None) -> bool:
-    """The stderr line for md/csv/sql; True when the run was busy (not calibrated)."""
+    """The stderr line for md/csv/sql; True when the run was busy (calibrated at its load)."""
     if not too_busy(share):
         return False
     if fmt not in FIELD_FORMATS:
-        print(f"kvtop bench: {label}: {busy_run_note(share)} (not added to the calibration)",
+        print(f"kvtop bench: {label}: {busy_run_note(share)} (calibrated at that load)",
               file=err or sys.stderr, flush=True)
     return True

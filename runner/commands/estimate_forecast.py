@@ -115,6 +115,12 @@ def forecast_line(r: Report) -> tuple[str, str] | None:
     text = (f"TTFT {fmt_seconds(fc['ttft_s'])}, prefill {fmt_rate(fc['prefill_tok_s'])}, "
             f"decode {fmt_rate(fc['decode_tok_s'])}, reply of {fmt_int(fc['reply_tokens'])} "
             f"{fmt_seconds(fc['reply_s'])} ({fc['label']})")
+    if fc.get("ttft_s_low") is not None and fc.get("ttft_s_high") is not None:
+        n = fc.get("interval_turns") or 0
+        rests = ("roofline" if fc["basis"] != "calibrated" else
+                 f"from {n} turn{'s' if n != 1 else ''} at this load" if n else "no turn at this load yet: wide")
+        text += (f"; 80%: TTFT {fmt_seconds(fc['ttft_s_low'])}–{fmt_seconds(fc['ttft_s_high'])}, decode "
+                 f"{fmt_rate(fc['decode_tok_s_low'])}–{fmt_rate(fc['decode_tok_s_high'])} ({rests})")
     if fc.get("load_note"):  # "at today's load: other processes use 63% of the CPU (TTFT 800 ms on a quiet machine)"
         text += "; " + fc["load_note"]
     return ("forecast", text)

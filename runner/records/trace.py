@@ -308,8 +308,9 @@ def parse_forecast(path: str, n: int, data: object) -> Forecast:
     from kvtop.runner.calibration.forecast import Forecast
 
     names = {f.name for f in fields(Forecast)}
-    # at today's load, and the threads a turn ran on at it: older traces lack them
-    optional = {"quiet_ttft_s", "quiet_reply_s", "others_cpu", "free_cores", "threads"}
+    # at today's load, and the threads a turn ran on at it; the 80% interval: older traces lack them
+    optional = {"quiet_ttft_s", "quiet_reply_s", "others_cpu", "free_cores", "threads", "ttft_s_low", "ttft_s_high",
+                "decode_tok_s_low", "decode_tok_s_high", "interval_n", "remote_load"}
     if (not isinstance(data, dict) or not names - optional <= set(data) <= names
             or data.get("basis") not in ("calibrated", "roofline")):
         raise TraceError(f"{path}: line {n}: a forecast record that is not one")
@@ -319,7 +320,9 @@ def parse_forecast(path: str, n: int, data: object) -> Forecast:
                 and all(isinstance(t, int) and not isinstance(t, bool) and 1 <= t <= 4096 for t in threads)):
             raise TraceError(f"{path}: line {n}: forecast threads {_show(threads)} are not two thread counts")
         data = {**data, "threads": tuple(threads)}
-    for name in set(data) - {"basis", "cached_tokens", "threads"}:
+    if not isinstance(data.get("remote_load", False), bool):
+        raise TraceError(f"{path}: line {n}: forecast remote_load {_show(data['remote_load'])} is not true or false")
+    for name in set(data) - {"basis", "cached_tokens", "threads", "remote_load"}:
         v = data[name]
         if v is not None and not (isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1e12):
             raise TraceError(f"{path}: line {n}: forecast {name} {_show(v)} is not a count or time")

@@ -6,7 +6,10 @@ measured rate beats is not a ceiling: so the probe records how busy the machine 
 just before it and says so in the hardware line. A probe taken under load is never the
 machine's ceiling (``cpu_profile`` says the rule): it is taken again once the machine
 is quiet (and whenever a turn beats it: tui/turn/cpu_watch.py), and until then its figures
-are handed out with the load's price taken off (``without_load``).
+are handed out as what they are, lower bounds of the ceilings (``as_lower_bound``: "probed
+at 92% busy: at least ..."). No correction factor: one taken at 100% busy was "corrected"
+by x2 bandwidth and x4 FLOPS to 9.0 GB/s and 0.482 TFLOPS, where the quiet probe then
+measured 15.3 GB/s and 0.336 TFLOPS (the compute ceiling read 1,791 for 1,249 tok/s).
 """
 
 from __future__ import annotations
@@ -44,15 +47,17 @@ class CPUProbe:
     # probes cached before it existed (every batch is then priced at the peak).
     batch_tflops: dict[str, float] | None = None
     version: int = 0  # PROBE_VERSION of the kvtop that took it (0: before versions)
-    # A disturbed probe as cpu_profile hands it out: its bandwidth and its FLOPS (every
-    # FLOPS figure) were multiplied by these to take the load's price off (without_load).
-    # None: the figures as measured (the cache always holds those).
+    # No longer set (an older kvtop multiplied a disturbed probe's figures by these); kept
+    # so that its cached probes still read. The cache always holds what was measured.
     bandwidth_factor: float | None = None
     flops_factor: float | None = None
     # One decode token's attention per head size ("64", "128", "256"): f16 matrix-vector
     # products a head long (runner.system.ggml_matmul.probe_attention). None in probes
     # cached before it existed (decode's attention is then priced at prefill's efficiency).
     attention_tflops: dict[str, float] | None = None
+    # handed out by cpu_profile while disturbed: its figures are lower bounds of the
+    # ceilings (as_lower_bound), until a quiet probe replaces it
+    lower_bound: bool = False
 
     def attention_tflops_at(self, head_dim: int) -> float | None:
         """Decode attention's TFLOPS for heads of ``head_dim`` (linear in log2 between the
@@ -87,10 +92,11 @@ class CPUProbe:
         """When and under what load the figures were measured, and the matmul the compute
         ceiling assumes (the hardware line)."""
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(self.measured_at))
+        if self.lower_bound and self.busy is not None:
+            return (f"CPU probe ({self.threads} threads, {when}, FLOPS of {self.compute_peak}, probed at "
+                    f"{self.busy:.0%} busy: at least {self.bandwidth_gbs:.1f} GB/s, {self.tflops:.3g} TFLOPS; "
+                    f"taken again once quiet)")
         load = f", CPU {self.busy:.0%} busy before it" if self.busy is not None else ""
-        if self.flops_factor is not None:
-            load += (f": figures with that load taken off (bandwidth x{self.bandwidth_factor:.3g}, "
-                     f"FLOPS x{self.flops_factor:.3g}) until a quiet probe")
         return f"CPU probe ({self.threads} threads, {when}, FLOPS of {self.compute_peak}{load})"
 
     @property
@@ -105,37 +111,16 @@ class CPUProbe:
         return self.busy is not None and not self.disturbed
 
 
-def without_load(probe: CPUProbe, n_cores: int | None = None) -> CPUProbe:
-    """A disturbed probe's figures as a quiet machine's, estimated by the model that prices
-    a forecast at today's load (runner.system.cpu_pace, runner.calibration.load) run
-    backwards; a probe that is not disturbed, as it is. The cores others kept busy: the
-    busy share of ``n_cores``, or, when the CPU was saturated (a share cannot exceed 100%
-    however long the queue), the load average less the probe's own threads, the larger.
-    The bandwidth probe's threads each sum their part once and the pool waits for the
-    last: slowed by one thread's pace. The FLOPS (llama.cpp's kernels and numpy's BLAS,
-    threads that meet after every op, the batch curve too): by ``slowdown``. Measured
-    here at 100% busy and a load average of 12 on 2 cores: 3.48 GB/s and 0.0074 TFLOPS,
-    10x and ~60x under the quiet machine's ~34 GB/s and ~0.45 TFLOPS; the estimate
-    gives 20.7 GB/s and 0.26 TFLOPS. An estimate, said as such (``describe``)."""
+def as_lower_bound(probe: CPUProbe) -> CPUProbe:
+    """A disturbed probe as what it measured: lower bounds of the ceilings (the load took
+    its share of every figure, by how much no model says well enough: the pace model's
+    inverse gave x8.5 bandwidth and x72 FLOPS at a load average of 15 on 2 cores); a
+    probe that is not disturbed, as it is."""
     from dataclasses import replace
 
-    from kvtop.runner.system.cpu_pace import slowdown, thread_pace
-
-    if not probe.disturbed or probe.flops_factor is not None or probe.busy is None:  # disturbed: busy was read
+    if not probe.disturbed or probe.lower_bound:
         return probe
-    n = n_cores or os.cpu_count() or probe.threads
-    others = max(probe.busy * n, (probe.loadavg or 0.0) - probe.threads)
-    k_bw = 1.0 / thread_pace(others, n, probe.threads)
-    k_fl = slowdown(others, n, probe.threads)
-
-    def scaled(d: dict[str, float] | None) -> dict[str, float] | None:
-        return {key: v * k_fl for key, v in d.items()} if d else d
-
-    return replace(probe, bandwidth_gbs=probe.bandwidth_gbs * k_bw, tflops=probe.tflops * k_fl,
-                   f32_tflops=probe.f32_tflops * k_fl if probe.f32_tflops is not None else None,
-                   kernel_tflops=scaled(probe.kernel_tflops), batch_tflops=scaled(probe.batch_tflops),
-                   attention_tflops=scaled(probe.attention_tflops),
-                   bandwidth_factor=k_bw, flops_factor=k_fl)
+    return replace(probe, lower_bound=True)
 
 
 def _probe_bandwidth(threads: int, nbytes: int = 256 * MIB, repeats: int = 3) -> float:
@@ -274,13 +259,13 @@ def cpu_profile(cache_dir: str | None = None, refresh: bool = False) -> CPUProbe
     load: here ~60x low FLOPS, kept as the ceiling for as long as the machine stayed busy.
 
     - A quiet probe is kept whatever the load now, and a disturbed one never replaces it:
-      the load is priced where it acts, on the forecast (runner.calibration.load), as the
-      calibration leaves out turns run on a busy machine (runner.calibration.busy).
+      the load is priced where it acts, on the forecast (runner.calibration.load) and on
+      each calibration sample (runner.calibration.pace).
     - A disturbed probe, one that did not record how busy, or one of an older kvtop is
       taken again as soon as kvtop starts on a quiet machine (and the app takes it again
       when the machine turns quiet: tui/turn/cpu_watch.py).
-    - Until then the disturbed probe (as measured, in the cache) is handed out with the
-      load's price taken off (``without_load``), and the hardware line says so."""
+    - Until then the disturbed probe (as measured, in the cache) is handed out as lower
+      bounds (``as_lower_bound``), and the hardware line says so."""
     if cache_dir is None:
         from platformdirs import user_cache_dir
 
@@ -296,7 +281,7 @@ def cpu_profile(cache_dir: str | None = None, refresh: bool = False) -> CPUProbe
         if cached.quiet and cached.version >= PROBE_VERSION:
             return cached
         if (machine_busy(0.3) or 0.0) >= QUIET_PROBE:  # busy now: a new probe would read the load
-            return without_load(cached)
+            return as_lower_bound(cached)
     probe = probe_cpu_in_subprocess()
     if probe.disturbed and cached is not None and cached.quiet:
         return cached  # a quiet probe is never replaced by one taken under load
@@ -308,4 +293,4 @@ def cpu_profile(cache_dir: str | None = None, refresh: bool = False) -> CPUProbe
         os.replace(tmp, path)
     except OSError:
         pass
-    return without_load(probe)
+    return as_lower_bound(probe)

@@ -153,7 +153,15 @@ class EstimatePane(PaneWidget):
         else:
             lines.append(Content.styled(estimate_verdict(self.rows), "italic"))
         if self.forecast is not None:
-            lines.append(Content.styled(f"forecast: {self.forecast.label()}", "$text-muted"))
+            from kvtop.runner.calibration.interval import range_verdict
+
+            calibrated = self.forecast.basis == "calibrated"  # the roofline says what it is: a ceiling
+            if calibrated and self.live is None and (said := range_verdict(
+                    self.forecast, self.rows.row("ttft").measured, self.rows.row("decode").measured)):
+                lines.append(Content.styled(said, "italic"))
+            iv = self.forecast.interval_text() if calibrated else ""
+            lines.append(Content.styled(f"forecast: {self.forecast.label()}" + (f"; TTFT {iv}" if iv else ""),
+                                        "$text-muted"))
             if busy := load_note(self.forecast, self.rows.context.tuned):  # the forecast column is priced at today's load
                 lines.append(Content.styled(busy, "$kvtop-warn"))
         if self.note:

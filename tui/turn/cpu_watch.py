@@ -37,6 +37,7 @@ class CPUWatch:
         self.app = app
         self.last: CPUReading | None = None
         self.turn_start: CPUReading | None = None
+        self.turn_readings: list[float] = []  # cores others held at each reading while the turn ran
         self.recorded_share: float | None = None  # a replay's: the share the live run measured
         self.others_recent: tuple = ()  # (monotonic time, cores others used over the second before it)
         self.quiet_reprobed = False  # once a session each
@@ -66,12 +67,14 @@ class CPUWatch:
             if use.others is not None:
                 recent = [(t, o) for t, o in self.others_recent if now.wall - t < LOAD_WINDOW_S]
                 self.others_recent = (*recent, (now.wall, use.others))
+                if self.turn_start is not None:
+                    self.turn_readings.append(use.others)
         self.last = now
         self.probe_again_when_quiet()
 
     def probe_again_when_quiet(self) -> None:
         """A CPU probe taken under load is not this machine's ceiling (runner.system.cpu_probe
-        ``cpu_profile``): its figures are the load's price taken off, an estimate. Once the
+        ``cpu_profile``): its figures are lower bounds of the ceilings. Once the
         machine is quiet (others under QUIET_PROBE of the cores at every reading of the
         last LOAD_WINDOW_S) and no turn runs, it is taken again: once a session, in a worker,
         and said like the re-probe after a beaten ceiling."""
@@ -80,7 +83,7 @@ class CPUWatch:
         app = self.app
         cpu = getattr(app.hw, "cpu", None)
         recent = self.others_recent
-        if (cpu is None or cpu.flops_factor is None or self.quiet_reprobed or app.session.turn_running
+        if (cpu is None or not cpu.lower_bound or self.quiet_reprobed or app.session.turn_running
                 or app.session.engine.capabilities.replaying or len(recent) < LOAD_WINDOW_S - 1):
             return
         if max(o for _, o in recent) < QUIET_PROBE * (os.cpu_count() or 1):
@@ -99,15 +102,27 @@ class CPUWatch:
 
     def turn_begin(self) -> None:
         self.turn_start = self._reading() if self.app.options.live_system else None
+        self.turn_readings = []
 
     def turn_others_share(self) -> float | None:
         """Other processes' share of the machine during the turn just ended (0..1); in a
-        replay, the share the live run measured (its trace's ``cpu`` record)."""
+        replay, the share the live run measured (its trace's ``cpu`` record). The load
+        it ran at, with the readings taken through it, is kept for the calibration
+        (``turn_load``)."""
+        from kvtop.runner.calibration.pace import TurnLoad
+
         start, self.turn_start = self.turn_start, None
         recorded, self.recorded_share = self.recorded_share, None
+        self.last_turn_load = None
         if start is None:
             return recorded
-        return cpu_use(start, self._reading()).others_share
+        use = cpu_use(start, self._reading())
+        if use.others is not None:
+            cores = os.cpu_count() or 1
+            self.last_turn_load = TurnLoad(use.others, cores, (*self.turn_readings, use.others))
+        return use.others_share
+
+    last_turn_load = None  # the turn just ended: the mean and the readings through it (runner.calibration.pace.TurnLoad)
 
     def check_ceilings(self, mt) -> None:
         """After a turn: a measured rate above its roofline means the probe read low (taken

@@ -65,7 +65,17 @@ def forecast_line(fc: Forecast, n_ctx: int, width: int) -> str:
 
 
 def forecast_basis_line(fc: Forecast, width: int) -> str:
-    """The upper border: what the forecast rests on."""
+    """The upper border: what the forecast rests on, and its 80% interval where it fits
+    ("TTFT 80%: 1.10–1.60 s (5 turns at this load)")."""
+    line = _basis_line(fc, width)
+    iv = fc.interval_text() if fc.basis == "calibrated" else ""  # the roofline says what it is
+    for extra in (f"; TTFT {iv}", f"; TTFT {iv.split(' (')[0]}"):
+        if iv and line and len(line) + len(extra) <= width:
+            return line + extra
+    return line
+
+
+def _basis_line(fc: Forecast, width: int) -> str:
     text = f"forecast: {fc.label()}"
     if slowed(fc) and fc.others_cpu is not None:  # the load is said before what the forecast rests on
         share = f"others use {fc.others_cpu:.0%} of the CPU"
@@ -93,6 +103,7 @@ class Estimates:
         self.service: ForecastService | None = None  # once the machine model and the engine are known
         self.turn_forecast: Forecast | None = None
         self.sent_load: CPULoad | None = None  # the load the turn in flight's threads were chosen at (next_turn_threads)
+        self.frozen: Forecast | None = None  # the draft's forecast at Enter, made before the turn ran
         self._calibration_warned = False
         self.tuned: TuneEvidence | None = None  # ``kvtop tune``'s result for these settings here (the advice's evidence)
 
@@ -158,24 +169,34 @@ class Estimates:
         the same decision, at the same load, as the forecast the turn is shown
         (``forecast_turn``)."""
         self.sent_load = self.app.cpu_watch.load_now()
+        self.frozen = None
+        measured = self.app.forecast_border.measured_now()
+        if measured is not None and self.service is not None:  # frozen at Enter: what the turn is compared with
+            n, cached, reply = measured
+            self.frozen = self.forecast(n, cached, reply, self.sent_load)
         return self.service.turn_threads(self.sent_load) if self.service is not None else None
 
     def calibrate(self, metrics, others_cpu: float | None = None) -> None:
         """A finished turn's samples into the calibration (after its forecast was shown),
-        by the service's rule (``admit``: not a turn run on a busy machine)."""
+        at the load it ran at (the readings through it: ``CPUWatch.last_turn_load``), with
+        how far its frozen forecast (``turn_forecast``) was off; refused only when no
+        single price fits its load (``service.admit``), said with the turn and why."""
         app = self.app
         if self.service is None or app.session.engine.capabilities.replaying:
             return
+        load = app.cpu_watch.last_turn_load
+        if load is None and others_cpu is not None:
+            load = others_cpu
         try:
-            admitted = self.service.admit(metrics, others_cpu)
+            admitted = self.service.admit(metrics, load, self.turn_forecast)
         except OSError as exc:
             if not self._calibration_warned:
                 self._calibration_warned = True
                 app.notify(f"calibration not saved: {clean_line(str(exc))}", severity="warning", markup=False)
             return
-        if admitted is Admission.BUSY:
-            said = (f"This turn was not added to the forecast's calibration: other processes used "
-                    f"{others_cpu:.0%} of the CPU while it ran.")
+        if admitted is Admission.UNSTEADY:
+            why = self.service.refusal(metrics, load) or "the load changed while it ran"
+            said = f"Turn {len(app.session.turns)} was not added to the forecast's calibration: {why}."
             app.notify(said, severity="information", markup=False)
 
     def reply_tokens(self) -> int:
@@ -191,7 +212,11 @@ class Estimates:
         known; its measured column then fills as the turn runs (``measure_live``)."""
         n, cached, reply = started.prompt_tokens, started.reused_tokens, self.reply_tokens()
         load, self.sent_load = self.sent_load, None  # the load the turn's threads were chosen at
-        self.turn_forecast = self.forecast(n, cached, reply, load)
+        frozen, self.frozen = self.frozen, None
+        if frozen is not None and (frozen.prompt_tokens, frozen.cached_tokens) == (n, cached):
+            self.turn_forecast = frozen  # the border's at Enter: never rebuilt once the turn ran
+        else:  # sent without a measured draft (--prompt, a message while loading): at its start, before it ran
+            self.turn_forecast = self.forecast(n, cached, reply, load)
         roof = self.service.roofline(n, cached, reply) if self.service is not None else None
         self.app.dash.estimate.begin_turn(self.turn_forecast, roof)
         if self.turn_forecast is not None:
@@ -215,6 +240,7 @@ class ForecastBorder:
     def __init__(self, app: KvtopApp) -> None:
         self.app = app
         self.measure_id = 0  # the draft the newest answer must be about
+        self._measured: tuple[int, tuple[int, int | None, int]] | None = None  # (id, the draft's size) last shown
         self._timer = None
 
     def _prompt(self) -> Input | None:
@@ -284,6 +310,7 @@ class ForecastBorder:
         if e.n_ctx:  # a reply stops where the context is full: forecast only that much
             reply = max(min(reply, e.n_ctx - e.prompt_tokens), 0)
         fc = estimates.forecast(e.prompt_tokens, e.cached_tokens, reply)
+        self._measured = (self.measure_id, (e.prompt_tokens, e.cached_tokens, reply))
         width = max(inp.size.width - 4, 10)
         line = forecast_line(fc, e.n_ctx, width) if fc else ""
         basis = forecast_basis_line(fc, width) if fc else ""
@@ -298,6 +325,13 @@ class ForecastBorder:
                 basis = f"{basis}; {note}" if len(basis) + len(note) + 2 <= width else note
         inp.border_subtitle = line
         inp.border_title = basis
+
+    def measured_now(self) -> tuple[int, int | None, int] | None:
+        """(prompt tokens, cached, reply) of the draft whose forecast the border shows, when
+        it is the draft as it is now (None: it changed since, or was never measured)."""
+        if self._measured is None or self._measured[0] != self.measure_id:
+            return None
+        return self._measured[1]
 
     def clear(self) -> None:
         """The draft was sent (or the chat cleared): its forecast no longer applies."""

@@ -180,6 +180,9 @@ def forecast_said(fc: dict | None, ttft_s: float | None) -> list:
     basis = (f"calibrated on {fmt_int(n)} turn{'' if n == 1 else 's'}" if fc.get("basis") == "calibrated"
              else "roofline, not calibrated yet")
     ratio = f", measured {ttft_s / fc['ttft_s']:.2f}x of it" if ttft_s and fc["ttft_s"] > 0 else ""
+    lo, hi = fc.get("ttft_s_low"), fc.get("ttft_s_high")
+    if fc.get("basis") == "calibrated" and isinstance(lo, (int, float)) and isinstance(hi, (int, float)):
+        basis += f", 80% {fmt_seconds(lo)}–{fmt_seconds(hi)}"  # the interval frozen with it
     return [("  ·  forecast ", "$text-muted"), (fmt_seconds(fc["ttft_s"]), "$kvtop-forecast"),
             (f" ({basis}){ratio}", "$text-muted")]
 

@@ -4,8 +4,10 @@ turn has run, calibrated after, kept across runs in the cache folder."""
 
 import glob
 import json
+import math
 import os
 
+import pytest
 from helpers import make_app, screen_text, wait_until
 from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
 
@@ -71,10 +73,10 @@ async def test_a_draft_is_forecast_from_the_roofline_then_from_the_calibration(t
         assert "forecast: roofline (not calibrated yet)" in screen_text(app)
         await wait_until(pilot, lambda: app.turns and not app.turn_running, timeout=20, what="the turn")
 
-        files = glob.glob(os.path.join(tmp_path, "cache", "calibration", "v1", "*.json"))
+        files = glob.glob(os.path.join(tmp_path, "cache", "calibration", "v2", "*.json"))
         assert len(files) == 1 and json.load(open(files[0]))["turns"] == 1
         await _type(pilot, "And the moon?")
-        await wait_until(pilot, lambda: _basis(app) == "forecast: calibrated on 1 turn", timeout=5,
+        await wait_until(pilot, lambda: _basis(app).startswith("forecast: calibrated on 1 turn; TTFT 80%: "), timeout=5,
                          what="calibrated forecast")
         assert _border(app).startswith("41 tok, 7 new")  # 8 + 26 of the first exchange are cached
 
@@ -189,21 +191,63 @@ async def test_the_border_says_the_draft_fits_at_160_columns(tmp_path, smollm_sh
         assert _border(app).endswith("; fits") and "reply" in _border(app)
 
 
-async def test_a_turn_on_a_busy_machine_is_not_calibrated(tmp_path, smollm_shaped):
-    """Turns run while another process took the CPU made every later forecast of the
-    quiet machine many times too slow: they stay out of the calibration, and kvtop says so."""
+async def test_a_busy_turn_calibrates_at_its_load_and_one_whose_load_changed_is_refused_by_name(tmp_path,
+                                                                                                 smollm_shaped):
+    """Issue 35: every turn on a shared machine was refused ("other processes used 66%…")
+    and the forecast stayed the roofline. A turn at a steady load is a sample at that
+    load; one whose load changed so much that no single price fits is left out, and the
+    app says which turn and why."""
+    from kvtop.runner.calibration.pace import TurnLoad
+
     turns = [scripted_turn(1, 1000.0, 300, 0, ["A", "."]), scripted_turn(2, 2000.0, 300, 0, ["B", "."])]
     app = _app(tmp_path, smollm_shaped, turns)
-    shares = iter([0.6, 0.1])
+    loads = iter([TurnLoad(1.2, 2, (1.1, 1.2, 1.3)), TurnLoad(1.0, 2, (0.0, 0.1, 1.9, 2.0))])
+
+    def share():
+        app.cpu_watch.last_turn_load = load = next(loads)
+        return load.share
+
     async with app.run_test(size=(160, 48)) as pilot:
-        app.cpu_watch.turn_others_share = lambda: next(shares)
+        app.cpu_watch.turn_others_share = share
         notices = []
         real_notify = app.notify
         app.notify = lambda text, **kw: (notices.append(str(text)), real_notify(text, **kw))[1]
         await _one_turn(pilot, "First, while a build ran.")
-        files = glob.glob(os.path.join(tmp_path, "cache", "calibration", "v1", "*.json"))
-        assert not files or json.load(open(files[0]))["turns"] == 0
-        assert any("not added to the forecast's calibration" in n and "60%" in n for n in notices), notices
-        await _one_turn(pilot, "Second, quiet.")
-        files = glob.glob(os.path.join(tmp_path, "cache", "calibration", "v1", "*.json"))
-        assert len(files) == 1 and json.load(open(files[0]))["turns"] == 1
+        (path,) = glob.glob(os.path.join(tmp_path, "cache", "calibration", "v2", "*.json"))
+        data = json.load(open(path))
+        assert data["turns"] == 1 and data["prefill"][0][3] == 1.2  # the cores others held, kept with it
+        assert not any("not added" in n for n in notices), notices
+        await _one_turn(pilot, "Second, a hog started halfway.")
+        assert json.load(open(path))["turns"] == 1
+        assert any(n.startswith("Turn 2 was not added to the forecast's calibration: the load changed while it ran "
+                                "(other processes used 0% to 100% of the CPU)") for n in notices), notices
+
+
+async def test_a_turn_is_compared_with_the_forecast_frozen_at_enter_and_calibrates_only_after(tmp_path, smollm_shaped):
+    """Issue 35 item 3: a turn's Estimate row read "tg tok/s 38.5 38.5 1.00x", its
+    forecast rebuilt from the turn it was compared with. The forecast the border shows at
+    Enter is frozen: the pane, the trace and the calibration's residual use that one."""
+    turns = [scripted_turn(1, 1000.0, 600, 0, ["A"] * 10, pp_tok_s=900, tg_tok_s=80)]
+    app = _app(tmp_path, smollm_shaped, turns)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await _one_turn(pilot, "First.")
+        await _type(pilot, "Second.")
+        await wait_until(pilot, lambda: _basis(app).startswith("forecast: calibrated on 1 turn"), timeout=5,
+                         what="the calibrated draft")
+        n, cached, _ = app.forecast_border.measured_now()  # the engine plays the draft as measured, at half speed
+        app.session.engine.turn_scripts.append(scripted_turn(2, 2000.0, n, cached, ["B"] * 10, pp_tok_s=450,
+                                                             tg_tok_s=40))
+        made, sent = [], []
+        real = app.estimates.forecast
+        app.estimates.forecast = lambda *a, **kw: (made.append(real(*a, **kw)), sent.append(app.session.active),
+                                                   made[-1])[2]
+        await pilot.press("enter")
+        pane = app.query_one(EstimatePane)
+        await wait_until(pilot, lambda: len(app.turns) == 2 and not app.turn_running, what="the second turn")
+        assert len(made) == 1 and sent == [None], "one forecast, at Enter: none built once the turn had started"
+        frozen = made[0]
+        assert pane.forecast is frozen and app.turns[-1].forecast is frozen and frozen.n_turns == 1
+        assert app.estimates.calibration.turns == 2  # the turn calibrated, after
+        (residual,) = app.estimates.calibration.samples.residuals
+        assert residual[1] == pytest.approx(math.log(frozen.decode_tok_s / 40), abs=0.02)  # against the frozen one
+        assert pane.forecast.decode_tok_s / 40 > 1.5  # the pane compares with it, not with a rebuilt one

@@ -148,7 +148,8 @@ async def test_f2_gives_the_forecast_the_estimate_pane_showed_for_that_turn(tmp_
         await pilot.press("f2")
         await wait_until(pilot, lambda: isinstance(app.screen, WaterfallScreen), timeout=5, what="waterfall")
         title = _title(app)
-        assert f"forecast {fmt_seconds(shown[1].ttft_s)} (calibrated on 1 turn)" in title
+        assert (f"forecast {fmt_seconds(shown[1].ttft_s)} (calibrated on 1 turn, 80% {fmt_seconds(shown[1].ttft_s_low)}–"
+                f"{fmt_seconds(shown[1].ttft_s_high)})") in title  # the interval the pane showed, frozen with it
         assert "roofline" in _table(app).splitlines()[0] and "predicted" not in _table(app)
         await pilot.press("left")
         await wait_until(pilot, lambda: "Turn 1 of 2" in _title(app), timeout=5, what="turn 1 shown")

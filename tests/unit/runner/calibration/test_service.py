@@ -101,10 +101,21 @@ def test_the_calibration_is_there_on_the_next_run(smollm_shaped, tmp_path):
     assert again.roofline(600, 0, 10).basis == "roofline"  # the pane's other column stays the hardware's
 
 
-def test_a_turn_on_a_busy_machine_is_not_calibrated(smollm_shaped, tmp_path):
+def test_a_turn_on_a_busy_machine_calibrates_at_its_load_and_one_whose_load_changed_is_refused(smollm_shaped, tmp_path):
+    """Issue 35: a busy turn is a sample priced at its own load (every turn on a shared
+    machine was refused, and the forecast stayed the roofline); only a turn whose load
+    changed so much that no single price fits it is left out."""
+    from kvtop.runner.calibration.pace import TurnLoad
     service = _service(smollm_shaped, tmp_path)
-    assert service.admit(_metrics(smollm_shaped), 0.6) is Admission.BUSY
-    assert service.calibration.turns == 0 and _service(smollm_shaped, tmp_path).calibration.turns == 0
+    assert service.admit(_metrics(smollm_shaped), 0.6) is Admission.ADDED
+    assert _service(smollm_shaped, tmp_path).calibration.samples.prefill[0][3] == pytest.approx(1.2)  # cores held
+    steady = TurnLoad(1.5, 2, (1.4, 1.5, 1.6))
+    assert service.admit(_metrics(smollm_shaped), steady) is Admission.ADDED
+    changed = TurnLoad(1.0, 2, (0.0, 0.1, 1.9, 2.0))  # a hog started halfway through
+    assert service.admit(_metrics(smollm_shaped), changed) is Admission.UNSTEADY
+    assert "the load changed while it ran (other processes used 0% to 100% of the CPU)" in service.refusal(
+        _metrics(smollm_shaped), changed)
+    assert service.calibration.turns == 2 and _service(smollm_shaped, tmp_path).calibration.turns == 2
     assert service.admit(_metrics(smollm_shaped), None) is Admission.ADDED  # not measured: not refused
 
 
@@ -116,10 +127,11 @@ def test_the_bench_calibrates_by_the_same_rule(smollm_shaped, tmp_path, monkeypa
     from kvtop.runner.records.paths import default_paths
 
     s = Settings(smollm_shaped, n_ctx=4096, n_threads=2)
-    record_calibration(s, [_metrics(smollm_shaped)], None, 0.6)
-    assert calibration_for(s, default_paths().cache_dir).turns == 0
+    record_calibration(s, [_metrics(smollm_shaped)], None, 0.6)  # busy: a sample at its load, as the app's
+    cal = calibration_for(s, default_paths().cache_dir)
+    assert cal.turns == 1 and cal.samples.prefill[0][3] is not None and cal.samples.prefill[0][3] > 0
     record_calibration(s, [_metrics(smollm_shaped)], None, 0.1)
-    assert calibration_for(s, default_paths().cache_dir).turns == 1
+    assert calibration_for(s, default_paths().cache_dir).turns == 2
 
 
 def test_an_empty_turn_adds_nothing(smollm_shaped, tmp_path):

@@ -24,7 +24,7 @@ def test_a_busy_run_warns_on_stderr_in_table_formats(fmt):
     err = io.StringIO()
     assert warn_if_busy("pp512", 0.48, fmt, err) is True
     assert err.getvalue() == ("kvtop bench: pp512: other processes used 48% of the CPU during this run: "
-                              "figures are low (not added to the calibration)\n")
+                              "figures are low (calibrated at that load)\n")
     quiet = io.StringIO()
     assert warn_if_busy("pp512", 0.1, fmt, quiet) is False and quiet.getvalue() == ""
 

@@ -75,3 +75,16 @@ def test_a_ratio_of_100x_and_more_stays_apart_from_the_measured_value():
     pane.set_rows(dataclasses.replace(ROWS, ttft=Row(0.0335, 4.27)))
     ttft = drawn(pane).split("\n")[1]
     assert ttft.split()[-3:] == ["4.27", "s", "127.46x"], ttft
+
+
+def test_the_verdict_line_says_whether_the_turn_landed_inside_the_forecasts_interval():
+    """Issue 35: "TTFT 2.9 s, outside the forecast 1.1–1.6 s"; the interval and the turns it rests on below."""
+    pane = EstimatePane()
+    pane.set_rows(ROWS)  # measured: TTFT 98 ms, decode 150 tok/s
+    pane.set_forecast(Forecast(prompt_tokens=37, cached_tokens=0, reply_tokens=64, ttft_s=0.060, prefill_s=0.058,
+                               prefill_tok_s=600.0, decode_tok_s=160.0, reply_s=0.5, basis="calibrated", n_turns=5,
+                               ttft_s_low=0.050, ttft_s_high=0.070, decode_tok_s_low=140.0, decode_tok_s_high=180.0,
+                               interval_n=4))
+    lines = drawn(pane).split("\n")
+    assert "TTFT 98 ms, outside the forecast 50 ms–70 ms; decode 150 tok/s, inside 140 tok/s–180 tok/s" in lines
+    assert "forecast: calibrated on 5 turns; TTFT 80%: 50 ms–70 ms (4 turns at this load)" in lines
