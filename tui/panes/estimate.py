@@ -18,7 +18,7 @@ from kvtop.runner.calibration.load import load_note
 from kvtop.runner.physics.estimate_rows import EstimateRows, Row
 from kvtop.runner.physics.verdicts import estimate_verdict
 from kvtop.tui.base.format import NA, fmt_bytes, fmt_rate, fmt_seconds
-from kvtop.tui.panes.base import PaneWidget
+from kvtop.tui.panes.base import PaneWidget, fold
 
 
 def _rate(x: float | None) -> str:
@@ -158,4 +158,5 @@ class EstimatePane(PaneWidget):
                 lines.append(Content.styled(busy, "$kvtop-warn"))
         if self.note:
             lines.append(Content.styled(self.note, "$text-muted"))
-        return Content("\n").join(lines)
+        region = self.content_region
+        return Content("\n").join(fold(lines, region.width, region.height))
