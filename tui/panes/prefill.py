@@ -171,7 +171,9 @@ class PrefillPane(PaneWidget):
         e = self.shift
         n = len(e.dropped_turns)
         parts = [(f"context full: dropped turn{'' if n == 1 else 's'} {turn_ranges(e.dropped_turns)}", "$kvtop-warn")]
-        if e.prefix_broken_at is None:
+        if e.prefix_broken_at is None and not e.reused_tokens:  # the chat's line says the same (shift_line)
+            parts.append(("; nothing was cached", "$text-muted"))
+        elif e.prefix_broken_at is None:
             parts.append(("; cached prefix held", "$text-muted"))
         else:
             parts += [("; prefix broke at ", "$text-muted"), (fmt_int(e.prefix_broken_at), "$kvtop-warn"),
