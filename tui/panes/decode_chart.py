@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from textual.content import Content
 
-from kvtop.runner.units import fmt_int, fmt_rate, fmt_seconds
+from kvtop.runner.units import fmt_int, fmt_seconds
 from kvtop.tui.panes.base import PaneWidget
 
 CEILING_SPAN = 3.0  # the ceiling is drawn when it is at most this many times the measured top
@@ -175,9 +175,10 @@ def legend(plan: ChartPlan) -> Content:
         parts += ["  ", ("━ ", "$kvtop-ceiling"), ("bandwidth ceiling", "$text-muted")]
     elif plan.ceiling_last is not None:
         times = plan.ceiling_last / (plan.measured_last or plan.measured_top)  # both at the last position
-        parts += ["  ", ("↑ ", "$kvtop-ceiling"), ("bandwidth ceiling ", "$text-muted"),
-                  (fmt_rate(plan.ceiling_last), "$kvtop-ceiling"),
-                  (f", {fmt_int(round(times))}x: above the scale", "$text-muted")]
+        # its figure is the summary's, above the chart (at the depth of the latest token): stated
+        # here too, from the chart's last redraw seconds before, the two disagreed ("50.9" beside "52.4")
+        parts += ["  ", ("↑ ", "$kvtop-ceiling"), ("bandwidth ceiling", "$text-muted"),
+                  (f" {fmt_int(round(times))}x the rate: above the scale", "$text-muted")]
     if plan.stalls:
         pos, seconds = plan.stalls[0]
         n = plan.stall_count

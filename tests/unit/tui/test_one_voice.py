@@ -47,3 +47,35 @@ def test_load_outcomes_count_tokens_with_thousands_separators():
 
     _, why = of_stream("/completion", False, 1500, 2048)
     assert why == "/completion: the reply ended without a stop event after 1,500 of 2,048 tokens"
+
+
+async def test_the_decode_pane_states_its_bandwidth_ceiling_once_as_a_turn_runs(tmp_path, smollm_shaped):
+    """The header said one bandwidth ceiling and the legend under the chart another (a
+    replay showed 50.9 and 52.4 tok/s): the header follows every token's depth, the legend
+    was the ceiling at the chart's last redraw, seconds of tokens before. Read off the
+    screen while a turn decodes 60 tokens at 5 tok/s: every ceiling the pane names is one."""
+    import re
+
+    from helpers import make_app, screen_text, send, wait_until
+    from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
+
+    from kvtop.runner.settings import Settings
+
+    turn = scripted_turn(1, 1000.0, 40, 0, [" w"] * 60, tg_tok_s=5.0)
+    loaded = smollm_loaded(smollm_shaped)
+    app = make_app(Settings(smollm_shaped, n_ctx=4096, n_threads=2),
+                   lambda s: ScriptedEngine(s, loaded, [turn], speed=1.0), tmp_path, live_system=False,
+                   write_transcript=False)
+    figures: list[set[str]] = []
+    async with app.run_test(size=(160, 48)) as pilot:
+        await wait_until(pilot, lambda: app.loaded is not None, what="load")
+        await send(pilot, "Hi")
+        await wait_until(pilot, lambda: app.turn_running and app.dash.decode.series, what="decode")
+        while app.turn_running:
+            text = screen_text(app)
+            figures.append(set(re.findall(r"bandwidth ceiling ([\d,.]+ tok/s)", text)))
+            await pilot.pause(0.3)
+        await pilot.pause(0.3)
+        figures.append(set(re.findall(r"bandwidth ceiling ([\d,.]+ tok/s)", screen_text(app))))
+    assert len(figures) > 5
+    assert [sorted(f) for f in figures if len(f) != 1] == []
