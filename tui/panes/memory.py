@@ -99,14 +99,17 @@ class MemoryPane(PaneWidget):
             if (cpu := self._cpu_line()) is not None:
                 lines.append(cpu)
             if not s.gpus:
-                lines.append(Content.styled(clean_line(s.gpu_note or "no NVIDIA GPU"), "$text-muted"))
+                # "no NVIDIA GPU" and its reason, broken between them where the pane is narrow
+                note = clean_line(s.gpu_note or "no NVIDIA GPU")
+                head, sep, why = note.partition(" (")
+                lines += pack([Content.styled(p, "$text-muted") for p in ([head, "(" + why] if sep else [note])], w, gap=" ")
             for g in s.gpus:
                 used = fmt_bytes(g.memory_used)
                 util = f"{g.utilization}%" if g.utilization is not None else NA
                 lines += pack([Content.assemble((f"GPU{g.index} ", "bold"), clean_line(g.name, 28)),
                                f"{used} / {fmt_bytes(g.memory_total)}",
                                Content.assemble(("engine ", "$text-muted"), fmt_bytes(g.process_memory)),
-                               Content.assemble(("util ", "$text-muted"), util)], self.size.width)
+                               Content.assemble(("util ", "$text-muted"), util)], w)
         b = self.buffers
         if b is not None:
             # mapped weights are paged in from the file as they are read: the engine's RSS
@@ -115,5 +118,5 @@ class MemoryPane(PaneWidget):
             lines += pack([Content.assemble(("llama.cpp ", "$text-muted"), "weights ",
                                             fmt_bytes(b.weights_mib * MIB), (how, "$text-muted")),
                            f"KV {fmt_bytes(b.kv_mib * MIB)}", f"compute {fmt_bytes(b.compute_total_mib * MIB)}"],
-                          self.size.width)
+                          w)
         return Content("\n").join(lines)

@@ -138,7 +138,7 @@ def test_the_ceiling_above_the_scale_is_compared_with_the_latest_rate():
     series = [(100 + i, 20.0 - i / 4) for i in range(41)]  # 20 tok/s falling to 10
     plan = plan_chart(series, [], lambda depth: 300.0, 80)
     text = legend(plan).plain
-    assert "bandwidth ceiling 30x the rate: above the scale" in text, text
+    assert "bandwidth ceiling  30x the rate: above the scale" in text, text
 
 
 def test_a_turn_that_slows_down_for_good_is_measured_at_its_new_pace():
