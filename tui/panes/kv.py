@@ -95,17 +95,17 @@ class KVPane(PaneWidget):
                 what = "state" if k.kind == "recurrent" else fmt_int(k.cells)
                 lines += pack([Content.assemble(("■ ", KIND_STYLE.get(k.kind, "")), (f"{k.kind:<8}", KIND_STYLE.get(k.kind, ""))),
                                f"{fmt_int(k.n_layers)}L×{what}", f"{fmt_bytes(used_k)}/{fmt_bytes(k.bytes_allocated)}"],
-                              w, gap=" ")
+                              width, gap=" ")
         left = self.n_ctx - self.cells
         # the engine stops at the last cell (runner/engine/decode.py: pos + 1 >= n_ctx; the token it
         # samples there is never decoded), so one cell left is a full context: the pane said "full in
         # 1 tok ≈ 173 ms" under a reply that had just ended "context full"
         if self.rate and left > 1:
             lines += pack([Content.assemble(("full in ", "$text-muted"), f"{fmt_int(left)} tok"),
-                           f"≈ {fmt_seconds(left / self.rate)}", f"at {fmt_rate(self.rate)}"], w, gap=" ")
+                           f"≈ {fmt_seconds(left / self.rate)}", f"at {fmt_rate(self.rate)}"], width, gap=" ")
         elif left <= 1 and self.n_ctx:
             lines.append(Content.styled("context full: Ctrl+L starts a new chat", "bold $kvtop-critical"))
         elif self.n_ctx:
             lines += pack([Content.assemble(("full in ", "$text-muted"), f"{fmt_int(left)} tok ≈ -"),
-                           "(no decode rate yet)"], w, gap=" ")
+                           "(no decode rate yet)"], width, gap=" ")
         return Content("\n").join(lines)

@@ -102,14 +102,15 @@ class MemoryPane(PaneWidget):
                 # "no NVIDIA GPU" and its reason, broken between them where the pane is narrow
                 note = clean_line(s.gpu_note or "no NVIDIA GPU")
                 head, sep, why = note.partition(" (")
-                lines += pack([Content.styled(p, "$text-muted") for p in ([head, "(" + why] if sep else [note])], w, gap=" ")
+                lines += pack([Content.styled(p, "$text-muted") for p in ([head, "(" + why] if sep else [note])],
+                              self.size.width, gap=" ")
             for g in s.gpus:
                 used = fmt_bytes(g.memory_used)
                 util = f"{g.utilization}%" if g.utilization is not None else NA
                 lines += pack([Content.assemble((f"GPU{g.index} ", "bold"), clean_line(g.name, 28)),
                                f"{used} / {fmt_bytes(g.memory_total)}",
                                Content.assemble(("engine ", "$text-muted"), fmt_bytes(g.process_memory)),
-                               Content.assemble(("util ", "$text-muted"), util)], w)
+                               Content.assemble(("util ", "$text-muted"), util)], self.size.width)
         b = self.buffers
         if b is not None:
             # mapped weights are paged in from the file as they are read: the engine's RSS
@@ -118,5 +119,5 @@ class MemoryPane(PaneWidget):
             lines += pack([Content.assemble(("llama.cpp ", "$text-muted"), "weights ",
                                             fmt_bytes(b.weights_mib * MIB), (how, "$text-muted")),
                            f"KV {fmt_bytes(b.kv_mib * MIB)}", f"compute {fmt_bytes(b.compute_total_mib * MIB)}"],
-                          w)
+                          self.size.width)
         return Content("\n").join(lines)
