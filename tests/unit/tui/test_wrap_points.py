@@ -15,6 +15,7 @@ from textual.app import App
 
 from kvtop.runner import events as ev
 from kvtop.runner.settings import Settings
+from kvtop.runner.system.cpu_use import CPUUse
 from kvtop.runner.system.hardware import SystemMemory
 from kvtop.runner.system.memory import MemorySample
 
@@ -52,7 +53,11 @@ async def test_every_panes_lines_fit_its_width_on_every_page(tmp_path, smollm_sh
         await wait_until(pilot, lambda: app.turns and not app.turn_running, what="turn")
         await pilot.pause(0.3)
         dash = app.dash
+        dash.memory.set_cpu(CPUUse(1.9, 0.1, 1.1, 2))  # a busy machine's CPU line (at 80x24 "cores" went alone)
+        dash.memory.set_sample(MEMORY)
+        await pilot.pause(0.2)
         assert "above the scale" in app.query_one(ChartLegend).render().plain
+        assert "others 1.1 of 2 cores" in dash.memory.render().plain
         for _ in range(max(1, len(dash.pager.labels))):
             widgets = {"prefill": dash.prefill, "kv": dash.kv, "memory": dash.memory,
                        "summary": app.query_one(DecodeSummary), "legend": app.query_one(ChartLegend),
