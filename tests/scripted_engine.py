@@ -35,8 +35,10 @@ def smollm_loaded(path: str, n_ctx: int = 4096) -> ev.Loaded:
 
 def scripted_turn(turn_id: int, t0: float, prompt_tokens: int, reused: int, pieces: list[str],
                   pp_tok_s: float = 400.0, tg_tok_s: float = 150.0, ubatch: int = 512,
-                  stop_reason: str = "eog") -> list[object]:
-    """The events of one turn with regular timings, starting at ``t0``."""
+                  stop_reason: str = "eog", timeline: bool = False) -> list[object]:
+    """The events of one turn with regular timings, starting at ``t0``; ``timeline``: its
+    metrics carry a TTFT waterfall as the real engine's do (template, one segment per
+    micro-batch, the first decode)."""
     out: list[object] = [ev.TurnStarted(turn_id, prompt_tokens, reused, 4096, "gguf", None, 0.002, 0.0005, None, t0)]
     t = t0 + 0.003
     done = reused
@@ -66,9 +68,21 @@ def scripted_turn(turn_id: int, t0: float, prompt_tokens: int, reused: int, piec
         decode_tok_s=(len(times) - 1) / dec_s if dec_s else None, itl_p50_ms=1000 / tg_tok_s,
         itl_p95_ms=1000 / tg_tok_s, kv_cells_used=pos - 1 if stop_reason == "eog" else pos, n_ctx=4096,
         first_token_s=1 / tg_tok_s, ubatches=tuple(ubatches),
+        timeline=_timeline(ubatches, 1 / tg_tok_s) if timeline else (),
     )
     out.append(ev.TurnDone(turn_id, stop_reason, "".join(pieces), m, t))
     return out
+
+
+def _timeline(ubatches: list[tuple[int, float]], first_s: float) -> tuple[tuple[str, float, float], ...]:
+    """A waterfall as the engine records it: (segment, start, seconds) from the turn's start."""
+    out = [("wait for engine", 0.0, 0.004), ("template", 0.004, 0.003), ("tokenize", 0.007, 0.001)]
+    t = 0.008
+    for i, (_n, dt) in enumerate(ubatches):
+        out.append((f"ubatch {i + 1}", t, dt))
+        t += dt
+    out.append(("first decode+sample", t, first_s))
+    return tuple(out)
 
 
 class ScriptedEngine:

@@ -1,11 +1,17 @@
 """Which panes the dashboard shows at this terminal size, and how tall each is.
 
-Every pane is as tall as its lines, and the decode chart takes the rows left over.
-When the panes do not all fit (below ~50 rows in one column, ~40 in two), they are
-split into pages, in their order, each page filled as far as it goes; a one-line
-pager above the panes names the pages (F6 or a click turns them). Nothing is cut
-and nothing needs scrolling: at 80x24 the pages are "Prefill KV", "Decode",
-"Estimate" and "Memory"; at 120x40 "Prefill KV Decode Estimate" and "Memory".
+The plan depends on the terminal's size, never on what a turn wrote: the Prefill and
+Estimate panes have a fixed number of rows (``SLOTS``) and fold what does not fit
+(their last line ends in "…"); KV and Memory are planned at least at ``FLOORS`` rows
+(their lines are the model's and the machine's, not a turn's), the decode pane at
+its least (``DECODE_PLAN``), and the decode chart takes the rows left over. Planned
+from what the panes happened to show, 160x48 was one page before a turn and two
+after it (the TTFT lines and the verdict pushed Estimate and Memory off), and back
+to one at the next prefill. When the panes do not all fit they are split into
+pages, in their order, each page filled as far as it goes; a one-line pager above
+the panes names the pages (F6 or a click turns them): at 80x24 "Prefill KV",
+"Decode", "Estimate" and "Memory"; at 120x40 "Prefill KV Decode" and "Estimate
+Memory"; at 160x48 one page.
 
 From WIDE_COLUMNS on, the panes sit two to a row (prefill beside KV, estimate beside
 memory; server, fleet and decode span both columns) and the grid's rows are set
@@ -46,6 +52,13 @@ WIDE_COLUMNS = 140
 ABOUT_MIN_ROWS = 30  # below this the versions/hardware line gives its row to the panes
 DECODE_CHART_MIN = 9  # rows of chart (title, frame and x labels take 4) below which it is not worth showing:
 # at 6, --server at 120x40 gave the plot 2 rows, the measured line lay on the 0 row
+# the decode pane's least rows for the plan: its summary (3), two lines of legend (a third, in a
+# narrow pane, comes out of the chart), the chart and the border; the lines of the moment never move a page
+DECODE_PLAN = 3 + 2 + DECODE_CHART_MIN + 2
+# content lines of the panes whose text grows with a turn: they get exactly these and fold the rest
+SLOTS = {"prefill": 6, "estimate": 19}
+# the least content lines the plan gives the others (more only where their own lines need it)
+FLOORS = {"kv": 5, "memory": 10}
 TITLES = {"prefill": "Prefill", "kv": "KV", "server": "Server", "fleet": "Fleet", "decode": "Decode",
           "estimate": "Estimate", "memory": "Memory"}
 NARROW_UNITS = (("prefill",), ("kv",), ("server",), ("fleet",), ("decode",), ("estimate",), ("memory",))
@@ -238,22 +251,20 @@ class Dashboard:
         return self.app.options.load is not None
 
     def _pane_height(self, name: str, pane, width: int) -> int:
-        """Rows the pane needs at a content ``width``, borders included."""
+        """Rows the plan gives the pane at a content ``width``, borders included: fixed
+        for the panes whose lines a turn changes (the plan must not move between turns);
+        kvtop load's decode pane has its summary only."""
         if name == FLEXIBLE and self.chartless:
             from kvtop.tui.panes.decode import DecodeSummary
 
             summaries = pane.query(DecodeSummary)
             return max(3, summaries.first().height_at(width) if summaries else 3) + 2
         if name == FLEXIBLE:
-            from kvtop.tui.panes.decode import DecodeSummary
-            from kvtop.tui.panes.decode_chart import ChartLegend
-
-            summaries, legends = pane.query(DecodeSummary), pane.query(ChartLegend)
-            summary = max(3, summaries.first().height_at(width) if summaries else 3)
-            legend = max(1, legends.first().height_at(width) if legends else 1)
-            return summary + legend + DECODE_CHART_MIN + 2
+            return DECODE_PLAN
+        if name in SLOTS:
+            return SLOTS[name] + 2
         lines = pane.height_at(width) if isinstance(pane, PaneWidget) else -1
-        return max(1, lines) + 2
+        return max(FLOORS.get(name, 1), lines) + 2
 
     def units(self, width: int, wide: bool, planning_here: bool = True) -> list[Unit]:
         """The dashboard's rows at a metrics column ``width``: a pane on screen is measured
@@ -313,11 +324,12 @@ class Dashboard:
         heights = row_heights(page, rows - (1 if several else 0))
         if wide:
             self._apply(self.metrics.styles, "grid_rows", " ".join(str(h) for h in heights) or "1fr")
-        flex = next((h for u, h in zip(page, heights) if u.flexible), None)
+        planned = {n: h for u, h in zip(page, heights) for n in u.panes}
         for name, pane in panes.items():
             pane.can_focus = True  # a click or Tab focuses a pane; its container scrolls it
             self._apply(pane, "display", name in shown)
-            height = "100%" if wide else flex if name == FLEXIBLE and flex else "auto"
+            fixed = name == FLEXIBLE or name in SLOTS  # the decode pane's rows, a slotted pane's
+            height = "100%" if wide else planned.get(name, 0) if fixed else "auto"
             self._apply(pane.styles, "height", height)
 
     def _apply(self, target, attr: str, value) -> None:

@@ -27,7 +27,7 @@ from kvtop.runner.physics.offload import OffloadSettings, Plan, plan
 from kvtop.runner.physics.phase_costs import decode_weight_bytes
 from kvtop.runner.physics.roofline import Prediction, predict, predict_split
 from kvtop.runner.system.hardware import HardwareProfile
-from kvtop.runner.units import fmt_bytes, fmt_num
+from kvtop.runner.units import fmt_bytes, fmt_int, fmt_num, fmt_rate, fmt_seconds
 
 
 def estimate_report(
@@ -146,12 +146,14 @@ def format_report(r: Report) -> str:
     rows += [
         ("hardware", f"{fmt_num(r['bandwidth_gbs'], ',.1f', ' GB/s')}, {fmt_num(r['tflops'], ',.3f', ' TFLOPS')} "
                      f"({r['hardware_source']})"),
-        ("decode ceiling", f"{fmt_num(r['decode_ceiling_tok_s'], ',.1f', ' tok/s')} (bandwidth)"),
-        ("compute ceiling", f"{fmt_num(r['compute_ceiling_tok_s'], ',.1f', ' tok/s')}"
+        # the panes' formats (runner/units.py): "prefill 2000 tok" and "306.6 tok/s" here read as other
+        # figures than the dashboard's "2,000" and "307 tok/s"
+        ("decode ceiling", f"{fmt_rate(r['decode_ceiling_tok_s'])} (bandwidth)"),
+        ("compute ceiling", fmt_rate(r["compute_ceiling_tok_s"])
                             + (f"  -> {r['binding']}-bound" if r["binding"] else "")),
-        (f"prefill {r['prompt_tokens']} tok", f"{fmt_num(r['prefill_s'], ',.3f', ' s')} "
-                                              f"({fmt_num(r['prefill_tok_s'], ',.0f', ' tok/s')})"),
-        (f"response +{r['output_tokens']} tok", fmt_num(r["response_s"], ",.2f", " s")),
+        (f"prefill {fmt_int(r['prompt_tokens'])} tok", f"{fmt_seconds(r['prefill_s'])} "
+                                                       f"({fmt_rate(r['prefill_tok_s'])})"),
+        (f"response +{fmt_int(r['output_tokens'])} tok", fmt_seconds(r["response_s"])),
         *([line, tune_line(r)] if (line := forecast_line(r)) else []),
         (f"conversations of {r['conversation_tokens']:,}", fmt_num(r["conversations_that_fit"], ",d")
             + " fit beside the weights"),
@@ -167,8 +169,8 @@ def format_report(r: Report) -> str:
                             f"{sv['n_ctx_per_slot']:,} tokens"),
                  ("KV, all slots", fmt_bytes(sv["kv_bytes_all_slots"])),
                  (f"all slots at depth {sv['all_slots_decoding_at_depth']:,}",
-                  f"{fmt_num(sv['batched_ceiling_tok_s'], ',.1f', ' tok/s')} together, "
-                  f"{fmt_num(sv['per_slot_ceiling_tok_s'], ',.1f', ' tok/s')} each (batched ceiling"
+                  f"{fmt_rate(sv['batched_ceiling_tok_s'])} together, "
+                  f"{fmt_rate(sv['per_slot_ceiling_tok_s'])} each (batched ceiling"
                   + (", compute-bound)" if sv.get("batched_bound") == "compute" else ")"))]
     width = max(len(k) for k, _ in rows)
     out = [f"{k:<{width}}  {v}" for k, v in rows]

@@ -38,6 +38,7 @@ from kvtop.runner.commands.load_args import build_parser, check_args, check_conc
 from kvtop.runner.commands.load_json import render
 from kvtop.runner.commands.load_output import knee, meets
 from kvtop.runner.commands.load_plot import write_plot
+from kvtop.runner.units import fmt_int
 
 if TYPE_CHECKING:
     from kvtop.runner.server.credentials import Credentials
@@ -128,7 +129,7 @@ def _load_main(argv: list[str], live: Live | None, previous: dict[int, Any]) -> 
         return fail(refused)
     small = min(infos, key=lambda i: i.n_ctx)
     if a.n_prompt + a.n_predict > small.n_ctx:
-        return fail(f"-p {a.n_prompt} + -n {a.n_predict} tokens do not fit a slot's context ({small.n_ctx} tokens): "
+        return fail(f"-p {a.n_prompt} + -n {a.n_predict} tokens do not fit a slot's context ({fmt_int(small.n_ctx)} tokens): "
                     f"give smaller -p/-n, or start llama-server with a larger -c")
     if live is not None and not a.no_tui and sys.stdout is not None and sys.stdout.isatty() \
             and sys.stdin is not None and sys.stdin.isatty():
@@ -336,7 +337,7 @@ def progress(a: argparse.Namespace, text: str) -> None:
 
 
 def server_note(urls: Sequence[str], infos: Sequence[ServerInfo], a: argparse.Namespace) -> str:
-    parts = [f"{u} ({i.build_info}, {i.total_slots} slots of {i.n_ctx} tokens)" for u, i in zip(urls, infos)]
+    parts = [f"{u} ({i.build_info}, {i.total_slots} slots of {fmt_int(i.n_ctx)} tokens)" for u, i in zip(urls, infos)]
     return (f"kvtop load: -p {a.n_prompt} -n {a.n_predict} via /{a.endpoint}, "
             f"shared prefix {a.shared_prefix}; " + "; ".join(parts))
 

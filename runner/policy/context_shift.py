@@ -157,6 +157,8 @@ def shift_line(e: ContextShifted) -> str:
                 f"{fmt_int(e.recomputed_tokens)} new tokens")
     if getattr(e, "no_shift", None):
         head = f"{head}; the cache cannot shift ({e.no_shift})"
+    if e.prefix_broken_at is None and not e.reused_tokens:  # an empty cache (a new chat, a restart): nothing held
+        return f"{head}; nothing was cached, computing all {fmt_int(e.recomputed_tokens)} tokens"
     if e.prefix_broken_at is None:
         return f"{head}; the cached prefix held, computing {fmt_int(e.recomputed_tokens)} new tokens"
     return (f"{head}; cache prefix broke at token {fmt_int(e.prefix_broken_at)}, "

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from kvtop.runner.sanitize import clean_line
 from kvtop.runner.server.urls import ServerError
+from kvtop.runner.units import fmt_int
 
 if TYPE_CHECKING:
     from kvtop.runner.server.load_driver import RequestResult
@@ -49,7 +50,7 @@ def of_stream(path: str, stopped: bool, tokens: int, n_predict: int, exact: bool
     if stopped and (tokens >= n_predict or not exact):
         return COMPLETED, None
     how = "with its stop event" if stopped else "without a stop event"
-    return TRUNCATED, f"{path}: the reply ended {how} after {tokens} of {n_predict} tokens"
+    return TRUNCATED, f"{path}: the reply ended {how} after {fmt_int(tokens)} of {fmt_int(n_predict)} tokens"
 
 
 def of_error(exc: ServerError, tokens: int) -> tuple[str, str]:
@@ -61,7 +62,7 @@ def of_error(exc: ServerError, tokens: int) -> tuple[str, str]:
         return TIMED_OUT, text
     if exc.kind == "connect":
         return UNREACHABLE, text
-    return TRUNCATED, f"{text} ({tokens} tokens received)"
+    return TRUNCATED, f"{text} ({fmt_int(tokens)} tokens received)"
 
 
 def counts(results: Iterable[RequestResult]) -> dict[str, int]:

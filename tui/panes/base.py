@@ -15,6 +15,7 @@ on a small machine, so:
 from __future__ import annotations
 
 from rich.cells import cell_len
+from textual.content import Content
 from textual.reactive import Reactive
 from textual.widget import Widget
 from textual.widgets import Static
@@ -30,6 +31,27 @@ def lines_at(content, width: int) -> int:
     if all(cell_len(line) <= width for line in lines):
         return len(lines)
     return len(content.wrap(width))
+
+
+def fold(lines: list, width: int, height: int) -> list:
+    """``lines`` (Content) kept to ``height`` lines at ``width`` cells: the dashboard gives
+    a pane a fixed number of rows (tui/dashboard.py SLOTS), so its page plan never
+    changes with what the pane happens to say. Lines are kept in order (a pane lists
+    what matters most first); when they do not all fit, the last line kept ends in
+    "…". No width or height yet (a pane not laid out): everything."""
+    if width <= 0 or height <= 0 or sum(max(1, lines_at(line, width)) for line in lines) <= height:
+        return lines
+    out: list = []
+    for line in lines:
+        out += line.wrap(width) if cell_len(line.plain) > width else [line]
+        if len(out) >= height:
+            break
+    out = out[:height]
+    last = out[-1]
+    if last.cell_length >= width:
+        last = last[: max(0, width - 1)]
+    out[-1] = Content.assemble(last.rstrip(), ("…", "$text-muted"))
+    return out
 
 
 class PaneWidget(Widget):

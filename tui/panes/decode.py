@@ -19,22 +19,26 @@ from kvtop.runner.physics.here import Here
 from kvtop.runner.physics.roofline import binding_ceiling
 from kvtop.tui.base.format import fmt_int, fmt_rate, fmt_seconds
 from kvtop.tui.panes.base import PanePlot, PaneWidget
-from kvtop.tui.panes.decode_chart import ChartLegend, draw, legend, plan_chart
+from kvtop.tui.panes.decode_chart import ChartLegend, draw, legend_items, plan_chart
 
 
 class DecodeSummary(PaneWidget):
-    """Three fixed lines; ``refresh`` without a re-layout."""
+    """Three fixed lines; ``refresh`` without a re-layout. Each line comes in a full and a
+    short form, the short one where the full one would be wrapped (80x24 gives the pane 40
+    columns: "compute ceiling 930 tok/s  bandwidth-bound" wrapped its last word)."""
 
     def __init__(self, **kw) -> None:
         super().__init__(**kw)
-        self.content = Content("")
+        self.lines: list[tuple[Content, Content]] = []
 
-    def show(self, content: Content) -> None:
-        self.content = content
+    def show(self, lines: list[tuple[Content, Content]]) -> None:
+        self.lines = lines
         self.refresh()
 
     def render(self) -> Content:
-        return self.content
+        width = self.content_region.width
+        return Content("\n").join(full if width <= 0 or full.cell_length <= width else short
+                                   for full, short in self.lines)
 
 
 class DecodePane(Vertical):
@@ -140,14 +144,17 @@ class DecodePane(Vertical):
         if self.waiting_s is not None:
             first = Content.assemble((f"no token for {fmt_seconds(self.waiting_s)}", "bold $kvtop-critical"),
                                      (f" (was {fmt_rate(self.rate)})", "$text-muted"))
+        bound = (f"{binding}-bound" if binding else "", "bold")
         lines = [
-            first,
-            Content.assemble(("bandwidth ceiling ", "$text-muted"), (fmt_rate(bw), "$kvtop-ceiling"),
-                             (f" at depth {fmt_int(self.pos)}", "$text-muted")),
-            Content.assemble(("compute ceiling ", "$text-muted"), fmt_rate(comp), "  ",
-                             (f"{binding}-bound" if binding else "", "bold")),
+            (first, first),
+            (Content.assemble(("bandwidth ceiling ", "$text-muted"), (fmt_rate(bw), "$kvtop-ceiling"),
+                              (f" at depth {fmt_int(self.pos)}", "$text-muted")),
+             Content.assemble(("bandwidth ceiling ", "$text-muted"), (fmt_rate(bw), "$kvtop-ceiling"),
+                              (f" at {fmt_int(self.pos)}", "$text-muted"))),
+            (Content.assemble(("compute ceiling ", "$text-muted"), fmt_rate(comp), "  ", bound),
+             Content.assemble(("compute ", "$text-muted"), fmt_rate(comp), "  ", bound)),
         ]
-        self.query_one(DecodeSummary).show(Content("\n").join(lines))
+        self.query_one(DecodeSummary).show(lines)
 
     def _color(self, var: str) -> tuple[int, int, int]:
         value = self.app.theme_variables.get(var, "#ff0000")
@@ -169,4 +176,4 @@ class DecodePane(Vertical):
                   (("measured", "measured"), ("ceiling", "ceiling"), ("stall", "warn"))}
         draw(plt, plan, colors, width, height)
         chart.refresh()
-        self.query_one(ChartLegend).show(legend(plan))
+        self.query_one(ChartLegend).show(legend_items(plan))

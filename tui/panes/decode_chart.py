@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from textual.content import Content
 
 from kvtop.runner.units import fmt_int, fmt_rate, fmt_seconds, nice_ticks, tick_labels  # noqa: F401 (re-exported)
+from kvtop.tui.base.format import pack
 from kvtop.tui.panes.base import PaneWidget
 
 CEILING_SPAN = 3.0  # the ceiling is drawn when it is at most this many times the measured top
@@ -142,27 +143,34 @@ def draw(plt, plan: ChartPlan, colors: dict[str, tuple[int, int, int]], width: i
     plt.ylim(0, plan.y_top)
 
 
-def legend(plan: ChartPlan) -> Content:
-    """One line naming the lines, the ceiling when it is above the scale, and the stalls."""
+def legend_items(plan: ChartPlan) -> list[Content]:
+    """The legend's phrases: the lines, the ceiling when it is above the scale, the stalls.
+    A narrow legend is broken between them (``ChartLegend``), never inside one: word-wrapped,
+    "bandwidth" ended a line and "ceiling" began the next."""
     if plan.empty:
-        return Content("")
-    parts: list = [("━ ", "$kvtop-measured"), ("measured", "$text-muted")]
+        return []
+    items = [Content.assemble(("━ ", "$kvtop-measured"), ("measured", "$text-muted"))]
     if plan.ceiling_drawn:
-        parts += ["  ", ("━ ", "$kvtop-ceiling"), ("bandwidth ceiling", "$text-muted")]
+        items.append(Content.assemble(("━ ", "$kvtop-ceiling"), ("bandwidth ceiling", "$text-muted")))
     elif plan.ceiling_last is not None:
         times = plan.ceiling_last / (plan.measured_last or plan.measured_top)  # both at the last position
-        parts += ["  ", ("↑ ", "$kvtop-ceiling"), ("bandwidth ceiling ", "$text-muted"),
-                  (fmt_rate(plan.ceiling_last), "$kvtop-ceiling"),
-                  (f", {fmt_int(round(times))}x: above the scale", "$text-muted")]
+        # its figure is the summary's, above the chart (at the depth of the latest token): stated
+        # here too, from the chart's last redraw seconds before, the two disagreed ("50.9" beside "52.4")
+        items += [Content.assemble(("↑ ", "$kvtop-ceiling"), ("bandwidth ceiling", "$text-muted")),
+                  Content.styled(f"{fmt_int(round(times))}x the rate: above the scale", "$text-muted")]
     if plan.stalls:
         pos, seconds = plan.stalls[0]
         n = plan.stall_count
-        # no-break spaces: a narrow legend wrapped between "at" and the position
-        parts += ["  ", ("│\u00a0", "$kvtop-warn"),
-                  (f"{fmt_int(n)}\u00a0stall{'s' if n > 1 else ''}" + (", longest\u00a0" if n > 1 else "\u00a0of\u00a0"),
-                   "$text-muted"),
-                  (f"{fmt_seconds(seconds)}\u00a0at\u00a0{fmt_int(pos)}".replace(" ", "\u00a0"), "$kvtop-warn")]
-    return Content.assemble(*parts)
+        items.append(Content.assemble(
+            ("│ ", "$kvtop-warn"),
+            (f"{fmt_int(n)} stall{'s' if n > 1 else ''}" + (", longest " if n > 1 else " of "), "$text-muted"),
+            (f"{fmt_seconds(seconds)} at {fmt_int(pos)}", "$kvtop-warn")))
+    return items
+
+
+def legend(plan: ChartPlan, width: int = 0) -> Content:
+    """The legend as lines of ``width`` cells (0: one line)."""
+    return Content("\n").join(pack(legend_items(plan), width))
 
 
 class ChartLegend(PaneWidget):
@@ -170,12 +178,15 @@ class ChartLegend(PaneWidget):
 
     def __init__(self, **kw) -> None:
         super().__init__(**kw)
-        self.content = Content("")
+        self.items: list[Content] = []
 
-    def show(self, content: Content) -> None:
+    def show(self, items: list[Content]) -> None:
         before = self.wrapped_height()
-        self.content = content
+        self.items = items
         self.refresh(layout=self.wrapped_height() != before)
 
+    def height_at(self, width: int) -> int:
+        return len(pack(self.items, width)) if width > 0 else -1
+
     def render(self) -> Content:
-        return self.content
+        return Content("\n").join(pack(self.items, self.content_region.width))

@@ -18,7 +18,7 @@ from kvtop.runner.calibration.load import load_note
 from kvtop.runner.physics.estimate_rows import EstimateRows, Row
 from kvtop.runner.physics.verdicts import estimate_verdict
 from kvtop.tui.base.format import NA, fmt_bytes, fmt_rate, fmt_seconds
-from kvtop.tui.panes.base import PaneWidget
+from kvtop.tui.panes.base import PaneWidget, fold
 
 
 def _rate(x: float | None) -> str:
@@ -121,11 +121,15 @@ class EstimatePane(PaneWidget):
         return {"ttft": fc.ttft_s, "prefill": fc.prefill_tok_s, "decode": fc.decode_tok_s}.get(key)
 
     def _columns(self) -> list[str]:
-        """The columns that fit the pane: the roofline goes first when it is narrow."""
+        """The columns that fit the pane: the forecast goes first when it is narrow (the
+        prompt's border says it too), then the roofline. The verdict under the table
+        compares with the roofline: at 80x24 the roofline column went first and the
+        verdict quoted a column, and a ratio, that the pane did not show."""
         width = self.size.width - 2 if self.size.width else 10**6  # unmounted: every column
         cols = ["roofline", "forecast", "measured"]
-        while len(cols) > 1 and W_LABEL + W_COL * len(cols) + W_RATIO > width:
-            cols.pop(0)
+        for drop in ("forecast", "roofline"):
+            if W_LABEL + W_COL * len(cols) + W_RATIO > width:
+                cols.remove(drop)
         return cols
 
     def render(self) -> Content:
@@ -134,7 +138,7 @@ class EstimatePane(PaneWidget):
         lines = [Content.assemble(*head, (f"{'ratio':>{W_RATIO}}", "$text-muted"))]
         for key, label, fmt, lower_is_better in SPEC:
             row = Row(*self._figures(key))
-            fc = self.forecast_of(key)
+            fc = self.forecast_of(key) if "forecast" in cols else None  # the ratio is of a column shown
             ratio = Row(fc, row.measured).ratio if fc is not None else row.ratio
             if ratio is None:
                 style, rtxt = "$text-muted", NA
@@ -160,10 +164,12 @@ class EstimatePane(PaneWidget):
                     self.forecast, self.rows.row("ttft").measured, self.rows.row("decode").measured)):
                 lines.append(Content.styled(said, "italic"))
             iv = self.forecast.interval_text() if calibrated else ""
-            lines.append(Content.styled(f"forecast: {self.forecast.label()}" + (f"; TTFT {iv}" if iv else ""),
-                                        "$text-muted"))
+            if "forecast" in cols:  # what the column rests on
+                lines.append(Content.styled(f"forecast: {self.forecast.label()}" + (f"; TTFT {iv}" if iv else ""),
+                                            "$text-muted"))
             if busy := load_note(self.forecast, self.rows.context.tuned):  # the forecast column is priced at today's load
                 lines.append(Content.styled(busy, "$kvtop-warn"))
         if self.note:
             lines.append(Content.styled(self.note, "$text-muted"))
-        return Content("\n").join(lines)
+        region = self.content_region
+        return Content("\n").join(fold(lines, region.width, region.height))

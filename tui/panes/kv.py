@@ -97,10 +97,13 @@ class KVPane(PaneWidget):
                                f"{fmt_int(k.n_layers)}L×{what}", f"{fmt_bytes(used_k)}/{fmt_bytes(k.bytes_allocated)}"],
                               width, gap=" ")
         left = self.n_ctx - self.cells
-        if self.rate and left > 0:
+        # the engine stops at the last cell (runner/engine/decode.py: pos + 1 >= n_ctx; the token it
+        # samples there is never decoded), so one cell left is a full context: the pane said "full in
+        # 1 tok ≈ 173 ms" under a reply that had just ended "context full"
+        if self.rate and left > 1:
             lines += pack([Content.assemble(("full in ", "$text-muted"), f"{fmt_int(left)} tok"),
                            f"≈ {fmt_seconds(left / self.rate)}", f"at {fmt_rate(self.rate)}"], width, gap=" ")
-        elif left <= 0 and self.n_ctx:
+        elif left <= 1 and self.n_ctx:
             lines.append(Content.styled("context full: Ctrl+L starts a new chat", "bold $kvtop-critical"))
         elif self.n_ctx:
             lines += pack([Content.assemble(("full in ", "$text-muted"), f"{fmt_int(left)} tok ≈ -"),

@@ -61,7 +61,8 @@ class MemoryPane(PaneWidget):
         """Cores used by the engine, the UI and everything else; drawn with the next sample."""
         self.cpu = use
 
-    def _cpu_line(self) -> Content | None:
+    def _cpu_line(self) -> list[Content] | None:
+        """The CPU's phrases (engine, UI, the others): at 80x24 one line wrapped "cores" alone."""
         u = self.cpu
         if u is None:
             return None
@@ -70,9 +71,10 @@ class MemoryPane(PaneWidget):
             return NA if x is None else f"{x:.1f}"
 
         busy = u.others_share is not None and u.others_share >= BUSY_SHARE
-        return Content.assemble(("CPU ", "$text-muted"), "engine ", cores(u.engine), ("  UI ", "$text-muted"),
-                                cores(u.ui), ("  others ", "$text-muted"),
-                                (cores(u.others), "$kvtop-warn" if busy else ""), (f" of {u.cores} cores", "$text-muted"))
+        return [Content.assemble(("CPU ", "$text-muted"), "engine ", cores(u.engine)),
+                Content.assemble(("UI ", "$text-muted"), cores(u.ui)),
+                Content.assemble(("others ", "$text-muted"), (cores(u.others), "$kvtop-warn" if busy else ""),
+                                 (f" of {u.cores} cores", "$text-muted"))]
 
     def set_buffers(self, buffers) -> None:
         self.buffers = buffers
@@ -97,9 +99,13 @@ class MemoryPane(PaneWidget):
             lines.append(Content.assemble(("swap ", "$text-muted"), fmt_bytes(sm.swap_used), " / ",
                                           fmt_bytes(sm.swap_total)))
             if (cpu := self._cpu_line()) is not None:
-                lines.append(cpu)
+                lines += pack(cpu, self.size.width)
             if not s.gpus:
-                lines.append(Content.styled(clean_line(s.gpu_note or "no NVIDIA GPU"), "$text-muted"))
+                # "no NVIDIA GPU" and its reason, broken between them where the pane is narrow
+                note = clean_line(s.gpu_note or "no NVIDIA GPU")
+                head, sep, why = note.partition(" (")
+                lines += pack([Content.styled(p, "$text-muted") for p in ([head, "(" + why] if sep else [note])],
+                              self.size.width, gap=" ")
             for g in s.gpus:
                 used = fmt_bytes(g.memory_used)
                 util = f"{g.utilization}%" if g.utilization is not None else NA

@@ -10,15 +10,17 @@ from collections.abc import Callable
 
 from textual.content import Content
 
-from kvtop.tui.base.format import bar, fmt_int, fmt_rate, fmt_seconds, pack, segment_style
-from kvtop.tui.panes.base import PaneWidget
+from kvtop.tui.base.format import bar, fmt_int, fmt_rate, fmt_seconds, segment_style
+from kvtop.tui.panes.base import PaneWidget, fold
 
 
 def compact_waterfall(ttft: float, timeline, width: int) -> list[Content]:
-    """The last turn's TTFT in one or two lines, biggest segment first ("TTFT 1.86 s:
-    ■ prefill 99% ■ template 1%"), in F2's colours: a screenshot of the dashboard says
-    where the first token's time went without opening F2. The micro-batches count as
-    one "prefill"; segments under 1% are left out."""
+    """The last turn's TTFT on one line, biggest segment first ("TTFT 1.86 s: ■ prefill
+    99% ■ template 1%"), in F2's colours: a screenshot of the dashboard says where the
+    first token's time went without opening F2. The micro-batches count as one
+    "prefill"; segments under 1% are left out, and those that do not fit the line are
+    counted ("+2 in F2"): a second and third line pushed the Estimate and Memory panes
+    onto another page after every turn at 160x48."""
     merged: dict[str, tuple[float, str]] = {}
     ubatches = 0
     for i, (label, _start, dt) in enumerate(timeline):
@@ -27,14 +29,25 @@ def compact_waterfall(ttft: float, timeline, width: int) -> list[Content]:
             label = "prefill"
         seconds, style = merged.get(label, (0.0, segment_style(label, i)))
         merged[label] = (seconds + dt, style)
-    items: list = [Content.assemble(("TTFT ", "$text-muted"), (fmt_seconds(ttft), "bold"), ":")]
+    items: list[tuple[Content, Content]] = []  # (as named, shorter: "prefill" without its micro-batches)
     for label, (seconds, style) in sorted(merged.items(), key=lambda kv: -kv[1][0]):
         share = seconds / ttft * 100
         if share < 1:
             continue
         name = f"prefill ({ubatches} ubatch{'es' if ubatches != 1 else ''})" if label == "prefill" and ubatches else label
-        items.append(Content.assemble(("■ ", style), f"{name} ", (f"{share:.0f}%", "$text-muted")))
-    return pack(items, width, gap=" ")
+        items.append(tuple(Content.assemble(("■ ", style), f"{n} ", (f"{share:.0f}%", "$text-muted"))
+                           for n in (name, label)))
+    line = Content.assemble(("TTFT ", "$text-muted"), (fmt_seconds(ttft), "bold"), ":")
+    for i, (full, short) in enumerate(items):
+        more = f" +{len(items) - i - 1} in F2" if i < len(items) - 1 else ""
+        fits = [it for it in (full, short) if width <= 0 or line.cell_length + 1 + it.cell_length + len(more) <= width]
+        if not fits and i == 0 and line.cell_length + 1 + short.cell_length <= width:
+            fits = [short]  # the biggest segment, even with no room left to count the others
+        if not fits:
+            more = f" +{len(items) - i} in F2"
+            return [Content.assemble(line, (more, "$text-muted")) if line.cell_length + len(more) <= width else line]
+        line = Content.assemble(line, " ", fits[0])
+    return [line]
 
 
 class PrefillPane(PaneWidget):
@@ -158,7 +171,9 @@ class PrefillPane(PaneWidget):
         e = self.shift
         n = len(e.dropped_turns)
         parts = [(f"context full: dropped turn{'' if n == 1 else 's'} {turn_ranges(e.dropped_turns)}", "$kvtop-warn")]
-        if e.prefix_broken_at is None:
+        if e.prefix_broken_at is None and not e.reused_tokens:  # the chat's line says the same (shift_line)
+            parts.append(("; nothing was cached", "$text-muted"))
+        elif e.prefix_broken_at is None:
             parts.append(("; cached prefix held", "$text-muted"))
         else:
             parts += [("; prefix broke at ", "$text-muted"), (fmt_int(e.prefix_broken_at), "$kvtop-warn"),
@@ -197,7 +212,7 @@ class PrefillPane(PaneWidget):
         )
         lines = [b, line1, line2]
         if self.waterfall is not None:
-            lines += compact_waterfall(*self.waterfall, self.size.width)
+            lines += compact_waterfall(*self.waterfall, self.content_region.width)
         if self.shift is not None:
             lines.append(self._shift_line())
         elif self.diverged is not None:
@@ -207,4 +222,4 @@ class PrefillPane(PaneWidget):
             lines.append(Content.styled(self.cache_note, "$kvtop-reused"))
         if self.template_note:
             lines.append(Content.styled(f"template fallback: {self.template_note}", "$kvtop-warn"))
-        return Content("\n").join(lines)
+        return Content("\n").join(fold(lines, self.content_region.width, self.content_region.height))

@@ -7,6 +7,7 @@ from __future__ import annotations
 from textual.content import Content
 
 from kvtop.runner.units import fmt_int, fmt_rate
+from kvtop.tui.base.format import pack
 from kvtop.tui.panes.base import PaneWidget, lines_at
 
 HEADER = f"{'slot':>4} {'state':<6} {'task':>6} {'tokens':>8} {'computed':>9} {'cached':>7} {'decoded':>8}  ctx used"
@@ -77,13 +78,16 @@ class ServerPane(PaneWidget):
         if not s.reachable:
             return Content.assemble(*head, "\n", (f"unreachable: {s.error}; retrying on kvtop's pace",
                                                    "bold $kvtop-critical"))
-        lines = [Content.assemble(*head, *self._counts(s))]
+        # each line a run of phrases broken only between them (runner's pack): word-wrapped,
+        # "1,147 / prompt" and "(counters + / slots, last 1.0 s)" fell on two lines at 80 and 120
+        width = self._planning_width or self.content_region.width
+        lines = pack([Content.assemble(*head), *self._counts(s)], width)
         if self.restart_note:
             lines.append(Content.styled(self.restart_note, "$kvtop-warn"))
-        lines.append(self._rates(s))
+        lines += pack(self._rates(s), width)
         if s.rates is not None and s.metrics_note:  # counters refused: shown as N/A, and why
             lines.append(Content.styled(s.metrics_note, "$kvtop-warn"))
-        lines.append(self._physics(s))
+        lines += pack(self._physics(s), width)
         if s.slots_note:
             lines.append(Content.styled(f"slots: {s.slots_note}", "$kvtop-warn"))
         else:
@@ -92,46 +96,49 @@ class ServerPane(PaneWidget):
                 lines.append(Content.styled(f"… {fmt_int(len(s.slots) - 64)} more slots", "$text-muted"))
         return Content("\n").join(lines)
 
-    def _counts(self, s) -> list:
-        out: list = []
+    def _counts(self, s) -> list[Content]:
+        out: list[Content] = []
         if s.slots:
-            out += ["  ", ("slots ", "$text-muted"), f"{fmt_int(s.busy)}/{fmt_int(len(s.slots))} busy"]
+            out.append(Content.assemble(("slots ", "$text-muted"), f"{fmt_int(s.busy)}/{fmt_int(len(s.slots))} busy"))
         r = s.rates
         if r is not None and r.requests_deferred is not None:
             style = "bold $kvtop-critical" if r.requests_deferred else ""
-            out += ["  ", ("deferred ", "$text-muted"), (fmt_int(r.requests_deferred), style)]
+            out.append(Content.assemble(("deferred ", "$text-muted"), (fmt_int(r.requests_deferred), style)))
         return out
 
-    def _rates(self, s) -> Content:
+    def _rates(self, s) -> list[Content]:
         r = s.rates
         if r is None:
-            return Content.styled(f"metrics: {s.metrics_note or 'none yet'}", "$kvtop-warn")
+            return [Content.styled(f"metrics: {s.metrics_note or 'none yet'}", "$kvtop-warn")]
         if r.interval_s <= 0:
-            return Content.styled("metrics: rates after the next poll", "$text-muted")
-        return Content.assemble(("prompt ", "$text-muted"), fmt_rate(r.prompt_tok_s), ("  gen ", "$text-muted"),
-                                fmt_rate(r.gen_tok_s), (f"  ({'counters + slots' if s.slots else 'counters'}, last {r.interval_s:.1f} s)",
-                                                        "$text-muted"),
-                                ("  processing ", "$text-muted"), fmt_int(r.requests_processing),
-                                ("  since start ", "$text-muted"), f"{fmt_int(r.prompt_tokens_total)} prompt, "
-                                f"{fmt_int(r.gen_tokens_total)} generated tok")
+            return [Content.styled("metrics: rates after the next poll", "$text-muted")]
+        return [Content.assemble(("prompt ", "$text-muted"), fmt_rate(r.prompt_tok_s), ("  gen ", "$text-muted"),
+                                 fmt_rate(r.gen_tok_s)),
+                Content.styled(f"({'counters + slots' if s.slots else 'counters'}, last {r.interval_s:.1f} s)",
+                               "$text-muted"),
+                Content.assemble(("processing ", "$text-muted"), fmt_int(r.requests_processing)),
+                Content.assemble(("since start ", "$text-muted"), f"{fmt_int(r.prompt_tokens_total)} prompt,"),
+                Content(f"{fmt_int(r.gen_tokens_total)} generated tok")]
 
-    def _physics(self, s) -> Content:
-        parts: list = []
+    def _physics(self, s) -> list[Content]:
+        items: list[Content] = []
         c = self.ceiling
         if c is not None:
             measured = s.rates.gen_tok_s if s.rates else None
-            parts += [("batched ceiling ", "$text-muted"), (fmt_rate(c.aggregate_tok_s), "$kvtop-ceiling"),
-                      (f" for {fmt_int(c.slots)} decoding ({fmt_rate(c.per_user_tok_s)} each"
-                       + (", compute-bound)" if c.bound == "compute" else ")"), "$text-muted")]
+            items += [Content.assemble(("batched ceiling ", "$text-muted"), (fmt_rate(c.aggregate_tok_s), "$kvtop-ceiling")),
+                      Content.styled(f"for {fmt_int(c.slots)} decoding ({fmt_rate(c.per_user_tok_s)} each"
+                                     + (", compute-bound)" if c.bound == "compute" else ")"), "$text-muted")]
             if measured:
-                parts += [("  measured ", "$text-muted"), (fmt_rate(measured), "$kvtop-measured"),
-                          f" {measured / c.aggregate_tok_s * 100:.0f}%"]
+                items.append(Content.assemble(("measured ", "$text-muted"), (fmt_rate(measured), "$kvtop-measured"),
+                                              f" {measured / c.aggregate_tok_s * 100:.0f}%"))
         else:
-            parts.append(("batched ceiling: needs the GGUF header (--model) and a bandwidth", "$text-muted"))
+            items.append(Content.styled("batched ceiling: needs the GGUF header (--model) and a bandwidth",
+                                        "$text-muted"))
         if self.more_fit is not None and self.average_length:
-            parts += [("  +", "$text-muted"), fmt_int(self.more_fit),
-                      (f" conversations of {fmt_int(round(self.average_length))} tokens fit", "$text-muted")]
-        return Content.assemble(*parts)
+            items.append(Content.assemble(("+", "$text-muted"), fmt_int(self.more_fit),
+                                          (f" conversations of {fmt_int(round(self.average_length))} tokens fit",
+                                           "$text-muted")))
+        return items
 
     def _slot_line(self, sl, form: str = "full") -> Content:
         state = ("busy", "bold $kvtop-measured") if sl.is_processing else ("idle", "$text-muted")

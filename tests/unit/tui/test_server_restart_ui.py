@@ -87,6 +87,9 @@ async def test_a_turn_the_server_lost_stops_counting_no_token_and_keeps_its_repl
             decode = app.query_one(DecodePane)
             await pilot.pause(3.5)  # past the 3 s after which a decoding turn says "no token for …"
             assert decode.waiting_s is None and decode.state == "lost"
+            while not decode.display:  # at 120x40 with --server the Decode pane is on page 2
+                await pilot.press("f6")
+                await pilot.pause(0.2)
             assert "until lost" in screen_text(app) and "no token for" not in screen_text(app)
             assert app.query_one(StreamTail).text == ""
             assert chat.children[-1].text.count("wave") == 12  # the reply so far, whole

@@ -47,14 +47,14 @@ def test_a_forecast_is_its_own_column_and_the_ratio_is_measured_over_it():
     assert "forecast: calibrated on 3 turns" in lines
 
 
-async def test_a_narrow_pane_drops_the_roofline_column_first_and_never_wraps_a_row():
+async def test_a_narrow_pane_drops_the_forecast_column_first_and_never_wraps_a_row():
     from textual.app import App
 
     class One(App):
         def compose(self):
             yield EstimatePane(id="e")
 
-    for width, columns in ((60, ["roofline", "forecast", "measured", "ratio"]), (40, ["forecast", "measured", "ratio"]),
+    for width, columns in ((60, ["roofline", "forecast", "measured", "ratio"]), (40, ["roofline", "measured", "ratio"]),
                            (30, ["measured", "ratio"])):
         app = One()
         async with app.run_test(size=(width, 20)) as pilot:
@@ -88,3 +88,29 @@ def test_the_verdict_line_says_whether_the_turn_landed_inside_the_forecasts_inte
     lines = drawn(pane).split("\n")
     assert "TTFT 98 ms, outside the forecast 50 ms–70 ms; decode 150 tok/s, inside 140 tok/s–180 tok/s" in lines
     assert "forecast: calibrated on 5 turns; TTFT 80%: 50 ms–70 ms (4 turns at this load)" in lines
+
+
+async def test_at_80x24_the_verdict_quotes_a_column_and_a_ratio_the_pane_shows():
+    """At 80x24 the pane dropped its roofline column, its ratios were of the forecast, and
+    its verdict said "TTFT at 2.28x the roofline": a figure from a column not on screen."""
+    import re
+
+    from textual.app import App
+
+    class One(App):
+        def compose(self):
+            yield EstimatePane(id="e")
+
+    app = One()
+    async with app.run_test(size=(44, 30)) as pilot:  # the Estimate pane's width at 80x24
+        pane = app.query_one(EstimatePane)
+        pane.set_rows(ROWS)
+        pane.set_forecast(Forecast(prompt_tokens=37, cached_tokens=0, reply_tokens=64, ttft_s=0.090, prefill_s=0.088,
+                                   prefill_tok_s=400.0, decode_tok_s=160.0, reply_s=0.5, basis="calibrated", n_turns=3))
+        await pilot.pause()
+        text = drawn(pane)
+        lines = text.split("\n")
+        quoted = re.search(r"TTFT at ([\d.]+x) the roofline", " ".join(lines[7:]))
+        assert quoted, text
+        assert "roofline" in lines[0].split(), text
+        assert lines[1].split()[-1] == quoted.group(1), text  # the TTFT row's ratio is the verdict's

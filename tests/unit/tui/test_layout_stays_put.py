@@ -1,0 +1,122 @@
+"""The dashboard's pages stay put (issue 33, item 4): at one terminal size the page count
+and the pages never change between turns. At 160x48 (the size the README lays the
+dashboard out at) it was one page before a turn and two after it: the Prefill pane's
+TTFT lines and the Estimate pane's verdict pushed Estimate and Memory onto page 2, and
+the next prefill brought them back. Now Prefill and Estimate have fixed rows and fold
+what does not fit (tui/dashboard.py SLOTS)."""
+
+import dataclasses
+import os
+import threading
+
+import pytest
+from helpers import make_app, screen_text, send, wait_until
+from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
+
+from kvtop.runner.settings import Settings
+
+TITLES = ("Prefill", "KV cache", "Decode", "Estimate vs actual", "Memory")
+SHOTS = os.environ.get("KVTOP_TEST_SHOTS")  # a folder: each size's screen at the end, to look at
+PAGES = {(160, 48): 1, (140, 40): 2, (120, 40): 2, (100, 30): 4, (80, 24): 4}
+
+
+def turns() -> list[list[object]]:
+    """A short first turn (its TTFT waterfall lands in the Prefill pane), then a long one
+    paced so the test sees its prefill and its decode: 1,200 tokens in micro-batches of
+    256, a second apart, a reply of 8 tokens, half a second apart; its prefix diverged
+    (one more line in the Prefill pane)."""
+    first = scripted_turn(1, 1000.0, 30, 0, ["Hello", " there", "."], timeline=True)
+    second = scripted_turn(2, 2000.0, 1200, 30, [" word"] * 8, pp_tok_s=256.0, tg_tok_s=2.0, ubatch=256,
+                           timeline=True)
+    second[0] = dataclasses.replace(second[0], first_diff_index=12)
+    return [first, second]
+
+
+def pages(app) -> tuple[str, ...]:
+    pager = app.dash.pager
+    return tuple(pager.labels) if pager.display else ("one page",)
+
+
+def every_title_shown(app) -> bool:
+    text = screen_text(app)
+    return all(f"─ {t} ─" in text for t in TITLES)
+
+
+@pytest.mark.parametrize("size", list(PAGES))
+async def test_the_pages_never_change_through_load_turns_new_chat_and_undo(tmp_path, smollm_shaped, size):
+    gate = threading.Event()
+    settings = Settings(smollm_shaped, n_ctx=4096, n_threads=2)
+    loaded = smollm_loaded(smollm_shaped)
+    engine = {}
+
+    def factory(s):
+        engine["e"] = ScriptedEngine(s, loaded, turns(), speed=1.0, max_gap=1.0, load_gate=gate)
+        return engine["e"]
+
+    app = make_app(settings, factory, root=tmp_path, live_system=False, write_transcript=False)
+    seen: dict[str, tuple[str, ...]] = {}
+
+    async def record(step: str) -> None:
+        await pilot.pause(0.1)
+        seen[step] = pages(app)
+        assert app.query_one("#metrics").max_scroll_y == 0, (size, step)  # nothing cut on the page shown
+        if size == (160, 48):
+            assert every_title_shown(app), (step, screen_text(app))
+
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause(0.2)
+        await record("loading")
+        gate.set()
+        await wait_until(pilot, lambda: app.loaded is not None, what="load")
+        await record("loaded")
+
+        await send(pilot, "hi")
+        await wait_until(pilot, lambda: len(app.turns) == 1 and not app.turn_running, what="turn 1")
+        await record("after turn 1")
+        assert "TTFT" in app.dash.prefill.render().plain  # its waterfall is on screen
+
+        await send(pilot, "tell me more " * 20)
+        prefill = app.dash.prefill
+        await wait_until(pilot, lambda: app.turn_running and prefill.reused < prefill.done < prefill.total,
+                         what="turn 2's prefill")
+        await record("prefill")
+        await wait_until(pilot, lambda: app.turn_running and prefill.done >= prefill.total, what="turn 2's decode")
+        await record("decode")
+        await wait_until(pilot, lambda: len(app.turns) == 2 and not app.turn_running, what="turn 2")
+        await record("after turn 2")
+        assert "diverged" in prefill.render().plain or "…" in prefill.render().plain
+
+        await pilot.press("ctrl+l")
+        await record("new chat")
+        await pilot.press("ctrl+z")
+        await record("undo")
+        if SHOTS:
+            app.save_screenshot(f"layout-{size[0]}x{size[1]}.svg", SHOTS)
+
+    assert len(set(seen.values())) == 1, (size, seen)
+    first = next(iter(seen.values()))
+    assert len(first) == PAGES[size] or (PAGES[size] == 1 and first == ("one page",)), (size, first)
+
+
+def test_the_ttft_waterfall_is_one_line_and_counts_what_it_leaves_out():
+    from kvtop.tui.panes.prefill import compact_waterfall
+
+    timeline = (("wait for engine", 0.0, 0.05), ("template", 0.05, 0.03), ("ubatch 1", 0.08, 0.8),
+                ("first decode+sample", 0.88, 0.02))
+    wide = compact_waterfall(0.9, timeline, 120)
+    assert len(wide) == 1 and "in F2" not in wide[0].plain and "template 3%" in wide[0].plain
+    narrow = compact_waterfall(0.9, timeline, 44)
+    assert len(narrow) == 1 and narrow[0].cell_length <= 44
+    # the biggest segment stays, shortened ("prefill" without its micro-batches) to leave room for the count
+    assert narrow[0].plain.startswith("TTFT 900 ms: ■ prefill 89%") and narrow[0].plain.endswith(" in F2")
+
+
+def test_a_folded_pane_ends_in_an_ellipsis_within_its_rows():
+    from textual.content import Content
+
+    from kvtop.tui.panes.base import fold
+
+    lines = [Content("a table row"), Content("a verdict " * 12), Content("hardware: test profile")]
+    out = fold(lines, 30, 3)
+    assert len(out) == 3 and out[-1].plain.endswith("…") and all(o.cell_length <= 30 for o in out)
+    assert fold(lines, 30, 10) == lines  # it fits: untouched
