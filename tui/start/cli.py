@@ -1,4 +1,4 @@
-"""The ``kvtop`` command: the live monitor, ``kvtop bench``, ``kvtop estimate`` and ``kvtop load``.
+"""The ``kvtop`` command: the live monitor, ``kvtop bench``, ``kvtop estimate``, ``kvtop load`` and ``kvtop kld``.
 
 The headless commands never import Textual. Exit codes: 0 ok, 1 runtime error
 with a one-line message, 2 usage error.
@@ -19,6 +19,10 @@ def main(argv: list[str] | None = None) -> int:
         from kvtop.runner.commands.estimate import estimate_main
 
         return estimate_main(argv[1:])
+    if argv and argv[0] == "kld":
+        from kvtop.runner.commands.kld import kld_main
+
+        return kld_main(argv[1:])
     if argv and argv[0] == "load":
         from kvtop.runner.commands.load import load_main
 
