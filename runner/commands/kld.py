@@ -162,6 +162,12 @@ def measure(a: argparse.Namespace, base: Settings, cand: Settings, text: str, te
         if run is not None:
             run.close()
     meta.update(n_tokens=res.n_tokens, seconds=res.seconds)
+    if not res.stats.partial and not a.other:  # kept for kvtop estimate's KV type list
+        from kvtop.runner.commands.kld_cache import entry_of, remember, text_digest
+        from kvtop.runner.records.paths import default_paths
+
+        remember(default_paths().cache_dir, base.model, entry_of(res.stats, cand.cache_type_k, cand.cache_type_v,
+                 base.cache_type_k, base.cache_type_v, a.n_ctx, text_digest(text)))
     rep = report(res.stats, meta, kv_saving(a, base, cand), res.decode)
     print(_render(a, rep, format_md, format_json))
     if res.interrupted:

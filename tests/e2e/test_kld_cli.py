@@ -182,3 +182,31 @@ def test_the_shipped_text_gives_two_chunks_of_4096_on_the_demo_model(smollm_path
     with Model(llama_cpp.llama_model_load_from_file(smollm_path.encode(), mp)) as m:
         n = len(m.vocab.tokenize(open(DEFAULT_TEXT, encoding="utf-8").read(), True, False))
     assert n > 8192
+
+
+def test_estimate_lists_each_kv_types_measured_kld(tiny, tmp_path):
+    """A finished kvtop kld run is kept (numbers only) for kvtop estimate, which lists each
+    KV type's bytes and, where measured against f16/f16, its KLD and top-token agreement."""
+    env = {**os.environ, "KVTOP_HOME": str(tmp_path)}
+
+    def kvtop(*args):
+        return subprocess.run([sys.executable, "-m", "kvtop", *args], capture_output=True, text=True, timeout=300,
+                              env=env)
+
+    before = kvtop("estimate", tiny, "-c", "2048")
+    assert before.returncode == 0, before.stderr
+    assert "KLD not measured (kvtop kld -ctk q8_0 -ctv q8_0)" in before.stdout
+    r = kvtop("kld", tiny, "-ctk", "q8_0", "-ctv", "q8_0", "-c", "128", "--chunks", "3", "--decode-tokens", "0",
+              "-t", str(cores()), "-o", "json")
+    assert r.returncode == 0, r.stderr[-2000:]
+    s = json.loads(r.stdout)["statistics"]
+    after = kvtop("estimate", tiny, "-c", "2048")
+    (line,) = [ln for ln in after.stdout.splitlines() if ln.strip().startswith("q8_0/q8_0")]
+    assert f"KLD {s['kld_mean']:.4f}" in line and f"over {s['count']:,} tokens" in line and "-c 128" in line
+    assert "KLD not measured (kvtop kld -ctk q4_0 -ctv q4_0)" in after.stdout
+    j = json.loads(kvtop("estimate", tiny, "-c", "2048", "--json").stdout)
+    (q8,) = [t for t in j["kv_types"] if t["type_k"] == "q8_0"]
+    assert q8["measured"]["kld_mean"] == pytest.approx(s["kld_mean"]) and q8["kv_bytes"] > 0
+    saved = [os.path.join(d, f) for d, _, fs in os.walk(tmp_path) for f in fs if os.sep + "kld" + os.sep in
+             os.path.join(d, f)]
+    assert saved and all("lighthouse" not in open(f, encoding="utf-8").read() for f in saved)  # numbers, no text
