@@ -173,7 +173,7 @@ def _start_background_build(config) -> None:
 
     from llama_server import cached_binary
 
-    if cached_binary():
+    if cached_binary() and cached_binary("llama-perplexity"):  # the script builds both
         return
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:

@@ -86,9 +86,10 @@ def _copy_tokenizer(w: GGUFWriter, fields: tuple) -> None:
 
 def write_tiny_llama(path, tokenizer_from: str | None, n_layers: int = 2, n_embd: int = 64,
                      n_head: int = 4, n_head_kv: int = 2, n_ff: int = 128, block_count: int | None = None,
-                     name: str = "tiny-llama", seed: int = 0) -> str:
+                     name: str = "tiny-llama", seed: int = 0, nan_token: int | None = None) -> str:
     """A random-weight llama with ``tokenizer_from``'s tokenizer (None: a 4-token one, for
-    files only headers are read from)."""
+    files only headers are read from); ``nan_token``: that token's embedding is NaN, so
+    the logits turn NaN from its first position on."""
     rng = np.random.default_rng(seed)
     fields = _tokenizer_fields(tokenizer_from) if tokenizer_from else NO_TOKENIZER
     n_vocab = len(dict(fields)["tokenizer.ggml.tokens"])
@@ -108,10 +109,14 @@ def write_tiny_llama(path, tokenizer_from: str | None, n_layers: int = 2, n_embd
 
     def t(name, *shape, f16=True):
         a = (rng.standard_normal(shape) * 0.02).astype(np.float16 if f16 else np.float32)
+        if name == "token_embd.weight" and nan_token is not None:
+            a[nan_token] = np.nan
         w.add_tensor(name, a)
 
     t("token_embd.weight", n_vocab, n_embd)
     t("output_norm.weight", n_embd, f16=False)
+    if nan_token is not None:  # an output matrix of its own: the tied embedding would make every row NaN
+        t("output.weight", n_vocab, n_embd)
     for i in range(n_layers):
         p = f"blk.{i}."
         t(p + "attn_norm.weight", n_embd, f16=False)

@@ -20,13 +20,24 @@ def server_binary() -> str:
     once per test run before the first test (set-up, not a test: no per-test timeout
     cuts it). The build runs in a session of its own, so
     an interrupted run stops the compilers too (the script removes its folder)."""
-    env_bin = os.environ.get("KVTOP_LLAMA_SERVER")
+    return _built("llama-server", "KVTOP_LLAMA_SERVER")
+
+
+def perplexity_binary() -> str:
+    """llama-perplexity from the same vendored llama.cpp, built beside llama-server by the
+    same script (a folder that has the server only gets llama-perplexity added: a few
+    minutes); ``KVTOP_LLAMA_PERPLEXITY`` names one instead."""
+    return _built("llama-perplexity", "KVTOP_LLAMA_PERPLEXITY")
+
+
+def _built(tool: str, env_name: str) -> str:
+    env_bin = os.environ.get(env_name)
     if env_bin:
         return env_bin
     import signal
     import sys
 
-    proc = subprocess.Popen(["bash", os.path.join(ROOT, ".ci", "build-llama-server")], cwd=ROOT,
+    proc = subprocess.Popen(["bash", os.path.join(ROOT, ".ci", "build-llama-server"), tool], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True, env=dict(os.environ, PYTHON=sys.executable))
     try:
@@ -39,11 +50,11 @@ def server_binary() -> str:
             os.killpg(proc.pid, signal.SIGKILL)
         raise
     if proc.returncode != 0:
-        raise RuntimeError(f"building llama-server failed: {err[-2000:]}")
+        raise RuntimeError(f"building {tool} failed: {err[-2000:]}")
     return out.strip().splitlines()[-1]
 
 
-def cached_binary() -> str | None:
+def cached_binary(tool: str = "llama-server") -> str | None:
     """The binary ``.ci/build-llama-server`` would print without building (the same
     pin, cache folder and name), or None when it is not built yet."""
     import re
@@ -51,7 +62,7 @@ def cached_binary() -> str | None:
     with open(os.path.join(ROOT, "pyproject.toml"), encoding="utf-8") as fh:
         pin = re.search(r'"llama-cpp-python==([^"]+)"', fh.read())
     cache = os.environ.get("KVTOP_BUILD_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "kvtop-build")
-    path = os.path.join(cache, f"llama-server-{pin.group(1) if pin else ''}", "llama-server")
+    path = os.path.join(cache, f"llama-server-{pin.group(1) if pin else ''}", tool)
     return path if os.access(path, os.X_OK) else None
 
 

@@ -143,6 +143,11 @@ def format_report(r: Report) -> str:
         rows.append((f"  {kind}", f"{k['layers']} layers x {k['cells']:,} cells = {fmt_bytes(k['bytes'])}"))
     if r["n_ctx_train"]:
         rows.append(("KV at trained ctx", f"{fmt_bytes(r['kv_bytes_full_context'])} at {r['n_ctx_train']:,} tokens"))
+    if r.get("kv_types"):
+        from kvtop.runner.commands.kld_cache import row_text
+
+        rows.append(("KV types at n_ctx", "bytes, and the quality kvtop kld measured against f16/f16"))
+        rows += [(f"  {t['type_k']}/{t['type_v']}", f"{fmt_bytes(t['kv_bytes'])}, {row_text(t)}") for t in r["kv_types"]]
     rows += [
         ("hardware", f"{fmt_num(r['bandwidth_gbs'], ',.1f', ' GB/s')}, {fmt_num(r['tflops'], ',.3f', ' TFLOPS')} "
                      f"({r['hardware_source']})"),
@@ -258,6 +263,10 @@ def estimate_main(argv: list[str]) -> int:
     if server is not None:
         r["server"] = server_block(server, here.resized(server["n_ctx_per_slot"], a.ubatch_size), a)
     url = server["url"] if server else None
+    from kvtop.runner.commands.kld_cache import kv_type_rows
+    from kvtop.runner.records.paths import default_paths
+
+    r["kv_types"] = kv_type_rows(facts, a.ctx, a.swa_full, a.ubatch_size, default_paths().cache_dir, a.model)
     r["forecast"] = forecast_block(here, a, url, load_here(a, url))
     from kvtop.runner.redact import scrub, scrub_json
 

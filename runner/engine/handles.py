@@ -83,15 +83,15 @@ class Vocab:
         n = llama_cpp.llama_token_to_piece(self.ptr, tok, self._buf, _PIECE_BYTES, 0, True)
         return self._buf.raw[: max(n, 0)].decode("utf-8", errors="replace")
 
-    def tokenize(self, text: str, add_special: bool = True) -> list[int]:
+    def tokenize(self, text: str, add_special: bool = True, parse_special: bool = True) -> list[int]:
         data = text.encode("utf-8", errors="replace")  # lone surrogates become '?'
         n_max = len(data) + 16
         arr = (ctypes.c_int32 * n_max)()
-        n = llama_cpp.llama_tokenize(self.ptr, data, len(data), arr, n_max, add_special, True)
+        n = llama_cpp.llama_tokenize(self.ptr, data, len(data), arr, n_max, add_special, parse_special)
         if n < 0:
             n_max = -n
             arr = (ctypes.c_int32 * n_max)()
-            n = llama_cpp.llama_tokenize(self.ptr, data, len(data), arr, n_max, add_special, True)
+            n = llama_cpp.llama_tokenize(self.ptr, data, len(data), arr, n_max, add_special, parse_special)
         return list(arr[:n])
 
     def bos(self) -> int:

@@ -101,15 +101,55 @@ def test_a_second_build_waits_for_the_first_and_a_killed_builds_folder_is_remove
     assert build_dirs(cache) == []
 
 
-def test_a_finished_build_is_found_without_building(tmp_path, slow_python):
-    cache = tmp_path / "cache"
+def _pin() -> str:
     import re
 
-    pin = re.search(r'"llama-cpp-python==([^"]+)"', open(os.path.join(ROOT, "pyproject.toml")).read()).group(1)
-    binary = cache / f"llama-server-{pin}" / "llama-server"
-    binary.parent.mkdir(parents=True)
-    binary.write_text("#!/bin/sh\n")
-    binary.chmod(0o755)
-    out = subprocess.run(["bash", SCRIPT], env=dict(os.environ, KVTOP_BUILD_CACHE=str(cache), PYTHON=slow_python),
-                         capture_output=True, text=True, timeout=30)
-    assert out.returncode == 0 and out.stdout.strip() == str(binary)
+    return re.search(r'"llama-cpp-python==([^"]+)"', open(os.path.join(ROOT, "pyproject.toml")).read()).group(1)
+
+
+def _fake_tool(path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/bin/sh\n")
+    path.chmod(0o755)
+
+
+def test_a_finished_build_is_found_without_building(tmp_path, slow_python):
+    cache = tmp_path / "cache"
+    folder = cache / f"llama-server-{_pin()}"
+    for tool in ("llama-server", "llama-perplexity"):
+        _fake_tool(folder / tool)
+    env = dict(os.environ, KVTOP_BUILD_CACHE=str(cache), PYTHON=slow_python)
+    out = subprocess.run(["bash", SCRIPT], env=env, capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0 and out.stdout.strip() == str(folder / "llama-server")
+    out = subprocess.run(["bash", SCRIPT, "llama-perplexity"], env=env, capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0 and out.stdout.strip() == str(folder / "llama-perplexity")
+
+
+def test_a_folder_with_llama_server_only_builds_llama_perplexity_and_keeps_the_server(tmp_path, slow_python):
+    """The cached folder of an earlier pin-mate holds llama-server alone (other test runs may
+    be using it): the script builds what is missing, and an interrupted build leaves the
+    server where it was, untouched."""
+    cache = tmp_path / "cache"
+    server = cache / f"llama-server-{_pin()}" / "llama-server"
+    _fake_tool(server)
+    p = start(cache, slow_python)
+    try:
+        seen = []
+        wait_for(lambda: "building" in (seen.append(p.stderr.readline()) or seen[-1]))
+        line = seen[-1]
+        assert "llama-perplexity" in line and "llama-server" not in line.split("building", 1)[1].split("into")[0]
+        wait_for(lambda: in_group(p.pid, "sleep"))  # the build's long step runs
+        os.kill(p.pid, signal.SIGTERM)
+        p.wait(timeout=30)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+    assert p.returncode != 0 and build_dirs(cache) == []
+    assert server.read_text() == "#!/bin/sh\n" and os.access(server, os.X_OK)
+    assert sorted(x.name for x in server.parent.iterdir()) == ["llama-server"]
+
+
+def test_an_unknown_tool_is_refused(tmp_path, slow_python):
+    out = subprocess.run(["bash", SCRIPT, "llama-cli"], env=dict(os.environ, KVTOP_BUILD_CACHE=str(tmp_path),
+                         PYTHON=slow_python), capture_output=True, text=True, timeout=30)
+    assert out.returncode == 2 and "unknown tool llama-cli" in out.stderr

@@ -1,5 +1,5 @@
-"""The ``kvtop`` command: the live monitor, ``kvtop bench``, ``kvtop tune``, ``kvtop estimate``, ``kvtop load``
-and ``kvtop sessions``.
+"""The ``kvtop`` command: the live monitor, ``kvtop bench``, ``kvtop tune``, ``kvtop estimate``, ``kvtop load``,
+``kvtop kld`` and ``kvtop sessions``.
 
 The headless commands never import Textual. Exit codes: 0 ok, 1 runtime error
 with a one-line message, 2 usage error.
@@ -12,7 +12,7 @@ import sys
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] in ("bench", "estimate") and sys.stdout is None:  # started with descriptor 1 closed
+    if argv and argv[0] in ("bench", "estimate", "tune", "kld", "sessions") and sys.stdout is None:  # started with descriptor 1 closed
         from kvtop.runner.commands.common import fail
 
         return fail(f"stdout is closed: nowhere to write kvtop {argv[0]}'s results (give it a file: > out.md)")
@@ -28,6 +28,10 @@ def main(argv: list[str] | None = None) -> int:
         from kvtop.runner.commands.estimate import estimate_main
 
         return estimate_main(argv[1:])
+    if argv and argv[0] == "kld":
+        from kvtop.runner.commands.kld import kld_main
+
+        return kld_main(argv[1:])
     if argv and argv[0] == "load":
         from kvtop.runner.commands.load import load_main
 
