@@ -31,6 +31,8 @@ import llama_cpp
 from kvtop.runner import events as ev
 from kvtop.runner.engine.chat_template import RenderedPrompt, render_chat
 from kvtop.runner.engine.decode import Decode, Sampling
+from kvtop.runner.engine.draft_model import speculation
+from kvtop.runner.engine.errors import EngineLoadError
 from kvtop.runner.engine.handles import Context, Model, backend_init
 from kvtop.runner.engine.kv_shift import cached_after_shift, shift_for, why_no_shift
 from kvtop.runner.engine.llama_log import CAPTURE
@@ -48,10 +50,6 @@ from kvtop.runner.units import fmt_int
 Emit = Callable[[object], None]
 
 __all__ = ["Engine", "EngineLoadError", "PromptInfo"]
-
-
-class EngineLoadError(Exception):
-    pass
 
 
 def _model_params(s: Settings, progress_cb: Callable[[float, object], bool]) -> llama_cpp.llama_model_params:
@@ -164,7 +162,8 @@ class Engine:
         self._kv.mem = self._ctx.mem
         self._no_shift = why_no_shift(self._model.ptr, self._ctx.mem)  # None: a shift keeps the cache
         self.n_ctx = self._ctx.n_ctx()
-        self._decode = Decode(self._ctx.ptr, self._model.vocab, self._kv, self.n_ctx)
+        self._decode = Decode(self._ctx.ptr, self._model.vocab, self._kv, self.n_ctx,
+                              speculation(s, self._model, self._ctx))
         log = CAPTURE.since(mark)
         self.loaded = self._describe(path, log, t0)
         self.emit(self.loaded)
@@ -321,8 +320,7 @@ class Engine:
         pf = self._prefill.run(ctx, self._kv, tokens, reused, turn_id, self.cancel_event, emit)
         if self._prompt_file.wants_save(pf.stop):
             self._prompt_file.save(ctx, self._kv, emit)
-        dec = decode.run(turn_id, n_predict, ignore_eog, pf.stop,
-                               Sampling.of(s), self.cancel_event, emit)
+        dec = decode.run(turn_id, n_predict, ignore_eog, pf.stop, Sampling.of(s), self.cancel_event, emit)
         t_end = time.monotonic()
         perf = llama_cpp.llama_perf_context(ctx)
         metrics = turn_metrics(clock, prompt, len(tokens), reused, pf, dec, self.kv_cells_used(), self.n_ctx, {
@@ -390,7 +388,9 @@ class Engine:
 
     # ---------------------------------------------------------------- cleanup
     def close(self) -> None:
-        """Free the context, then its model; a second call does nothing."""
+        """Free the draft, the context, then its model; a second call does nothing."""
+        if self._decode is not None:
+            self._decode.close()
         if self._ctx is not None:
             self._ctx.close()
             self._ctx = None
