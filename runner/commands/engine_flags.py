@@ -106,6 +106,8 @@ def draft_model_arg(path: str) -> str:
     """A draft GGUF kvtop can read (the vocabulary is checked once both models load)."""
     from kvtop.runner.model.gguf_header import check_loadable, read_header
 
+    if not path:  # argparse converts the default too
+        return path
     try:
         check_loadable(read_header(path))
     except FileNotFoundError:
@@ -206,3 +208,36 @@ def json_schema(text: str) -> str:
 
 def json_schema_file(path: str) -> str:
     return json_schema(_read(path))
+
+
+def draft_refusal(model: str, spec_type: str, draft: str) -> str | None:
+    """Why the --spec-* settings cannot run, before anything starts: draft-simple without
+    a draft model, or a draft whose GGUF header shows another vocabulary (tokenizer,
+    size, BOS/EOS, as common_speculative_are_compatible; the engine checks every token
+    once both are loaded)."""
+    from kvtop.runner.engine.draft_model import SPEC_VOCAB_MAX_SIZE_DIFFERENCE, spec_types
+    from kvtop.runner.model.gguf_header import ArraySummary, read_header
+
+    types = spec_types(spec_type)
+    if "draft-simple" in types and not draft:
+        return "--spec-type draft-simple needs -md FILE (a draft GGUF with the model's vocabulary)"
+    if not draft:
+        return None
+    try:
+        tgt, dft = read_header(model).metadata, read_header(draft).metadata
+    except (OSError, ValueError):
+        return None  # the model's own check says what is wrong with it
+    def size(meta: dict[str, object]) -> int:
+        toks = meta.get("tokenizer.ggml.tokens")
+        return toks.length if isinstance(toks, ArraySummary) else len(toks) if isinstance(toks, list) else 0
+    why = None
+    if tgt.get("tokenizer.ggml.model") != dft.get("tokenizer.ggml.model"):
+        why = f"its tokenizer is {dft.get('tokenizer.ggml.model')}, the model's {tgt.get('tokenizer.ggml.model')}"
+    elif abs(size(tgt) - size(dft)) > SPEC_VOCAB_MAX_SIZE_DIFFERENCE:
+        why = f"its vocabulary has {size(dft):,} tokens, the model's {size(tgt):,}"
+    else:
+        for key in ("tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id"):
+            if tgt.get(key) != dft.get(key):
+                why = f"its {key.split('.')[-1].split('_')[0].upper()} token differs from the model's"
+                break
+    return f"-md {draft}: not a draft for this model: {why}" if why else None

@@ -163,7 +163,7 @@ def speculation(s: Settings, target: Model, ctx: Context) -> Callable[[Decode], 
     """What ``Decode`` speculates with, or None (``--spec-type none``, or a model whose
     cache cannot drop a rejected draft: a recurrent one). Raises ``EngineLoadError``
     for a draft model kvtop cannot use."""
-    types = spec_types(s.spec_type)
+    types = spec_types(s.spec_type) or (("draft-simple",) if s.spec_draft_model and s.spec_type == "none" else ())
     if not types or llama_cpp.llama_model_is_recurrent(target.ptr) or llama_cpp.llama_model_is_hybrid(target.ptr):
         return None
     drafters: list[Drafter] = []

@@ -17,21 +17,24 @@ from textual.content import Content
 
 from kvtop.runner.physics.here import Here
 from kvtop.runner.physics.roofline import binding_ceiling
+from kvtop.runner.policy.speculation import PAID, speedup, spec_line
 from kvtop.tui.base.format import fmt_int, fmt_rate, fmt_seconds
 from kvtop.tui.panes.base import PanePlot, PaneWidget
 from kvtop.tui.panes.decode_chart import ChartLegend, draw, legend, plan_chart
 
 
 class DecodeSummary(PaneWidget):
-    """Three fixed lines; ``refresh`` without a re-layout."""
+    """Three fixed lines (a fourth after a speculative turn); ``refresh`` without a
+    re-layout unless the line count changed."""
 
     def __init__(self, **kw) -> None:
         super().__init__(**kw)
         self.content = Content("")
 
     def show(self, content: Content) -> None:
+        relayout = content.plain.count("\n") != self.content.plain.count("\n")
         self.content = content
-        self.refresh()
+        self.refresh(layout=relayout)
 
     def render(self) -> Content:
         return self.content
@@ -52,6 +55,8 @@ class DecodePane(Vertical):
         self._last_chart = -1.0
         self._updated_at: float | None = None  # when the last decode update came (monotonic)
         self.waiting_s: float | None = None  # no token for this long: said instead of a stale rate
+        self.spec: str | None = None  # the last turn's speculation line (runner/policy/speculation.py)
+        self.spec_paid = True
 
     def compose(self) -> ComposeResult:
         yield DecodeSummary()
@@ -105,7 +110,7 @@ class DecodePane(Vertical):
     def clear(self) -> None:
         """A new chat: no turn yet (the cancelled turn's rate, depth and chart go)."""
         self.state, self.rate, self.pos, self.series, self.stalls = "idle", None, 0, (), ()
-        self.waiting_s = None
+        self.waiting_s, self.spec = None, None
         self._show()
         self._draw_chart()
 
@@ -124,6 +129,9 @@ class DecodePane(Vertical):
         self.state, self.waiting_s = "done", None
         self.rate = metrics.decode_tok_s
         self.pos = max(0, metrics.kv_cells_used - 1)
+        self.spec = spec_line(metrics)
+        x = speedup(metrics)
+        self.spec_paid = x is None or x >= PAID
         if series:
             self.series, self.stalls = series, stalls
         self._show()
@@ -147,6 +155,8 @@ class DecodePane(Vertical):
             Content.assemble(("compute ceiling ", "$text-muted"), fmt_rate(comp), "  ",
                              (f"{binding}-bound" if binding else "", "bold")),
         ]
+        if self.spec:  # plain text from numbers and the --spec-type names kvtop checked
+            lines.append(Content.styled(self.spec, "$kvtop-ok" if self.spec_paid else "bold $kvtop-warn"))
         self.query_one(DecodeSummary).show(Content("\n").join(lines))
 
     def _color(self, var: str) -> tuple[int, int, int]:
