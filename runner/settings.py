@@ -91,6 +91,24 @@ class Settings:
     chat_template: str = ""  # --chat-template NAME|FILE: "" = the GGUF's, else the model family's format
     context_shift: bool = True  # a full context drops the chat's oldest turns (False: the turn is refused)
     keep: int = -1  # --keep N: turns that begin in the first N tokens stay too (-1, 0: the system prompt only)
+    # speculative decoding (llama.cpp's --spec-* flags and defaults, common/common.h)
+    spec_type: str = "none"  # --spec-type: comma-separated; "none" = off
+    spec_draft_model: str = ""  # -md/--spec-draft-model (draft-simple)
+    spec_draft_n_max: int = 3
+    spec_draft_n_min: int = 0
+    spec_draft_p_min: float = 0.0
+    spec_ngram_simple_size_n: int = 12
+    spec_ngram_simple_size_m: int = 48
+    spec_ngram_simple_min_hits: int = 1
+    spec_ngram_map_k_size_n: int = 12
+    spec_ngram_map_k_size_m: int = 48
+    spec_ngram_map_k_min_hits: int = 1
+    spec_ngram_map_k4v_size_n: int = 12
+    spec_ngram_map_k4v_size_m: int = 48
+    spec_ngram_map_k4v_min_hits: int = 1
+    spec_ngram_mod_n_match: int = 24
+    spec_ngram_mod_n_max: int = 64
+    spec_ngram_mod_n_min: int = 48
     threads_why: str = ""
 
     def resolved(self) -> Settings:

@@ -72,6 +72,65 @@ def add_engine_flags(p: argparse.ArgumentParser, chat: bool = True) -> None:
         g.add_argument("--lora-scaled", dest="lora", action=LoraFiles, default=(), metavar="FNAME:SCALE,...",
                        help="LoRA adapters with their scales")
         add_chat_flags(g)
+        add_spec_flags(p.add_argument_group("speculative decoding (llama.cpp's --spec-* flags and defaults)"))
+
+
+def add_spec_flags(g: argparse._ArgumentGroup | argparse.ArgumentParser) -> None:
+    """llama.cpp's speculative decoding flags, their defaults and ranges (common/arg.cpp)."""
+    from kvtop.runner.engine.draft_model import SPEC_TYPES
+
+    g.add_argument("--spec-type", dest="spec_type", type=spec_type_arg, default="none", metavar="TYPES",
+                   help=f"comma-separated drafters: {', '.join(SPEC_TYPES)} (default: none)")
+    g.add_argument("-md", "--spec-draft-model", "--model-draft", dest="spec_draft_model", type=draft_model_arg,
+                   default="", metavar="FILE", help="draft model for draft-simple (its vocabulary must be the model's)")
+    g.add_argument("--spec-draft-n-max", dest="spec_draft_n_max", type=int_in(1, MAX_DRAFT), default=3, metavar="N",
+                   help="draft-simple: tokens to draft per pass (default: 3)")
+    g.add_argument("--spec-draft-n-min", dest="spec_draft_n_min", type=int_in(0, MAX_DRAFT), default=0, metavar="N",
+                   help="draft-simple: a shorter draft is not verified (default: 0)")
+    g.add_argument("--spec-draft-p-min", "--draft-p-min", dest="spec_draft_p_min", type=float_in(0.0, 1.0),
+                   default=0.0, metavar="P", help="draft-simple: stop drafting below this probability (default: 0.00)")
+    for kind in ("simple", "map-k", "map-k4v"):
+        key = kind.replace("-", "_")
+        g.add_argument(f"--spec-ngram-{kind}-size-n", dest=f"spec_ngram_{key}_size_n", type=int_in(1, MAX_DRAFT),
+                       default=12, metavar="N", help=f"ngram-{kind}: lookup n-gram length (default: 12)")
+        g.add_argument(f"--spec-ngram-{kind}-size-m", dest=f"spec_ngram_{key}_size_m", type=int_in(1, MAX_DRAFT),
+                       default=48, metavar="N", help=f"ngram-{kind}: draft m-gram length (default: 48)")
+        g.add_argument(f"--spec-ngram-{kind}-min-hits", dest=f"spec_ngram_{key}_min_hits", type=int_in(1, 65535),
+                       default=1, metavar="N", help=f"ngram-{kind}: minimum hits (default: 1)")
+    g.add_argument("--spec-ngram-mod-n-match", dest="spec_ngram_mod_n_match", type=int_in(1, MAX_DRAFT), default=24,
+                   metavar="N", help="ngram-mod: lookup length (default: 24)")
+    g.add_argument("--spec-ngram-mod-n-max", dest="spec_ngram_mod_n_max", type=int_in(0, MAX_DRAFT), default=64,
+                   metavar="N", help="ngram-mod: most tokens drafted (default: 64)")
+    g.add_argument("--spec-ngram-mod-n-min", dest="spec_ngram_mod_n_min", type=int_in(0, MAX_DRAFT), default=48,
+                   metavar="N", help="ngram-mod: fewest tokens drafted (default: 48)")
+
+
+MAX_DRAFT = 1024  # llama.cpp's bound on the n-gram sizes; a draft is also cut to fit one ubatch
+
+
+def spec_type_arg(value: str) -> str:
+    from kvtop.runner.engine.draft_model import spec_types
+
+    try:
+        spec_types(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return value
+
+
+def draft_model_arg(path: str) -> str:
+    """A draft GGUF kvtop can read (the vocabulary is checked once both models load)."""
+    from kvtop.runner.model.gguf_header import check_loadable, read_header
+
+    if not path:  # argparse converts the default too
+        return path
+    try:
+        check_loadable(read_header(path))
+    except FileNotFoundError:
+        raise argparse.ArgumentTypeError(f"{path}: no such file") from None
+    except (OSError, ValueError) as exc:
+        raise argparse.ArgumentTypeError(f"{path}: {exc}") from None
+    return path
 
 
 FFN_EXPS = r"\.ffn_(up|down|gate|gate_up)_(ch|)exps"  # llama.cpp's LLM_FFN_EXPS_REGEX (common/common.h)
@@ -247,3 +306,36 @@ def json_schema(text: str) -> str:
 
 def json_schema_file(path: str) -> str:
     return json_schema(_read(path))
+
+
+def draft_refusal(model: str, spec_type: str, draft: str) -> str | None:
+    """Why the --spec-* settings cannot run, before anything starts: draft-simple without
+    a draft model, or a draft whose GGUF header shows another vocabulary (tokenizer,
+    size, BOS/EOS, as common_speculative_are_compatible; the engine checks every token
+    once both are loaded)."""
+    from kvtop.runner.engine.draft_model import SPEC_VOCAB_MAX_SIZE_DIFFERENCE, spec_types
+    from kvtop.runner.model.gguf_header import ArraySummary, read_header
+
+    types = spec_types(spec_type)
+    if "draft-simple" in types and not draft:
+        return "--spec-type draft-simple needs -md FILE (a draft GGUF with the model's vocabulary)"
+    if not draft:
+        return None
+    try:
+        tgt, dft = read_header(model).metadata, read_header(draft).metadata
+    except (OSError, ValueError):
+        return None  # the model's own check says what is wrong with it
+    def size(meta: dict[str, object]) -> int:
+        toks = meta.get("tokenizer.ggml.tokens")
+        return toks.length if isinstance(toks, ArraySummary) else len(toks) if isinstance(toks, list) else 0
+    why = None
+    if tgt.get("tokenizer.ggml.model") != dft.get("tokenizer.ggml.model"):
+        why = f"its tokenizer is {dft.get('tokenizer.ggml.model')}, the model's {tgt.get('tokenizer.ggml.model')}"
+    elif abs(size(tgt) - size(dft)) > SPEC_VOCAB_MAX_SIZE_DIFFERENCE:
+        why = f"its vocabulary has {size(dft):,} tokens, the model's {size(tgt):,}"
+    else:
+        for key in ("tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id"):
+            if tgt.get(key) != dft.get(key):
+                why = f"its {key.split('.')[-1].split('_')[0].upper()} token differs from the model's"
+                break
+    return f"-md {draft}: not a draft for this model: {why}" if why else None

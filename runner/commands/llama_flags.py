@@ -53,8 +53,14 @@ _refuse("kvtop chats in text only: " + ATTACH + " (llama-server's web UI takes i
         "--mtmd-batch-max-tokens", "--video-fps", "--video-timestamp-interval", "--video-ffmpeg-dir")
 _refuse("kvtop runs on one device with -ngl: for several GPUs " + ATTACH, "-dev", "-sm", "-ts", "-mg",
         "--rpc", "-fit", "-fitt", "-fitc", "--list-devices", "--op-offload", "--no-host", "--repack")
-_refuse("kvtop does not run a draft model: for speculative decoding " + ATTACH,
+_refuse("kvtop runs the draft model (-md) with the model's own load settings: for other draft settings " + ATTACH,
         *(f for (names, _) in LLAMA_CPP_ARGS for f in names[:1] if f.startswith(("--spec-", "--draft"))))
+_refuse("removed in llama.cpp: use --spec-draft-n-max or --spec-ngram-mod-n-max", "--draft")
+_refuse("removed in llama.cpp: use --spec-draft-n-min or --spec-ngram-mod-n-min", "--draft-min")
+_refuse("removed in llama.cpp: use the respective --spec-ngram-*-size-n, -size-m or -min-hits",
+        "--spec-ngram-size-n", "--spec-ngram-size-m", "--spec-ngram-min-hits")
+_refuse("kvtop's drafters are ngram-simple, ngram-map-k, ngram-map-k4v, ngram-mod and draft-simple; for "
+        "--spec-synth-* " + ATTACH, "--spec-synth-len", "--spec-synth-rates")
 _refuse("a llama-server setting: start llama-server with it, then kvtop --server URL", "--host", "--port",
         "--reuse-port", "--path", "--cors-origins", "--cors-methods", "--cors-headers", "--cors-credentials",
         "--api-prefix", "--ui-config", "--ui-config-file", "--ui-mcp-proxy", "--tools", "--tools-runtime",
@@ -106,6 +112,11 @@ LOCAL_ONLY: dict[str, str] = {
     "--lora": "--lora", "--lora-scaled": "--lora-scaled", "-ot": "-ot", "--override-tensor": "-ot",
     "-cmoe": "-cmoe", "--cpu-moe": "-cmoe", "-ncmoe": "-ncmoe", "--n-cpu-moe": "-ncmoe", "-ncffn": "-ncffn",
     "--n-cpu-ffn": "-ncffn",
+    **{f: f for f in ("--spec-type", "-md", "--spec-draft-model", "--model-draft", "--spec-draft-n-max",
+                      "--spec-draft-n-min", "--spec-draft-p-min", "--draft-p-min", "--spec-ngram-mod-n-match",
+                      "--spec-ngram-mod-n-max", "--spec-ngram-mod-n-min",
+                      *(f"--spec-ngram-{k}-{w}" for k in ("simple", "map-k", "map-k4v")
+                        for w in ("size-n", "size-m", "min-hits")))},
 }
 
 

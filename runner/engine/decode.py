@@ -25,6 +25,7 @@ from kvtop.runner.engine.prompt_cache import KVCache
 from kvtop.runner.engine.utf8_stream import Utf8Stream
 
 if TYPE_CHECKING:
+    from kvtop.runner.engine.speculative import SpecLoop
     from kvtop.runner.settings import Settings
 
 
@@ -39,6 +40,7 @@ class Decoded:
     token_times: list[float] = field(default_factory=list)  # when each token was sampled
     t_first_token: float | None = None
     t_first_visible: float | None = None  # the first non-empty text delta
+    spec: dict[str, object] = field(default_factory=dict)  # TurnMetrics' spec_* fields, when it speculated
 
 
 MORE = ("typical_p", "top_n_sigma", "xtc_probability", "xtc_threshold", "mirostat", "mirostat_lr", "mirostat_ent",
@@ -95,12 +97,20 @@ class Sampling:
 class Decode:
     """Runs decodes for one engine on one context; owns the reused one-token batch."""
 
-    def __init__(self, ctx: object, vocab: Vocab, kv: KVCache, n_ctx: int) -> None:
+    def __init__(self, ctx: object, vocab: Vocab, kv: KVCache, n_ctx: int,
+                 spec: Callable[[Decode], SpecLoop | None] | None = None) -> None:
+        """``spec``: makes the speculative loop (runner/engine/speculative.py) for this decode."""
         self.ctx = ctx  # context pointer
         self.vocab = vocab
         self.kv = kv
         self.n_ctx = n_ctx
-        self._one = TokenBuffer([0])
+        self.one = TokenBuffer([0])
+        self.spec = spec(self) if spec is not None else None
+
+    def close(self) -> None:
+        if self.spec is not None:
+            self.spec.close()
+            self.spec = None
 
     def run(self, turn_id: int, n_predict: int, ignore_eog: bool, stop: str | None, sampling: Sampling,
             cancel: threading.Event, emit: Callable[[object], None]) -> Decoded:
@@ -124,7 +134,12 @@ class Decode:
                     stage += 1
         out.pos = len(self.kv.tokens)
         try:
-            if chain is not None:
+            if chain is not None and self.spec is not None:
+                try:
+                    self.spec.run(chain.ptr, stream, out, turn_id, n_predict, ignore_eog, cancel, emit)
+                finally:
+                    out.spec = self.spec.tally.fields(self.spec.name)
+            elif chain is not None:
                 self._loop(chain.ptr, stream, out, turn_id, n_predict, ignore_eog, cancel, emit)
         finally:
             if chain is not None:
@@ -144,7 +159,7 @@ class Decode:
         ctx, vocab_ptr, n_ctx = self.ctx, self.vocab.ptr, self.n_ctx
         sample, is_eog, decode = llama_cpp.llama_sampler_sample, llama_cpp.llama_vocab_is_eog, llama_cpp.llama_decode
         monotonic, piece, feed, is_cancelled = time.monotonic, self.vocab.piece, stream.feed, cancel.is_set
-        one, batch = self._one.arr, self._one.single()
+        one, batch = self.one.arr, self.one.single()
         assert one is not None  # single() raised if the buffer was closed
         append_time, append_text, cache = out.token_times.append, out.text.append, self.kv.tokens.append
         TokenEvent = ev.TokenEvent

@@ -31,10 +31,12 @@ import llama_cpp
 from kvtop.runner import events as ev
 from kvtop.runner.engine.chat_template import RenderedPrompt, render_chat
 from kvtop.runner.engine.decode import Decode, Sampling
+from kvtop.runner.engine.draft_model import speculation
+from kvtop.runner.engine.errors import EngineLoadError
 from kvtop.runner.engine.handles import Context, Model, backend_init
 from kvtop.runner.engine.kv_shift import cached_after_shift, shift_for, why_no_shift
 from kvtop.runner.engine.llama_log import CAPTURE
-from kvtop.runner.engine.load_params import EngineLoadError, apply_loras, context_params, model_params
+from kvtop.runner.engine.load_params import apply_loras, context_params, model_params
 from kvtop.runner.engine.prefill import Prefill
 from kvtop.runner.engine.prompt_cache import KVCache, PromptCacheFile, common_prefix, diff_windows, first_difference
 from kvtop.runner.engine.timeline import TOKENS, PromptInfo, TurnClock, turn_metrics
@@ -124,7 +126,8 @@ class Engine:
         self._kv.mem = self._ctx.mem
         self._no_shift = why_no_shift(self._model.ptr, self._ctx.mem)  # None: a shift keeps the cache
         self.n_ctx = self._ctx.n_ctx()
-        self._decode = Decode(self._ctx.ptr, self._model.vocab, self._kv, self.n_ctx)
+        self._decode = Decode(self._ctx.ptr, self._model.vocab, self._kv, self.n_ctx,
+                              speculation(s, self._model, self._ctx))
         log = CAPTURE.since(mark)
         self.loaded = self._describe(path, log, t0)
         self.emit(self.loaded)
@@ -282,8 +285,7 @@ class Engine:
         pf = self._prefill.run(ctx, self._kv, tokens, reused, turn_id, self.cancel_event, emit)
         if self._prompt_file.wants_save(pf.stop):
             self._prompt_file.save(ctx, self._kv, emit)
-        dec = decode.run(turn_id, n_predict, ignore_eog, pf.stop,
-                               Sampling.of(s), self.cancel_event, emit)
+        dec = decode.run(turn_id, n_predict, ignore_eog, pf.stop, Sampling.of(s), self.cancel_event, emit)
         t_end = time.monotonic()
         perf = llama_cpp.llama_perf_context(ctx)
         metrics = turn_metrics(clock, prompt, len(tokens), reused, pf, dec, self.kv_cells_used(), self.n_ctx, {
@@ -351,7 +353,9 @@ class Engine:
 
     # ---------------------------------------------------------------- cleanup
     def close(self) -> None:
-        """Free the context, then its model; a second call does nothing."""
+        """Free the draft, the context, then its model; a second call does nothing."""
+        if self._decode is not None:
+            self._decode.close()
         if self._ctx is not None:
             self._ctx.close()
             self._ctx = None

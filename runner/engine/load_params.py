@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 
 import llama_cpp
 
+from kvtop.runner.engine.errors import EngineLoadError
 from kvtop.runner.engine.handles import Context, Model
 from kvtop.runner.engine.llama_log import CAPTURE
 from kvtop.runner.engine.tensor_overrides import override_array
@@ -17,10 +18,6 @@ from kvtop.runner.sanitize import clean_line
 from kvtop.runner.settings import Settings
 
 _KEEP: list[object] = []  # the -ot array of the model being loaded
-
-
-class EngineLoadError(Exception):
-    """The model or its context could not be loaded (one line: why)."""
 
 
 def model_params(s: Settings, progress_cb: Callable[[float, object], bool]) -> llama_cpp.llama_model_params:

@@ -109,4 +109,5 @@ def turn_metrics(clock: TurnClock, prompt: PromptInfo, n_prompt: int, reused: in
         ubatches=tuple(pf.ubatches),
         timeline=waterfall(clock, prompt, reused, pf, dec),
         perf=perf,
+        **dec.spec,  # type: ignore[arg-type]  # SpecTally.fields: TurnMetrics' spec_* names and types
     )

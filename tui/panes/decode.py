@@ -17,23 +17,26 @@ from textual.content import Content
 
 from kvtop.runner.physics.here import Here
 from kvtop.runner.physics.roofline import binding_ceiling
+from kvtop.runner.policy.speculation import PAID, spec_line, speedup
 from kvtop.tui.base.format import fmt_int, fmt_rate, fmt_seconds
 from kvtop.tui.panes.base import PanePlot, PaneWidget
 from kvtop.tui.panes.decode_chart import ChartLegend, draw, legend_items, plan_chart
 
 
 class DecodeSummary(PaneWidget):
-    """Three fixed lines; ``refresh`` without a re-layout. Each line comes in a full and a
-    short form, the short one where the full one would be wrapped (80x24 gives the pane 40
-    columns: "compute ceiling 930 tok/s  bandwidth-bound" wrapped its last word)."""
+    """Three fixed lines (a fourth after a speculative turn); ``refresh`` re-lays out only
+    when the line count changes. Each line comes in a full and a short form, the short one
+    where the full one would be wrapped (80x24 gives the pane 40 columns: "compute ceiling
+    930 tok/s  bandwidth-bound" wrapped its last word)."""
 
     def __init__(self, **kw) -> None:
         super().__init__(**kw)
         self.lines: list[tuple[Content, Content]] = []
 
     def show(self, lines: list[tuple[Content, Content]]) -> None:
+        relayout = len(lines) != len(self.lines)
         self.lines = lines
-        self.refresh()
+        self.refresh(layout=relayout)
 
     def render(self) -> Content:
         width = self.content_region.width
@@ -56,6 +59,8 @@ class DecodePane(Vertical):
         self._last_chart = -1.0
         self._updated_at: float | None = None  # when the last decode update came (monotonic)
         self.waiting_s: float | None = None  # no token for this long: said instead of a stale rate
+        self.spec: str | None = None  # the last turn's speculation line (runner/policy/speculation.py)
+        self.spec_paid = True
 
     def compose(self) -> ComposeResult:
         yield DecodeSummary()
@@ -109,7 +114,7 @@ class DecodePane(Vertical):
     def clear(self) -> None:
         """A new chat: no turn yet (the cancelled turn's rate, depth and chart go)."""
         self.state, self.rate, self.pos, self.series, self.stalls = "idle", None, 0, (), ()
-        self.waiting_s = None
+        self.waiting_s, self.spec = None, None
         self._show()
         self._draw_chart()
 
@@ -128,6 +133,9 @@ class DecodePane(Vertical):
         self.state, self.waiting_s = "done", None
         self.rate = metrics.decode_tok_s
         self.pos = max(0, metrics.kv_cells_used - 1)
+        self.spec = spec_line(metrics)
+        x = speedup(metrics)
+        self.spec_paid = x is None or x >= PAID
         if series:
             self.series, self.stalls = series, stalls
         self._show()
@@ -154,6 +162,9 @@ class DecodePane(Vertical):
             (Content.assemble(("compute ceiling ", "$text-muted"), fmt_rate(comp), "  ", bound),
              Content.assemble(("compute ", "$text-muted"), fmt_rate(comp), "  ", bound)),
         ]
+        if self.spec:  # plain text from numbers and the --spec-type names kvtop checked
+            spec = Content.styled(self.spec, "$kvtop-ok" if self.spec_paid else "bold $kvtop-warn")
+            lines.append((spec, spec))
         self.query_one(DecodeSummary).show(lines)
 
     def _color(self, var: str) -> tuple[int, int, int]:

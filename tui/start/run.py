@@ -25,6 +25,14 @@ def refusal(a: argparse.Namespace, terminal: bool) -> str | None:
             read_prompt_file(a.prompt_file)  # non-blocking: a FIFO or a device is refused, not read
         except PromptFileError as exc:
             return f"kvtop: -f: {exc}"
+    model = getattr(a, "model", None) or getattr(a, "model_flag", None)
+    if getattr(a, "spec_type", "none") != "none" or getattr(a, "spec_draft_model", ""):
+        from kvtop.runner.commands.engine_flags import draft_refusal
+        from kvtop.runner.demo import demo_model_path
+
+        why = draft_refusal(model or demo_model_path() or "", a.spec_type, a.spec_draft_model)
+        if why:
+            return f"kvtop: {why}"
     if terminal:
         from kvtop.tui.base.quitting import NO_TERMINAL, has_terminal
 

@@ -1,0 +1,48 @@
+"""Whether speculation paid on a turn, in one line, from the turn's own figures.
+
+The engine's first decode step of each speculative turn is a plain one (no draft):
+its time is this machine's plain decode at this depth. The turn's later steps (verify
+passes, drafting, and the plain steps where nothing was drafted) made ``spec_tokens``
+in ``spec_s``; their rate over the plain step's is the speedup. A replay reads the
+same fields, so it says the same line.
+"""
+
+from __future__ import annotations
+
+from kvtop.runner.events import TurnMetrics
+
+PAID = 1.0  # at or above: "Nx plain decode"; below: "speculation cost N%"
+
+
+def speedup(m: TurnMetrics) -> float | None:
+    """The turn's speculative tok/s over its plain step's, or None when not measured."""
+    if not m.spec_type or not m.spec_plain_step_s or m.spec_s <= 0 or m.spec_tokens <= 0:
+        return None
+    return (m.spec_tokens / m.spec_s) * m.spec_plain_step_s
+
+
+def tokens_per_pass(m: TurnMetrics) -> float | None:
+    """Tokens a verify pass yields: the accepted draft tokens and the target's own one."""
+    return (m.spec_accepted + m.spec_passes) / m.spec_passes if m.spec_passes else None
+
+
+def spec_line(m: TurnMetrics) -> str | None:
+    """"speculation: 2.4 tok/pass, 71% of 48 drafted accepted, 1.8x plain decode", or
+    "speculation cost 6%: …" when the turn ran slower than plain decode; None when the
+    turn did not speculate."""
+    if not m.spec_type:
+        return None
+    x, per_pass = speedup(m), tokens_per_pass(m)
+    if per_pass is None:
+        lost = f" (cost {1 - x:.0%})" if x is not None and x < PAID else ""
+        return f"speculation ({m.spec_type}): nothing drafted this turn{lost}"
+    acc = m.spec_accepted / m.spec_drafted if m.spec_drafted else 0.0
+    figures = f"{per_pass:.1f} tok/pass, {acc:.0%} of {m.spec_drafted:,} drafted accepted"
+    if x is None:
+        return f"speculation: {figures}"
+    if x >= PAID:
+        return f"speculation: {figures}, {x:.1f}x plain decode"
+    size = m.spec_drafted / m.spec_passes + 1
+    cost = (m.spec_verify_s / m.spec_passes) / m.spec_plain_step_s if m.spec_plain_step_s else 0.0
+    return (f"speculation cost {1 - x:.0%}: {acc:.0%} of {m.spec_drafted:,} drafted accepted, each verify pass "
+            f"of {size:.0f} costs {cost:.1f}x a plain step")
