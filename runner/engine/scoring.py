@@ -19,9 +19,11 @@ import llama_cpp
 import numpy as np
 import numpy.typing as npt
 
-from kvtop.runner.engine.engine import EngineLoadError, _check_header, _context_params, _model_params
+from kvtop.runner.engine.engine import _check_header
+from kvtop.runner.engine.errors import EngineLoadError
 from kvtop.runner.engine.handles import Context, Model, backend_init
 from kvtop.runner.engine.llama_log import CAPTURE
+from kvtop.runner.engine.load_params import context_params, model_params
 from kvtop.runner.sanitize import clean_line
 from kvtop.runner.settings import Settings
 
@@ -39,7 +41,7 @@ def load_model(s: Settings) -> Model:
     CAPTURE.install()
     backend_init(s.numa)
     cb = llama_cpp.llama_progress_callback(lambda _f, _d: True)
-    model = Model.load(path, _model_params(s, cb))
+    model = Model.load(path, model_params(s, cb))
     if model is None:
         reason = CAPTURE.last_error() or "llama.cpp could not load the model"
         raise EngineLoadError(f"{clean_line(path)}: {clean_line(reason)}")
@@ -65,7 +67,7 @@ class ScoringContext:
         self.model = model
         self.n_vocab = model.vocab.n_tokens()
         mark = CAPTURE.mark()
-        ctx = Context.create(model, _context_params(s, n_ctx))
+        ctx = Context.create(model, context_params(s, n_ctx))
         if ctx is None:
             reason = CAPTURE.last_error() or "llama.cpp could not create the context"
             raise EngineLoadError(f"-ctk {s.cache_type_k} -ctv {s.cache_type_v} (-fa {s.flash_attn}): "
