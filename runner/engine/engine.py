@@ -77,9 +77,8 @@ class Engine:
         self.loaded: ev.Loaded | None = None
         self._template: str | None = None
         self._architecture: str | None = None
-        self._bos_text = ""
+        self._bos_text = self._eos_text = ""
         self._threads = (self.settings.n_threads, self.settings.n_threads_batch)  # the context's, as created
-        self._eos_text = ""
         self._no_shift: str | None = "not loaded"
         # ctypes callbacks stay referenced for the engine's life (a collected one crashes)
         self._progress_cb = llama_cpp.llama_progress_callback(self._on_load_progress)
