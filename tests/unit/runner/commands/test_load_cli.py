@@ -66,7 +66,7 @@ def test_a_request_larger_than_a_slot_is_refused_before_any_load(capsys):
         rc = load_main([srv.url, "-p", "1000", "-n", "100", "--quiet"])
         sent = len(srv.state.prompts)
     err = capsys.readouterr().err
-    assert rc == 1 and "do not fit a slot's context (1024 tokens)" in err and sent == 0
+    assert rc == 1 and "do not fit a slot's context (1,024 tokens)" in err and sent == 0
 
 
 @pytest.mark.parametrize("output, where", [("md", "out"), ("json", "err")])
