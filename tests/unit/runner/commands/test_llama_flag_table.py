@@ -113,12 +113,23 @@ def test_kvtop_help_lists_load():
     assert "kvtop load" in build_parser().format_help()
 
 
+def _cached_arg_cpp() -> str:
+    """The arg.cpp the build script copied beside llama-server (same pin and cache folder)."""
+    import re
+
+    with open(os.path.join(ROOT, "pyproject.toml"), encoding="utf-8") as fh:
+        pin = re.search(r'"llama-cpp-python==([^"]+)"', fh.read())
+    cache = os.environ.get("KVTOP_BUILD_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "kvtop-build")
+    return os.path.join(cache, f"llama-server-{pin.group(1) if pin else ''}", "arg.cpp")
+
+
 def test_the_table_is_what_arg_cpp_says():
     """Regenerated from the vendored llama.cpp's arg.cpp when its sdist is at hand
     (KVTOP_LLAMA_ARG_CPP=path/to/common/arg.cpp): the checked-in table is that file's."""
-    path = os.environ.get("KVTOP_LLAMA_ARG_CPP", "")
+    path = os.environ.get("KVTOP_LLAMA_ARG_CPP", "") or _cached_arg_cpp()
     if not os.path.isfile(path):
-        pytest.skip("set KVTOP_LLAMA_ARG_CPP to the vendored llama.cpp's common/arg.cpp")
+        pytest.skip("no common/arg.cpp: .ci/build-llama-server keeps the vendored one beside llama-server when "
+                    "it builds (a cache built before it did has none), or set KVTOP_LLAMA_ARG_CPP")
     import contextlib
     import importlib.machinery
     import importlib.util
