@@ -17,7 +17,7 @@ from textual.content import Content
 
 from kvtop.runner.physics.here import Here
 from kvtop.runner.physics.roofline import binding_ceiling
-from kvtop.runner.policy.speculation import PAID, speedup, spec_line
+from kvtop.runner.policy.speculation import PAID, spec_line, speedup
 from kvtop.tui.base.format import fmt_int, fmt_rate, fmt_seconds
 from kvtop.tui.panes.base import PanePlot, PaneWidget
 from kvtop.tui.panes.decode_chart import ChartLegend, draw, legend, plan_chart
