@@ -150,13 +150,13 @@ class TurnMetrics:
     spec_drafted: int = 0  # draft tokens verified
     spec_accepted: int = 0  # of which the target kept
     spec_passes: int = 0  # verify passes (one llama_decode of the sampled token and a draft)
-    spec_plain_steps: int = 0  # one-token steps (no draft found, or the plain A/B step)
-    spec_tokens: int = 0  # tokens the turn's steps after the A/B step produced
+    spec_plain_steps: int = 0  # one-token steps (no draft found, or the engine's first, timed, step)
+    spec_tokens: int = 0  # tokens the turn's steps produced (but a first, timed, plain step)
     spec_s: float = 0.0  # the time those steps took, drafting included
     spec_draft_s: float = 0.0  # of which drafting
     spec_verify_s: float = 0.0  # of which verify passes
     spec_accepted_per_pos: tuple[int, ...] = ()  # passes that kept the draft's token i
-    spec_plain_step_s: float | None = None  # the A/B step: a plain decode step at this turn's depth
+    spec_plain_step_s: float | None = None  # a plain decode step's time: this turn's median, else the last's
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import ctypes
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import llama_cpp
@@ -122,7 +121,7 @@ class DraftSimple:
         row = ctypes.cast(logits, ctypes.POINTER(ctypes.c_float * self.n_vocab)).contents
         import numpy as np
 
-        a = np.frombuffer(row, dtype=np.float32)
+        a = np.frombuffer(memoryview(row), dtype=np.float32)
         top = np.argpartition(a, -TOP_K)[-TOP_K:] if a.size > TOP_K else np.arange(a.size)
         best = int(top[np.argmax(a[top])])
         z = np.exp(a[top] - a[best]).sum()
@@ -142,26 +141,30 @@ class DraftSimple:
         return out if len(out) >= self.n_min else []
 
 
-def _load_draft(s: Settings, target: Model, n_ctx: int, n_batch: int) -> DraftSimple:
-    from kvtop.runner.engine.load_params import context_params, model_params
-
+def _load_draft(s: Settings, target: Model, mp: llama_cpp.llama_model_params,
+                cp: llama_cpp.llama_context_params) -> DraftSimple:
+    """The draft model, with the model's own load and context settings (``mp``, ``cp``)."""
     path = s.spec_draft_model
-    model = Model.load(path, model_params(replace(s, override_tensor=()), llama_cpp.llama_progress_callback(lambda _f, _d: True)))
+    mp.progress_callback = llama_cpp.llama_progress_callback()  # NULL: the load bar was the model's
+    mp.tensor_buft_overrides = None  # -ot is the model's (llama.cpp has -otd for a draft)
+    model = Model.load(path, mp)
     if model is None:
         raise EngineLoadError(f"-md {clean_line(path)}: llama.cpp could not load the draft model")
     why = vocab_difference(target.vocab.ptr, model.vocab.ptr)
     if why is not None:
         model.close()
         raise EngineLoadError(f"-md {clean_line(path)}: not a draft for this model: {why}")
-    ctx = Context.create(model, context_params(s, n_ctx))
+    ctx = Context.create(model, cp)
     if ctx is None:
         model.close()
         raise EngineLoadError(f"-md {clean_line(path)}: llama.cpp could not create the draft context")
     return DraftSimple(model, ctx, s.spec_draft_n_max, s.spec_draft_n_min, s.spec_draft_p_min)
 
 
-def speculation(s: Settings, target: Model, ctx: Context) -> Callable[[Decode], SpecLoop | None] | None:
-    """What ``Decode`` speculates with, or None (``--spec-type none``, or a model whose
+def speculation(s: Settings, target: Model, ctx: Context, mp: llama_cpp.llama_model_params,
+                cp: llama_cpp.llama_context_params) -> Callable[[Decode], SpecLoop | None] | None:
+    """What ``Decode`` speculates with (a draft model loads with ``mp`` and ``cp``, the
+    model's own parameters), or None (``--spec-type none``, or a model whose
     cache cannot drop a rejected draft: a recurrent one). Raises ``EngineLoadError``
     for a draft model kvtop cannot use."""
     types = spec_types(s.spec_type) or (("draft-simple",) if s.spec_draft_model and s.spec_type == "none" else ())
@@ -181,7 +184,7 @@ def speculation(s: Settings, target: Model, ctx: Context) -> Callable[[Decode], 
         elif t == "ngram-mod":
             drafters.append(NgramMod(s.spec_ngram_mod_n_match, s.spec_ngram_mod_n_max, s.spec_ngram_mod_n_min))
         elif t == "draft-simple":
-            draft_model = _load_draft(s, target, ctx.n_ctx(), ctx.n_batch())
+            draft_model = _load_draft(s, target, mp, cp)
             drafters.append(draft_model)
     cap = max(2, min(ctx.n_batch(), ctx.n_ubatch()))
     name = ",".join(types)

@@ -125,8 +125,8 @@ class Engine:
         self._kv.mem = self._ctx.mem
         self._no_shift = why_no_shift(self._model.ptr, self._ctx.mem)  # None: a shift keeps the cache
         self.n_ctx = self._ctx.n_ctx()
-        self._decode = Decode(self._ctx.ptr, self._model.vocab, self._kv, self.n_ctx,
-                              speculation(s, self._model, self._ctx))
+        spec = speculation(s, self._model, self._ctx, model_params(s, self._progress_cb), context_params(s, n_ctx))
+        self._decode = Decode(self._ctx.ptr, self._model.vocab, self._kv, self.n_ctx, spec)
         log = CAPTURE.since(mark)
         self.loaded = self._describe(path, log, t0)
         self.emit(self.loaded)

@@ -12,8 +12,10 @@ target agrees with. llama-server's loop (tools/server/server-context.cpp):
   sampling, it is the exact rule (sample the target, keep while it equals the draft);
 * the rejected cells leave the cache (``llama_memory_seq_rm``).
 
-The first step of every turn is a plain one (no draft): its time is this machine's
-plain decode at this depth, what the turn's speculation is measured against.
+What the turn's speculation is measured against: this machine's plain decode step,
+timed on the turn's own plain steps (where nothing was drafted; the drafting attempt
+not counted), else the last turn's; the engine's first speculative turn makes its
+first step a plain one (no draft) so that there is always one.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import llama_cpp
 
@@ -34,7 +36,7 @@ if TYPE_CHECKING:
     from kvtop.runner.engine.utf8_stream import Utf8Stream
     from kvtop.runner.policy.ngram import Speculator
 
-AB_STEPS = 1  # plain steps at the start of a turn: the plain decode speculation is compared with
+AB_STEPS = 1  # plain steps at the start of the engine's first speculative turn, to time a plain step
 
 
 class VerifyBatch:
@@ -48,14 +50,15 @@ class VerifyBatch:
         self.batch: llama_cpp.llama_batch | None = llama_cpp.llama_batch_init(cap, 0, 1)
 
     def fill(self, tokens: list[int], pos0: int) -> llama_cpp.llama_batch:
-        b = self.batch
-        if b is None or len(tokens) > self.cap:
+        batch = self.batch
+        if batch is None or len(tokens) > self.cap:
             raise ValueError("verify batch closed or too small")
+        b: Any = batch  # its arrays are ctypes pointers, written in place
         for i, tok in enumerate(tokens):
             b.token[i], b.pos[i], b.n_seq_id[i], b.logits[i] = tok, pos0 + i, 1, 1
             b.seq_id[i][0] = 0
         b.n_tokens = len(tokens)
-        return b
+        return batch
 
     def close(self) -> None:
         b, self.batch = self.batch, None
@@ -71,12 +74,21 @@ class SpecTally:
     accepted: int = 0
     passes: int = 0  # verify passes (a batch with a draft)
     plain_steps: int = 0  # one-token steps (no draft, or the A/B step)
-    spec_tokens: int = 0  # tokens the steps after the A/B ones produced
+    spec_tokens: int = 0  # tokens the steps after the A/B step produced
     spec_s: float = 0.0  # and the time they took, drafting included
     draft_s: float = 0.0  # of which drafting
     verify_s: float = 0.0  # of which verify passes (decode and sampling)
     per_pos: list[int] = field(default_factory=list)  # accepted at draft position i
-    plain_s: list[float] = field(default_factory=list)  # each A/B step's seconds
+    plain_s: list[float] = field(default_factory=list)  # each plain step's seconds, drafting not counted
+
+    def count(self, drafted: int, accepted: int) -> None:
+        """One verify pass of ``drafted`` tokens, ``accepted`` of them kept."""
+        self.passes += 1
+        self.drafted += drafted
+        self.accepted += accepted
+        self.per_pos.extend([0] * (drafted - len(self.per_pos)))
+        for i in range(accepted):
+            self.per_pos[i] += 1
 
     def fields(self, spec_type: str) -> dict[str, object]:
         return {"spec_type": spec_type, "spec_drafted": self.drafted, "spec_accepted": self.accepted,
@@ -95,6 +107,7 @@ class SpecLoop:
         self.dec, self.spec, self.name, self._on_close = dec, spec, name, on_close
         self.vb = VerifyBatch(cap)
         self.tally = SpecTally()
+        self.last_plain_s: float | None = None  # the last turn's plain step (median)
 
     def close(self) -> None:
         self.vb.close()
@@ -112,6 +125,7 @@ class SpecLoop:
             ignore_eog: bool, cancel: threading.Event, emit: Callable[[object], None]) -> None:
         dec, spec, kv, tally = self.dec, self.spec, self.dec.kv, SpecTally()
         self.tally = tally
+        ab_steps = AB_STEPS if self.last_plain_s is None else 0
         ctx, vocab_ptr, n_ctx = dec.ctx, dec.vocab.ptr, dec.n_ctx
         sample, is_eog, decode = llama_cpp.llama_sampler_sample, llama_cpp.llama_vocab_is_eog, llama_cpp.llama_decode
         monotonic, piece, feed = time.monotonic, dec.vocab.piece, stream.feed
@@ -138,12 +152,6 @@ class SpecLoop:
                 return "context_full"
             return "cancelled" if cancel.is_set() else None
 
-        def failed(rc: int, pos: int) -> str:
-            kv.drop_from(pos)
-            if rc == 1:
-                return "context_full"
-            raise RuntimeError(f"llama_decode failed ({rc}) during decode")
-
         spec.begin(kv.tokens)
         pos, stop, step = out.pos, None, 0
         try:
@@ -151,39 +159,31 @@ class SpecLoop:
             stop = put(tok, pos)
             while stop is None:
                 t0 = monotonic()
-                draft = spec.draft(kv.tokens, tok, self.n_draft_max(n_predict, out.n_out)) if step >= AB_STEPS else []
+                draft = spec.draft(kv.tokens, tok, self.n_draft_max(n_predict, out.n_out)) if step >= ab_steps else []
                 t1 = monotonic()
                 n_before = out.n_out
                 if not draft:
                     one[0] = tok
                     rc = decode(ctx, single)
                     if rc != 0:
-                        stop = failed(rc, pos)
+                        stop = self._failed(rc, pos)
                         break
                     kv.tokens.append(tok)
                     pos += 1
                     tok = sample(smpl, ctx, -1)
                     tally.plain_steps += 1
-                    if step < AB_STEPS:
-                        tally.plain_s.append(monotonic() - t0)
+                    tally.plain_s.append(monotonic() - t1)
                     stop = put(tok, pos)
                 else:
                     rc = decode(ctx, self.vb.fill([tok] + draft, pos))
                     if rc != 0:
-                        stop = failed(rc, pos)
+                        stop = self._failed(rc, pos)
                         break
-                    kv.tokens.append(tok)
-                    kv.tokens.extend(draft)
+                    kv.tokens += [tok, *draft]
                     accepted = _sample_and_accept_n(smpl, ctx, draft, vocab_ptr)
                     n_acc = len(accepted) - 1
                     spec.accept(n_acc)
-                    tally.passes += 1
-                    tally.drafted += len(draft)
-                    tally.accepted += n_acc
-                    while len(tally.per_pos) < len(draft):
-                        tally.per_pos.append(0)
-                    for i in range(n_acc):
-                        tally.per_pos[i] += 1
+                    tally.count(len(draft), n_acc)
                     keep = pos + 1 + n_acc
                     for j, a in enumerate(accepted):
                         stop = put(a, pos + 1 + j)
@@ -193,13 +193,27 @@ class SpecLoop:
                     kv.keep(keep)
                     pos, tok = keep, accepted[-1]
                     tally.verify_s += monotonic() - t1
-                if step >= AB_STEPS:
+                if step >= ab_steps:
                     tally.draft_s += t1 - t0
                     tally.spec_s += monotonic() - t0
                     tally.spec_tokens += out.n_out - n_before
                 step += 1
         finally:
             out.stop, out.pos = stop, pos
+            self._remember_plain(tally)
+
+    def _failed(self, rc: int, pos: int) -> str:
+        self.dec.kv.drop_from(pos)
+        if rc == 1:
+            return "context_full"
+        raise RuntimeError(f"llama_decode failed ({rc}) during decode")
+
+    def _remember_plain(self, tally: SpecTally) -> None:
+        """This turn's plain steps time the next turn's too; a turn without one uses the last's."""
+        if tally.plain_s:
+            self.last_plain_s = statistics.median(tally.plain_s)
+        elif self.last_plain_s is not None:
+            tally.plain_s.append(self.last_plain_s)
 
 
 def _sample_and_accept_n(smpl: object, ctx: object, draft: list[int], vocab_ptr: object) -> list[int]:

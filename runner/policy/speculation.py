@@ -1,9 +1,10 @@
 """Whether speculation paid on a turn, in one line, from the turn's own figures.
 
-The engine's first decode step of each speculative turn is a plain one (no draft):
-its time is this machine's plain decode at this depth. The turn's later steps (verify
-passes, drafting, and the plain steps where nothing was drafted) made ``spec_tokens``
-in ``spec_s``; their rate over the plain step's is the speedup. A replay reads the
+``spec_plain_step_s`` is this machine's plain decode step: the median of the turn's
+steps where nothing was drafted, else the last turn's (the engine's first speculative
+turn starts with one plain step to have it). The turn's steps (verify passes, drafting,
+plain steps) made ``spec_tokens`` in ``spec_s``; their rate over the plain step's is
+the speedup. A replay reads the
 same fields, so it says the same line.
 """
 

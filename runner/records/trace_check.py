@@ -27,7 +27,8 @@ COUNTS = frozenset((
     "total", "reused", "ubatch_tokens", "pos", "index", "turn_id", "cells", "layers", "n_layers",
     "n_embd", "n_vocab", "n_head", "n_head_kv", "head_dim_k", "head_dim_v", "sliding_window",
     "kv_lora_rank", "rope_dim", "n_experts", "n_experts_used", "first_diff_index", "n_eval",
-    "n_p_eval", "dropped_turns", "dropped_tokens", "kept_tokens", "prefix_broken_at"))
+    "n_p_eval", "dropped_turns", "dropped_tokens", "kept_tokens", "prefix_broken_at", "spec_drafted",
+    "spec_accepted", "spec_passes", "spec_plain_steps", "spec_tokens", "spec_accepted_per_pos"))
 NAMED = {"t": CLOCK, "created": CLOCK, "started": CLOCK, "measured_at": CLOCK, "time": CLOCK,
          "fraction": (0.0, 1.0), "exitcode": (-255, 255), "token_id": (-(2**31), 2**31),
          "pid": (0, 2**31), "utilization": (0, 100), "seed": (-(2**63), 2**64)}

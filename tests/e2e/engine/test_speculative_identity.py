@@ -95,3 +95,15 @@ def test_gemma3_copy_at_temp_0(gemma_path):
     plain, plain_kv, _ = run(gemma_path, [COPY], n_predict=30)
     spec, spec_kv, m = run(gemma_path, [COPY], n_predict=30, spec_type="ngram-simple", **SMALL)
     assert spec == plain and spec_kv == plain_kv and m[0].spec_drafted > 0
+
+
+def test_the_engine_refuses_a_draft_model_of_another_vocabulary(smollm_path, gemma_path):
+    """The header check before start is the CLI's; the engine compares the loaded
+    vocabularies as common_speculative_are_compatible does, and frees what it loaded."""
+    from kvtop.runner.engine.errors import EngineLoadError
+
+    eng = Engine(Settings(model=smollm_path, n_ctx=512, spec_type="draft-simple", spec_draft_model=gemma_path),
+                 lambda _e: None)
+    with pytest.raises(EngineLoadError, match=r"^-md .*: not a draft for this model: its "):
+        eng.load()
+    eng.close()

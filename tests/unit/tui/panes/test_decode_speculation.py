@@ -1,0 +1,51 @@
+"""The decode pane says whether speculation paid (issue 36): a turn whose metrics carry
+the engine's spec_* figures gets one more line under the ceilings, and one without
+them none. The real app on the scripted engine; the pane's rendered text is read."""
+
+import dataclasses
+
+from helpers import make_app, send, wait_until
+from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
+
+from kvtop.runner import events as ev
+from kvtop.runner.settings import Settings
+from kvtop.tui.panes.decode import DecodeSummary
+
+PAID = dict(spec_type="ngram-simple", spec_drafted=48, spec_accepted=36, spec_passes=15, spec_tokens=51,
+            spec_s=0.6, spec_verify_s=0.5, spec_plain_step_s=0.02)
+COST = dict(spec_type="ngram-simple", spec_drafted=12, spec_accepted=1, spec_passes=4, spec_tokens=25,
+            spec_s=0.53, spec_verify_s=0.104, spec_plain_step_s=0.02)
+
+
+def with_spec(events, **fields):
+    return [dataclasses.replace(e, metrics=dataclasses.replace(e.metrics, **fields))
+            if isinstance(e, ev.TurnDone) else e for e in events]
+
+
+async def summary_after(tmp_path, model, turn) -> str:
+    settings = Settings(model, n_ctx=4096, n_threads=2)
+    app = make_app(settings, lambda s: ScriptedEngine(s, smollm_loaded(model), [turn]), tmp_path,
+                   live_system=False, write_transcript=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_until(pilot, lambda: app.loaded is not None, what="load")
+        await send(pilot, "Hi")
+        await wait_until(pilot, lambda: app.turns and not app.turn_running, what="turn")
+        await pilot.pause(0.2)
+        return app.query_one(DecodeSummary).render().plain
+
+
+async def test_a_speculative_turn_that_paid_says_its_speedup(tmp_path, smollm_shaped):
+    turn = with_spec(scripted_turn(1, 0.0, 20, 0, ["a"] * 30), **PAID)
+    text = await summary_after(tmp_path, smollm_shaped, turn)
+    assert text.splitlines()[-1] == "speculation: 3.4 tok/pass, 75% of 48 drafted accepted, 1.7x plain decode"
+
+
+async def test_a_speculative_turn_that_cost_says_by_how_much(tmp_path, smollm_shaped):
+    turn = with_spec(scripted_turn(1, 0.0, 20, 0, ["a"] * 30), **COST)
+    text = await summary_after(tmp_path, smollm_shaped, turn)
+    assert text.splitlines()[-1].startswith("speculation cost 6%: 8% of 12 drafted accepted")
+
+
+async def test_a_plain_turn_has_no_speculation_line(tmp_path, smollm_shaped):
+    text = await summary_after(tmp_path, smollm_shaped, scripted_turn(1, 0.0, 20, 0, ["a"] * 30))
+    assert "speculation" not in text and len(text.splitlines()) == 3
