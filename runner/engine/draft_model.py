@@ -146,7 +146,7 @@ def _load_draft(s: Settings, target: Model, mp: llama_cpp.llama_model_params,
     """The draft model, with the model's own load and context settings (``mp``, ``cp``)."""
     path = s.spec_draft_model
     mp.progress_callback = llama_cpp.llama_progress_callback()  # NULL: the load bar was the model's
-    mp.tensor_buft_overrides = None  # -ot is the model's (llama.cpp has -otd for a draft)
+    mp.tensor_buft_overrides = None  # type: ignore[assignment]  # -ot is the model's (llama.cpp has -otd for a draft)
     model = Model.load(path, mp)
     if model is None:
         raise EngineLoadError(f"-md {clean_line(path)}: llama.cpp could not load the draft model")
