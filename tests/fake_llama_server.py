@@ -162,6 +162,7 @@ class FakeLlamaServer:
         self.state = FakeState(token_s, slots, reply, queue)
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), make_handler(self.state))
         self.httpd.daemon_threads = True
+        self.httpd.block_on_close = False  # server_close() would join the handlers (tests/fake_servers.py)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 

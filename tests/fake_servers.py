@@ -161,6 +161,10 @@ class _Handler(socketserver.BaseRequestHandler):
 
 class FakeServer(socketserver.ThreadingTCPServer):
     daemon_threads = True
+    # server_close() would join every handler thread, daemon or not (socketserver's
+    # block_on_close): a stream still writing its 2,000 events held a test's teardown for
+    # up to 117 s. The handlers die with the process.
+    block_on_close = False
     allow_reuse_address = True
 
     def __init__(self, routes: dict | None = None, blackhole: bool = False):
