@@ -46,6 +46,7 @@ class Loaded:
     server: str | None = None  # kvtop --server: the URL; None for a model kvtop runs itself
     build_info: str | None = None  # llama.cpp's build, as the server reports it
     total_slots: int = 1
+    lora: str = ""  # --lora: the adapters applied, "name.gguf x1, other.gguf x0.5" ("": none)
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,8 @@ class Settings:
     kv_offload: bool = True  # -nkvo/--no-kv-offload: the KV cache stays in host memory with -ngl
     rope_freq_base: float = 0.0  # --rope-freq-base (0: the model's)
     rope_freq_scale: float = 0.0  # --rope-freq-scale (0: the model's)
+    override_tensor: tuple[tuple[str, str], ...] = ()  # -ot (and -cmoe, -ncmoe, -ncffn): (regex, buffer type)
+    lora: tuple[tuple[str, float], ...] = ()  # --lora / --lora-scaled: (adapter GGUF, scale), applied in order
     mlock: bool = False
     mmap: bool = True
     n_predict: int = -1
@@ -78,6 +80,11 @@ class Settings:
     mirostat: int = 0  # --mirostat 1 or 2 (0: off); it replaces top-k/top-p/min-p and the penalties, as in llama.cpp
     mirostat_lr: float = 0.1  # --mirostat-lr (eta)
     mirostat_ent: float = 5.0  # --mirostat-ent (tau)
+    dry_multiplier: float = 0.0  # --dry-multiplier (0: off): DRY, llama.cpp's repetition penalty for sequences
+    dry_base: float = 1.75  # --dry-base: the penalty is multiplier * base ^ (length - allowed length)
+    dry_allowed_length: int = 2  # --dry-allowed-length: repeats up to this long go unpenalised
+    dry_penalty_last_n: int = 64  # --dry-penalty-last-n: tokens DRY looks back over (0: off)
+    dry_sequence_breakers: tuple[str, ...] = ("\n", ":", "\"", "*")  # --dry-sequence-breaker (llama.cpp's)
     grammar: str = ""  # GBNF the reply must follow (--grammar, --grammar-file, -j/--json-schema, -jf)
     system_prompt: str = ""
     prompt_cache: str = ""
@@ -120,6 +127,11 @@ def penalties_on(s: Settings) -> bool:
                                      or s.presence_penalty != 0.0)
 
 
+def dry_on(s: Settings) -> bool:
+    """Whether llama.cpp's DRY sampler would change anything (it returns early otherwise)."""
+    return s.dry_multiplier != 0.0 and s.dry_base >= 1.0 and s.dry_penalty_last_n != 0
+
+
 def sampler_text(s: Settings) -> str:
     """The sampler as the status line shows it: the penalties only when they act, so
     the usual line stays short and a changed one is visible."""
@@ -132,6 +144,8 @@ def sampler_text(s: Settings) -> str:
         text += f" top-nsigma {s.top_n_sigma:g}"
     if s.xtc_probability > 0 and s.xtc_threshold <= 0.5:
         text += f" xtc {s.xtc_probability:g}/{s.xtc_threshold:g}"
+    if dry_on(s):
+        text += f" dry {s.dry_multiplier:g}/{s.dry_base:g}/{s.dry_allowed_length}/{s.dry_penalty_last_n}"
     if penalties_on(s):
         text += f" repeat {s.repeat_penalty:g}/{s.repeat_last_n}"
         if s.presence_penalty:

@@ -206,3 +206,28 @@ def make_bad_files(tmp_path, smollm_path) -> dict[str, tuple[str, str]]:
     cases["unknown_arch"] = (write_header_only(tmp_path / "arch.gguf", "nonsense", {"block_count": 2}),
                              "unknown model architecture")
     return cases
+
+
+def write_tiny_lora(path, n_layers: int = 2, n_embd: int = 64, n_ff: int = 128, rank: int = 4,
+                    arch: str = "llama", seed: int = 1, scale: float = 1.0) -> str:
+    """A LoRA adapter for ``write_tiny_llama``'s model (attn_q, attn_output and ffn_down of
+    every layer: the last two write to the residual stream, so greedy picks change), in the
+    GGUF form llama.cpp's llama_adapter_lora_init reads (general.type adapter, adapter.type
+    lora, lora_a/lora_b pairs with A as [n_embd, r] and B as [r, n_out] in ggml's order)."""
+    rng = np.random.default_rng(seed)
+    w = GGUFWriter(str(path), arch)
+    w.add_string("general.type", "adapter")
+    w.add_string("adapter.type", "lora")
+    w.add_float32("adapter.lora.alpha", float(rank))
+    for i in range(n_layers):
+        for name, n_in, n_out in (("attn_q", n_embd, n_embd), ("attn_output", n_embd, n_embd),
+                                  ("ffn_down", n_ff, n_embd)):
+            a = (rng.standard_normal((rank, n_in)) * scale).astype(np.float32)
+            b = (rng.standard_normal((n_out, rank)) * scale).astype(np.float32)
+            w.add_tensor(f"blk.{i}.{name}.weight.lora_a", a)
+            w.add_tensor(f"blk.{i}.{name}.weight.lora_b", b)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return str(path)

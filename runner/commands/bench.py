@@ -37,7 +37,7 @@ from kvtop.runner.commands.bench_output import (
     model_type_of,
 )
 from kvtop.runner.commands.bench_plan import BenchTest, Lists, Load, fa_list, int_list, kv_type_list, pg_pair, plan
-from kvtop.runner.commands.common import EXIT_OK, fail
+from kvtop.runner.commands.common import EXIT_OK, fail, write_stdout
 from kvtop.runner.commands.llama_flags import parse_flags
 from kvtop.runner.units import mib_to_bytes
 
@@ -212,7 +212,7 @@ def bench_main(argv: list[str]) -> int:
         from kvtop.runner.redact import scrub, scrub_json
 
         text = render(fmt, results, lists, notes)  # no API key or URL login, whatever the server said:
-        print(scrub_json(text) if fmt in ("json", "jsonl") else scrub(text))
+        error = write_stdout(scrub_json(text) if fmt in ("json", "jsonl") else scrub(text)) or error
     return fail(error) if error else EXIT_OK
 
 

@@ -57,3 +57,26 @@ def json_safe(x: object) -> Any:
     if isinstance(x, (list, tuple)):
         return [json_safe(v) for v in x]
     return x
+
+
+def write_stdout(text: str) -> str | None:
+    """Print ``text``; a stdout that cannot take it (a full disk, a closed pipe or
+    descriptor) is one line for ``fail``, and stdout points at /dev/null after it, so
+    Python's own flush at exit finds nothing to complain about."""
+    import os
+
+    try:
+        if sys.stdout is None:
+            raise OSError(9, "stdout is closed")
+        print(text, flush=True)
+        return None
+    except (OSError, ValueError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, 1)
+            os.close(devnull)
+        except OSError:
+            pass
+        sys.stdout = None
+        return f"cannot write the results to stdout: {why}"

@@ -9,6 +9,7 @@ engine (``--chat-template`` names a llama.cpp chat format or a Jinja file).
 from __future__ import annotations
 
 import argparse
+import os
 
 from kvtop.runner.cli_types import INT32_MAX, UINT32_MAX, float_in, int_in, non_negative_int, positive_int
 from kvtop.runner.model.quant_types import KV_CACHE_TYPES
@@ -58,7 +59,87 @@ def add_engine_flags(p: argparse.ArgumentParser, chat: bool = True) -> None:
                         "for the demo model 512, at most a quarter of the context)" if chat else
                         "tokens to generate per turn")
     if chat:
+        g.add_argument("-ot", "--override-tensor", dest="override_tensor", action=TensorOverrides, default=(),
+                       metavar="PATTERN=TYPE,...", help="weights whose names match a regex go to that buffer type")
+        g.add_argument("-cmoe", "--cpu-moe", dest="override_tensor", action=TensorOverrides, nargs=0,
+                       help="keep all Mixture of Experts (MoE) weights in the CPU")
+        g.add_argument("-ncmoe", "--n-cpu-moe", dest="override_tensor", action=TensorOverrides, metavar="N",
+                       help="keep the MoE weights of the first N layers in the CPU")
+        g.add_argument("-ncffn", "--n-cpu-ffn", dest="override_tensor", action=TensorOverrides, metavar="N",
+                       help="keep the dense FFN weights of the first N layers in the CPU")
+        g.add_argument("--lora", dest="lora", action=LoraFiles, default=(), metavar="FNAME",
+                       help="a LoRA adapter GGUF (comma-separated for several; scale 1)")
+        g.add_argument("--lora-scaled", dest="lora", action=LoraFiles, default=(), metavar="FNAME:SCALE,...",
+                       help="LoRA adapters with their scales")
         add_chat_flags(g)
+
+
+FFN_EXPS = r"\.ffn_(up|down|gate|gate_up)_(ch|)exps"  # llama.cpp's LLM_FFN_EXPS_REGEX (common/common.h)
+FFN_DENSE = r"\.ffn_(up|down|gate)\."  # LLM_FFN_DENSE_REGEX
+
+
+class TensorOverrides(argparse.Action):
+    """-ot PATTERN=TYPE[,…] and its shorthands -cmoe, -ncmoe N, -ncffn N, as common/arg.cpp
+    builds llama.cpp's tensor buffer overrides: (pattern, buffer type) pairs, in order."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        from kvtop.runner.engine.tensor_overrides import split_overrides
+
+        pairs: list[tuple[str, str]] = list(getattr(namespace, self.dest, ()) or ())
+        if option_string in ("-cmoe", "--cpu-moe"):
+            pairs.append((FFN_EXPS, "CPU"))
+        elif option_string in ("-ot", "--override-tensor"):
+            try:
+                pairs += split_overrides(str(values))
+            except ValueError as exc:
+                parser.error(f"{option_string}: {exc}")
+        else:
+            n = str(values)
+            if not n.isdigit() or int(n) > 100_000:
+                parser.error(f"{option_string}: must be a number of layers from 0 (got {n!r})")
+            regex = FFN_EXPS if option_string in ("-ncmoe", "--n-cpu-moe") else FFN_DENSE
+            pairs += [(f"blk\\.{i}{regex}", "CPU") for i in range(int(n))]
+        setattr(namespace, self.dest, tuple(pairs))
+
+
+class LoraFiles(argparse.Action):
+    """--lora FNAME[,FNAME…] (scale 1) and --lora-scaled FNAME:SCALE[,…], as llama.cpp reads
+    them: each adds (path, scale) pairs, in order; a file that is not there is a usage error."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        pairs: list[tuple[str, float]] = list(getattr(namespace, self.dest, ()) or ())
+        for item in str(values).split(","):
+            path, scale = item, 1.0
+            if option_string == "--lora-scaled":
+                path, sep, num = item.rpartition(":")
+                if not sep or not path:
+                    parser.error(f"--lora-scaled: {item!r}: the format is FNAME:SCALE")
+                try:
+                    scale = float(num)
+                except ValueError:
+                    parser.error(f"--lora-scaled: {item!r}: the scale must be a number")
+                if scale != scale or scale in (float("inf"), float("-inf")):
+                    parser.error(f"--lora-scaled: {item!r}: the scale must be finite")
+            if not os.path.isfile(path):
+                parser.error(f"{option_string}: {path}: no such file")
+            pairs.append((os.path.abspath(path), scale))
+        setattr(namespace, self.dest, tuple(pairs))
+
+
+DRY_BREAKERS: tuple[str, ...] = ("\n", ":", "\"", "*")  # llama.cpp's (common/common.h)
+
+
+class SequenceBreakers(argparse.Action):
+    """--dry-sequence-breaker, as llama.cpp reads it: the first one given clears the
+    defaults, each adds one, and "none" clears them all."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        had = getattr(namespace, self.dest, DRY_BREAKERS)
+        now: tuple[str, ...] = () if had is DRY_BREAKERS else tuple(had)
+        setattr(namespace, self.dest, () if values == "none" else (*now, str(values)))
 
 
 def add_chat_flags(g: argparse._ArgumentGroup | argparse.ArgumentParser) -> None:
@@ -89,6 +170,17 @@ def add_chat_flags(g: argparse._ArgumentGroup | argparse.ArgumentParser) -> None
                    help="XTC: the chance of removing the top tokens (default: 0.0 = disabled)")
     g.add_argument("--xtc-threshold", dest="xtc_threshold", type=float_in(0.0, 1.0), default=None, metavar="N",
                    help="XTC: the probability above which tokens are removed (default: 0.1; > 0.5 disables XTC)")
+    g.add_argument("--dry-multiplier", dest="dry_multiplier", type=float_in(0.0, MAX_PENALTY), default=0.0,
+                   metavar="N", help="DRY sampling multiplier (default: 0.0 = disabled)")
+    g.add_argument("--dry-base", dest="dry_base", type=float_in(1.0, MAX_PENALTY), default=1.75, metavar="N",
+                   help="DRY sampling base value (default: 1.75)")
+    g.add_argument("--dry-allowed-length", dest="dry_allowed_length", type=int_in(0, INT32_MAX), default=2,
+                   metavar="N", help="allowed length for DRY sampling (default: 2)")
+    g.add_argument("--dry-penalty-last-n", dest="dry_penalty_last_n", type=int_in(0, INT32_MAX), default=64,
+                   metavar="N", help="DRY penalty for the last n tokens (default: 64, 0 = disable)")
+    g.add_argument("--dry-sequence-breaker", dest="dry_sequence_breakers", action=SequenceBreakers,
+                   default=DRY_BREAKERS, metavar="STRING",
+                   help="add a DRY sequence breaker, clearing the defaults ('\\n', ':', '\"', '*'); \"none\": no breakers")
     g.add_argument("--mirostat", type=int_in(0, 2), default=None, metavar="N",
                    help="Mirostat sampling 1 or 2, instead of top-k/top-p/min-p and the penalties (default: 0 = off)")
     g.add_argument("--mirostat-lr", dest="mirostat_lr", type=float_in(0.0, MAX_PENALTY), default=None, metavar="N",

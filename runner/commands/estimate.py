@@ -9,7 +9,7 @@ import argparse
 import json
 
 from kvtop.runner.cli_types import non_negative_int, positive_float, positive_int
-from kvtop.runner.commands.common import EXIT_OK, Report, fail, json_safe, stopped_before
+from kvtop.runner.commands.common import EXIT_OK, Report, fail, json_safe, stopped_before, write_stdout
 from kvtop.runner.commands.estimate_devices import add_offload_flags, device_lines, device_report, offload_settings
 from kvtop.runner.commands.estimate_forecast import (
     add_forecast_flags,
@@ -259,8 +259,9 @@ def estimate_main(argv: list[str]) -> int:
     from kvtop.runner.redact import scrub, scrub_json
 
     # no API key or URL login, whatever the server said (runner/redact.py)
-    print(scrub_json(json.dumps(json_safe(r), indent=2, allow_nan=False)) if a.json else scrub(format_report(r)))
-    return EXIT_OK
+    problem = write_stdout(scrub_json(json.dumps(json_safe(r), indent=2, allow_nan=False)) if a.json
+                           else scrub(format_report(r)))
+    return fail(problem) if problem else EXIT_OK
 
 
 def server_facts(a: argparse.Namespace) -> tuple[Report | None, str | None]:

@@ -53,8 +53,6 @@ _refuse("kvtop chats in text only: " + ATTACH + " (llama-server's web UI takes i
         "--mtmd-batch-max-tokens", "--video-fps", "--video-timestamp-interval", "--video-ffmpeg-dir")
 _refuse("kvtop runs on one device with -ngl: for several GPUs " + ATTACH, "-dev", "-sm", "-ts", "-mg",
         "--rpc", "-fit", "-fitt", "-fitc", "--list-devices", "--op-offload", "--no-host", "--repack")
-_refuse("kvtop places whole layers with -ngl N, not single tensors (the MoE experts): use -ngl, or " + ATTACH,
-        "-ot", "-cmoe", "-ncmoe", "-ncffn")
 _refuse("kvtop does not run a draft model: for speculative decoding " + ATTACH,
         *(f for (names, _) in LLAMA_CPP_ARGS for f in names[:1] if f.startswith(("--spec-", "--draft"))))
 _refuse("a llama-server setting: start llama-server with it, then kvtop --server URL", "--host", "--port",
@@ -67,16 +65,15 @@ _refuse("a llama-server setting: start llama-server with it, then kvtop --server
         "-sps", "--server-base", "-cram", "--cache-idle-slots", "-ctxcp", "-cms", "--log-file", "--log-jsonl",
         "--log-prompts-dir", "--prefill-assistant", "--skip-chat-parsing", "--embd-normalize", "--pooling",
         "-o", "-dt", "--lora-init-without-apply", "-lm", "-lzm")
-_refuse("not in kvtop's sampler chain (temp, top-k, top-p, min-p, typical, top-nsigma, XTC, mirostat, "
+_refuse("not in kvtop's sampler chain (temp, top-k, top-p, min-p, typical, top-nsigma, XTC, DRY, mirostat, "
         "penalties, seed): use those, or " + ATTACH,
-        "--dry-multiplier", "--dry-base", "--dry-allowed-length", "--dry-penalty-last-n",
-        "--dry-sequence-breaker", "--adaptive-target", "--adaptive-decay", "--dynatemp-range",
+        "--adaptive-target", "--adaptive-decay", "--dynatemp-range",
         "--dynatemp-exp", "--samplers", "--sampler-seq", "-l", "-bs")
 _refuse("kvtop takes --rope-freq-base and --rope-freq-scale; for the others " + ATTACH, "--rope-scaling",
         "--rope-scale", "--yarn-orig-ctx", "--yarn-ext-factor",
         "--yarn-attn-factor", "--yarn-beta-slow", "--yarn-beta-fast", "-gan", "-gaw")
-_refuse("kvtop applies no adapters: merge it into the GGUF (llama-export-lora) or " + ATTACH, "--lora",
-        "--lora-scaled", "--control-vector", "--control-vector-scaled", "--control-vector-layer-range")
+_refuse("kvtop applies LoRA adapters (--lora, --lora-scaled), not control vectors: " + ATTACH,
+        "--control-vector", "--control-vector-scaled", "--control-vector-layer-range")
 _refuse("kvtop leaves thread placement to the OS (use taskset to pin it): -t and -tb set the threads",
         "-C", "-Cr", "--cpu-strict", "--prio", "--poll", "-Cb", "-Crb", "--cpu-strict-batch", "--prio-batch",
         "--poll-batch")
@@ -106,6 +103,9 @@ LOCAL_ONLY: dict[str, str] = {
     "--prompt-cache": "--slot-save-path", "--chat-template": "--chat-template",
     "--numa": "--numa", "-kvo": "-kvo", "--kv-offload": "-kvo", "-nkvo": "-nkvo", "--no-kv-offload": "-nkvo",
     "--rope-freq-base": "--rope-freq-base", "--rope-freq-scale": "--rope-freq-scale",
+    "--lora": "--lora", "--lora-scaled": "--lora-scaled", "-ot": "-ot", "--override-tensor": "-ot",
+    "-cmoe": "-cmoe", "--cpu-moe": "-cmoe", "-ncmoe": "-ncmoe", "--n-cpu-moe": "-ncmoe", "-ncffn": "-ncffn",
+    "--n-cpu-ffn": "-ncffn",
 }
 
 

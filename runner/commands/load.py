@@ -24,7 +24,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kvtop.runner.commands.common import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, Report, fail, stopped_before, to_stderr
+from kvtop.runner.commands.common import (
+    EXIT_ERROR,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    Report,
+    fail,
+    stopped_before,
+    to_stderr,
+    write_stdout,
+)
 from kvtop.runner.commands.load_args import build_parser, check_args, check_concurrency, check_identity, in_flight_bound
 from kvtop.runner.commands.load_output import knee, meets, render, write_plot
 
@@ -256,29 +265,6 @@ def finish(a: argparse.Namespace, urls: list[str], out: SweepResult) -> int:
     if out.stopped:
         return 128 + out.signum  # 130 for Ctrl+C (EXIT_INTERRUPTED), 143 SIGTERM, 129 SIGHUP
     return EXIT_OK if out.rows else EXIT_ERROR
-
-
-def write_stdout(text: str) -> str | None:
-    """Print ``text``; a stdout that cannot take it (a full disk, a closed pipe or
-    descriptor) is one line for ``fail``, and stdout points at /dev/null after it, so
-    Python's own flush at exit finds nothing to complain about."""
-    import os
-
-    try:
-        if sys.stdout is None:
-            raise OSError(9, "stdout is closed")
-        print(text, flush=True)
-        return None
-    except (OSError, ValueError) as exc:
-        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, 1)
-            os.close(devnull)
-        except OSError:
-            pass
-        sys.stdout = None
-        return f"cannot write the results to stdout: {why}"
 
 
 def restarts(run: LevelRun, started: list[str | None]) -> str | None:

@@ -120,6 +120,30 @@ def check_concurrency(a: argparse.Namespace, slots: list[int]) -> str | None:
             f"(4 per slot, 256 at most) mostly measure the queue; give --force to run it anyway")
 
 
+def same_address(urls: list[str]) -> tuple[str, str] | None:
+    """Two URLs whose hosts resolve to a common address, with the same port and path
+    (``127.0.0.1:P`` and ``localhost:P``): one listening socket, so one server, whether or
+    not it publishes /metrics. A host that does not resolve is left to the requests."""
+    import socket
+    from urllib.parse import urlsplit
+
+    seen: dict[tuple[str, int, str], str] = {}
+    for url in urls:
+        u = urlsplit(url)
+        port = u.port or (443 if u.scheme == "https" else 80)
+        try:
+            addrs = {str(info[4][0]) for info in socket.getaddrinfo(u.hostname or "", port, type=socket.SOCK_STREAM)}
+        except (OSError, UnicodeError):
+            continue
+        path = u.path.rstrip("/")
+        for addr in addrs:
+            if (addr, port, path) in seen:
+                return seen[(addr, port, path)], url
+        for addr in addrs:
+            seen.setdefault((addr, port, path), url)
+    return None
+
+
 def check_identity(urls: list[str], key: Credentials, infos: Sequence[ServerInfo]) -> str | None:
     """Why two of the URLs are one llama-server (``127.0.0.1:P`` and ``localhost:P``: its
     load counted twice), or None. The identity: the process's start stamp on /metrics
@@ -128,6 +152,10 @@ def check_identity(urls: list[str], key: Credentials, infos: Sequence[ServerInfo
     from kvtop.runner.server.http import ServerClient, ServerError
     from kvtop.runner.server.monitor import START_HEADER
 
+    same = same_address(urls)
+    if same:
+        return (f"{same[0]} and {same[1]} are one llama-server (both names reach the same address and path): "
+                f"give it once, or its load is counted twice")
     seen: dict[tuple[object, ...], str] = {}
     for url, info in zip(urls, infos):
         client = ServerClient(url, key)

@@ -42,7 +42,7 @@ class Decoded:
 
 
 MORE = ("typical_p", "top_n_sigma", "xtc_probability", "xtc_threshold", "mirostat", "mirostat_lr", "mirostat_ent",
-        "grammar")
+        "dry_multiplier", "dry_base", "dry_allowed_length", "dry_penalty_last_n", "dry_sequence_breakers", "grammar")
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +73,18 @@ class Sampling:
         return self.repeat_last_n != 0 and (self.repeat_penalty != 1.0 or self.frequency_penalty != 0.0
                                             or self.presence_penalty != 0.0)
 
+    @property
+    def dry(self) -> bool:
+        """Whether llama.cpp's DRY sampler is in the chain (after the penalties)."""
+        m = dict(self.more)
+        return (not m.get("mirostat") and m.get("dry_multiplier", 0.0) != 0.0 and m.get("dry_base", 1.75) >= 1.0
+                and m.get("dry_penalty_last_n", 64) != 0)
+
+    @property
+    def dry_last_n(self) -> int:
+        """The prompt tokens DRY sees: its window (its ring buffer keeps no more)."""
+        return int(dict(self.more).get("dry_penalty_last_n", 64))
+
     def chain(self, n_vocab: int, vocab: object = None) -> SamplerChain:
         """``vocab``: the model's vocabulary pointer, which a grammar needs."""
         return SamplerChain.build(self.temp, self.top_k, self.top_p, self.seed, self.min_p, n_vocab,
@@ -99,13 +111,17 @@ class Decode:
         stream = Utf8Stream()
         out = Decoded(stop)
         chain = sampling.chain(self.vocab.n_tokens(), self.vocab.ptr) if stop is None else None
-        if chain is not None and sampling.penalties:
-            # as llama-server does: the penalties also see the prompt's last tokens
-            # (repeat_last_n), so a reply does not repeat the question word for word;
-            # only the penalties (the chain's first stage): a grammar starts at the reply
-            accept, penalties = llama_cpp.llama_sampler_accept, llama_cpp.llama_sampler_chain_get(chain.ptr, 0)
-            for tok in self.kv.tokens[-sampling.repeat_last_n:]:
-                accept(penalties, tok)
+        if chain is not None:
+            # as llama-server does: the penalties and DRY also see the prompt's tokens, so a
+            # reply does not repeat the question word for word; only those stages (the
+            # chain's first ones): a grammar starts at the reply
+            accept, stage = llama_cpp.llama_sampler_accept, 0
+            for on, last_n in ((sampling.penalties, sampling.repeat_last_n), (sampling.dry, sampling.dry_last_n)):
+                if on:
+                    smpl = llama_cpp.llama_sampler_chain_get(chain.ptr, stage)
+                    for tok in self.kv.tokens[-last_n:]:
+                        accept(smpl, tok)
+                    stage += 1
         out.pos = len(self.kv.tokens)
         try:
             if chain is not None:

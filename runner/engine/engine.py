@@ -34,12 +34,12 @@ from kvtop.runner.engine.decode import Decode, Sampling
 from kvtop.runner.engine.handles import Context, Model, backend_init
 from kvtop.runner.engine.kv_shift import cached_after_shift, shift_for, why_no_shift
 from kvtop.runner.engine.llama_log import CAPTURE
+from kvtop.runner.engine.load_params import EngineLoadError, apply_loras, context_params, model_params
 from kvtop.runner.engine.prefill import Prefill
 from kvtop.runner.engine.prompt_cache import KVCache, PromptCacheFile, common_prefix, diff_windows, first_difference
 from kvtop.runner.engine.timeline import TOKENS, PromptInfo, TurnClock, turn_metrics
 from kvtop.runner.llama_buffers import parse_buffers
 from kvtop.runner.model.gguf_header import check_loadable, read_header
-from kvtop.runner.model.quant_types import KV_CACHE_TYPES
 from kvtop.runner.policy.context_shift import Fitted, fit_turns, prompt_fits, reply_room, turn_ranges
 from kvtop.runner.sanitize import clean_line
 from kvtop.runner.settings import Settings
@@ -48,49 +48,6 @@ from kvtop.runner.units import fmt_int
 Emit = Callable[[object], None]
 
 __all__ = ["Engine", "EngineLoadError", "PromptInfo"]
-
-
-class EngineLoadError(Exception):
-    pass
-
-
-def _model_params(s: Settings, progress_cb: Callable[[float, object], bool]) -> llama_cpp.llama_model_params:
-    mp: llama_cpp.llama_model_params = llama_cpp.llama_model_default_params()
-    mp.n_gpu_layers = s.n_gpu_layers if s.n_gpu_layers >= 0 else 999
-    set_load_mode(mp, s.mmap, s.mlock)
-    mp.progress_callback = progress_cb
-    return mp
-
-
-def set_load_mode(mp: llama_cpp.llama_model_params, mmap: bool, mlock: bool) -> None:
-    """--no-mmap and --mlock. The llama.cpp that llama-cpp-python 0.3.36 vendors replaced
-    ``use_mmap``/``use_mlock`` with one ``load_mode``: setting the old names on the ctypes
-    struct only added Python attributes, and both flags silently did nothing. The
-    default (mmap, no mlock) leaves llama.cpp's own choice (``LLAMA_LOAD_MODE_AUTO``)."""
-    fields = {name for name, *_ in type(mp)._fields_}
-    if "load_mode" not in fields:  # an older llama-cpp-python
-        mp.use_mmap, mp.use_mlock = mmap, mlock
-    elif not mmap or mlock:
-        mp.load_mode = {(True, True): llama_cpp.LLAMA_LOAD_MODE_MMAP_MLOCK,
-                        (False, True): llama_cpp.LLAMA_LOAD_MODE_MLOCK,
-                        (False, False): llama_cpp.LLAMA_LOAD_MODE_NONE}[(mmap, mlock)]
-
-
-def _context_params(s: Settings, n_ctx: int) -> llama_cpp.llama_context_params:
-    cp: llama_cpp.llama_context_params = llama_cpp.llama_context_default_params()
-    cp.n_ctx = n_ctx
-    cp.n_batch = s.n_batch
-    cp.n_ubatch = s.n_ubatch
-    cp.n_seq_max = 1
-    cp.n_threads = s.n_threads
-    cp.n_threads_batch = s.n_threads_batch
-    cp.flash_attn_type = {"on": 1, "off": 0, "auto": -1}[s.flash_attn]
-    cp.type_k = KV_CACHE_TYPES[s.cache_type_k]
-    cp.type_v = KV_CACHE_TYPES[s.cache_type_v]
-    cp.swa_full, cp.offload_kqv = s.swa_full, s.kv_offload
-    cp.rope_freq_base, cp.rope_freq_scale = s.rope_freq_base, s.rope_freq_scale  # 0: the GGUF's
-    cp.no_perf = False
-    return cp
 
 
 def _check_header(path: str) -> None:
@@ -150,17 +107,20 @@ class Engine:
         CAPTURE.install()
         backend_init(s.numa)
         mark = CAPTURE.mark()
-        self._model = Model.load(path, _model_params(s, self._progress_cb))
+        self._model = Model.load(path, model_params(s, self._progress_cb))
         if self._model is None:
             reason = CAPTURE.last_error() or "llama.cpp could not load the model"
             raise EngineLoadError(f"{clean_line(path)}: {clean_line(reason)}")
         n_ctx = s.n_ctx if s.n_ctx > 0 else self._model.n_ctx_train()
-        self._ctx = Context.create(self._model, _context_params(s, n_ctx))
+        self._ctx = Context.create(self._model, context_params(s, n_ctx))
         if self._ctx is None:
             reason = CAPTURE.last_error() or "llama.cpp could not create the context"
             self._model.close()
             self._model = None
             raise EngineLoadError(f"{clean_line(path)}: {clean_line(reason)}")
+        if (why := apply_loras(self._model, self._ctx, s.lora)) is not None:  # --lora
+            self.close()
+            raise EngineLoadError(why)
         self._kv.mem = self._ctx.mem
         self._no_shift = why_no_shift(self._model.ptr, self._ctx.mem)  # None: a shift keeps the cache
         self.n_ctx = self._ctx.n_ctx()
@@ -207,6 +167,7 @@ class Engine:
             has_chat_template=self._template is not None,
             load_s=time.monotonic() - t0,
             pid=os.getpid(),
+            lora=", ".join(f"{clean_line(os.path.basename(p))} x{k:g}" for p, k in s.lora),
         )
 
     # ------------------------------------------------------------- tokenizing

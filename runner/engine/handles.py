@@ -197,14 +197,17 @@ class SamplerChain(Handle):
               repeat_last_n: int = 0, repeat_penalty: float = 1.0, frequency_penalty: float = 0.0,
               presence_penalty: float = 0.0, *, typical_p: float = 1.0, top_n_sigma: float = -1.0,
               xtc_probability: float = 0.0, xtc_threshold: float = 0.1, mirostat: int = 0,
-              mirostat_lr: float = 0.1, mirostat_ent: float = 5.0, grammar: str = "", vocab: object = None) -> SamplerChain:
-        """llama.cpp's default order (common/sampling.cpp): penalties, top-n-sigma, top-k,
+              mirostat_lr: float = 0.1, mirostat_ent: float = 5.0, dry_multiplier: float = 0.0, dry_base: float = 1.75,
+              dry_allowed_length: int = 2, dry_penalty_last_n: int = 64, dry_sequence_breakers: Sequence[str] = (),
+              grammar: str = "", vocab: object = None) -> SamplerChain:
+        """llama.cpp's default order (common/sampling.cpp): penalties, DRY, top-n-sigma, top-k,
         typical, top-p, min-p, XTC, temperature, then a draw (``seed < 0``: llama.cpp's
         random seed); greedy when ``temp <= 0``, after the penalties, which change which
         token is the most likely. ``mirostat`` 1 or 2: temperature then mirostat, nothing
         else (as llama.cpp). A stage that would change nothing is left out (the penalties
-        and mirostat 1 need ``n_vocab``). ``grammar`` (GBNF, with the model's ``vocab``) comes
-        after the penalties: tokens it does not allow are out before the rest see them."""
+        and mirostat 1 need ``n_vocab``; DRY needs the model's ``vocab``, which tokenizes its
+        sequence breakers). ``grammar`` (GBNF, with ``vocab``) comes after the penalties and
+        DRY: tokens it does not allow are out before the rest see them."""
         lc = llama_cpp
         chain = cls(lc.llama_sampler_chain_init(lc.llama_sampler_chain_default_params()))
         add = lc.llama_sampler_chain_add
@@ -218,6 +221,9 @@ class SamplerChain(Handle):
         if repeat_last_n != 0 and (repeat_penalty != 1.0 or frequency_penalty != 0.0 or presence_penalty != 0.0):
             add(chain.ptr, lc.llama_sampler_init_penalties(n_vocab, repeat_last_n, repeat_penalty,
                                                            frequency_penalty, presence_penalty))
+        if dry_multiplier != 0.0 and dry_base >= 1.0 and dry_penalty_last_n != 0:
+            cls._dry(chain, vocab, dry_multiplier, dry_base, dry_allowed_length, dry_penalty_last_n,
+                     dry_sequence_breakers)
         cls._grammar(chain, grammar, vocab)
         if temp <= 0:
             add(chain.ptr, lc.llama_sampler_init_greedy())
@@ -237,6 +243,17 @@ class SamplerChain(Handle):
         add(chain.ptr, lc.llama_sampler_init_temp(temp))
         add(chain.ptr, lc.llama_sampler_init_dist(seed))
         return chain
+
+    @staticmethod
+    def _dry(chain: SamplerChain, vocab: object, multiplier: float, base: float, allowed: int, last_n: int,
+             breakers: Sequence[str]) -> None:
+        if vocab is None:
+            chain.close()
+            raise ValueError("DRY sampling needs the model's vocabulary (its sequence breakers are tokenized)")
+        words = [b.encode() for b in breakers]
+        arr = (ctypes.c_char_p * max(1, len(words)))(*words)
+        llama_cpp.llama_sampler_chain_add(chain.ptr, llama_cpp.llama_sampler_init_dry(
+            vocab, multiplier, base, allowed, last_n, arr, len(words)))
 
     @staticmethod
     def _grammar(chain: SamplerChain, grammar: str, vocab: object) -> None:

@@ -169,8 +169,10 @@ class Trace:
 
     def settings(self) -> Settings:
         """The recorded settings (fields this kvtop does not know are left out)."""
-        return Settings(**{k: v for k, v in self.header.get("settings", {}).items()
-                           if k in Settings.__dataclass_fields__})
+        known: dict[str, Any] = {k: _tuples(v)  # JSON made the tuples lists
+                                 for k, v in self.header.get("settings", {}).items()
+                                 if k in Settings.__dataclass_fields__}
+        return Settings(**known)
 
     def loaded(self) -> ev.Loaded | None:
         for kind, obj in self.records:

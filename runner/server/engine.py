@@ -138,7 +138,9 @@ class ServerEngine(QueuedCommands):
                   "presence_penalty": s.presence_penalty, "frequency_penalty": s.frequency_penalty,
                   "typical_p": s.typical_p, "top_n_sigma": s.top_n_sigma, "xtc_probability": s.xtc_probability,
                   "xtc_threshold": s.xtc_threshold, "mirostat": s.mirostat, "mirostat_eta": s.mirostat_lr,
-                  "mirostat_tau": s.mirostat_ent}
+                  "mirostat_tau": s.mirostat_ent, "dry_multiplier": s.dry_multiplier, "dry_base": s.dry_base,
+                  "dry_allowed_length": s.dry_allowed_length, "dry_penalty_last_n": s.dry_penalty_last_n,
+                  "dry_sequence_breakers": list(s.dry_sequence_breakers)}
         if s.grammar:
             common["grammar"] = s.grammar
         if s.seed >= 0:

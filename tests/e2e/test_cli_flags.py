@@ -64,3 +64,40 @@ def test_version_names_kvtop_llama_cpp_python_and_the_backends():
 def test_refresh_must_be_positive():
     r = subprocess.run([sys.executable, "-m", "kvtop", "--refresh", "0", "x.gguf"], capture_output=True, text=True)
     assert r.returncode == 2 and "argument --refresh: must be a number from 0.25 to 10 (got 0)" in r.stderr
+
+
+def test_server_file_alone_attaches_and_an_empty_one_is_a_usage_error(tmp_path):
+    """`kvtop --server-file FILE` without --server opened the local demo model, whatever the file said."""
+    import socket
+
+    with socket.socket() as s:  # a loopback port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    f = tmp_path / "servers.txt"
+    f.write_text(f"# the fleet\nhttp://127.0.0.1:{port}\n")
+    r = kvtop("--server-file", str(f))
+    assert r.returncode == 1 and f"cannot reach http://127.0.0.1:{port}" in r.stderr, r.stderr
+    f.write_text("# nobody\n\n")
+    r = kvtop("--server-file", str(f))
+    assert r.returncode == 2 and "no URL in it" in r.stderr, r.stderr
+    f.write_text("http://127.0.0.1:99999\n")
+    r = kvtop("--server-file", str(f))
+    assert r.returncode == 2 and "Traceback" not in r.stderr and "port" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("command", ["estimate", "bench"])
+@pytest.mark.parametrize("shell, says", [
+    ("{kvtop} > /dev/full", "cannot write the results to stdout: No space left on device"),
+    ("{kvtop} | true", "cannot write the results to stdout: Broken pipe"),
+    ("{kvtop} >&-", "stdout is closed"),
+])
+def test_estimate_and_bench_stdout_that_cannot_be_written_is_one_line_and_exit_1(smollm_path, command, shell, says):
+    """estimate printed a BrokenPipeError / OSError traceback; bench with stdout closed said
+    'the engine process died (exit code 0)'."""
+    args = {"estimate": ["--bandwidth-gbs", "20", "--tflops", "0.5"], "bench": ["-p", "8", "-n", "2", "-r", "1"]}
+    kvtop = " ".join([sys.executable, "-m", "kvtop", command, smollm_path, *args[command]])
+    r = subprocess.run(["bash", "-c", shell.format(kvtop=kvtop) + "; echo rc=${PIPESTATUS[0]} >&2"],
+                       capture_output=True, text=True, timeout=120)
+    err = [line for line in r.stderr.splitlines() if line.startswith("kvtop:")]  # not bench's busy-CPU notes
+    assert len(err) == 1 and says in err[0] and "Traceback" not in r.stderr, r.stderr
+    assert "rc=1" in r.stderr

@@ -27,12 +27,13 @@ def test_the_server_samples_with_the_flags_kvtop_was_given(served, smollm_path):
 
 
 MORE = {"typical_p": 0.9, "top_n_sigma": 2.0, "xtc_probability": 0.1, "xtc_threshold": 0.2, "mirostat": 2,
-        "mirostat_lr": 0.2, "mirostat_ent": 4.0}
+        "mirostat_lr": 0.2, "mirostat_ent": 4.0, "dry_multiplier": 0.8, "dry_base": 2.0, "dry_allowed_length": 3,
+        "dry_penalty_last_n": 96}
 SERVER_NAMES = {"mirostat_lr": "mirostat_eta", "mirostat_ent": "mirostat_tau"}
 
 
 def test_the_server_takes_typical_xtc_mirostat_and_a_grammar(served, smollm_path):
-    """--typical, --top-nsigma, --xtc-*, --mirostat* and --grammar reach the real llama-server."""
+    """--typical, --top-nsigma, --xtc-*, --mirostat*, --dry-* and --grammar reach the real llama-server."""
     url, _ = served
     e = BlockingEngine(ServerEngine(Settings(smollm_path, temp=0.7, n_predict=8, grammar="root ::= [0-9]+",
                                              **MORE), url))

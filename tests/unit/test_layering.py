@@ -9,6 +9,8 @@ falls in its folder's layer (a new module at tui/'s top: the app's layer).
 import ast
 import os
 
+from ast_cache import parsed
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # lowest first; an import may point at its own layer or any layer before it
@@ -79,7 +81,7 @@ def import_graph(root: str = None, type_only: bool = True) -> dict[str, dict[str
     for mod, path in modules.items():
         package = mod if path.endswith("__init__.py") else mod.rpartition(".")[0]
         edges: dict[str, int] = {}
-        tree = ast.parse(open(path, encoding="utf-8").read(), path)
+        tree = parsed(path)
         skip = set() if type_only else _type_only(tree)
         for node in ast.walk(tree):
             if id(node) in skip:

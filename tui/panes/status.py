@@ -89,6 +89,7 @@ class StatusBar(PaneWidget):
             ("ngl", fmt_int(loaded.n_gpu_layers)),
             ("fa", loaded.flash_attn),
             ("kv", f"{loaded.type_k}/{loaded.type_v}" + (" swa-full" if loaded.swa_full else "")),
+            *([("lora", loaded.lora)] if loaded.lora else []),
             ("refresh", f"{refresh_s:g} s"),
         ]
         self.refresh()
@@ -144,7 +145,7 @@ class StatusBar(PaneWidget):
         def total() -> int:
             return base + (len(self.meta_name) + 3 if meta else 0) + sum(3 + len(k) + len(v) for k, v in fields)
 
-        for step in ("refresh", "arch", "threads-why", "fa", "kv", "ngl", "meta", "quant"):
+        for step in ("refresh", "arch", "threads-why", "fa", "kv", "ngl", "lora", "meta", "quant"):
             if total() <= width:
                 break
             if step == "meta":

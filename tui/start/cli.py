@@ -12,6 +12,10 @@ import sys
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in ("bench", "estimate") and sys.stdout is None:  # started with descriptor 1 closed
+        from kvtop.runner.commands.common import fail
+
+        return fail(f"stdout is closed: nowhere to write kvtop {argv[0]}'s results (give it a file: > out.md)")
     if argv and argv[0] == "bench":
         from kvtop.runner.commands.bench import bench_main
 

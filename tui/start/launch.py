@@ -111,7 +111,8 @@ def launch_main(argv: list[str], terminal: bool = False, *, hardware=None, engin
     # a missing terminal (exit 2): --server asks for a terminal once the server has answered
     resume: tuple = ()
     resume_note = None
-    if a.resume and not a.server and not model_missing(a):
+    serving = bool(a.server or a.server_file)  # --server-file alone attaches too
+    if a.resume and not serving and not model_missing(a):
         from kvtop.runner.records.paths import default_paths
         from kvtop.runner.records.sessions import ResumeError, resume_file, resume_last
 
@@ -121,11 +122,11 @@ def launch_main(argv: list[str], terminal: bool = False, *, hardware=None, engin
         except ResumeError as exc:
             print(f"kvtop: {exc}", file=sys.stderr)
             return 1
-    refused = refusal(a, terminal and not a.server and not model_missing(a))
+    refused = refusal(a, terminal and not serving and not model_missing(a))
     if refused:
         print(refused, file=sys.stderr)
         return 2
-    if a.server:
+    if serving:
         from kvtop.tui.start.launch_server import server_main
 
         return server_main(p, a, argv, guarded=terminal, hardware=hardware, run=run_until_quit)

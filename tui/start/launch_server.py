@@ -57,6 +57,8 @@ def server_main(p: argparse.ArgumentParser, a: argparse.Namespace, argv: list[st
         urls = list(dict.fromkeys(key.add(u) for u in urls))
     except (OSError, ServerError) as exc:
         p.error(clean_line(str(exc)))
+    if not urls:
+        p.error(f"--server-file {clean_line(a.server_file or '')}: no URL in it (one per line; # starts a comment)")
     client = ServerClient(urls[0], key)
     try:
         info = read_server_info(client)

@@ -3,9 +3,11 @@ Textual installed (an upgrade that breaks one fails here, by name), and no other
 module in tui/ reaches past Textual's public API."""
 
 import ast
+import functools
 import io
 import os
 
+from ast_cache import parsed
 from rich.console import Console
 from textual.app import App
 from textual.containers import Vertical
@@ -49,7 +51,8 @@ def test_the_styles_cache_memo_is_still_there_to_clear():
     assert tp.release_removed_widget_caches() is True
 
 
-def _textual_private_names() -> set[str]:
+@functools.lru_cache(maxsize=1)
+def _textual_private_names() -> frozenset[str]:
     """The underscore names Textual defines anywhere (methods, attributes its classes set
     on themselves): kvtop's code may not reach them."""
     import textual
@@ -58,14 +61,13 @@ def _textual_private_names() -> set[str]:
     for dirpath, _dirs, files in os.walk(os.path.dirname(textual.__file__)):
         for name in files:
             if name.endswith(".py"):
-                with open(os.path.join(dirpath, name), encoding="utf-8") as fh:
-                    tree = ast.parse(fh.read())
+                tree = parsed(os.path.join(dirpath, name))
                 for node in ast.walk(tree):
                     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                         names.add(node.name)
                     elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
                         names.add(node.attr)
-    return {n for n in names if n.startswith("_") and not n.startswith("__")}
+    return frozenset(n for n in names if n.startswith("_") and not n.startswith("__"))
 
 
 def private_uses(root: str = ROOT) -> list[str]:
@@ -75,7 +77,7 @@ def private_uses(root: str = ROOT) -> list[str]:
         for name in names:
             if name.endswith(".py"):
                 path = os.path.join(dirpath, name)
-                files[os.path.relpath(path, root)] = ast.parse(open(path, encoding="utf-8").read())
+                files[os.path.relpath(path, root)] = parsed(path)
     # kvtop's own underscore attributes (assigned or defined somewhere in tui/) are its own
     own = set()
     for tree in files.values():

@@ -56,8 +56,8 @@ def test_s_is_the_seed_not_the_system_prompt():
     assert a.seed == 42 and a.system_prompt == ""
 
 
-@pytest.mark.parametrize("argv,flag", [(["-np", "2"], "-np"), (["-ts", "1,1"], "-ts"), (["-mg", "0"], "-mg"), (["-ot", "x=CPU"], "-ot"), (["-sm", "row"], "-sm"),
-                                       (["-dev", "none"], "-dev"), (["--dry-multiplier", "2"], "--dry-multiplier")])
+@pytest.mark.parametrize("argv,flag", [(["-np", "2"], "-np"), (["-ts", "1,1"], "-ts"), (["-mg", "0"], "-mg"), (["-sm", "row"], "-sm"),
+                                       (["-dev", "none"], "-dev"), (["--dynatemp-range", "2"], "--dynatemp-range")])
 def test_a_multi_letter_short_flag_is_matched_whole(capsys, argv, flag):
     """-np 2 was '-n/--n-predict … (got p)', -mg 0 became the model file '0'."""
     err = usage_error(capsys, *argv)
@@ -136,7 +136,7 @@ def test_the_table_is_what_arg_cpp_says():
 
 def test_rope_frequency_flags_reach_llama_cpps_context_params(capsys):
     """--rope-freq-base/--rope-freq-scale were 'unrecognized arguments'."""
-    from kvtop.runner.engine.engine import _context_params
+    from kvtop.runner.engine.load_params import context_params as _context_params
     from kvtop.runner.settings import settings_from_args
 
     s = settings_from_args("m.gguf", parse("--rope-freq-base", "500000", "--rope-freq-scale", "0.5")).resolved()
@@ -149,7 +149,7 @@ def test_rope_frequency_flags_reach_llama_cpps_context_params(capsys):
 
 def test_nkvo_keeps_the_kv_cache_in_host_memory(capsys):
     """-nkvo was read as -n ('must be an integer … (got kvo)')."""
-    from kvtop.runner.engine.engine import _context_params
+    from kvtop.runner.engine.load_params import context_params as _context_params
     from kvtop.runner.settings import settings_from_args
 
     def offload(*argv):
@@ -186,3 +186,41 @@ def test_each_command_answers_before_it_does_anything(main, argv, needle, capsys
     with pytest.raises(SystemExit) as e:
         run(argv)
     assert e.value.code == 2 and needle in capsys.readouterr().err
+
+
+def test_lora_flags_read_as_llama_cpp_reads_them(tmp_path, capsys):
+    """--lora and --lora-scaled were refused ('kvtop applies no adapters')."""
+    from kvtop.runner.commands.llama_flags import prescan
+    from kvtop.runner.settings import settings_from_args
+
+    a, b = tmp_path / "a.gguf", tmp_path / "b.gguf"
+    a.write_bytes(b"x")
+    b.write_bytes(b"x")
+    s = settings_from_args("m.gguf", parse("--lora", f"{a},{b}", "--lora-scaled", f"{b}:0.5"))
+    assert s.lora == ((str(a), 1.0), (str(b), 1.0), (str(b), 0.5))  # in order, as llama.cpp applies them
+    assert settings_from_args("m.gguf", parse()).lora == ()
+    for argv, why in ((["--lora", str(tmp_path / "missing.gguf")], "no such file"),
+                      (["--lora-scaled", str(a)], "FNAME:SCALE"), (["--lora-scaled", f"{a}:x"], "must be a number"),
+                      (["--lora-scaled", f"{a}:nan"], "finite")):
+        assert why in usage_error(capsys, *argv), argv
+    with pytest.raises(SystemExit):
+        prescan(["--server", "u", "--lora", str(a)], build_parser(), server=True)
+    assert "restart llama-server with --lora" in capsys.readouterr().err
+
+
+def test_override_tensor_and_its_shorthands_read_as_llama_cpp_builds_them(capsys):
+    """-ot, -cmoe, -ncmoe, -ncffn were refused ('kvtop places whole layers with -ngl N')."""
+    from kvtop.runner.commands.llama_flags import prescan
+    from kvtop.runner.settings import settings_from_args
+
+    s = settings_from_args("m.gguf", parse("-ot", r"blk\.1\.=CPU,token_embd=CPU", "-cmoe", "-ncffn", "2"))
+    assert s.override_tensor == ((r"blk\.1\.", "CPU"), ("token_embd", "CPU"),
+                                 (r"\.ffn_(up|down|gate|gate_up)_(ch|)exps", "CPU"),  # common.h's regexes
+                                 (r"blk\.0\.ffn_(up|down|gate)\.", "CPU"), (r"blk\.1\.ffn_(up|down|gate)\.", "CPU"))
+    assert settings_from_args("m.gguf", parse("-ncmoe", "1")).override_tensor == (
+        (r"blk\.0\.ffn_(up|down|gate|gate_up)_(ch|)exps", "CPU"),)
+    assert "PATTERN=BUFFER_TYPE" in usage_error(capsys, "-ot", "blk.0")
+    assert "number of layers" in usage_error(capsys, "-ncmoe", "-1")
+    with pytest.raises(SystemExit):
+        prescan(["--server", "u", "-ot", "x=CPU"], build_parser(), server=True)
+    assert "restart llama-server with -ot" in capsys.readouterr().err

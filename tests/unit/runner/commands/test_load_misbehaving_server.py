@@ -199,3 +199,14 @@ def test_a_server_restarted_during_a_level_marks_its_row(capsys):
     assert rc == 0 and len(rows) == 2
     assert rows[0]["partial"] == f"{srv.url} restarted (another process answers)", rows[0]
     assert rows[1]["partial"] is None  # the new process, unchanged through level 2
+
+
+def test_two_names_of_one_address_are_one_server_without_metrics():
+    """Without --metrics, 127.0.0.1:P and localhost:P ran as a fleet of two (issue 34 trial)."""
+    from kvtop.runner.commands.load_args import same_address
+
+    assert same_address(["http://127.0.0.1:5555", "http://localhost:5555/"]) == (
+        "http://127.0.0.1:5555", "http://localhost:5555/")
+    assert same_address(["http://127.0.0.1:5555", "http://127.0.0.1:5556"]) is None
+    assert same_address(["http://127.0.0.1:5555/a", "http://127.0.0.1:5555/b"]) is None  # a proxy's two backends
+    assert same_address(["http://127.0.0.1:5555", "http://no-such-host.invalid:5555"]) is None

@@ -5,7 +5,8 @@ for a whole release that way (llama.cpp had replaced use_mmap/use_mlock with loa
 import llama_cpp
 import pytest
 
-from kvtop.runner.engine.engine import _context_params, _model_params
+from kvtop.runner.engine.load_params import context_params as _context_params
+from kvtop.runner.engine.load_params import model_params as _model_params
 from kvtop.runner.settings import Settings
 
 

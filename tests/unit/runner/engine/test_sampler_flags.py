@@ -191,3 +191,41 @@ def test_grammar_and_json_schema_flags_become_gbnf_sent_to_a_server(tmp_path, ca
     _path, body = ServerEngine(s, "http://127.0.0.1:9")._request(Chat(1, (), 0.0))
     assert body["grammar"] == 'root ::= "x"' and sampler_text(s).endswith("grammar seed -1")
     assert "grammar" not in ServerEngine(Settings("m.gguf"), "http://127.0.0.1:9")._request(Chat(1, (), 0.0))[1]
+
+
+def test_dry_flags_have_llama_cpps_names_defaults_and_breaker_rule(capsys):
+    """--dry-* were refused ('not in kvtop's sampler chain'); llama.cpp's DRY is in it now."""
+    d = parse()
+    assert (d.dry_multiplier, d.dry_base, d.dry_allowed_length, d.dry_penalty_last_n) == (0.0, 1.75, 2, 64)
+    assert d.dry_sequence_breakers == ("\n", ":", '"', "*")  # common/common.h
+    s = parse("--dry-multiplier", "0.8", "--dry-base", "2", "--dry-allowed-length", "3", "--dry-penalty-last-n", "128")
+    assert (s.dry_multiplier, s.dry_base, s.dry_allowed_length, s.dry_penalty_last_n) == (0.8, 2.0, 3, 128)
+    # the first breaker given clears llama.cpp's defaults; each adds one; "none" clears them all
+    assert parse("--dry-sequence-breaker", "x", "--dry-sequence-breaker", ";").dry_sequence_breakers == ("x", ";")
+    assert parse("--dry-sequence-breaker", "none").dry_sequence_breakers == ()
+    assert parse().dry_sequence_breakers == ("\n", ":", '"', "*")  # a second parse starts from the defaults
+    for argv in (["--dry-penalty-last-n", "-1"], ["--dry-base", "0.5"], ["--dry-multiplier", "nan"]):
+        with pytest.raises(SystemExit):
+            parse(*argv)
+        assert "must be" in capsys.readouterr().err
+
+
+def test_dry_is_sent_to_a_server_recorded_and_shown():
+    from kvtop.runner.process.commands import Chat
+    from kvtop.runner.server.engine import ServerEngine
+
+    s = Settings("m.gguf", dry_multiplier=0.8, dry_base=2.0, dry_allowed_length=3, dry_penalty_last_n=128,
+                 dry_sequence_breakers=("x",))
+    _path, body = ServerEngine(s, "http://127.0.0.1:9")._request(Chat(1, (), 0.0))
+    assert (body["dry_multiplier"], body["dry_base"], body["dry_allowed_length"], body["dry_penalty_last_n"],
+            body["dry_sequence_breakers"]) == (0.8, 2.0, 3, 128, ["x"])  # llama-server's own field names
+    import json
+
+    assert Trace(json.loads(json.dumps({"settings": s.to_dict()})), []).settings() == s  # a replay samples alike
+    assert "dry 0.8/2/3/128" in sampler_text(s)
+    assert "dry" not in sampler_text(Settings("m.gguf"))  # off by default: not shown
+
+
+def test_a_chain_with_dry_needs_the_vocabulary():
+    with pytest.raises(ValueError, match="vocabulary"):
+        Sampling.of(Settings("m", dry_multiplier=0.5)).chain(N_VOCAB)
