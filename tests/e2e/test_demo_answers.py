@@ -15,7 +15,7 @@ from kvtop.tui.start.launch import build_parser
 
 QUESTIONS = ["What is the capital of France?", "Summarize in two sentences why the sky is blue.", "Hello!",
              "What is 7 + 5?"]
-SEED = "1"
+SEED = "8"
 
 
 def demo_settings(smollm_path, *flags):
@@ -35,7 +35,7 @@ def test_the_demo_samples_as_recommended_with_a_reply_limit(smollm_path):
     assert note.endswith("flags override (set by a flag: n_predict, repeat_penalty, temp)")
     assert "replies ≤" not in note
     seeded, _ = demo_settings(smollm_path, "-s", SEED)
-    assert seeded.seed == 1 and seeded.temp == 0.2  # the seed is no sampler setting: the demo's stay
+    assert seeded.seed == 8 and seeded.temp == 0.2  # the seed is no sampler setting: the demo's stay
 
 
 def test_another_model_keeps_llama_cpps_defaults(tiny_llama):
