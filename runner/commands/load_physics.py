@@ -67,7 +67,7 @@ class LoadPhysics:
         if not bw and not comp:
             return None
         body = f"min({bw}, {comp})" if bw and comp else bw or comp
-        return f"roof = {body}; B = the users decoding together (at most {self.total_slots} slots)"
+        return f"roof = {body}; B = the users decoding together (at most {self.total_slots} slot{'s' if self.total_slots != 1 else ''})"
 
     def roofs(self, batch: int) -> tuple[float | None, float | None]:
         """(bandwidth roof, compute roof) in tok/s for ``batch`` users on one server."""
