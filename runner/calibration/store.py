@@ -123,7 +123,13 @@ def save_samples(path: str, key: dict[str, object], samples: Samples) -> None:
             "prefill": [list(s) for s in samples.prefill], "decode": [list(s) for s in samples.decode],
             "overhead": [[x, o] for x, o in zip(samples.overhead, samples.overhead_load)],
             "residuals": [list(r) for r in samples.residuals], "n_cores": samples.n_cores}
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".calib-", suffix=".json")
+    write_json_atomically(path, data, ".calib-")
+
+
+def write_json_atomically(path: str, data: object, prefix: str) -> None:
+    """``data`` as JSON at ``path`` through a temporary file beside it and a rename, so a
+    reader never sees half a file; the temporary goes on any failure (raised)."""
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=prefix, suffix=".json")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(data, fh)

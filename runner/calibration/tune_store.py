@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 import time
 from typing import TYPE_CHECKING
 
 from kvtop.runner.calibration.key import calibration_key, file_identity, key_hash
+from kvtop.runner.calibration.store import write_json_atomically
 from kvtop.runner.policy.tune_evidence import Measured, TuneEvidence
 
 if TYPE_CHECKING:
@@ -56,17 +56,7 @@ def save_tune(cache_dir: str, settings: Settings, depth: int, results: list[Meas
             "depth": depth, "results": [{"flag": m.flag, "group": m.group, "verdict": m.verdict,
                                           "decode_gain": m.decode_gain, "prefill_gain": m.prefill_gain,
                                           "precision": m.precision} for m in results]}
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tune-", suffix=".json")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    write_json_atomically(path, data, ".tune-")
     return path
 
 
