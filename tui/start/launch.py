@@ -60,8 +60,11 @@ def version_text() -> str:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="kvtop", allow_abbrev=False,  # "-f FILE" must not become "-fa", "-hf" not "-h"
+        # the one-line usage: the generated one lists every flag (20 lines above each usage error)
+        usage="kvtop [MODEL] [llama.cpp flags]   (kvtop -h lists them)",
         description="Run a local GGUF model and watch, live, why it is fast or slow. "
-                    "Also: 'kvtop bench MODEL', 'kvtop estimate MODEL', 'kvtop load URL', 'kvtop replay TRACE' and 'kvtop sessions'.",
+                    "Also: 'kvtop bench MODEL', 'kvtop tune MODEL', 'kvtop estimate MODEL', 'kvtop kld MODEL', "
+                    "'kvtop load URL', 'kvtop replay TRACE' and 'kvtop sessions'.",
     )
     p.add_argument("model", nargs="?", help="path to a .gguf file (default: the bundled demo model)")
     p.add_argument("-m", "--model", dest="model_flag", metavar="PATH",
