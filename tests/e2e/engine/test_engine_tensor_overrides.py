@@ -4,25 +4,16 @@ moved), the model still decodes, and a buffer type this build lacks is one line 
 the ones it has."""
 
 import pytest
+from test_engine_load_flags import _load_log as load_log
 
-from kvtop.runner import events as ev
 from kvtop.runner.engine.engine import Engine, EngineLoadError
-from kvtop.runner.engine.llama_log import CAPTURE
 from kvtop.runner.settings import Settings
 
 BASE = dict(n_ctx=256, n_threads=1, n_ubatch=64, n_batch=64)
 
 
 def _load_log(model: str, overrides) -> str:
-    engine = Engine(Settings(model, **BASE, override_tensor=overrides), lambda e: None)
-    mark = CAPTURE.mark()
-    try:
-        engine.load()
-        done = engine.generate(list(range(300, 310)), turn_id=1, n_predict=2, ignore_eog=True)
-        assert isinstance(done, ev.TurnDone)
-        return CAPTURE.since(mark)
-    finally:
-        engine.close()
+    return load_log(Settings(model, **BASE, override_tensor=overrides))
 
 
 def test_an_override_reaches_llama_cpps_loader(tiny_llama):
