@@ -26,6 +26,10 @@ Why each is needed:
   lines) stay alive. After a new chat removes the transcript's widgets, clearing that
   cache lets them go (found by the soak in bench/soak.py). The only wrapper that
   tolerates its API missing: a Textual without the cache has nothing to release.
+* ``drop_notices`` (``App._notifications``, ``App._unnotify``): a notice that no
+  longer holds goes when the one that replaces it comes (Ctrl+L's "New chat" once
+  Ctrl+Z brought the chat back: tui/turn/chat_undo.py). Textual's public API clears
+  every notice or none.
 """
 
 from __future__ import annotations
@@ -68,3 +72,11 @@ def release_removed_widget_caches() -> bool:
     except (ImportError, AttributeError):
         return False
     return True
+
+
+def drop_notices(app: App, messages: set[str]) -> None:
+    """Take down the notices showing one of ``messages``; the others stay."""
+    for notification in list(app._notifications):
+        if notification.message in messages:
+            app._unnotify(notification, refresh=False)
+    app._refresh_notifications()

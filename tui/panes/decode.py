@@ -118,6 +118,19 @@ class DecodePane(Vertical):
         self._show()
         self._draw_chart()
 
+    SHOWN = ("state", "rate", "pos", "series", "stalls", "spec", "spec_paid")  # a finished turn's, for Ctrl+Z
+
+    def shown(self) -> tuple:
+        return tuple(getattr(self, name) for name in self.SHOWN)
+
+    def show(self, shown: tuple) -> None:
+        """The turn ``shown`` took, again (Ctrl+Z brings back a chat and its last turn's figures)."""
+        for name, value in zip(self.SHOWN, shown):
+            setattr(self, name, value)
+        self.waiting_s = None
+        self._show()
+        self._draw_chart()
+
     def lost(self) -> None:
         """The turn was lost (its server went away): its last rate stays, said as the rate
         before the loss, and no "no token for …" counts on while nothing decodes."""

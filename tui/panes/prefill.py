@@ -73,6 +73,23 @@ class PrefillPane(PaneWidget):
         self.shift = None  # the turn's ContextShifted: its oldest turns left out of the prompt
         self.waterfall = None  # (TTFT, timeline) of the finished turn: its compact waterfall
         self.cache_note: str = ""
+        self.undo_note: str | None = None  # after Ctrl+Z: what the emptied KV cache means for the next turn
+
+    # what ``shown`` keeps of a finished turn (Ctrl+L puts it aside with its chat, Ctrl+Z brings it back)
+    SHOWN = ("total", "done", "reused", "elapsed", "rate", "finished", "note", "template_note", "diverged",
+             "shift", "waterfall")
+
+    def shown(self) -> tuple:
+        return tuple(getattr(self, name) for name in self.SHOWN)
+
+    def show(self, shown: tuple | None, undo_note: str | None = None) -> None:
+        """The figures ``shown`` took (None: as cleared), and ``undo_note`` under them."""
+        self.clear()
+        if shown is not None:
+            for name, value in zip(self.SHOWN, shown):
+                setattr(self, name, value)
+        self.undo_note = undo_note
+        self.refresh(layout=True)
 
     def set_cache_note(self, note: str) -> None:
         before = self.wrapped_height()
@@ -90,6 +107,7 @@ class PrefillPane(PaneWidget):
         self.diverged = None
         self.shift = None
         self.waterfall = None
+        self.undo_note = None
         self.stop_ticking()
         self.refresh(layout=True)
 
@@ -111,6 +129,7 @@ class PrefillPane(PaneWidget):
         self.diverged = d if d is not None and d < started.prompt_tokens - 1 else None
         self.shift = shift
         self.waterfall = None
+        self.undo_note = None
         self._ubatch = 0
         self._run_clock(0.0)
         self.refresh(layout=self.wrapped_height() != before)
@@ -213,6 +232,8 @@ class PrefillPane(PaneWidget):
         lines = [b, line1, line2]
         if self.waterfall is not None:
             lines += compact_waterfall(*self.waterfall, self.content_region.width)
+        if self.undo_note:  # before the last turn's details: it is what the next turn will do
+            lines.append(Content.styled(self.undo_note, "$kvtop-warn"))
         if self.shift is not None:
             lines.append(self._shift_line())
         elif self.diverged is not None:

@@ -51,6 +51,17 @@ def test_the_styles_cache_memo_is_still_there_to_clear():
     assert tp.release_removed_widget_caches() is True
 
 
+async def test_drop_notices_takes_down_the_notices_named_and_leaves_the_others():
+    app = _Box()
+    async with app.run_test(size=(40, 10), notifications=True) as pilot:
+        app.notify("New chat.")
+        app.notify("an error", severity="error")
+        await pilot.pause()
+        tp.drop_notices(app, {"New chat."})
+        await pilot.pause()
+        assert [n.message for n in app._notifications] == ["an error"]
+
+
 @functools.lru_cache(maxsize=1)
 def _textual_private_names() -> frozenset[str]:
     """The underscore names Textual defines anywhere (methods, attributes its classes set

@@ -1,0 +1,87 @@
+"""What a new user's trial found on screen (the polish branch): each a wrong or
+contradictory thing a test on the scripted engine now reads off the panes."""
+
+from helpers import make_app, screen_text, send, wait_until
+from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
+
+from kvtop.runner.calibration.load import CPULoad
+from kvtop.runner.settings import Settings
+
+PARIS = ["The", " capital", " is", " Paris", "."]
+
+
+def _app(tmp_path, model, turns, threads=2, speed=0.0):
+    loaded = smollm_loaded(model)
+    return make_app(Settings(model, n_ctx=4096, n_threads=threads),
+                    lambda s: ScriptedEngine(s, loaded, turns, speed=speed), tmp_path, live_system=False,
+                    write_transcript=False)
+
+
+def shown_notices(app) -> list[str]:
+    return [n.message for n in app._notifications]
+
+
+async def test_ctrl_z_after_ctrl_l_brings_back_the_last_turns_panes_and_says_the_cache_is_empty(
+        tmp_path, smollm_shaped):
+    """After Ctrl+L then Ctrl+Z the chat and the Estimate pane came back, but the Prefill,
+    KV and Decode panes said "no turn yet" beside a chat of one turn; the KV cache was
+    empty (the next turn prefilled every token) and no pane said so."""
+    turns = [scripted_turn(1, 1000.0, 40, 0, PARIS, pp_tok_s=40, tg_tok_s=24),
+             scripted_turn(2, 2000.0, 60, 0, ["Berlin", "."]), scripted_turn(3, 3000.0, 20, 0, ["Sure", "."])]
+    app = _app(tmp_path, smollm_shaped, turns)
+    async with app.run_test(size=(160, 48), notifications=True) as pilot:
+        await wait_until(pilot, lambda: app.loaded is not None, what="load")
+        await send(pilot, "What is the capital of France?")
+        await wait_until(pilot, lambda: len(app.turns) == 1 and not app.turn_running, what="turn 1")
+        await pilot.pause(0.2)
+        prefill, decode = app.dash.prefill.render().plain, app.dash.decode.query_one("DecodeSummary").render().plain
+        assert "40/40 tok" in prefill and "24.0 tok/s turn avg" in decode
+
+        await pilot.press("ctrl+l")
+        await pilot.pause(0.2)
+        assert "no turn yet" in app.dash.prefill.render().plain  # a new chat: true of it
+        assert shown_notices(app) == ["New chat. Ctrl+Z (or /undo) brings the last one back."]
+
+        await pilot.press("ctrl+z")
+        await pilot.pause(0.2)
+        text = screen_text(app)
+        assert "no turn yet" not in text, text
+        prefill = app.dash.prefill.render().plain.replace("\n", " ")
+        assert "40/40 tok" in prefill and "done" in prefill, prefill  # the last turn, as it was
+        assert "KV cache cleared by Ctrl+L: the next turn prefills this chat again (≈44 tokens)" in prefill
+        assert "0/4,096 cells" in app.dash.kv.render().plain  # the cache is empty, and says so
+        assert "24.0 tok/s turn avg" in app.dash.decode.query_one("DecodeSummary").render().plain
+        # the "New chat" notice no longer holds: the undo's replaces it, once
+        assert shown_notices(app) == ["Chat of 1 turn brought back."]
+
+        # the next turn prefills the chat, and the note goes with the turn it described
+        await send(pilot, "And of Germany?")
+        await wait_until(pilot, lambda: len(app.turns) == 2 and not app.turn_running, what="turn 2")
+        assert "KV cache" not in app.dash.prefill.render().plain
+        # a new chat with a turn of its own, then undo: the cache holds that other chat
+        await pilot.press("ctrl+l")
+        await send(pilot, "Something else.")
+        await wait_until(pilot, lambda: len(app.turns) == 3 and not app.turn_running, what="turn 3")
+        await pilot.press("ctrl+z")
+        await pilot.pause(0.2)
+        prefill = app.dash.prefill.render().plain.replace("\n", " ")
+        assert "60/60 tok" in prefill and "KV cache holds the other chat: the next turn prefills this chat again" in prefill
+        # and back: the cache holds this one's turn, so there is nothing to say
+        await pilot.press("ctrl+z")
+        await pilot.pause(0.2)
+        prefill = app.dash.prefill.render().plain
+        assert "KV cache" not in prefill and "no turn yet" not in prefill, prefill
+        assert len([n for n in shown_notices(app) if "brought back" in n]) == 1
+
+
+async def test_busy_estimate_fits_at_160x48(tmp_path, smollm_shaped):
+    turns = [scripted_turn(1, 1000.0, 40, 0, PARIS, pp_tok_s=40, tg_tok_s=24)]
+    app = _app(tmp_path, smollm_shaped, turns, threads=0)
+    async with app.run_test(size=(160, 48)) as pilot:
+        app.cpu_watch.load_now = lambda: CPULoad.of_share(0.8, 2)
+        app.cpu_watch.turn_others_share = lambda: 0.8
+        await wait_until(pilot, lambda: app.loaded is not None and app.estimates.calibration is not None, what="load")
+        await send(pilot, "What is the capital of France?")
+        await wait_until(pilot, lambda: len(app.turns) == 1 and not app.turn_running, what="turn")
+        await pilot.pause(0.3)
+        print(app.dash.estimate.render().plain)
