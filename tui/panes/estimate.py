@@ -11,6 +11,8 @@ ratio is measured ÷ forecast where there is a forecast, else measured ÷ roofli
 
 from __future__ import annotations
 
+import re
+
 from textual.content import Content
 
 from kvtop.runner.calibration.forecast import Forecast
@@ -18,7 +20,31 @@ from kvtop.runner.calibration.load import load_note
 from kvtop.runner.physics.estimate_rows import EstimateRows, Row
 from kvtop.runner.physics.verdicts import estimate_verdict
 from kvtop.tui.base.format import NA, fmt_bytes, fmt_rate, fmt_seconds
-from kvtop.tui.panes.base import PaneWidget, fold
+from kvtop.tui.panes.base import PaneWidget, fold, lines_at
+
+_ASIDE = re.compile(r" \(([^()]*)\)")
+_BUSY_PROBE = re.compile(r"probed at (\d+% busy)")
+
+
+def brief(text: str) -> str:
+    """A note without its asides in brackets, the details a short form leaves out (what
+    a busy CPU probe was taken at stays: its figures are lower bounds)."""
+    busy = _BUSY_PROBE.search(text)
+    short = _ASIDE.sub("", text)
+    return short + (f" at {busy.group(1)}: lower bounds" if busy and busy.group(1) not in short else "")
+
+
+def fitted(notes: list[tuple[Content, Content]], room: int, width: int) -> list[Content]:
+    """Each note in its full form, or, from the last one up (the least important), in its
+    short one, until they fit ``room`` lines at ``width``: at 160x48 on a busy machine the
+    verdict, the load and the hardware notes took 22 lines of 19 and the hardware line,
+    last, was folded away."""
+    chosen = [full for full, _short in notes]
+    for i in range(len(notes) - 1, -1, -1):
+        if width <= 0 or sum(max(1, lines_at(c, width)) for c in chosen) <= room:
+            break
+        chosen[i] = notes[i][1]
+    return chosen
 
 
 def _rate(x: float | None) -> str:
@@ -152,24 +178,29 @@ class EstimatePane(PaneWidget):
                      "measured": (fmt(row.measured), "$kvtop-measured")}
             lines.append(Content.assemble(f"{label:<{W_LABEL}}", *[(f"{cells[c][0]:>{W_COL}}", cells[c][1]) for c in cols],
                                           (f"{rtxt:>{W_RATIO}}", style)))
+        notes: list[tuple[Content, Content]] = []  # (full, short): the notes under the table, by importance
         if self.live is not None:  # the rows' verdict is the last turn's, not this one's
-            lines.append(Content.styled("the verdict comes when this turn ends", "$text-muted"))
+            said = Content.styled("the verdict comes when this turn ends", "$text-muted")
+            notes.append((said, said))
         else:
-            lines.append(Content.styled(estimate_verdict(self.rows), "italic"))
+            said = Content.styled(estimate_verdict(self.rows), "italic")
+            notes.append((said, said))
         if self.forecast is not None:
             from kvtop.runner.calibration.interval import range_verdict
 
             calibrated = self.forecast.basis == "calibrated"  # the roofline says what it is: a ceiling
-            if calibrated and self.live is None and (said := range_verdict(
+            if calibrated and self.live is None and (ranged := range_verdict(
                     self.forecast, self.rows.row("ttft").measured, self.rows.row("decode").measured)):
-                lines.append(Content.styled(said, "italic"))
+                notes.append((Content.styled(ranged, "italic"),) * 2)
             iv = self.forecast.interval_text() if calibrated else ""
             if "forecast" in cols:  # what the column rests on
-                lines.append(Content.styled(f"forecast: {self.forecast.label()}" + (f"; TTFT {iv}" if iv else ""),
-                                            "$text-muted"))
+                label = f"forecast: {self.forecast.label()}"
+                notes.append((Content.styled(label + (f"; TTFT {iv}" if iv else ""), "$text-muted"),
+                              Content.styled(label, "$text-muted")))
             if busy := load_note(self.forecast, self.rows.context.tuned):  # the forecast column is priced at today's load
-                lines.append(Content.styled(busy, "$kvtop-warn"))
+                notes.append((Content.styled(busy, "$kvtop-warn"), Content.styled(brief(busy), "$kvtop-warn")))
         if self.note:
-            lines.append(Content.styled(self.note, "$text-muted"))
+            notes.append((Content.styled(self.note, "$text-muted"), Content.styled(brief(self.note), "$text-muted")))
         region = self.content_region
+        lines += fitted(notes, region.height - len(lines), region.width)
         return Content("\n").join(fold(lines, region.width, region.height))

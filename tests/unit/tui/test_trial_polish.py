@@ -74,9 +74,23 @@ async def test_ctrl_z_after_ctrl_l_brings_back_the_last_turns_panes_and_says_the
         assert len([n for n in shown_notices(app) if "brought back" in n]) == 1
 
 
-async def test_busy_estimate_fits_at_160x48(tmp_path, smollm_shaped):
+BUSY_PROBE = ("CPU probe (2 threads, 2026-12-03 10:04, FLOPS of llama.cpp q5_K matmul, probed at 80% busy: at "
+              "least 17.2 GB/s, 0.063 TFLOPS; taken again once quiet)")
+
+
+async def test_at_160x48_a_busy_machines_estimate_pane_fits_its_rows_hardware_line_and_all(tmp_path, smollm_shaped):
+    """At 160x48 on a busy machine the verdict, today's load and a CPU probe taken while
+    busy took more than the pane's 19 lines: its last lines were folded into "…" and the
+    hardware line was lost. Now the notes take their short forms, last first."""
+    import dataclasses
+
+    from helpers import FIXED_HW
+
+    loaded = smollm_loaded(smollm_shaped)
     turns = [scripted_turn(1, 1000.0, 40, 0, PARIS, pp_tok_s=40, tg_tok_s=24)]
-    app = _app(tmp_path, smollm_shaped, turns, threads=0)
+    app = make_app(Settings(smollm_shaped, n_ctx=4096, n_threads=0), lambda s: ScriptedEngine(s, loaded, turns),
+                   tmp_path, live_system=False, write_transcript=False,
+                   hardware=dataclasses.replace(FIXED_HW, source=BUSY_PROBE))
     async with app.run_test(size=(160, 48)) as pilot:
         app.cpu_watch.load_now = lambda: CPULoad.of_share(0.8, 2)
         app.cpu_watch.turn_others_share = lambda: 0.8
@@ -84,4 +98,9 @@ async def test_busy_estimate_fits_at_160x48(tmp_path, smollm_shaped):
         await send(pilot, "What is the capital of France?")
         await wait_until(pilot, lambda: len(app.turns) == 1 and not app.turn_running, what="turn")
         await pilot.pause(0.3)
-        print(app.dash.estimate.render().plain)
+        pane = app.dash.estimate
+        text = pane.render().plain
+        assert "…" not in text and len(text.split("\n")) <= pane.content_region.height, text
+        assert "other processes used 80% of the CPU during this turn" in text.replace("\n", " ")  # the verdict
+        assert "at today's load: other processes use 80% of the CPU" in text.replace("\n", " ")
+        assert "hardware: CPU probe at 80% busy: lower bounds" in text.replace("\n", " "), text
