@@ -6,7 +6,8 @@ line by ``runner.physics.verdicts.estimate_verdict``; this pane only draws them.
 Two predictions side by side: "roofline" (the ideal this machine's peak allows: a
 ceiling, never a promise) and "forecast" (what this machine did for this model
 before: runner.calibration, filled in as soon as a turn's prompt size is known). The
-ratio is measured ÷ forecast where there is a forecast, else measured ÷ roofline.
+ratio is measured ÷ forecast where there is a forecast, else measured ÷ roofline; where
+the forecast column is left out (a narrow pane) it is headed "vs roof".
 """
 
 from __future__ import annotations
@@ -161,7 +162,10 @@ class EstimatePane(PaneWidget):
     def render(self) -> Content:
         cols = self._columns()
         head = [(f"{'':<{W_LABEL}}", "")] + [(f"{c:>{W_COL}}", "$text-muted") for c in cols]
-        lines = [Content.assemble(*head, (f"{'ratio':>{W_RATIO}}", "$text-muted"))]
+        # without the forecast column every ratio is over the roofline: the header says so (at 80x24 the
+        # verdict said "inside the forecast" above ratios of the roofline, headed only "ratio")
+        over = "ratio" if "forecast" in cols else "vs roof"
+        lines = [Content.assemble(*head, (f"{over:>{W_RATIO}}", "$text-muted"))]
         for key, label, fmt, lower_is_better in SPEC:
             row = Row(*self._figures(key))
             fc = self.forecast_of(key) if "forecast" in cols else None  # the ratio is of a column shown

@@ -54,8 +54,8 @@ async def test_a_narrow_pane_drops_the_forecast_column_first_and_never_wraps_a_r
         def compose(self):
             yield EstimatePane(id="e")
 
-    for width, columns in ((60, ["roofline", "forecast", "measured", "ratio"]), (40, ["roofline", "measured", "ratio"]),
-                           (30, ["measured", "ratio"])):
+    for width, columns in ((60, ["roofline", "forecast", "measured", "ratio"]), (40, ["roofline", "measured", "vs", "roof"]),
+                           (30, ["measured", "vs", "roof"])):
         app = One()
         async with app.run_test(size=(width, 20)) as pilot:
             pane = app.query_one(EstimatePane)
@@ -114,3 +114,28 @@ async def test_at_80x24_the_verdict_quotes_a_column_and_a_ratio_the_pane_shows()
         assert quoted, text
         assert "roofline" in lines[0].split(), text
         assert lines[1].split()[-1] == quoted.group(1), text  # the TTFT row's ratio is the verdict's
+
+
+async def test_at_80x24_ratios_of_the_roofline_are_headed_so_beside_a_verdict_on_the_forecast():
+    """At 80x24 the forecast column is left out, so every ratio is measured over the
+    roofline; the header said only "ratio" and the line under the table "TTFT 98 ms,
+    inside the forecast 50 ms–120 ms": a user read the 2.28x as the forecast's miss."""
+    from textual.app import App
+
+    class One(App):
+        def compose(self):
+            yield EstimatePane(id="e")
+
+    app = One()
+    async with app.run_test(size=(44, 30)) as pilot:  # the Estimate pane's width at 80x24
+        pane = app.query_one(EstimatePane)
+        pane.set_rows(ROWS)
+        pane.set_forecast(Forecast(prompt_tokens=37, cached_tokens=0, reply_tokens=64, ttft_s=0.080, prefill_s=0.078,
+                                   prefill_tok_s=450.0, decode_tok_s=160.0, reply_s=0.5, basis="calibrated", n_turns=5,
+                                   ttft_s_low=0.050, ttft_s_high=0.120, decode_tok_s_low=140.0, decode_tok_s_high=180.0,
+                                   interval_n=4))
+        await pilot.pause()
+        lines = drawn(pane).split("\n")
+        assert "forecast" not in lines[0] and lines[0].split()[-2:] == ["vs", "roof"], lines[0]
+        assert lines[1].split()[-1] == "2.28x"  # 98 ms over the roofline's 43 ms
+        assert "inside the forecast 50 ms–120 ms" in " ".join(lines[7:])
