@@ -2,6 +2,11 @@
 
 A crash of the engine, a killed UI or a power cut loses at most the turn in
 flight. ``kvtop --resume`` reads the newest session with turns back (runner/records/sessions.py).
+
+A resumed session writes the chat it restored (and a new chat or an undo before its
+own first turn) only with that first turn: written at once, a ``--resume`` quit
+without a turn left a second file of the same turns, and ``kvtop sessions`` listed
+the chat twice. Until then the restored chat is in the file it came from.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ class Transcript:
     def __init__(self, sessions_dir: str, header: dict[str, Any]):
         from kvtop.runner.records.paths import unique_file
 
+        self._held: list[dict[str, Any]] = []  # a resumed chat's records, written with its first turn
         stem = time.strftime("session-%Y%m%d-%H%M%S")
         self.path, self._fh = unique_file(sessions_dir, stem, "jsonl")
         header = {**header, "argv": scrub_argv(header["argv"])} if "argv" in header else header
@@ -43,18 +49,26 @@ class Transcript:
         os.fsync(self._fh.fileno())
 
     def turn(self, user: str, assistant: str, stop_reason: str, metrics: object) -> None:
+        held, self._held = self._held, []
+        for record in held:
+            self._write(record)
         self._write({"type": "turn", "time": time.time(), "user": user, "assistant": assistant,
                      "stop_reason": stop_reason, "metrics": metrics})
 
     def resumed(self, messages: Sequence[ChatMessage]) -> None:
         """The chat ``--resume`` restored, before this session's own turns: without it the
-        next ``--resume`` restored only the turns after it."""
+        next ``--resume`` restored only the turns after it. Held until this session's first
+        turn (see above)."""
         if messages:
-            self._write({"type": "resumed", "time": time.time(),
-                         "messages": [{"role": m.role, "content": m.content} for m in messages]})
+            self._held.append({"type": "resumed", "time": time.time(),
+                               "messages": [{"role": m.role, "content": m.content} for m in messages]})
 
     def event(self, kind: str, **fields: object) -> None:
-        self._write({"type": kind, "time": time.time(), **fields})
+        record = {"type": kind, "time": time.time(), **fields}
+        if self._held:  # after a resumed chat not yet written: in order, with it
+            self._held.append(record)
+        else:
+            self._write(record)
 
     def close(self) -> None:
         try:

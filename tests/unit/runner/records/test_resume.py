@@ -127,3 +127,34 @@ def test_a_resumed_chat_is_restored_with_the_turns_after_it(tmp_path):
                    '{"role": "system", "content": "s"}, {"role": "assistant", "content": 7}, '
                    '{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]}\n')
     assert [m["content"] for m in read_messages(str(odd))] == ["q", "a"]
+
+
+def test_resume_then_quit_without_a_turn_leaves_no_second_copy_of_the_chat(tmp_path):
+    """``kvtop --resume`` then Ctrl+Q: the new session file listed the same turns as the
+    one resumed, and ``kvtop sessions`` showed the chat twice. The restored chat is
+    written with the session's first turn; until then it is only where it came from."""
+    from kvtop.runner.process.commands import ChatMessage
+    from kvtop.runner.records.sessions import list_sessions
+
+    first = transcript(tmp_path, [("Where do papayas grow?", "In the tropics.")], started=1000.0)
+    restored = tuple(ChatMessage(m["role"], m["content"]) for m in read_messages(first))
+    again = Transcript(str(tmp_path), {"model": "m.gguf"})
+    again.resumed(restored)
+    again.event("new_chat")  # Ctrl+L and Ctrl+Z before any turn change nothing on disk either
+    again.event("undo_new_chat")
+    again.close()
+    assert read_messages(again.path) == []
+    listed = list_sessions(str(tmp_path), with_turns=True)
+    assert [s.path for s in listed] == [first] and listed[0].turns == 1
+
+    # a turn after the resume writes the restored chat first, and the events in their order
+    later = Transcript(str(tmp_path), {"model": "m.gguf"})
+    later.resumed(restored)
+    later.event("new_chat")
+    later.event("undo_new_chat")
+    later.turn("And mangoes?", "Also warm places.", "eog", {})
+    later.close()
+    kinds = [json.loads(line)["type"] for line in open(later.path, encoding="utf-8")]
+    assert kinds == ["session", "resumed", "new_chat", "undo_new_chat", "turn"]
+    assert [m["content"] for m in read_messages(later.path)] == [
+        "Where do papayas grow?", "In the tropics.", "And mangoes?", "Also warm places."]
