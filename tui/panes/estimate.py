@@ -35,17 +35,28 @@ def brief(text: str) -> str:
     return short + (f" at {busy.group(1)}: lower bounds" if busy and busy.group(1) not in short else "")
 
 
-def fitted(notes: list[tuple[Content, Content]], room: int, width: int) -> list[Content]:
-    """Each note in its full form, or, from the last one up (the least important), in its
-    short one, until they fit ``room`` lines at ``width``: at 160x48 on a busy machine the
-    verdict, the load and the hardware notes took 22 lines of 19 and the hardware line,
-    last, was folded away."""
-    chosen = [full for full, _short in notes]
-    for i in range(len(notes) - 1, -1, -1):
-        if width <= 0 or sum(max(1, lines_at(c, width)) for c in chosen) <= room:
+def gist(text: str) -> str:
+    """A note's first clause, for a pane with no room for more ("at today's load: others
+    use 80% of the CPU")."""
+    return re.split(r" \(|; ", text, maxsplit=1)[0].replace("other processes", "others")
+
+
+def fitted(notes: list[tuple[Content, ...]], room: int, width: int) -> list[Content]:
+    """Each note in its full form, or in a shorter one (each note's forms, longest
+    first), shortened from the last note up (the least important) until they fit
+    ``room`` lines at ``width``: at 160x48 on a busy machine the verdict, the load and
+    the hardware notes took 22 lines of 19 and the hardware line, last, was folded away."""
+    tier = [0] * len(notes)
+
+    def fits() -> bool:
+        return sum(max(1, lines_at(n[t], width)) for n, t in zip(notes, tier)) <= room
+
+    while width > 0 and not fits():
+        shorter = [i for i in range(len(notes) - 1, -1, -1) if tier[i] + 1 < len(notes[i])]
+        if not shorter:
             break
-        chosen[i] = notes[i][1]
-    return chosen
+        tier[shorter[0]] += 1
+    return [n[t] for n, t in zip(notes, tier)]
 
 
 def _rate(x: float | None) -> str:
@@ -182,7 +193,7 @@ class EstimatePane(PaneWidget):
                      "measured": (fmt(row.measured), "$kvtop-measured")}
             lines.append(Content.assemble(f"{label:<{W_LABEL}}", *[(f"{cells[c][0]:>{W_COL}}", cells[c][1]) for c in cols],
                                           (f"{rtxt:>{W_RATIO}}", style)))
-        notes: list[tuple[Content, Content]] = []  # (full, short): the notes under the table, by importance
+        notes: list[tuple[Content, ...]] = []  # each note's forms, longest first, by importance
         if self.live is not None:  # the rows' verdict is the last turn's, not this one's
             said = Content.styled("the verdict comes when this turn ends", "$text-muted")
             notes.append((said, said))
@@ -202,7 +213,7 @@ class EstimatePane(PaneWidget):
                 notes.append((Content.styled(label + (f"; TTFT {iv}" if iv else ""), "$text-muted"),
                               Content.styled(label, "$text-muted")))
             if busy := load_note(self.forecast, self.rows.context.tuned):  # the forecast column is priced at today's load
-                notes.append((Content.styled(busy, "$kvtop-warn"), Content.styled(brief(busy), "$kvtop-warn")))
+                notes.append(tuple(Content.styled(b, "$kvtop-warn") for b in (busy, brief(busy), gist(busy))))
         if self.note:
             notes.append((Content.styled(self.note, "$text-muted"), Content.styled(brief(self.note), "$text-muted")))
         region = self.content_region
