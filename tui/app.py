@@ -172,7 +172,8 @@ class KvtopApp(EngineWorkers, ServerRouting, EngineLifecycle, Forecasting, CPUWa
                 yield StreamTail(id="stream-tail")
                 # A steady cursor: blinking redraws the screen twice a second, for ever,
                 # and on a small machine every redraw is taken from llama.cpp's threads.
-                prompt = PromptInput(placeholder="Message (Enter to send, F1 for help)", id="prompt")
+                prompt = PromptInput(placeholder="Message (Enter to send, F1 for help)",
+                                     short_placeholder="Message (Enter sends, F1 help)", id="prompt")
                 prompt.cursor_blink = False
                 prompt.select_on_focus = False  # Ctrl+O's "/file " must not be replaced by the next key
                 yield prompt

@@ -63,7 +63,7 @@ def plan_load_chart(rows: list[Report], slo_ttft: float | None, slo_tok_s: float
         plan.roof = known
     elif len(known) == len(roof):  # a roof 20x above (a busy CPU, a bandwidth given for another machine)
         # would squash the curve onto the bottom row: the legend names it instead
-        plan.roof_above = f"roof up to {fmt_rate(max(known))}, {max(known) / top:.0f}x: above the scale"
+        plan.roof_above = f"roof up to {fmt_rate(max(known))}, {max(known) / top:.0f}x the top rate: above the chart"
     if slo_ttft is not None or slo_tok_s is not None:
         ok = [x for x, r in zip(plan.xs, pts) if meets(r, slo_ttft, slo_tok_s)]
         plan.knee = max(ok) if ok else None

@@ -48,10 +48,19 @@ def chip_label(number: int, text: str) -> str:
 class PromptInput(Input):
     """kvtop's prompt: an ``Input`` whose multi-line pastes are kept whole (see the module)."""
 
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args, short_placeholder: str = "", **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.pastes: dict[str, str] = {}  # chip label -> the text it stands for
         self._pasted_count = 0
+        self.placeholders = (self.placeholder, short_placeholder or self.placeholder)
+
+    def on_resize(self) -> None:
+        """The placeholder that fits the prompt's width: at 80x24 "Message (Enter to send,
+        F1 for help)" was cut after "F1 for"."""
+        long, short = self.placeholders
+        width = self.content_region.width
+        if self.placeholder in (long, short) and width > 0:
+            self.placeholder = long if len(long) <= width else short
 
     # ------------------------------------------------------------ the draft
     def expanded(self, value: str | None = None) -> str:

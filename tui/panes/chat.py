@@ -21,13 +21,16 @@ from textual.css.query import NoMatches
 
 from kvtop.runner.events import STOP_LABELS
 from kvtop.runner.sanitize import clean_text
-from kvtop.tui.base.format import fmt_int, fmt_rate, fmt_seconds
+from kvtop.tui.base.format import fmt_int, fmt_rate, fmt_seconds, pack
 from kvtop.tui.panes.base import PaneStatic, PaneWidget
 
 if TYPE_CHECKING:
     from textual.app import App
 
 FOLLOW_AFTER_S = 0.05
+
+
+FOOTER_GAP = " · "  # between a footer's phrases, where it may break
 
 
 class ChatMessage(PaneStatic):
@@ -79,9 +82,15 @@ class ChatMessage(PaneStatic):
             return
         parts: list = [(f"{label}: ", "bold $accent" if self.role == "user" else "bold $primary"),
                        clean_text(self.text) or ("…" if self.role == "assistant" else "")]
-        if self.footer:
-            parts += ["\n", (self.footer, "$text-muted")]
+        if self.footer:  # broken between its phrases only: word-wrapped, "30.1" ended a line and "tok/s" began the next
+            width = self.content_region.width
+            footer = Content("\n").join(pack(self.footer.split(FOOTER_GAP), width, FOOTER_GAP))
+            parts += ["\n", footer.stylize("$text-muted")]
         self.update(Content.assemble(*parts))
+
+    def on_resize(self) -> None:
+        if self.footer and not self.markdown:  # its phrases are laid out at the width
+            self._show()
 
     def restyle(self) -> None:
         """The Markdown view holds colours resolved from the theme: redraw it on a new one."""
@@ -174,7 +183,7 @@ def turn_footer(result) -> str:
     if m.reused_tokens:
         parts.append(f"{fmt_int(m.reused_tokens)} reused")
     parts.append(STOP_LABELS.get(result.stop_reason, result.stop_reason))
-    return " · ".join(parts)
+    return FOOTER_GAP.join(parts)
 
 
 class TypedKeys:

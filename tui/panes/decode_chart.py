@@ -157,7 +157,7 @@ def legend_items(plan: ChartPlan) -> list[Content]:
         # its figure is the summary's, above the chart (at the depth of the latest token): stated
         # here too, from the chart's last redraw seconds before, the two disagreed ("50.9" beside "52.4")
         items += [Content.assemble(("↑ ", "$kvtop-ceiling"), ("bandwidth ceiling", "$text-muted")),
-                  Content.styled(f"{fmt_int(round(times))}x the rate: above the scale", "$text-muted")]
+                  Content.styled(f"{fmt_int(round(times))}x the measured rate: above the chart", "$text-muted")]
     if plan.stalls:
         pos, seconds = plan.stalls[0]
         n = plan.stall_count

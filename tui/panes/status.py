@@ -46,7 +46,7 @@ class StatusBar(PaneWidget):
         self.problem: str | None = None
         self.probe_since: float | None = None
         self._probe_timer = None
-        self.narrow_threads: str | None = None  # "1/1 of 2/2": the last turn's threads, when fewer
+        self.narrow_threads: str | None = None  # "2, last turn 1": the last turn's threads, when fewer
 
     def set_probing(self, running: bool) -> None:
         """The CPU probe runs before the engine starts and can take over 30 s on a busy
@@ -103,7 +103,11 @@ class StatusBar(PaneWidget):
         if threads and (threads, threads_batch) != engine:
             ran = f"{fmt_int(threads)}/{fmt_int(threads_batch)}"
             value = f"{own} ({why}; last turn {ran})"
-            self.narrow_threads = f"{ran} of {own}"  # where the reasons do not fit: what ran comes first
+            # where the reasons do not fit, in words ("1/1 of 2/2" read as a fraction): one figure
+            # each where decode and prefill have the same threads
+            same = threads == threads_batch and engine[0] == engine[1]
+            self.narrow_threads = (f"{fmt_int(engine[0])}, last turn {fmt_int(threads)}" if same
+                                   else f"{own}, last turn {ran}")
         self.fields = [(k, value if k == "threads" else v) for k, v in self.fields]
         self.refresh()
 
@@ -137,7 +141,7 @@ class StatusBar(PaneWidget):
         what a bug report needs least (the redraw pace, the architecture, the threads'
         reason, flash attention, KV types, ngl, then the metadata name, shown only where
         the file name says nothing, and the quant, which the file's name mostly says); n_ctx and
-        the threads stay (narrowed to "1/1 of 2/2" when the last turn ran on fewer threads)."""
+        the threads stay (narrowed to "2, last turn 1" when the last turn ran on fewer threads)."""
         base = len(" kvtop  ") + len(self.model_label)
         meta = bool(self.meta_name)
         fields = list(self.fields)

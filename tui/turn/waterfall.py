@@ -116,8 +116,11 @@ class WaterfallBar(Widget):
         return Content.assemble(*parts)
 
 
-def segments_table(timeline, predicted: dict, whole: float | None, tail: str) -> Content:
-    """Segments with their start, measured and predicted times and share of ``whole``."""
+def segments_table(timeline, predicted: dict, whole: float | None, tail: str = "",
+                   ttft: float | None = None) -> Content:
+    """Segments with their start, measured and predicted times and share of ``whole``;
+    ``ttft``: the measured TTFT, on a row of its own under their sum (after it on the sum's
+    row, the line was wider than the table and wrapped "TTFT measured 201" from "ms")."""
     w = max([len(seg[0]) for seg in timeline] + [8]) + 2
     rows = [Content.assemble((f"{'segment':<{w}}  {'start':>9}  {'measured':>9}  {'roofline':>9}  {'share':>6}",
                               "bold $text-muted"))]
@@ -129,6 +132,8 @@ def segments_table(timeline, predicted: dict, whole: float | None, tail: str) ->
                                      f"  {fmt_seconds(pred) if pred is not None else '-':>9}  {share:>5.1f}%"))
     total = sum(dt for _, _, dt in timeline)
     rows.append(Content.assemble((f"{'sum of segments':<{w}}  {'':>9}  {fmt_seconds(total):>9}", "bold"), tail))
+    if ttft is not None:
+        rows.append(Content.styled(f"{'TTFT measured':<{w}}  {'':>9}  {fmt_seconds(ttft):>9}", "bold"))
     return Content("\n").join(rows)
 
 
@@ -142,7 +147,7 @@ def waterfall_table(metrics, prefill_s) -> Content:
         if label.startswith("ubatch"):
             pred_by_label[label] = preds[k] if k < len(preds) else None
             k += 1
-    return segments_table(timeline, pred_by_label, metrics.ttft_s, f"   TTFT measured {fmt_seconds(metrics.ttft_s)}")
+    return segments_table(timeline, pred_by_label, metrics.ttft_s, ttft=metrics.ttft_s)
 
 
 def _metrics(turn: dict):

@@ -144,7 +144,7 @@ async def test_the_status_bar_says_the_threads_the_last_turn_ran_on(tmp_path, sm
         assert dict(bar.fields)["threads"] == f"2/2 ({why}; last turn 1/1)"
         await pilot.pause()
         assert f"threads 2/2 ({why}; last turn 1/1)" in bar.render().plain
-        # narrow (a trial at 80 columns read "threads 2/2," cut at the edge): what ran first, and it fits
+        # narrow (a trial at 80 columns read "threads 2/2," cut at the edge, then "1/1 of 2/2"): in words, and it fits
         meta, fields = bar.fitted(80)
-        assert dict(fields)["threads"] == "1/1 of 2/2"
+        assert dict(fields)["threads"] == "2, last turn 1"
         assert len(" kvtop  " + bar.model_label) + sum(3 + len(k) + len(v) for k, v in fields) <= 80

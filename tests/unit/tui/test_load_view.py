@@ -48,9 +48,9 @@ def test_a_roof_far_above_the_curve_is_named_not_drawn():
     rows = [row(1, 6.4, 7.8, 0.7, 206.0), row(2, 5.2, 3.6, 3.0, 409.0)]
     plan = plan_load_chart(rows, None, None)
     assert plan.roof == [] and plan.y_top >= 7.8 and plan.y_top < 10
-    assert plan.roof_above == "roof up to 409 tok/s, 52x: above the scale"
+    assert plan.roof_above == "roof up to 409 tok/s, 52x the top rate: above the chart"
     legend = table(rows, plan).plain.splitlines()[0]
-    assert "52x: above the scale" in legend and "━ roof" not in legend
+    assert "52x the top rate: above the chart" in legend and "━ roof" not in legend
 
 
 def test_the_pane_names_the_outcomes_and_a_partial_level():

@@ -104,3 +104,44 @@ async def test_at_160x48_a_busy_machines_estimate_pane_fits_its_rows_hardware_li
         assert "other processes used 80% of the CPU during this turn" in text.replace("\n", " ")  # the verdict
         assert "at today's load: other processes use 80% of the CPU" in text.replace("\n", " ")
         assert "hardware: CPU probe at 80% busy: lower bounds" in text.replace("\n", " "), text
+
+
+async def test_at_80x24_the_prompts_placeholder_and_a_replys_footer_are_whole(tmp_path, smollm_shaped):
+    """At 80x24 the placeholder read "Message (Enter to send, F1 for" and a reply's footer
+    "TTFT 523 ms · 7 tok · 30.1" above "tok/s · end of turn": each is whole now, its
+    footer broken between phrases only."""
+    from kvtop.tui.panes.chat import ChatMessage
+
+    FOOTER_GAP = " · "
+
+    turns = [scripted_turn(1, 1000.0, 40, 0, PARIS + [" It", " is", " big", "."], pp_tok_s=78.4, tg_tok_s=30.1)]
+    app = _app(tmp_path, smollm_shaped, turns)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_until(pilot, lambda: app.loaded is not None, what="load")
+        prompt = app.dash.prompt
+        await pilot.pause(0.1)
+        assert len(prompt.placeholder) <= prompt.content_region.width, prompt.placeholder
+        assert prompt.placeholder == "Message (Enter sends, F1 help)"
+        await send(pilot, "What is the capital of France?")
+        await wait_until(pilot, lambda: len(app.turns) == 1 and not app.turn_running, what="turn")
+        await pilot.pause(0.3)
+        reply = [m for m in app.query(ChatMessage) if m.role == "assistant"][-1]
+        phrases = reply.footer.split(FOOTER_GAP)
+        assert "30.1 tok/s" in phrases
+        width = reply.content_region.width
+        drawn = [line.plain for line in reply.render().wrap(width)]
+        footer_lines = drawn[drawn.index(next(x for x in drawn if x.startswith("TTFT"))):]
+        for line in footer_lines:  # each line is whole phrases, as the footer has them
+            assert all(p in phrases for p in line.split(FOOTER_GAP)), footer_lines
+
+
+def test_the_waterfalls_measured_ttft_has_a_row_of_its_own_within_the_tables_width():
+    """F2 at 80 columns: "sum of segments … 210 ms   TTFT measured 201" then "ms": the
+    sum's row was wider than the table."""
+    from kvtop.tui.turn.waterfall import waterfall_table
+
+    metrics = scripted_turn(1, 1000.0, 40, 0, PARIS, pp_tok_s=200.0, timeline=True)[-1].metrics
+    lines = waterfall_table(metrics, lambda tokens, depth: None).plain.split("\n")
+    width = len(lines[0])
+    assert all(len(line) <= width for line in lines), lines
+    assert lines[-1].split()[:2] == ["TTFT", "measured"] and lines[-1].split()[-1] == "ms", lines[-1]

@@ -56,7 +56,7 @@ async def test_every_panes_lines_fit_its_width_on_every_page(tmp_path, smollm_sh
         dash.memory.set_cpu(CPUUse(1.9, 0.1, 1.1, 2))  # a busy machine's CPU line (at 80x24 "cores" went alone)
         dash.memory.set_sample(MEMORY)
         await pilot.pause(0.2)
-        assert "above the scale" in app.query_one(ChartLegend).render().plain
+        assert "above the chart" in app.query_one(ChartLegend).render().plain
         assert "others 1.1 of 2 cores" in dash.memory.render().plain
         for _ in range(max(1, len(dash.pager.labels))):
             widgets = {"prefill": dash.prefill, "kv": dash.kv, "memory": dash.memory,

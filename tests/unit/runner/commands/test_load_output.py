@@ -108,7 +108,7 @@ def test_a_roof_far_above_the_curve_is_named_and_the_curve_fills_the_plot():
     rows = [row(1, 6.4, 7.8, 0.7, roof=206.0), row(2, 5.2, 3.6, 3.0, roof=409.0)]
     svg = plot_svg(rows, "t")
     assert svg.count("<polyline") == 2 and 'class="roof"' not in svg
-    assert "\u2191 roof up to 409 tok/s, 52x: above the scale" in svg
+    assert "\u2191 roof up to 409 tok/s, 52x the top rate: above the chart" in svg
     top, bottom = 84, 480 - 56  # the plot's frame (load_plot.py)
     assert min(_ys(svg, "per_user")) < top + 0.2 * (bottom - top)  # the tallest point near the top
     texts = _texts(svg)

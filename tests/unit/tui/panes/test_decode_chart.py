@@ -85,7 +85,7 @@ async def test_a_series_far_under_the_ceiling_is_scaled_to_be_read(tmp_path, smo
                                       scripted_turn(1, 1000.0, 40, 0, [" w"] * 60, tg_tok_s=12.0), (160, 50))
     rows = braille_rows(chart)
     assert rows and max(rows) < len(plot_rows(chart)) / 2, chart  # in the upper half
-    assert re.search(r"↑bandwidthceiling\d+xtherate:abovethescale", screen)
+    assert re.search(r"↑bandwidthceiling\d+xthemeasuredrate:abovethechart", screen)
 
 
 async def test_a_stall_is_a_marked_break_not_a_drop_to_zero(tmp_path, smollm_shaped):
@@ -138,7 +138,7 @@ def test_the_ceiling_above_the_scale_is_compared_with_the_latest_rate():
     series = [(100 + i, 20.0 - i / 4) for i in range(41)]  # 20 tok/s falling to 10
     plan = plan_chart(series, [], lambda depth: 300.0, 80)
     text = legend(plan).plain
-    assert "bandwidth ceiling  30x the rate: above the scale" in text, text
+    assert "bandwidth ceiling  30x the measured rate: above the chart" in text, text
 
 
 def test_a_turn_that_slows_down_for_good_is_measured_at_its_new_pace():
