@@ -202,6 +202,8 @@ class KvtopApp(EngineWorkers, ServerRouting, EngineLifecycle, Forecasting, CPUWa
         chat = self.dash.chat
         for m in self.session.messages:
             chat.add(m.role, m.content)
+        if self.session.messages:  # --resume: a chat of turns beside "no turn yet" read as lost
+            self.dash.prefill.show(None, "KV cache empty: the next turn prefills the resumed chat")
         for note in (self.options.resume_note, self.options.banner, *self.options.notes):
             if note:
                 chat.add("system", note)

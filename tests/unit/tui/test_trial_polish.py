@@ -145,3 +145,20 @@ def test_the_waterfalls_measured_ttft_has_a_row_of_its_own_within_the_tables_wid
     width = len(lines[0])
     assert all(len(line) <= width for line in lines), lines
     assert lines[-1].split()[:2] == ["TTFT", "measured"] and lines[-1].split()[-1] == "ms", lines[-1]
+
+
+async def test_a_resumed_chat_says_its_next_turn_prefills_it(tmp_path, smollm_shaped):
+    """``--resume``: the chat showed its turns and the Prefill pane only "no turn yet"."""
+    loaded = smollm_loaded(smollm_shaped)
+    turns = [scripted_turn(1, 1000.0, 60, 0, ["Berlin", "."])]
+    app = make_app(Settings(smollm_shaped, n_ctx=4096), lambda s: ScriptedEngine(s, loaded, turns), tmp_path,
+                   live_system=False, write_transcript=False,
+                   resume_messages=[{"role": "user", "content": "Capital of France?"},
+                                    {"role": "assistant", "content": "Paris."}])
+    async with app.run_test(size=(160, 48)) as pilot:
+        await wait_until(pilot, lambda: app.loaded is not None, what="load")
+        assert "KV cache empty: the next turn prefills the resumed chat" in app.dash.prefill.render().plain.replace(
+            "\n", " ")
+        await send(pilot, "And of Germany?")
+        await wait_until(pilot, lambda: len(app.turns) == 1 and not app.turn_running, what="turn")
+        assert "KV cache" not in app.dash.prefill.render().plain
