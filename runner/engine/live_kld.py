@@ -34,7 +34,6 @@ from kvtop.runner.sanitize import clean_line
 
 if TYPE_CHECKING:
     from kvtop.runner.engine.engine import Engine
-    from kvtop.runner.process.commands import MeasureKld
     from kvtop.runner.settings import Settings
 
 Pair = tuple[str, str]
@@ -64,17 +63,19 @@ def _side(engine: Engine, pair: Pair, n: int) -> ScoringContext:
     return ScoringContext(engine._parts()[0], s, n)
 
 
-def measure_chat(engine: Engine, cmd: MeasureKld, emit: Emit, cancel: Event) -> ev.KldMeasured:
-    """Measure, emit ``KldProgress`` per slice and the ``KldMeasured`` at the end (returned too)."""
+def measure_chat(engine: Engine, turn_id: int, messages: list[dict[str, str]], emit: Emit,
+                 cancel: Event) -> ev.KldMeasured:
+    """Measure the chat of ``messages`` (``MeasureKld``): ``KldProgress`` per slice, then
+    the ``KldMeasured`` (returned too)."""
     t0 = time.monotonic()
     s = engine.settings
     base_pair, cand_pairs = live_pairs(s.cache_type_k, s.cache_type_v)
-    all_tokens = chat_tokens(engine, [m.as_dict() for m in cmd.messages])
+    all_tokens = chat_tokens(engine, messages)
     tokens = all_tokens[:engine.n_ctx]
     n = len(tokens)
 
     def done(pairs: tuple[ev.KldPair, ...], stopped: str | None) -> ev.KldMeasured:
-        out = ev.KldMeasured(cmd.turn_id, n, len(all_tokens), base_pair[0], base_pair[1], pairs,
+        out = ev.KldMeasured(turn_id, n, len(all_tokens), base_pair[0], base_pair[1], pairs,
                              time.monotonic() - t0, stopped, time.monotonic())
         emit(out)
         return out
@@ -96,7 +97,7 @@ def measure_chat(engine: Engine, cmd: MeasureKld, emit: Emit, cancel: Event) -> 
             except EngineLoadError as exc:  # llama.cpp's reason, e.g. a quantized V cache without flash attention
                 errors[pair] = clean_line(str(exc))
         sums = [Sums() for _ in live]
-        stopped = _run(sides, tokens, sums, live, cmd.turn_id, emit, cancel, t0) if live else None
+        stopped = _run(sides, tokens, sums, live, turn_id, emit, cancel, t0) if live else None
     finally:
         for side in sides:
             side.close()

@@ -121,7 +121,7 @@ def run_command(engine: Engine, cmd: Command, emit: Callable[[object], None], ca
             emit(ev.KldMeasured(cmd.turn_id, 0, 0, "", "", (), 0.0, "cancelled", time.monotonic()))
             return
         try:
-            measure_chat(engine, cmd, emit, cancel.event)
+            measure_chat(engine, cmd.turn_id, [m.as_dict() for m in cmd.messages], emit, cancel.event)
         finally:
             cancel.end()
 

@@ -57,6 +57,11 @@ class EstimatePane(PaneWidget):
         self.forecast: Forecast | None = None
         self.live: dict | None = None  # a running turn's measured TTFT, pp and tg so far
         self.live_roofline: Forecast | None = None  # the running turn's roofline
+        self.quality = ""  # the advice a KV quality measurement gives (tui/turn/quality.py)
+
+    def set_quality(self, text: str) -> None:
+        self.quality = text
+        self.refresh(layout=True)
 
     @property
     def note(self) -> str:
@@ -169,6 +174,8 @@ class EstimatePane(PaneWidget):
                                             "$text-muted"))
             if busy := load_note(self.forecast, self.rows.context.tuned):  # the forecast column is priced at today's load
                 lines.append(Content.styled(busy, "$kvtop-warn"))
+        if self.quality:
+            lines.append(Content.styled(self.quality, "italic"))
         if self.note:
             lines.append(Content.styled(self.note, "$text-muted"))
         region = self.content_region

@@ -10,7 +10,6 @@ import pytest
 from kvtop.runner import events as ev
 from kvtop.runner.engine.engine import Engine
 from kvtop.runner.engine.live_kld import MIN_TOKENS, live_pairs, measure_chat
-from kvtop.runner.process.commands import ChatMessage, MeasureKld
 from kvtop.runner.settings import Settings
 
 FIRST = "Name three colours of the rainbow and say one thing about each of them."
@@ -34,10 +33,9 @@ def _turns(path: str, measure: str | None, **kw):
         messages = [{"role": "user", "content": FIRST}, {"role": "assistant", "content": first.text}]
         measured = None
         if measure:
-            cmd = MeasureKld(2, tuple(ChatMessage(m["role"], m["content"]) for m in messages))
             if measure == "cancel":
                 cancel.set()
-            measured = measure_chat(engine, cmd, seen.append, cancel)
+            measured = measure_chat(engine, 2, messages, seen.append, cancel)
             cancel.clear()
         mark = len(seen)
         second = engine.chat(messages + [{"role": "user", "content": SECOND}], turn_id=3)

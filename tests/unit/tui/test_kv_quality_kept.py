@@ -1,0 +1,46 @@
+"""The KV quality measurement's app side without a model (tui/turn/quality.py): one kept
+from an earlier chat is shown at load with the tokens it rests on, and the Estimate pane's
+advice quotes it; an engine without a second context (a llama-server, a replay) says so
+in one line; nothing is measured before the chat has a message."""
+
+from helpers import scripted_app, wait_until
+from helpers import test_paths as paths_of
+
+from kvtop.runner.commands.kld_cache import remember
+from kvtop.runner.physics.kv_quality import Quality, entry
+from kvtop.runner.process.contract import Capabilities
+
+
+def _keep(tmp_path, model):
+    q = Quality("q8_0", "q8_0", "f16", "f16", 1203, 0.00093, 0.0081, 0.993, 1204, True)
+    remember(paths_of(tmp_path).cache_dir, model, entry(q, 0.011, "0" * 64))
+
+
+def _said(app) -> list[str]:
+    return [n.message for n in app._notifications]
+
+
+async def test_a_kept_measurement_is_shown_at_load(tmp_path, smollm_shaped):
+    _keep(tmp_path, smollm_shaped)
+    app = scripted_app(tmp_path, smollm_shaped, ["Hi"])
+    async with app.run_test(size=(160, 50)) as pilot:
+        await wait_until(pilot, lambda: app.loaded is not None and app.dash.kv.quality, what="the kept line")
+        (line,) = app.dash.kv.quality
+        assert line.startswith("q8_0/q8_0: \u221247% KV (") and " at 4,096), KLD 0.0009 (99%: 0.008)" in line
+        assert line.endswith("same top token 99.3% over 1,204 tokens of an earlier chat (kept; F7 measures this one)")
+        assert app.dash.estimate.quality.startswith("-ctk q8_0 -ctv q8_0 would fit 1.9x the context at KLD 0.0009")
+        assert app.dash.estimate.quality.endswith("measured on an earlier chat")
+        await pilot.press("f7")  # no message yet: nothing to measure
+        await pilot.pause(0.2)
+        assert not app.quality.running and any(m.startswith("nothing to measure yet") for m in _said(app))
+
+
+async def test_an_engine_without_a_second_context_says_so(tmp_path, smollm_shaped):
+    app = scripted_app(tmp_path, smollm_shaped, ["Hi"])
+    app.session.engine.capabilities = Capabilities(second_context=False)  # as a llama-server's and a replay's
+    async with app.run_test(size=(160, 50)) as pilot:
+        await wait_until(pilot, lambda: app.loaded is not None, what="load")
+        await pilot.press("f7")
+        await pilot.pause(0.2)
+        assert not app.quality.running
+        assert any("a llama-server's or a replay's does not" in m for m in _said(app)), _said(app)
