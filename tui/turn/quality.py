@@ -47,10 +47,12 @@ class LiveQuality:
         self.app = app
         self.turn_id: int | None = None  # the measurement in flight (an id from the turns' counter)
         self.digest = ""  # the measured chat's key in the kept measurements
+        self.engine: object = None  # the engine asked: a restarted one never answers
 
     @property
     def running(self) -> bool:
-        return self.turn_id is not None
+        engine = self.app.session.engine
+        return self.turn_id is not None and engine is self.engine and engine.alive()
 
     def _running_types(self) -> tuple[str, str]:
         s = self.app.settings
@@ -82,7 +84,7 @@ class LiveQuality:
             return
         base, cands = live_pairs(*self._running_types())
         self.digest = chat_digest([(m.role, m.content) for m in session.messages])
-        self.turn_id = reserve_id(session)
+        self.turn_id, self.engine = reserve_id(session), session.engine
         session.engine.submit(MeasureKld(self.turn_id, tuple(session.messages)))
         what = ", ".join(_name(c) for c in cands)
         app.dash.prefill.measuring(f"measuring {what} against {_name(base)} (Esc stops)")
@@ -91,7 +93,7 @@ class LiveQuality:
 
     def cancel(self) -> bool:
         """Esc (or a message sent): stop the measurement in flight; False when none runs."""
-        if self.turn_id is None:
+        if not self.running:
             return False
         self.app.session.engine.cancel(self.turn_id)
         self.app.notify("stopping the quality measurement", markup=False, timeout=2)

@@ -44,3 +44,14 @@ async def test_an_engine_without_a_second_context_says_so(tmp_path, smollm_shape
         await pilot.pause(0.2)
         assert not app.quality.running
         assert any("a llama-server's or a replay's does not" in m for m in _said(app)), _said(app)
+
+
+async def test_a_measurement_asked_of_an_engine_since_replaced_is_not_running(tmp_path, smollm_shaped):
+    """Ctrl+R during a measurement: the new engine never answers it, so Esc must reach turns again."""
+    app = scripted_app(tmp_path, smollm_shaped, ["Hi"])
+    async with app.run_test(size=(160, 50)) as pilot:
+        await wait_until(pilot, lambda: app.loaded is not None, what="load")
+        app.quality.turn_id, app.quality.engine = 99, app.session.engine
+        assert app.quality.running
+        app.quality.engine = object()  # what a restart leaves: the engine asked is gone
+        assert not app.quality.running and not app.quality.cancel()
