@@ -12,7 +12,7 @@ replay) says so in one line.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from textual.message import Message
@@ -48,6 +48,7 @@ class LiveQuality:
         self.turn_id: int | None = None  # the measurement in flight (an id from the turns' counter)
         self.digest = ""  # the measured chat's key in the kept measurements
         self.engine: object = None  # the engine asked: a restarted one never answers
+        self.shown: list[Quality] = []  # what the KV pane's lines say
 
     @property
     def running(self) -> bool:
@@ -99,6 +100,18 @@ class LiveQuality:
         self.app.notify("stopping the quality measurement", markup=False, timeout=2)
         return True
 
+    def chat_cleared(self) -> None:
+        """A new chat (or one brought back): a measurement in flight stops, and the lines
+        say what they rest on ("an earlier chat", no longer "this chat")."""
+        self.cancel()
+        if any(q.here for q in self.shown):
+            self._show([replace(q, here=False) for q in self.shown])
+
+    def _show(self, shown: list[Quality], suffix: str = "", errors: list[str] | None = None) -> None:
+        self.shown = shown
+        self.app.dash.kv.set_quality([line(q, self._running_types()) + suffix for q in shown] + (errors or []))
+        self.app.dash.estimate.set_quality(advice(shown, self._running_types()))
+
     def progress(self, p: ev.KldProgress) -> None:
         if p.turn_id == self.turn_id or self.app.session.engine.capabilities.replaying:
             self.app.dash.prefill.measured_so_far(p.done, p.total, p.elapsed_s)
@@ -116,16 +129,14 @@ class LiveQuality:
         shown = [self._quality(m, p) for p in done]
         if not replaying and not m.stopped:
             self._keep(shown, {(p.type_k, p.type_v): p.rms_p_diff for p in done})
-        lines = [line(q, self._running_types()) for q in shown]
-        lines += [f"{p.type_k}/{p.type_v}: not measured: {p.error}" for p in m.pairs if p.error is not None]
-        if lines:
-            app.dash.kv.set_quality(lines)
-            app.dash.estimate.set_quality(advice(shown, self._running_types()))
+        errors = [f"{p.type_k}/{p.type_v}: not measured: {p.error}" for p in m.pairs if p.error is not None]
+        if shown or errors:
+            self._show(shown, errors=errors)
 
-    def _quality(self, m: ev.KldMeasured, p: ev.KldPair, here: bool = True) -> Quality:
+    def _quality(self, m: ev.KldMeasured, p: ev.KldPair) -> Quality:
         cand, base = self._bytes((p.type_k, p.type_v)), self._bytes((m.base_type_k, m.base_type_v))
         return Quality(p.type_k, p.type_v, m.base_type_k, m.base_type_v, p.count, p.kld_mean, p.kld_99, p.same_top,
-                       m.n_tokens, here, cand, base, self._n_ctx(), partial=m.stopped is not None)
+                       m.n_tokens, True, cand, base, self._n_ctx(), partial=m.stopped is not None)
 
     def _n_ctx(self) -> int:
         loaded = self.app.session.loaded
@@ -156,7 +167,7 @@ class LiveQuality:
         from kvtop.runner.engine.live_kld import live_pairs
 
         app = self.app
-        if app.session.engine.capabilities.replaying:
+        if app.session.engine.capabilities.replaying or self.shown:  # a restart keeps what this run measured
             return
         try:
             entries = measured(app.paths.cache_dir, app.settings.model)
@@ -169,11 +180,9 @@ class LiveQuality:
             if e is not None:
                 shown.append(Quality(pair[0], pair[1], base[0], base[1], e["count"], e["kld_mean"], e["kld_99"],
                                      e["same_top"], int(e.get("n_ctx") or e["count"]), False, self._bytes(pair),
-                                     self._bytes(base), self._n_ctx()))
+                                     self._bytes(base), self._n_ctx(), source=str(e.get("source", ""))))
         if shown:
-            app.dash.kv.set_quality([line(q, self._running_types()) + " (kept; F7 measures this one)"
-                                     for q in shown])
-            app.dash.estimate.set_quality(advice(shown, self._running_types()))
+            self._show(shown, " (kept; F7 measures this one)")
 
 
 class QualityRouting:

@@ -70,6 +70,7 @@ class TurnView:
         dash.tail.show("")
         dash.prefill.clear()
         dash.kv.clear()
+        self.app.quality.chat_cleared()  # its lines are of a chat no longer on screen
         dash.decode.clear()
         dash.estimate.drop_live()
         self.app.estimates.update()  # the rows of a chat with no turn: the cleared one's are gone

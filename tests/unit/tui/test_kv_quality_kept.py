@@ -55,3 +55,18 @@ async def test_a_measurement_asked_of_an_engine_since_replaced_is_not_running(tm
         assert app.quality.running
         app.quality.engine = object()  # what a restart leaves: the engine asked is gone
         assert not app.quality.running and not app.quality.cancel()
+
+
+async def test_a_new_chat_turns_this_chats_lines_into_an_earlier_chats(tmp_path, smollm_shaped):
+    from kvtop.runner import events as ev
+
+    app = scripted_app(tmp_path, smollm_shaped, ["Hi"])
+    async with app.run_test(size=(160, 50)) as pilot:
+        await wait_until(pilot, lambda: app.loaded is not None, what="load")
+        app.quality.turn_id, app.quality.engine = 5, app.session.engine
+        app.quality.measured(ev.KldMeasured(5, 300, 300, "f16", "f16",
+                                            (ev.KldPair("q8_0", "q8_0", 299, 0.001, 0.01, 0.99, 0.01),), 1.0))
+        assert app.dash.kv.quality[0].endswith("over this chat's 300 tokens") and not app.quality.running
+        app.chats.new_chat()
+        await pilot.pause(0.1)
+        assert app.dash.kv.quality[0].endswith("over 300 tokens of an earlier chat")
