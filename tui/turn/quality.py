@@ -13,7 +13,7 @@ replay) says so in one line.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from textual.message import Message
 
@@ -84,13 +84,34 @@ class LiveQuality:
             app.notify(why, severity="warning", markup=False)
             return
         base, cands = live_pairs(*self._running_types())
-        self.digest = chat_digest([(m.role, m.content) for m in session.messages])
+        self.digest = chat_digest([(m.role, m.content) for m in session.messages] + [("n_ctx", str(self._n_ctx()))])
+        if self._show_measured(base, cands):
+            return
         self.turn_id, self.engine = reserve_id(session), session.engine
         session.engine.submit(MeasureKld(self.turn_id, tuple(session.messages)))
         what = ", ".join(_name(c) for c in cands)
         app.dash.prefill.measuring(f"measuring {what} against {_name(base)} (Esc stops)")
         app.notify(f"measuring the KV cache's quality on this chat: {what} against {_name(base)}, in contexts of "
                    f"their own beside the chat's (Esc stops)", markup=False)
+
+    def _show_measured(self, base: tuple[str, str], cands: tuple[tuple[str, str], ...]) -> bool:
+        """This very chat measured before with these caches (kept): shown, not measured again."""
+        from kvtop.runner.commands.kld_cache import measured
+
+        mine = [e for e in measured(self.app.paths.cache_dir, self.app.settings.model)
+                if e.get("text_sha256") == self.digest and e.get("source") == "chat"]
+        found = [kept(mine, base, pair) for pair in cands]
+        if not all(found):
+            return False
+        self._show([self._kept(e, base, pair, here=True) for e, pair in zip(found, cands) if e is not None])
+        self.app.notify("this chat's KV quality was measured before with these caches: shown from what was kept",
+                        markup=False)
+        return True
+
+    def _kept(self, e: dict[str, Any], base: tuple[str, str], pair: tuple[str, str], here: bool = False) -> Quality:
+        return Quality(pair[0], pair[1], base[0], base[1], e["count"], e["kld_mean"], e["kld_99"], e["same_top"],
+                       int(e.get("n_ctx") or e["count"]), here, self._bytes(pair), self._bytes(base), self._n_ctx(),
+                       source=str(e.get("source", "")))
 
     def cancel(self) -> bool:
         """Esc (or a message sent): stop the measurement in flight; False when none runs."""
@@ -178,9 +199,7 @@ class LiveQuality:
         for pair in cands:
             e = kept(entries, base, pair)
             if e is not None:
-                shown.append(Quality(pair[0], pair[1], base[0], base[1], e["count"], e["kld_mean"], e["kld_99"],
-                                     e["same_top"], int(e.get("n_ctx") or e["count"]), False, self._bytes(pair),
-                                     self._bytes(base), self._n_ctx(), source=str(e.get("source", ""))))
+                shown.append(self._kept(e, base, pair))
         if shown:
             self._show(shown, " (kept; F7 measures this one)")
 

@@ -70,3 +70,24 @@ async def test_a_new_chat_turns_this_chats_lines_into_an_earlier_chats(tmp_path,
         app.chats.new_chat()
         await pilot.pause(0.1)
         assert app.dash.kv.quality[0].endswith("over 300 tokens of an earlier chat")
+
+
+async def test_the_same_chat_measured_before_is_shown_from_what_was_kept(tmp_path, smollm_shaped):
+    from helpers import one_turn
+
+    from kvtop.runner.physics.kv_quality import chat_digest
+
+    app = scripted_app(tmp_path, smollm_shaped, ["Hi"])
+    async with app.run_test(size=(160, 50)) as pilot:
+        await one_turn(pilot, "hello")
+        chat = [(m.role, m.content) for m in app.session.messages]
+        digest = chat_digest(chat + [("n_ctx", str(app.loaded.n_ctx))])
+        for k, kld in (("q8_0", 0.001), ("q4_0", 0.02)):
+            q = Quality(k, k, "f16", "f16", 299, kld, 0.01, 0.97, 300, True)
+            remember(app.paths.cache_dir, smollm_shaped, entry(q, 0.01, digest))
+        await pilot.press("f7")
+        await pilot.pause(0.2)
+        assert not app.quality.running  # nothing asked of the engine
+        assert [q.split(":")[0] for q in app.dash.kv.quality] == ["q8_0/q8_0", "q4_0/q4_0"]
+        assert app.dash.kv.quality[0].endswith("over this chat's 300 tokens")
+        assert any("measured before" in m for m in _said(app))
