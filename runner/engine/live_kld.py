@@ -28,6 +28,7 @@ import numpy as np
 
 from kvtop.runner import events as ev
 from kvtop.runner.engine.errors import EngineLoadError
+from kvtop.runner.engine.load_params import apply_loras
 from kvtop.runner.engine.scoring import ScoringContext, ScoringError
 from kvtop.runner.physics.kld import NonFinite, Sums
 from kvtop.runner.sanitize import clean_line
@@ -60,7 +61,11 @@ def _side(engine: Engine, pair: Pair, n: int) -> ScoringContext:
     s: Settings = engine.settings
     s = replace(s, cache_type_k=pair[0], cache_type_v=pair[1], n_ubatch=min(s.n_ubatch, LIVE_UBATCH),
                 n_batch=min(s.n_ubatch, LIVE_UBATCH))
-    return ScoringContext(engine._parts()[0], s, n)
+    side = ScoringContext(engine._parts()[0], s, n)
+    if (why := apply_loras(side.model, side.ctx, s.lora)) is not None:  # --lora: the chat's model, adapters and all
+        side.close()
+        raise EngineLoadError(why)
+    return side
 
 
 def measure_chat(engine: Engine, turn_id: int, messages: list[dict[str, str]], emit: Emit,

@@ -71,6 +71,16 @@ async def test_measure_quality_on_the_chat_and_the_next_turn_is_unchanged(settin
     assert int(m8.group(4).replace(",", "")) > 300  # the chat's tokens, not a fixed text
     assert said.startswith("-ctk q8_0 -ctv q8_0 would fit 1.9x the context at KLD ") and said.endswith("measured here")
     assert "q8_0/q8_0:" in screen  # on screen, not only in the pane's state
+    # the trace holds both measurements (numbers only): a replay and a bundle show them
+    import glob
+
+    from kvtop.runner import events as ev
+    from kvtop.runner.records.trace import read_trace
+
+    (path,) = glob.glob(str(tmp_path / "measured" / "data" / "sessions" / "trace-*.jsonl"))
+    recorded = [obj for kind, obj in read_trace(path).records if isinstance(obj, ev.KldMeasured)]
+    assert [r.stopped for r in recorded] == ["cancelled", None]
+    assert [round(p.kld_mean, 4) for p in recorded[1].pairs] == [float(m8.group(2)), float(m4.group(2))]
     # kept for the next start (tests/unit/tui/test_kv_quality_kept.py shows it): numbers, no text
     from kvtop.runner.commands.kld_cache import measured
 

@@ -75,3 +75,23 @@ def test_a_quantized_cache_is_measured_against_f16():
     assert live_pairs("q8_0", "q8_0") == (("f16", "f16"), (("q8_0", "q8_0"),))
     assert live_pairs("f16", "f16") == (("f16", "f16"), (("q8_0", "q8_0"), ("q4_0", "q4_0")))
     assert live_pairs("q4_0", "f16") == (("f16", "f16"), (("q4_0", "f16"),))
+
+
+def test_the_measurement_runs_the_chats_lora_adapters_too(tmp_path, smollm_path):
+    """--lora: the scoring contexts carry the chat's adapters (else they measure another model):
+    the same chat measures differently with the adapter than without it."""
+    from gguf_factory import write_tiny_llama, write_tiny_lora
+
+    model = write_tiny_llama(tmp_path / "tiny64.gguf", smollm_path, n_embd=128, n_head=2, n_head_kv=1)
+    adapter = write_tiny_lora(tmp_path / "lora.gguf", n_embd=128, scale=1.0)
+    messages = [{"role": "user", "content": FIRST * 3}, {"role": "assistant", "content": SECOND * 3}]
+    out = []
+    for lora in ((), ((adapter, 1.0),)):
+        engine = Engine(Settings(model, n_ctx=256, n_threads=2, temp=0, lora=lora), lambda e: None)
+        try:
+            engine.load()
+            out.append(measure_chat(engine, 1, messages, lambda e: None, threading.Event()))
+        finally:
+            engine.close()
+    assert all(m.stopped is None and m.pairs[0].error is None for m in out), out
+    assert out[0].pairs[0].count == out[1].pairs[0].count and out[0].pairs[0].kld_mean != out[1].pairs[0].kld_mean
