@@ -236,6 +236,47 @@ class Tokenized:
 
 
 @dataclass(frozen=True)
+class KldPair:
+    """One cache type pair's quality on the chat (in ``KldMeasured``): numbers only."""
+
+    type_k: str
+    type_v: str
+    count: int = 0  # positions scored
+    kld_mean: float = 0.0
+    kld_99: float = 0.0  # the 99th percentile of the per-position KLD
+    same_top: float = 0.0  # fraction of positions where both put the same token first
+    rms_p_diff: float = 0.0
+    error: str | None = None  # why it was not measured (llama.cpp's reason), or None
+
+
+@dataclass(frozen=True)
+class KldProgress:
+    """``MeasureKld`` under way: the chat's tokens through every scoring context so far."""
+
+    turn_id: int  # the measurement's id (from the turns' counter: Esc cancels it as a turn)
+    done: int
+    total: int
+    elapsed_s: float
+    t: float
+
+
+@dataclass(frozen=True)
+class KldMeasured:
+    """The reply to ``MeasureKld``: the chat's tokens through a base cache and each
+    candidate, in contexts of their own beside the chat's (runner.engine.live_kld)."""
+
+    turn_id: int
+    n_tokens: int  # the chat's tokens measured (at most the context)
+    chat_tokens: int  # the chat's tokens in all
+    base_type_k: str
+    base_type_v: str
+    pairs: tuple[KldPair, ...]
+    seconds: float
+    stopped: str | None = None  # None: complete; "cancelled", or why it stopped (one line)
+    t: float = 0.0
+
+
+@dataclass(frozen=True)
 class EngineClosed:
     """The last event of an engine closed on purpose: its reader returns after it."""
 

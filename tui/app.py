@@ -58,6 +58,7 @@ from kvtop.tui.turn.chat_undo import ChatUndo
 from kvtop.tui.turn.cpu_watch import CPUWatch, CPUWatching
 from kvtop.tui.turn.forecasting import Estimates, ForecastBorder, Forecasting
 from kvtop.tui.turn.machine import Machine
+from kvtop.tui.turn.quality import LiveQuality, QualityRouting
 from kvtop.tui.turn.tuning import TuneRunner
 from kvtop.tui.turn.turn_view import TurnView
 
@@ -65,7 +66,7 @@ KVTOP_THEME_NAMES = frozenset(t.name for t in THEMES)
 
 
 class KvtopApp(EngineWorkers, ServerRouting, EngineLifecycle, Forecasting, CPUWatching,
-               EngineRouting, App[int]):
+               EngineRouting, QualityRouting, App[int]):
     CSS_PATH = "app.tcss"
     # app.tcss paints every Screen opaque, which would hide the dashboard behind a dialog
     # (on screen and in Ctrl+S); a dialog's screen lets it show through, dimmed. Inline
@@ -84,6 +85,7 @@ class KvtopApp(EngineWorkers, ServerRouting, EngineLifecycle, Forecasting, CPUWa
         Binding("f3", "toggle_markdown", "Markdown"),
         Binding("f4", "next_server", "Next server", show=False),
         Binding("f6", "next_page", "Next page of panes", show=False),
+        Binding("f7", "measure_quality", "Measure KV quality", show=False),
         Binding("ctrl+r", "restart_engine", "Restart engine", show=False, priority=True),
         Binding("ctrl+o", "attach_file", "Attach file", show=False, priority=True),
         Binding("ctrl+q", "quit", "Quit", priority=True),
@@ -119,6 +121,7 @@ class KvtopApp(EngineWorkers, ServerRouting, EngineLifecycle, Forecasting, CPUWa
         self.fleet_watch: FleetWatch | None = None  # kvtop --server: the polls (tui/events/workers.py)
         self.share = Share(self)  # Ctrl+S, Ctrl+E and the files they saved
         self.tuning = TuneRunner(self)  # the palette's "find faster settings": kvtop tune beside the chat
+        self.quality = LiveQuality(self)  # F7: the KV cache's quality measured on this chat
         self.load_view: LoadView | None = None  # kvtop load's live view, once composed
         self._quitting = False
         self.quit_begun: Callable[[int], None] | None = None  # kvtop's QuitGuard arms its deadline here

@@ -126,6 +126,12 @@ def kld_main(argv: list[str]) -> int:
     except (OSError, ValueError) as exc:
         return fail(f"cannot read the text {path}: {exc.strerror if isinstance(exc, OSError) else exc}")
     base, cand = sides(a)
+    from kvtop.runner.commands.kld_memory import fit_problem, free_memory
+
+    free, where = free_memory(cand)
+    if why := fit_problem((load_facts(base.model), base.resolved()), (load_facts(cand.model), cand.resolved()),
+                          a.n_ctx, free, where):
+        return fail(why)
     return measure(a, base, cand, text, path)
 
 

@@ -1,7 +1,8 @@
 """``kvtop kld``'s measurements, kept per model file so ``kvtop estimate`` can list each KV
 cache type's KLD beside its bytes: numbers only (no tokens, no text; the text by its
 SHA-256), one JSON file per model under the cache folder's ``kld/``, the latest measurement
-per (cache types, base types, -c, text) kept."""
+per (cache types, base types, -c, text) kept. The app's F7 keeps its measurements of a chat
+here too (``"source": "chat"``, ``n_ctx`` the chat's tokens: runner/physics/kv_quality.py)."""
 
 from __future__ import annotations
 
@@ -86,5 +87,6 @@ def row_text(row: dict[str, Any]) -> str:
         if (row["type_k"], row["type_v"]) == ("f16", "f16"):
             return "the base"
         return f"KLD not measured (kvtop kld -ctk {row['type_k']} -ctv {row['type_v']})"
+    how = (f"F7 on a chat of {m['n_ctx']:,} tokens" if m.get("source") == "chat" else f"kvtop kld, -c {m['n_ctx']}")
     return (f"KLD {m['kld_mean']:.4f} (99%: {m['kld_99']:.4f}), same top token {100 * m['same_top']:.1f}% "
-            f"over {m['count']:,} tokens (kvtop kld, -c {m['n_ctx']})")
+            f"over {m['count']:,} tokens ({how})")

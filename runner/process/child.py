@@ -20,7 +20,18 @@ from typing import TYPE_CHECKING
 
 from kvtop.runner import events as ev
 from kvtop.runner.pacing import BATCH_S  # token events sent together: one wake-up of the parent per batch
-from kvtop.runner.process.commands import Cancel, Chat, Command, Generate, Load, MeasurePrompt, Quit, Reset, Tokenize
+from kvtop.runner.process.commands import (
+    Cancel,
+    Chat,
+    Command,
+    Generate,
+    Load,
+    MeasureKld,
+    MeasurePrompt,
+    Quit,
+    Reset,
+    Tokenize,
+)
 from kvtop.runner.process.lifeline import die_with_parent
 
 if TYPE_CHECKING:
@@ -103,6 +114,16 @@ def run_command(engine: Engine, cmd: Command, emit: Callable[[object], None], ca
         emit(ev.Tokenized(cmd.request_id, tuple(engine.tokenize(cmd.text, add_special=cmd.add_special))))
     elif isinstance(cmd, MeasurePrompt):
         emit(engine.measure_prompt(cmd.request_id, [m.as_dict() for m in cmd.messages]))
+    elif isinstance(cmd, MeasureKld):
+        from kvtop.runner.engine.live_kld import measure_chat
+
+        if not cancel.begin(cmd.turn_id):
+            emit(ev.KldMeasured(cmd.turn_id, 0, 0, "", "", (), 0.0, "cancelled", time.monotonic()))
+            return
+        try:
+            measure_chat(engine, cmd.turn_id, [m.as_dict() for m in cmd.messages], emit, cancel.event)
+        finally:
+            cancel.end()
 
 
 def child_main(cmd_fd: int, ev_fd: int) -> int:

@@ -78,6 +78,18 @@ class MeasurePrompt:
 
 
 @dataclass(frozen=True)
+class MeasureKld:
+    """Measure what quantizing the KV cache costs on this chat: its tokens (at most the
+    context) through a base cache and candidates, each in a scoring context of its own on
+    the loaded model; the chat's own context and cache are not touched. ``turn_id`` comes
+    from the turns' counter, so ``Cancel`` stops it as it stops a turn. Answered with
+    ``KldProgress`` events, then ``KldMeasured`` (runner.engine.live_kld)."""
+
+    turn_id: int
+    messages: tuple[ChatMessage, ...]
+
+
+@dataclass(frozen=True)
 class Cancel:
     """Stop every turn with ``turn_id <= upto``: the running one at once (prefill through
     llama.cpp's abort callback, decode at the next token), queued ones before they start."""
@@ -90,7 +102,7 @@ class Quit:
     pass
 
 
-Command = Load | Chat | Generate | Reset | Tokenize | MeasurePrompt | Cancel | Quit
+Command = Load | Chat | Generate | Reset | Tokenize | MeasurePrompt | MeasureKld | Cancel | Quit
 
 
 def as_messages(messages: Iterable[ChatMessage | Mapping[str, object]]) -> tuple[ChatMessage, ...]:

@@ -64,10 +64,12 @@ class Capabilities:
     runs_model: bool = True  # kvtop runs the model with its own settings: it reads the
     # weights, warns about memory, and its --context-shift decides a full context (a
     # llama-server runs its own; a replay shows what kvtop ran)
+    second_context: bool = True  # a second context on the loaded model, beside the chat's:
+    # the palette's "measure quality of the KV cache" (runner/engine/live_kld.py)
 
 
 LOCAL = Capabilities()  # the child process, the in-process engine, a scripted test engine
-SERVER = Capabilities(llama_buffers=False, slots=True, runs_model=False)
+SERVER = Capabilities(llama_buffers=False, slots=True, runs_model=False, second_context=False)
 
 
 @runtime_checkable

@@ -33,7 +33,7 @@ class ReplayEngine:
         self.died = None
         # a recording takes no input and has no engine to restart; its buffers are
         # llama.cpp's when kvtop ran the model, not when it watched a llama-server
-        self.capabilities = Capabilities(takes_input=False, replaying=True, can_restart=False,
+        self.capabilities = Capabilities(takes_input=False, replaying=True, can_restart=False, second_context=False,
                                          llama_buffers=self.loaded is None or self.loaded.server is None)
 
     @property

@@ -42,7 +42,7 @@ TRACE_VERSION = 1
 EVENT_TYPES = {cls.__name__: cls for cls in (
     ev.LoadProgress, ev.Loaded, ev.LoadFailed, ev.TurnStarted, ev.PrefillProgress, ev.TokenEvent,
     ev.TurnDone, ev.TurnRefused, ev.CacheCleared, ev.EngineError, ev.EngineDied, ev.PromptCache,
-    ev.EngineWarning, ev.ContextShifted)}
+    ev.EngineWarning, ev.ContextShifted, ev.KldMeasured)}
 
 
 class TraceError(ValueError):
@@ -80,6 +80,8 @@ def _build(cls: type[D], data: dict[str, Any]) -> D:
                              v.get("weights_mapped") if isinstance(v.get("weights_mapped"), bool) else None)
         elif cls is ev.TurnDone and f.name == "metrics":
             v = _build(ev.TurnMetrics, v)
+        elif cls is ev.KldMeasured and f.name == "pairs":
+            v = tuple(_build(ev.KldPair, p) for p in v)
         elif cls is ModelFacts and f.name == "layers":
             v = [LayerShape(**x) for x in v]
         elif cls is HardwareProfile and f.name == "cpu":

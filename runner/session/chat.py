@@ -344,3 +344,10 @@ def turn_record(a: ActiveTurn | None, e: ev.TurnDone, stop_reason: str, others_c
                       started.first_diff_index if started else None,
                       started.diff_context if started else None, others_cpu,
                       a.shift if a else None, a.forecast if a else None)
+
+
+def reserve_id(session: ChatSession) -> int:
+    """A turn id for work that is not a turn (the KV cache's quality measurement): the
+    engine's ``cancel`` reaches it as it reaches a turn, and the next turn's id is above it."""
+    session._next_turn += 1
+    return session._next_turn

@@ -111,6 +111,15 @@ def test_a_cache_type_the_head_size_cannot_hold_gives_llama_cpps_reason(tiny_lla
     one_line_error(run(tiny_llama, "-ctk", "q8_0", "-c", "128"), "-ctk q8_0", "does not divide n_embd_head_k=16")
 
 
+def test_a_pair_that_does_not_fit_in_memory_says_how_much_it_needs(smollm_path):
+    """Two caches of 20 million cells of the demo model (about 430 GiB each): refused before
+    anything is loaded, with the sum and its parts, and the memory free."""
+    r = run(smollm_path, "-ctk", "q8_0", "-ctv", "q8_0", "-c", "20000000", timeout=60)
+    one_line_error(r, "the base and the candidate need about", "GiB at once at -c 20,000,000 (weights 0.",
+                   "GiB of RAM is free: give a smaller -c")
+    assert r.stdout == ""
+
+
 def test_nan_logits_name_the_position_and_stop(tmp_path, smollm_path):
     """A model whose embedding of one token is NaN (its output matrix its own, finite): the
     logits turn NaN where that token first comes. llama.cpp adds the causal mask to the

@@ -21,7 +21,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("base", ("kvtop", "kvtop.runner", "kvtop.runner.units", "kvtop.runner.pacing", "kvtop.runner.sanitize", "kvtop.runner.cli_types",
               "kvtop.runner.events", "kvtop.runner.llama_buffers", "kvtop.runner.demo", "kvtop.runner.redact")),
     # pure decisions from sizes (which turns a prompt keeps): no llama.cpp
-    ("policy", ("kvtop.runner.policy",)),
+    # and KL-divergence arithmetic (numpy only), which the engine's live measurement uses
+    ("policy", ("kvtop.runner.policy", "kvtop.runner.physics.kld")),
     ("model", ("kvtop.runner.model",)),
     ("settings", ("kvtop.runner.settings",)),
     ("engine", ("kvtop.runner.engine",)),

@@ -29,6 +29,7 @@ ROUTES = {
     "screenshot": "share.screenshot",
     "export": "share.export",
     "toggle_markdown": "looks.toggle_markdown",
+    "measure_quality": "quality.toggle",  # the KV cache's KLD on this chat (tui/turn/quality.py)
     "new_chat": "chats.new_chat",  # the old chat is put aside: Ctrl+Z brings it back (tui/turn/chat_undo.py)
     "find_faster": "tuning.toggle",  # kvtop tune beside the chat (tui/turn/tuning.py)
 }
@@ -71,6 +72,9 @@ COMMANDS = (
     ("Find faster settings: measure them here (kvtop tune)", "Flash attention, threads, micro-batch and KV "
      "types as A/Bs against these settings, up to 60 s beside the chat; the advice then quotes them (again: "
      "stop)", "find_faster"),
+    ("Measure quality of the KV cache (KLD on this chat)", "Its tokens through f16 and quantized caches in contexts "
+     "of their own (the chat's cache untouched): KLD and same top token beside the bytes saved, in the KV pane "
+     "(F7; Esc stops)", "measure_quality"),
     ("Restart engine with the same settings", "A fresh engine process; the chat stays and the next turn "
      "prefills it again (Ctrl+R)", "restart_engine"),
     ("Attach file: send a file's text", "Types /file in the prompt: add the path, Enter sends it (Ctrl+O)",

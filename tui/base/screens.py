@@ -32,6 +32,8 @@ KEYS = [
     ("Ctrl+O", "attach a file: starts '/file ' in the input; type the path, Enter sends its text"),
     ("F4", "kvtop --server with several servers: chat with the next one"),
     ("F6", "next page of panes when they do not all fit (or click a page's name above them)"),
+    ("F7", "measure the KV cache's quality on this chat: KLD of q8_0/q4_0 against f16 (or of the running "
+           "quantized cache), in contexts beside the chat's; the KV pane shows it; Esc stops"),
     ("Tab", "move the cursor between the prompt, the chat and the panes (Shift+Tab back; or click a pane; "
             "a click on a reply opens its waterfall)"),
     ("↑ ↓ PgUp PgDn Home End", "scroll the chat or the panes when the cursor is there; the mouse wheel "

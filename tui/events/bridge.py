@@ -20,6 +20,7 @@ from kvtop.runner import events as ev
 from kvtop.runner.sanitize import clean_text
 from kvtop.tui.base import messages as msg
 from kvtop.tui.base.decode_series import DecodeSeries
+from kvtop.tui.turn.quality import QualityMeasured, QualityProgress
 
 # engine event -> the message it posts as it is (events missing from both tables post nothing)
 MESSAGES: dict[type, Callable[[object], object]] = {
@@ -39,6 +40,8 @@ MESSAGES: dict[type, Callable[[object], object]] = {
     ev.RecordedUndoNewChat: lambda e: msg.RecordedUndoNewChat(),
     ev.RecordedForecast: lambda e: msg.RecordedForecast(e.forecast),
     ev.RecordedCPU: lambda e: msg.RecordedCPU(e.turn_id, e.others_cpu),
+    ev.KldProgress: QualityProgress,
+    ev.KldMeasured: QualityMeasured,
 }
 
 

@@ -108,6 +108,7 @@ class EngineRouting:
         self.session.on_loaded(L, lambda text: self.notify(text, severity="warning", markup=False),
                                self.estimates.next_turn_threads)  # a message sent while loading: at today's load
         self.forecast_border.request()  # loaded or restarted: a draft typed meanwhile is forecast now
+        self.quality.show_kept()  # a KV quality measured before on this model (tui/turn/quality.py)
 
     # ------------------------------------------------------------ a turn
     @while_running

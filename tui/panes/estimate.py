@@ -95,6 +95,11 @@ class EstimatePane(PaneWidget):
         self.forecast: Forecast | None = None
         self.live: dict | None = None  # a running turn's measured TTFT, pp and tg so far
         self.live_roofline: Forecast | None = None  # the running turn's roofline
+        self.quality = ""  # the advice a KV quality measurement gives (tui/turn/quality.py)
+
+    def set_quality(self, text: str) -> None:
+        self.quality = text
+        self.refresh(layout=True)
 
     @property
     def note(self) -> str:
@@ -214,6 +219,8 @@ class EstimatePane(PaneWidget):
                               Content.styled(label, "$text-muted")))
             if busy := load_note(self.forecast, self.rows.context.tuned):  # the forecast column is priced at today's load
                 notes.append(tuple(Content.styled(b, "$kvtop-warn") for b in (busy, brief(busy), gist(busy))))
+        if self.quality:
+            notes.append((Content.styled(self.quality, "italic"), Content.styled(brief(self.quality), "italic")))
         if self.note:
             notes.append((Content.styled(self.note, "$text-muted"), Content.styled(brief(self.note), "$text-muted")))
         region = self.content_region

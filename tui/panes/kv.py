@@ -26,6 +26,11 @@ class KVPane(PaneWidget):
         self.slots = 1  # a server's slots: the allocated KV is every slot's
         self.rate: float | None = None
         self.server_cells: tuple[tuple[int, ...], int] | None = None  # (each slot's cells, total)
+        self.quality: list[str] = []  # measured KLD per cache type (tui/turn/quality.py)
+
+    def set_quality(self, lines: list[str]) -> None:
+        self.quality = list(lines)
+        self.refresh(layout=True)
 
     def set_server_cells(self, used: tuple[int, ...], total: int) -> None:
         """A llama-server's poll: the cells every slot holds. The bar above is this chat's
@@ -108,4 +113,5 @@ class KVPane(PaneWidget):
         elif self.n_ctx:
             lines += pack([Content.assemble(("full in ", "$text-muted"), f"{fmt_int(left)} tok ≈ -"),
                            "(no decode rate yet)"], width, gap=" ")
+        lines += [Content.styled(q, "$text-muted") for q in self.quality]
         return Content("\n").join(lines)

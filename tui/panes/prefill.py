@@ -183,6 +183,27 @@ class PrefillPane(PaneWidget):
         self.note = reason
         self.refresh(layout=True)
 
+    def measuring(self, note: str) -> None:
+        """The KV cache's quality measurement starts (tui/turn/quality.py): its progress here."""
+        self.total = self.done = self.reused = 0
+        self.elapsed, self.rate, self.finished = 0.0, None, False
+        self.note, self.waterfall, self.shift, self.diverged = note, None, None, None
+        self._run_clock(0.0)
+        self.refresh(layout=True)
+
+    def measured_so_far(self, done: int, total: int, elapsed: float) -> None:
+        self.total, self.done, self.elapsed = total, done, elapsed
+        self.rate = done / elapsed if elapsed > 0 else None
+        self._run_clock(elapsed)
+        self.refresh()
+
+    def measurement_over(self, stopped: str | None) -> None:
+        self.stop_ticking()
+        self.finished = True
+        self.note = ("quality measured: see the KV pane" if stopped is None else
+                     "quality measurement stopped" if stopped == "cancelled" else "quality not measured")
+        self.refresh(layout=True)
+
     def _shift_line(self) -> Content:
         """Reused against recomputed after a context shift: what dropping turns cost."""
         from kvtop.runner.policy.context_shift import turn_ranges

@@ -42,6 +42,7 @@ class TurnView:
     def send(self, text: str) -> None:
         """Enter (or ``--prompt``, a ``/file``): the session sends it, the chat shows it."""
         app, dash = self.app, self.app.dash
+        app.quality.cancel()  # a measurement in flight stops; the turn runs after it
         threads = app.estimates.next_turn_threads() if app.session.active is None else None
         refusal = app.session.send(text, threads)
         if refusal is not None:
@@ -69,6 +70,7 @@ class TurnView:
         dash.tail.show("")
         dash.prefill.clear()
         dash.kv.clear()
+        self.app.quality.chat_cleared()  # its lines are of a chat no longer on screen
         dash.decode.clear()
         dash.estimate.drop_live()
         self.app.estimates.update()  # the rows of a chat with no turn: the cleared one's are gone

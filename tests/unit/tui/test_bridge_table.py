@@ -13,8 +13,8 @@ from kvtop.runner import events as ev
 from kvtop.tui.base import messages as msg
 from kvtop.tui.events.bridge import MESSAGES, STEPS, TurnBridge
 
-NOT_FOR_THE_SCREEN = {ev.Tokenized, ev.EventBatch, ev.TurnMetrics}  # answers a caller waits for; a batch's
-# events reach the bridge one by one; metrics travel inside TurnDone
+NOT_FOR_THE_SCREEN = {ev.Tokenized, ev.EventBatch, ev.TurnMetrics, ev.KldPair}  # answers a caller waits for; a
+# batch's events reach the bridge one by one; metrics travel inside TurnDone, a KLD pair inside KldMeasured
 
 
 def test_every_engine_event_has_one_way_to_the_screen():

@@ -17,7 +17,8 @@ SEARCHES = {
     "attach": "Attach file", "file": "Attach file", "new chat": "New chat", "restart": "Restart engine",
     "export": "Export debug bundle", "bundle": "Export debug bundle", "csv": "Export debug bundle",
     "theme": "Theme", "colour": "Theme", "markdown": "Markdown", "help": "Help", "keys": "Help",
-    "cancel": "Cancel the running turn", "screenshot": "Screenshot", "quit": "Quit kvtop",
+    "cancel": "Cancel the running turn", "quality": "Measure quality of the KV cache",
+    "kld": "Measure quality of the KV cache", "screenshot": "Screenshot", "quit": "Quit kvtop",
 }
 
 
