@@ -15,6 +15,7 @@ prints finds it.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from typing import TYPE_CHECKING
 
@@ -25,7 +26,7 @@ from kvtop.runner.commands.llama_flags import parse_flags
 from kvtop.runner.policy.tuning import Base, Candidate, candidate_list
 
 if TYPE_CHECKING:
-    from kvtop.runner.commands.tune_measure import Sizes
+    from kvtop.runner.commands.tune_measure import Clock, Engines, Sizes
     from kvtop.runner.settings import Settings
 
 DEFAULT_DEPTH = 512
@@ -127,10 +128,28 @@ def tune_main(argv: list[str]) -> int:
     return run_tune(a, argv, settings, base, cands, sizes)
 
 
+def too_small(budget: int, clock: Clock, engines: Engines, cand: Candidate, new_load: bool) -> str:
+    """The line said when the budget cannot hold the first (the most promising) A/B, with
+    the budget that would; returned as the reason it was not measured."""
+    from kvtop.runner.policy.tune_budget import budget_for
+
+    spent = budget - clock.left()
+    if all(m in engines.rep_s for m in cand.measures):
+        need = budget_for(spent, engines.rep_s, cand.measures, engines.load_s, new_load)
+        why = f"one A/B needs --budget {need} here"
+    else:  # not one repetition of each metric timed: the load and the depth's fill took it all
+        need = int(5 * math.ceil(3 * spent / 5))
+        why = f"loading the model and filling the depth took the budget: --budget {need} or more"
+    to_stderr(f"kvtop tune: --budget {budget} cannot hold one A/B at depth {engines.sizes.depth} here "
+              f"({cand.flag} against your settings): --budget {need} would")
+    return why
+
+
 def run_tune(a: argparse.Namespace, argv: list[str], settings: Settings, base: Base, cands: list[Candidate],
              sizes: Sizes) -> int:
-    from kvtop.runner.commands.tune_measure import ABRun, Clock, Engines, OutOfTime, judgement, run_ab
+    from kvtop.runner.commands.tune_measure import ABRun, Clock, Engines, OutOfTime, judgement, probe, run_ab
     from kvtop.runner.commands.tune_output import Outcome, render
+    from kvtop.runner.policy.tuning import MIN_REPS
 
     threads = [base.n_threads] + [c.applied(base).n_threads for c in cands]
     threads_b = [base.n_threads_batch] + [c.applied(base).n_threads_batch for c in cands]
@@ -146,13 +165,19 @@ def run_tune(a: argparse.Namespace, argv: list[str], settings: Settings, base: B
     try:
         for i, cand in enumerate(cands):
             new_load = engines.load_key(cand.applied(base)) not in engines.open
-            need = engines.estimate(cand, new_load)
-            if clock.left() <= 0 or (need is not None and need > clock.left()):
+            if i == 0:
+                probe(clock, engines, base, cand)
+            reps = engines.fit(cand, new_load, sizes.reps)
+            if reps is not None and reps < MIN_REPS:
+                if not done:  # not even the most promising pair: say so, and what budget would hold it
+                    out.skipped.append((cand, too_small(a.budget, clock, engines, cand, new_load)))
+                    break
                 out.skipped.append((cand, "the budget ran out"))
                 continue
-            say(f"A/B {i + 1}/{len(cands)}: {cand.flag} against your settings ({clock.left():.0f} s left)")
+            say(f"A/B {i + 1}/{len(cands)}: {cand.flag} against your settings, {reps or sizes.reps} rounds "
+                f"({clock.left():.0f} s left)")
             try:
-                run_ab(clock, engines, base, cand, done)
+                run_ab(clock, engines, base, cand, done, reps or sizes.reps)
             except BenchError as exc:  # this candidate's load or turn failed: the others still run
                 if done and done[-1].candidate == cand:
                     done.pop()
@@ -160,7 +185,8 @@ def run_tune(a: argparse.Namespace, argv: list[str], settings: Settings, base: B
                 if not engines.open:
                     raise
     except OutOfTime:
-        pass
+        if not done:  # cut loading the model, filling the depth or timing the first repetitions
+            out.skipped.append((cands[0], too_small(a.budget, clock, engines, cands[0], True)))
     except KeyboardInterrupt:
         out.stopped = True
     except BenchError as exc:

@@ -67,20 +67,28 @@ class ABRun:
 
 
 class Clock:
-    """The budget's deadline, and a watchdog that cancels the turn in flight at it."""
+    """The budget's deadline, and a watchdog that cancels the turn in flight once it runs
+    ``grace`` seconds past it (the longest repetition so far: a measurement under way at
+    the deadline ends, so the budget is overrun by at most one measurement)."""
 
     def __init__(self, budget_s: float):
         self.start = time.monotonic()
         self.deadline = self.start + budget_s
+        self.grace = 0.0
         self.expired = False
         self._engine: BlockingEngine | None = None
         self._lock = threading.Lock()
-        self._timer = threading.Timer(budget_s, self._expire)
-        self._timer.daemon = True
-        self._timer.start()
+        self._stopped = threading.Event()
+        threading.Thread(target=self._watch, daemon=True, name="kvtop-tune-clock").start()
 
     def left(self) -> float:
         return self.deadline - time.monotonic()
+
+    def _watch(self) -> None:
+        while not self._stopped.wait(0.05):
+            if time.monotonic() >= self.deadline + self.grace:
+                self._expire()
+                return
 
     def _expire(self) -> None:
         with self._lock:
@@ -95,7 +103,7 @@ class Clock:
             raise OutOfTime
 
     def stop(self) -> None:
-        self._timer.cancel()
+        self._stopped.set()
 
 
 class Engines:
@@ -111,6 +119,7 @@ class Engines:
         self.open: dict[Base, tuple[BlockingEngine, Loaded, list[int]]] = {}
         self.on_load = on_load or (lambda _s: None)
         self.rep_s: dict[str, float] = {}  # the last repetition's seconds of each metric
+        self.warmed: set[tuple[Base, str]] = set()  # (arm, metric) warmed up on its load
         self.load_s = 0.0  # the longest load so far (start, depth fill)
 
     def load_key(self, b: Base) -> Base:
@@ -144,16 +153,16 @@ class Engines:
         self.open[k] = (eng, loaded, stream)
         return self.open[k]
 
-    def estimate(self, cand: Candidate, new_load: bool) -> float | None:
-        """Seconds an A/B of ``cand`` should take, from the repetitions so far."""
-        if any(m not in self.rep_s for m in cand.measures):
-            return None
-        reps = sum(self.rep_s[m] for m in cand.measures) * 2 * (self.sizes.reps + 0.3)
-        return reps + (self.load_s if new_load else 0.0)
+    def fit(self, cand: Candidate, new_load: bool, want: int) -> int | None:
+        """The rounds of an A/B of ``cand`` the time left holds (None: not known yet)."""
+        from kvtop.runner.policy.tune_budget import fit_reps
+
+        return fit_reps(self.rep_s, cand.measures, self.load_s, new_load, self.clock.left(), want)
 
     def close(self, but: set[Base] | None = None) -> None:
         for k in [k for k in self.open if not but or k not in but]:
             self.open.pop(k)[0].close()
+            self.warmed = {w for w in self.warmed if self.load_key(w[0]) != k}
 
 
 def _turn(clock: Clock, eng: BlockingEngine, tokens: list[int], n_predict: int, threads: tuple[int, int]) -> TurnMetrics:
@@ -191,37 +200,64 @@ def one_rep(clock: Clock, eng: BlockingEngine, stream: list[int], sizes: Sizes, 
     return p / m.prefill_s
 
 
-def run_arm(clock: Clock, engines: Engines, arm: ArmRun, keep: set[Base], metrics: tuple[str, ...],
-            warm: bool) -> None:
-    """One repetition of each metric on ``arm`` (after a warmup when ``warm``)."""
+def timed_rep(clock: Clock, engines: Engines, eng: BlockingEngine, stream: list[int], b: Base, metric: str) -> float:
+    """One repetition, its time kept as the next estimate (and the clock's grace)."""
+    t0 = time.monotonic()
+    rate = one_rep(clock, eng, stream, engines.sizes, b, metric)
+    engines.rep_s[metric] = time.monotonic() - t0
+    clock.grace = max(clock.grace, engines.rep_s[metric])
+    return rate
+
+
+def probe(clock: Clock, engines: Engines, base: Base, cand: Candidate) -> None:
+    """Load the base, fill its depth and time one repetition of each of ``cand``'s
+    metrics (its warmup): what the first A/B's plan is made from."""
+    eng, _loaded, stream = engines.get(base, {engines.load_key(base), engines.load_key(cand.applied(base))})
+    for metric in cand.measures:
+        if clock.left() <= 0:
+            raise OutOfTime
+        if (base, metric) not in engines.warmed:
+            timed_rep(clock, engines, eng, stream, base, metric)
+            engines.warmed.add((base, metric))
+
+
+def run_arm(clock: Clock, engines: Engines, arm: ArmRun, keep: set[Base], metrics: tuple[str, ...]) -> None:
+    """One repetition of each metric on ``arm`` (after a warmup on its load, the first time)."""
     from kvtop.runner.commands.bench_busy import cpu_reading, others_share
 
     eng, loaded, stream = engines.get(arm.base, keep)
     arm.loaded = loaded
-    if warm:
-        for metric in metrics:
-            one_rep(clock, eng, stream, replace(engines.sizes, n_gen=1), arm.base, metric)
     for metric in metrics:
-        start, t0 = cpu_reading(eng, loaded), time.monotonic()
-        rate = one_rep(clock, eng, stream, engines.sizes, arm.base, metric)
-        engines.rep_s[metric] = time.monotonic() - t0
+        if (arm.base, metric) not in engines.warmed:
+            one_rep(clock, eng, stream, replace(engines.sizes, n_gen=1), arm.base, metric)
+            engines.warmed.add((arm.base, metric))
+    for metric in metrics:
+        start = cpu_reading(eng, loaded)
+        rate = timed_rep(clock, engines, eng, stream, arm.base, metric)
         share = others_share(start, eng, loaded)
         arm.rates.setdefault(metric, []).append(rate)
         if share is not None:
             arm.others.append(share)
 
 
-def run_ab(clock: Clock, engines: Engines, base: Base, cand: Candidate, out: list[ABRun]) -> ABRun:
-    """Base and candidate alternating for ``sizes.reps`` rounds; appended to ``out`` at
-    once, so a stop mid-way keeps what it measured (marked partial)."""
+def run_ab(clock: Clock, engines: Engines, base: Base, cand: Candidate, out: list[ABRun], reps: int) -> ABRun:
+    """Base and candidate alternating for ``reps`` rounds; appended to ``out`` at once,
+    so a stop mid-way keeps what it measured (marked partial). A round the time left
+    does not hold is not started: with ``MIN_REPS`` rounds done the A/B is whole."""
+    from kvtop.runner.policy.tuning import MIN_REPS
+
     b = cand.applied(base)
     ab = ABRun(cand, ArmRun(base), ArmRun(b), partial=True)
     out.append(ab)
     keep = {engines.load_key(base), engines.load_key(b)}
     engines.close(but=keep)  # the last candidate's load, if this one is another
-    for i in range(engines.sizes.reps):
+    for i in range(reps):
+        if i and clock.left() < 2 * sum(engines.rep_s.get(m, 0.0) for m in cand.measures):
+            if i >= MIN_REPS:
+                break
+            raise OutOfTime
         for arm in (ab.a, ab.b):
-            run_arm(clock, engines, arm, keep, cand.measures, warm=i == 0)
+            run_arm(clock, engines, arm, keep, cand.measures)
     ab.partial = False
     return ab
 
