@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from kvtop.runner import events as ev
 from kvtop.runner.pacing import BATCH_S  # token events sent together: one wake-up of the parent per batch
+from kvtop.runner.policy.tune_messages import MeasureSettings
 from kvtop.runner.process.commands import Cancel, Chat, Command, Generate, Load, MeasurePrompt, Quit, Reset, Tokenize
 from kvtop.runner.process.lifeline import die_with_parent
 
@@ -103,6 +104,10 @@ def run_command(engine: Engine, cmd: Command, emit: Callable[[object], None], ca
         emit(ev.Tokenized(cmd.request_id, tuple(engine.tokenize(cmd.text, add_special=cmd.add_special))))
     elif isinstance(cmd, MeasurePrompt):
         emit(engine.measure_prompt(cmd.request_id, [m.as_dict() for m in cmd.messages]))
+    elif isinstance(cmd, MeasureSettings):  # the app's "find faster settings" (runner/engine/tune_in_engine.py)
+        from kvtop.runner.engine.tune_in_engine import run_measure
+
+        run_measure(engine, cmd, emit, cancel)
 
 
 def child_main(cmd_fd: int, ev_fd: int) -> int:

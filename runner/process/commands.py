@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from kvtop.runner.policy.tune_messages import MeasureSettings
 from kvtop.runner.settings import Settings
 
 
@@ -90,7 +91,7 @@ class Quit:
     pass
 
 
-Command = Load | Chat | Generate | Reset | Tokenize | MeasurePrompt | Cancel | Quit
+Command = Load | Chat | Generate | Reset | Tokenize | MeasurePrompt | MeasureSettings | Cancel | Quit
 
 
 def as_messages(messages: Iterable[ChatMessage | Mapping[str, object]]) -> tuple[ChatMessage, ...]:

@@ -30,7 +30,7 @@ ROUTES = {
     "export": "share.export",
     "toggle_markdown": "looks.toggle_markdown",
     "new_chat": "chats.new_chat",  # the old chat is put aside: Ctrl+Z brings it back (tui/turn/chat_undo.py)
-    "find_faster": "tuning.toggle",  # kvtop tune beside the chat (tui/turn/tuning.py)
+    "find_faster": "tuning.toggle",  # kvtop tune's A/Bs in the engine, between turns (tui/turn/tuning.py)
 }
 # kvtop load's view (tui/server/load_view.py) takes the keys that stop the load
 LOAD_ROUTES = {"cancel_turn": "cancel", "quit": "quit", "stop_load": "stop", "quit_when_stopped": "quit_when_stopped"}
@@ -69,8 +69,8 @@ COMMANDS = (
     ("Undo new chat: bring back the last chat", "The chat Ctrl+L put aside; the next turn sends it again "
      "(Ctrl+Z or /undo)", "undo_new_chat"),
     ("Find faster settings: measure them here (kvtop tune)", "Flash attention, threads, micro-batch and KV "
-     "types as A/Bs against these settings, up to 60 s beside the chat; the advice then quotes them (again: "
-     "stop)", "find_faster"),
+     "types as A/Bs against these settings, in the engine between turns, up to 60 s (Esc stops; the chat "
+     "stays); a winner is offered as a restart with its flags", "find_faster"),
     ("Restart engine with the same settings", "A fresh engine process; the chat stays and the next turn "
      "prefills it again (Ctrl+R)", "restart_engine"),
     ("Attach file: send a file's text", "Types /file in the prompt: add the path, Enter sends it (Ctrl+O)",

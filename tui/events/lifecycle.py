@@ -40,6 +40,8 @@ class EngineLifecycle:
         if len(self.screen_stack) > 1:  # Esc closes a dialog first
             self.screen.dismiss()
             return
+        if self.tuning.cancel():  # "find faster settings" in the engine: the chat stays as it is
+            return
         if self.session.cancel():
             self.notify("Cancelling…", markup=False, timeout=2)
             if not self.session.turn_running:
