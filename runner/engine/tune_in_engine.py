@@ -4,8 +4,8 @@ faster settings", issue 39): ``MeasureSettings`` answered with ``TuneMeasured``.
 Flash attention, the micro-batch, the KV cache types and the threads are a context's
 settings, not the model's: each arm is a context of its own on the model the engine
 has loaded (no second load of the weights, and the chat's context and KV cache are
-never touched, so the next turn runs exactly as it would have). ``-ngl`` needs another
-load of the model: it is left to ``kvtop tune``. Timed as llama-bench times its tests
+never touched, so the next turn runs exactly as it would have). ``-ngl`` is the
+model's: its arm loads the model a second time, beside the first. Timed as llama-bench times its tests
 (``test_prompt``/``test_gen``): the context's depth filled once and untimed, then per
 repetition everything after the depth dropped and either the prompt's P tokens
 decoded in batches of ``n_batch`` or N tokens decoded one at a time, no sampling;
@@ -16,6 +16,7 @@ turn sent, the budget) stops it at the next ``llama_decode``, keeping what was m
 
 from __future__ import annotations
 
+import os
 import random
 import threading
 import time
@@ -26,8 +27,8 @@ from typing import TYPE_CHECKING, Protocol
 import llama_cpp
 
 from kvtop.runner.engine.handles import Context, Model, TokenBuffer
-from kvtop.runner.engine.load_params import context_params
-from kvtop.runner.policy.tune_budget import fit_reps
+from kvtop.runner.engine.load_params import context_params, model_params
+from kvtop.runner.policy.tune_budget import budget_for, fit_reps
 from kvtop.runner.policy.tune_messages import MeasureSettings, PairRates, TuneMeasured, TuneProgress
 from kvtop.runner.policy.tuning import MIN_REPS, Base, Candidate
 from kvtop.runner.settings import Settings
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
     from kvtop.runner.engine.engine import Engine
 
 Emit = Callable[[object], None]
-UNMEASURED_HERE = {"ngl": "it needs another load of the model: `kvtop tune` measures it"}
+TOO_SMALL = "one A/B needs a budget of"  # then its seconds: the first skip's reason when none fits
 
 
 class Stopped(Exception):
@@ -53,9 +54,13 @@ class Arms:
     cmd: MeasureSettings
     stop: Callable[[], bool]
     open: dict[Base, Context] = field(default_factory=dict)
+    models: dict[int, Model] = field(default_factory=dict)  # -ngl's other loads, by their layers
     rep_s: dict[str, float] = field(default_factory=dict)
     load_s: float = 0.0
     tokens: list[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:  # a load's progress callback (kept referenced): a cancel stops it
+        self._progress = llama_cpp.llama_progress_callback(lambda _f, _d: not self.stop())
 
     @staticmethod
     def key(b: Base) -> Base:
@@ -69,9 +74,9 @@ class Arms:
             self.open.pop(other).close()
         c = self.cmd
         s = replace(self.settings, n_ubatch=b.n_ubatch, n_batch=b.n_batch, flash_attn=b.flash_attn,
-                    cache_type_k=b.cache_type_k, cache_type_v=b.cache_type_v)
+                    cache_type_k=b.cache_type_k, cache_type_v=b.cache_type_v, n_gpu_layers=b.n_gpu_layers)
         t0 = time.monotonic()
-        ctx = Context.create(self.model, context_params(s, c.depth + c.n_prompt + c.n_gen + 8))
+        ctx = Context.create(self.model_for(s), context_params(s, c.depth + c.n_prompt + c.n_gen + 8))
         if ctx is None:
             raise RuntimeError("llama.cpp could not create a context with these settings")
         self.open[k] = ctx
@@ -79,6 +84,17 @@ class Arms:
             self.decode_batches(ctx, self.tokens[:c.depth], b)
         self.load_s = max(self.load_s, time.monotonic() - t0)
         return ctx
+
+    def model_for(self, s: Settings) -> Model:
+        """The engine's model, or for another ``-ngl`` a second load of it (kept to the end)."""
+        if s.n_gpu_layers == self.settings.n_gpu_layers:
+            return self.model
+        if s.n_gpu_layers not in self.models:
+            m = Model.load(os.path.abspath(s.model), model_params(s, self._progress))
+            if m is None:
+                raise RuntimeError(f"llama.cpp could not load the model with -ngl {s.n_gpu_layers}")
+            self.models[s.n_gpu_layers] = m
+        return self.models[s.n_gpu_layers]
 
     def decode_batches(self, ctx: Context, tokens: list[int], b: Base) -> None:
         llama_cpp.llama_set_n_threads(ctx.ptr, b.n_threads, b.n_threads_batch)
@@ -124,6 +140,8 @@ class Arms:
     def close(self) -> None:
         for k in list(self.open):
             self.open.pop(k).close()
+        for n in list(self.models):  # after the contexts on them
+            self.models.pop(n).close()
 
 
 def measure_settings(model: Model, settings: Settings, cmd: MeasureSettings, emit: Emit,
@@ -141,8 +159,7 @@ def measure_settings(model: Model, settings: Settings, cmd: MeasureSettings, emi
                 tokens=[rng.randrange(n_vocab) for _ in range(cmd.depth + cmd.n_prompt + cmd.n_gen + 1)])
     pairs: list[PairRates] = []
     skipped: list[tuple[Candidate, str]] = []
-    todo = [c for c in cmd.candidates if c.group not in UNMEASURED_HERE]
-    skipped += [(c, UNMEASURED_HERE[c.group]) for c in cmd.candidates if c.group in UNMEASURED_HERE]
+    todo = list(cmd.candidates)
     try:
         for i, cand in enumerate(todo):
             emit(TuneProgress(cmd.turn_id, i + 1, len(todo), cand.flag, time.monotonic() - t0,
@@ -156,19 +173,33 @@ def measure_settings(model: Model, settings: Settings, cmd: MeasureSettings, emi
             reps = fit_reps(arms.rep_s, cand.measures, arms.load_s, arms.key(b) not in arms.open,
                             deadline - time.monotonic(), cmd.reps)
             if reps is not None and reps < MIN_REPS:
-                skipped.append((cand, f"the budget ({cmd.budget_s:.0f} s) ran out"))
+                if not pairs:  # not even the first, the most promising: what budget would hold it
+                    need = budget_for(time.monotonic() - t0, arms.rep_s, cand.measures, arms.load_s,
+                                      arms.key(b) not in arms.open)
+                    skipped.append((cand, f"{TOO_SMALL} {need}"))
+                    break
+                skipped.append((cand, "the budget ran out"))
                 continue
             pair = _ab(arms, cmd.base, cand, keep, reps or cmd.reps, grace, deadline)
             pairs.append(pair)
-    except Stopped:
-        pass  # what was measured is kept
+    except Stopped:  # what was measured is kept
+        if not pairs and not cancel.is_set() and todo:  # the budget ran out before the first A/B
+            skipped.append((todo[0], f"{TOO_SMALL} {_first_need(arms, todo[0], time.monotonic() - t0)}"))
     finally:
         arms.close()
     done = {p.candidate for p in pairs} | {c for c, _ in skipped}
-    why = "cancelled" if cancel.is_set() else f"the budget ({cmd.budget_s:.0f} s) ran out"
+    why = "cancelled" if cancel.is_set() else "the budget ran out"
     skipped += [(c, why) for c in cmd.candidates if c not in done]
     return TuneMeasured(cmd.turn_id, tuple(pairs), tuple(skipped), cancel.is_set(), time.monotonic() - t0,
                         time.process_time() - cpu0)
+
+
+def _first_need(arms: Arms, cand: Candidate, spent: float) -> int:
+    """The budget the first A/B needs: from its timings, or (cut before they were all
+    taken) three times what the depth's fill and the warmups so far took, at least."""
+    if all(m in arms.rep_s for m in cand.measures):
+        return budget_for(spent, arms.rep_s, cand.measures, arms.load_s, True)
+    return int(5 * -(-3 * spent // 5)) + 5
 
 
 def _eta(arms: Arms, todo: list[Candidate], cmd: MeasureSettings, deadline: float) -> float | None:
