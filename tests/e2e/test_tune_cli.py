@@ -40,7 +40,8 @@ def test_tune_ends_within_its_budget_with_llama_benchs_columns():
     header, rows = md_rows(out)
     # llama-bench's columns, with one for each setting an A/B changed (fa, threads: always)
     # (in llama-bench's order: n_ubatch, type_k, type_v come before fa when an A/B changed them)
-    assert header[:5] == ["model", "size", "params", "backend", "threads"] and header[-3:] == ["fa", "test", "t/s"]
+    assert header[:5] == ["model", "size", "params", "backend", "threads"] and header[-3:] == ["fa", "test", "t/s"], \
+        out + err
     assert set(header[5:-3]) <= {"n_ubatch", "type_k", "type_v"}, header
     assert rows, out
     assert {r[-2] for r in rows} <= {"pp8 @ d8", "tg2 @ d8"}
