@@ -84,6 +84,7 @@ class KvtopApp(EngineWorkers, ServerRouting, EngineLifecycle, Forecasting, CPUWa
         Binding("f3", "toggle_markdown", "Markdown"),
         Binding("f4", "next_server", "Next server", show=False),
         Binding("f6", "next_page", "Next page of panes", show=False),
+        Binding("f7", "find_faster", "Find faster settings", show=False),  # tui/turn/tuning.py
         Binding("ctrl+r", "restart_engine", "Restart engine", show=False, priority=True),
         Binding("ctrl+o", "attach_file", "Attach file", show=False, priority=True),
         Binding("ctrl+q", "quit", "Quit", priority=True),

@@ -43,7 +43,7 @@ async def test_progress_shown_and_esc_leaves_the_chat_and_engine_as_they_were(se
         await wait_until(pilot, lambda: len(app.turns) == 1 and not app.turn_running, timeout=120, what="turn 1")
         engine_pid, messages = app.session.engine.pid, list(app.session.messages)
         children = len(__import__("psutil").Process().children(recursive=True))
-        app.tuning.toggle()
+        await pilot.press("f7")  # its key (the palette's entry is the same action)
         assert app.tuning.running
         await wait_until(pilot, lambda: "A/B 1/" in progress_line(app), timeout=120, what="its progress")
         assert "find faster settings: A/B 1/" in screen_text(app)  # on screen, in the Prefill pane's border

@@ -70,7 +70,7 @@ COMMANDS = (
      "(Ctrl+Z or /undo)", "undo_new_chat"),
     ("Find faster settings: measure them here (kvtop tune)", "Flash attention, threads, micro-batch and KV "
      "types as A/Bs against these settings, in the engine between turns, up to 60 s (Esc stops; the chat "
-     "stays); a winner is offered as a restart with its flags", "find_faster"),
+     "stays); a winner is offered as a restart with its flags (F7)", "find_faster"),
     ("Restart engine with the same settings", "A fresh engine process; the chat stays and the next turn "
      "prefills it again (Ctrl+R)", "restart_engine"),
     ("Attach file: send a file's text", "Types /file in the prompt: add the path, Enter sends it (Ctrl+O)",

@@ -32,6 +32,8 @@ KEYS = [
     ("Ctrl+O", "attach a file: starts '/file ' in the input; type the path, Enter sends its text"),
     ("F4", "kvtop --server with several servers: chat with the next one"),
     ("F6", "next page of panes when they do not all fit (or click a page's name above them)"),
+    ("F7", "find faster settings: kvtop tune's A/Bs in the engine between turns, up to 60 s (Esc stops; the "
+           "chat stays); a winner is offered as a restart with its flags"),
     ("Tab", "move the cursor between the prompt, the chat and the panes (Shift+Tab back; or click a pane; "
             "a click on a reply opens its waterfall)"),
     ("↑ ↓ PgUp PgDn Home End", "scroll the chat or the panes when the cursor is there; the mouse wheel "
