@@ -86,6 +86,7 @@ class KvtopApp(EngineWorkers, ServerRouting, EngineLifecycle, Forecasting, CPUWa
         Binding("f4", "next_server", "Next server", show=False),
         Binding("f6", "next_page", "Next page of panes", show=False),
         Binding("f7", "measure_quality", "Measure KV quality", show=False),
+        Binding("f8", "find_faster", "Find faster settings", show=False),  # tui/turn/tuning.py
         Binding("ctrl+r", "restart_engine", "Restart engine", show=False, priority=True),
         Binding("ctrl+o", "attach_file", "Attach file", show=False, priority=True),
         Binding("ctrl+q", "quit", "Quit", priority=True),
@@ -120,8 +121,8 @@ class KvtopApp(EngineWorkers, ServerRouting, EngineLifecycle, Forecasting, CPUWa
         self.server_index = 0  # which server the chat and the panes follow
         self.fleet_watch: FleetWatch | None = None  # kvtop --server: the polls (tui/events/workers.py)
         self.share = Share(self)  # Ctrl+S, Ctrl+E and the files they saved
-        self.tuning = TuneRunner(self)  # the palette's "find faster settings": kvtop tune beside the chat
         self.quality = LiveQuality(self)  # F7: the KV cache's quality measured on this chat
+        self.tuning = TuneRunner(self)  # the palette's "find faster settings": kvtop tune's A/Bs in the engine
         self.load_view: LoadView | None = None  # kvtop load's live view, once composed
         self._quitting = False
         self.quit_begun: Callable[[int], None] | None = None  # kvtop's QuitGuard arms its deadline here
@@ -308,8 +309,13 @@ class KvtopApp(EngineWorkers, ServerRouting, EngineLifecycle, Forecasting, CPUWa
             screen.pos = turn
         self.push_screen(screen)
 
+    def on_tune_progressed(self, m) -> None:  # "find faster settings" (tui/turn/tuning.py)
+        self.tuning.progress(m.event)
+
+    def on_tune_finished(self, m) -> None:
+        self.tuning.finished(m.event)
+
     def on_unmount(self) -> None:
-        self.tuning.stop()  # a kvtop tune still measuring ends with the app
         self.collector.turn_ended()  # never leave the collector paused behind us
         if self.fleet_watch is not None:  # the polls end with the app, not at their next poll
             self.fleet_watch.poller.stop()

@@ -2,8 +2,11 @@
 the answers is faster on this machine, measured (issue 39).
 
 From the user's settings, each candidate (runner.policy.tuning.candidate_list) runs as
-an interleaved A/B against them at ``--depth`` (runner.commands.tune_measure), on
-llama-bench's timing rules, until ``--budget`` seconds are spent; the rows are
+an interleaved A/B against them at ``--depth``, on llama-bench's timing rules, in one
+engine as the app's "find faster settings" runs them (runner.commands.tune_engine,
+runner.engine.tune_in_engine: a context per arm on one load of the model), with the
+rounds that ``--budget`` seconds hold (a budget that cannot hold the first A/B says so
+in one line, with the budget that would); the rows are
 llama-bench's (runner.commands.tune_output), then one line per candidate with its gains
 and one recommended command line. A candidate wins only beyond the run-to-run spread
 it measured, and never on a busy machine (the bench's rule). Ctrl+C stops the run and
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from typing import TYPE_CHECKING
 
 from kvtop.runner.cli_types import int_in, positive_int
@@ -129,57 +133,35 @@ def tune_main(argv: list[str]) -> int:
 
 def run_tune(a: argparse.Namespace, argv: list[str], settings: Settings, base: Base, cands: list[Candidate],
              sizes: Sizes) -> int:
-    from kvtop.runner.commands.tune_measure import ABRun, Clock, Engines, OutOfTime, judgement, run_ab
+    from kvtop.runner.commands.tune_engine import EngineRun, run_in_engine
+    from kvtop.runner.commands.tune_measure import judgement
     from kvtop.runner.commands.tune_output import Outcome, render
-
-    threads = [base.n_threads] + [c.applied(base).n_threads for c in cands]
-    threads_b = [base.n_threads_batch] + [c.applied(base).n_threads_batch for c in cands]
-    clock = Clock(float(a.budget))
 
     def say(text: str) -> None:
         if a.progress:
             to_stderr(f"kvtop tune: {text}")
 
-    engines = Engines(settings, sizes, clock, (max(threads), max(threads_b)), lambda what: say(f"loading ({what})"))
+    t0 = time.monotonic()
     out = Outcome(a.model, argv, base, sizes, a.budget)
-    done: list[ABRun] = []
+    run = EngineRun()
     try:
-        for i, cand in enumerate(cands):
-            new_load = engines.load_key(cand.applied(base)) not in engines.open
-            need = engines.estimate(cand, new_load)
-            if clock.left() <= 0 or (need is not None and need > clock.left()):
-                out.skipped.append((cand, "the budget ran out"))
-                continue
-            say(f"A/B {i + 1}/{len(cands)}: {cand.flag} against your settings ({clock.left():.0f} s left)")
-            try:
-                run_ab(clock, engines, base, cand, done)
-            except BenchError as exc:  # this candidate's load or turn failed: the others still run
-                if done and done[-1].candidate == cand:
-                    done.pop()
-                out.skipped.append((cand, f"failed: {exc}"))
-                if not engines.open:
-                    raise
-    except OutOfTime:
-        pass
-    except KeyboardInterrupt:
+        run = run_in_engine(settings, base, cands, sizes, float(a.budget), say)
+    except KeyboardInterrupt:  # before the measurement began (loading): nothing measured
         out.stopped = True
     except BenchError as exc:
         out.error = str(exc)
-    finally:
-        clock.stop()
-        try:
-            engines.close()
-        except KeyboardInterrupt:
-            out.stopped = True
+    out.stopped = out.stopped or run.stopped
+    if run.too_small is not None:  # said before any A/B ran: the budget cannot hold the first
+        to_stderr(f"kvtop tune: --budget {a.budget} cannot hold one A/B at depth {sizes.depth} here "
+                  f"({cands[0].flag} against your settings): --budget {run.too_small} would")
     cut = "stopped by Ctrl+C" if out.stopped else out.error or "the budget ran out"
-    empty = [ab for ab in done if not ab.a.rates]  # cut before its first repetition (a base-only one keeps its rows)
-    done = [ab for ab in done if ab not in empty]
-    out.skipped += [(ab.candidate, f"{cut} during its first repetitions") for ab in empty]
-    seen = {ab.candidate for ab in done} | {c for c, _ in out.skipped}
+    empty = [ab for ab in run.runs if not ab.b.rates]  # cut before the candidate's first repetition
+    out.runs = [ab for ab in run.runs if ab not in empty]
+    out.skipped = run.skipped + [(ab.candidate, f"{cut} during its first repetitions") for ab in empty]
+    seen = {ab.candidate for ab in out.runs} | {c for c, _ in out.skipped}
     out.skipped += [(c, cut) for c in cands if c not in seen]
-    out.runs = done
-    out.judged = [judgement(ab) for ab in done]
-    out.elapsed_s = -clock.left() + a.budget
+    out.judged = [judgement(ab) for ab in out.runs]
+    out.elapsed_s = time.monotonic() - t0
     from kvtop.runner.commands.tune_cache import save_result
 
     out.saved = save_result(settings, out)
@@ -188,7 +170,7 @@ def run_tune(a: argparse.Namespace, argv: list[str], settings: Settings, base: B
             from kvtop.runner.calibration.busy import busy_run_note
 
             to_stderr(f"kvtop tune: {j.candidate.flag}: {busy_run_note(j.busy)} (not judged)")
-    if done or out.skipped:
+    if out.runs or out.skipped:
         print(render(a.output, out))
         sys.stdout.flush()
     if out.stopped:

@@ -1,38 +1,18 @@
-"""``kvtop tune``'s measurement: interleaved A/B runs on kvtop's engine, on llama-bench's
-timing rules, within a budget.
-
-As ``kvtop bench`` times them (runner.commands.bench): a prefill repetition is the
-engine's time for the prompt's P tokens after a context of D tokens is filled (the fill
-untimed, its tokens cached), a decode repetition N decodes after the same D tokens,
-from the first sampled token to the N+1st. Each arm is warmed up once before its
-repetitions. The base and the candidate alternate, one repetition each (ABAB...).
-
-Threads change per turn (``llama_set_n_threads``, as the app's turns on a busy machine
-do): both arms of a ``-t``/``-tb`` A/B run on one load with the most threads they use.
-Any other candidate is a load of its own, beside the base's (the weights are mmap-ed:
-both processes read the same pages). A deadline (the budget) cancels a turn in flight;
-Ctrl+C stops the run where it is; what was measured is kept either way.
+"""``kvtop tune``'s measured A/Bs as its output and its judgements read them: the sizes
+of each test, each arm's rates per metric and the others' CPU share, and the rule's
+judgement (runner.policy.tuning). The A/Bs themselves run in the engine
+(runner.engine.tune_in_engine, through runner.commands.tune_engine).
 """
 
 from __future__ import annotations
 
-import threading
-import time
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from kvtop.runner.commands.bench import BenchError, open_engine, token_stream
 from kvtop.runner.policy.tuning import Base, Candidate, Judgement, Metric
 
 if TYPE_CHECKING:
-    from kvtop.runner.events import Loaded, TurnMetrics
-    from kvtop.runner.process.blocking import BlockingEngine
-    from kvtop.runner.settings import Settings
-
-
-class OutOfTime(Exception):
-    """The budget ran out during a turn (it was cancelled) or before the next one."""
+    from kvtop.runner.events import Loaded
 
 
 @dataclass(frozen=True)
@@ -64,166 +44,6 @@ class ABRun:
     b: ArmRun
     partial: bool = False
     note: str = ""
-
-
-class Clock:
-    """The budget's deadline, and a watchdog that cancels the turn in flight at it."""
-
-    def __init__(self, budget_s: float):
-        self.start = time.monotonic()
-        self.deadline = self.start + budget_s
-        self.expired = False
-        self._engine: BlockingEngine | None = None
-        self._lock = threading.Lock()
-        self._timer = threading.Timer(budget_s, self._expire)
-        self._timer.daemon = True
-        self._timer.start()
-
-    def left(self) -> float:
-        return self.deadline - time.monotonic()
-
-    def _expire(self) -> None:
-        with self._lock:
-            self.expired = True
-            if self._engine is not None:
-                self._engine.cancel()
-
-    def running(self, eng: BlockingEngine | None) -> None:
-        with self._lock:
-            self._engine = eng
-        if eng is not None and self.expired:
-            raise OutOfTime
-
-    def stop(self) -> None:
-        self._timer.cancel()
-
-
-class Engines:
-    """The loads an A/B needs, keyed by their settings (threads aside), each started,
-    its depth filled and warmed up once; at most ``keep`` stay open (the base's first)."""
-
-    def __init__(self, settings: Settings, sizes: Sizes, clock: Clock, max_threads: tuple[int, int],
-                 on_load: Callable[[str], None] | None = None):
-        self.settings = replace(settings, n_ctx=sizes.n_ctx, n_threads=max_threads[0], n_threads_batch=max_threads[1],
-                                threads_why="set by kvtop tune")
-        self.sizes = sizes
-        self.clock = clock
-        self.open: dict[Base, tuple[BlockingEngine, Loaded, list[int]]] = {}
-        self.on_load = on_load or (lambda _s: None)
-        self.rep_s: dict[str, float] = {}  # the last repetition's seconds of each metric
-        self.load_s = 0.0  # the longest load so far (start, depth fill)
-
-    def load_key(self, b: Base) -> Base:
-        return replace(b, n_threads=0, n_threads_batch=0)
-
-    def get(self, b: Base, keep: set[Base]) -> tuple[BlockingEngine, Loaded, list[int]]:
-        from kvtop.runner.process.contract import EngineUnavailable
-
-        k = self.load_key(b)
-        if k in self.open:
-            return self.open[k]
-        self.close(but=keep)
-        s = replace(self.settings, n_ubatch=b.n_ubatch, n_batch=b.n_batch, flash_attn=b.flash_attn,
-                    cache_type_k=b.cache_type_k, cache_type_v=b.cache_type_v, n_gpu_layers=b.n_gpu_layers)
-        self.on_load(f"fa {b.flash_attn}, ub {b.n_ubatch}, ctk {b.cache_type_k}, ctv {b.cache_type_v}, "
-                     f"ngl {b.n_gpu_layers}")
-        t0 = time.monotonic()
-        eng = open_engine(s, in_process=False)
-        try:
-            loaded = eng.start(lambda e: None)
-            stream = token_stream(eng, self.sizes.depth + self.sizes.n_prompt + 2)
-            if self.sizes.depth:
-                _turn(self.clock, eng, stream[:self.sizes.depth], 1, (s.n_threads, s.n_threads_batch))
-            self.load_s = max(self.load_s, time.monotonic() - t0)
-        except EngineUnavailable as exc:
-            eng.close()
-            raise BenchError(str(exc)) from None
-        except BaseException:
-            eng.close()
-            raise
-        self.open[k] = (eng, loaded, stream)
-        return self.open[k]
-
-    def estimate(self, cand: Candidate, new_load: bool) -> float | None:
-        """Seconds an A/B of ``cand`` should take, from the repetitions so far."""
-        if any(m not in self.rep_s for m in cand.measures):
-            return None
-        reps = sum(self.rep_s[m] for m in cand.measures) * 2 * (self.sizes.reps + 0.3)
-        return reps + (self.load_s if new_load else 0.0)
-
-    def close(self, but: set[Base] | None = None) -> None:
-        for k in [k for k in self.open if not but or k not in but]:
-            self.open.pop(k)[0].close()
-
-
-def _turn(clock: Clock, eng: BlockingEngine, tokens: list[int], n_predict: int, threads: tuple[int, int]) -> TurnMetrics:
-    from kvtop.runner.events import TurnRefused
-
-    clock.running(eng)
-    try:
-        done = eng.generate(tokens, lambda e: None, n_predict=n_predict, ignore_eog=True, threads=threads)
-    finally:
-        clock.running(None)
-    if clock.expired:
-        raise OutOfTime
-    if isinstance(done, TurnRefused):
-        raise BenchError(done.reason)
-    return done.metrics
-
-
-def one_rep(clock: Clock, eng: BlockingEngine, stream: list[int], sizes: Sizes, b: Base, metric: str) -> float:
-    """One repetition's rate (tok/s) of ``metric`` on ``eng`` with ``b``'s threads."""
-    d, threads = sizes.depth, (b.n_threads, b.n_threads_batch)
-    if metric == "decode":
-        n = sizes.n_gen
-        m = _turn(clock, eng, stream[:max(d, 1)], n + 1, threads)
-        if not m.decode_tok_s or m.decode_tokens < n + 1:
-            raise BenchError(f"the engine generated {m.decode_tokens:,} tokens, not {n + 1:,}")
-        return float(m.decode_tok_s)
-    p = sizes.n_prompt
-    if d:
-        _turn(clock, eng, stream[:d], 1, threads)  # the depth, cached but for its last token: untimed
-    else:
-        eng.reset()
-    m = _turn(clock, eng, stream[:d + p], 1, threads)
-    if m.prefill_tokens != p or not m.prefill_s:
-        raise BenchError(f"the engine computed {m.prefill_tokens:,} prompt tokens, not {p:,}")
-    return p / m.prefill_s
-
-
-def run_arm(clock: Clock, engines: Engines, arm: ArmRun, keep: set[Base], metrics: tuple[str, ...],
-            warm: bool) -> None:
-    """One repetition of each metric on ``arm`` (after a warmup when ``warm``)."""
-    from kvtop.runner.commands.bench_busy import cpu_reading, others_share
-
-    eng, loaded, stream = engines.get(arm.base, keep)
-    arm.loaded = loaded
-    if warm:
-        for metric in metrics:
-            one_rep(clock, eng, stream, replace(engines.sizes, n_gen=1), arm.base, metric)
-    for metric in metrics:
-        start, t0 = cpu_reading(eng, loaded), time.monotonic()
-        rate = one_rep(clock, eng, stream, engines.sizes, arm.base, metric)
-        engines.rep_s[metric] = time.monotonic() - t0
-        share = others_share(start, eng, loaded)
-        arm.rates.setdefault(metric, []).append(rate)
-        if share is not None:
-            arm.others.append(share)
-
-
-def run_ab(clock: Clock, engines: Engines, base: Base, cand: Candidate, out: list[ABRun]) -> ABRun:
-    """Base and candidate alternating for ``sizes.reps`` rounds; appended to ``out`` at
-    once, so a stop mid-way keeps what it measured (marked partial)."""
-    b = cand.applied(base)
-    ab = ABRun(cand, ArmRun(base), ArmRun(b), partial=True)
-    out.append(ab)
-    keep = {engines.load_key(base), engines.load_key(b)}
-    engines.close(but=keep)  # the last candidate's load, if this one is another
-    for i in range(engines.sizes.reps):
-        for arm in (ab.a, ab.b):
-            run_arm(clock, engines, arm, keep, cand.measures, warm=i == 0)
-    ab.partial = False
-    return ab
 
 
 def judgement(ab: ABRun) -> Judgement:

@@ -81,8 +81,8 @@ def _prefill_slow_cause(n_tokens: int | None, ctx: EstimateContext) -> str:
         return gap
     if n_tokens is not None and n_tokens < SHORT_PROMPT_TOKENS:
         return f"a {n_tokens}-token prompt pays per-step costs (graph, threads, sampling) the roofline does not count"
-    if ctx.n_ubatch < SMALL_UBATCH:
-        return f"ubatch {ctx.n_ubatch} is too small (-ub)"
+    if ctx.n_ubatch < SMALL_UBATCH and (advice := advise(f"-ub {2 * ctx.n_ubatch}", ctx.tuned)):
+        return f"ubatch {ctx.n_ubatch} is too small: {advice}"  # not where kvtop tune measured it no faster
     if ctx.on_cpu:
         return "the whole model runs below the fastest matmul kernel the probe timed (attention, norms and other weight types are slower)"
     return "compute not saturated"

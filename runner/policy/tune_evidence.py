@@ -81,6 +81,18 @@ def advise(flag: str, evidence: TuneEvidence | None, now: float | None = None, *
     return None
 
 
+def advise_short(flag: str, evidence: TuneEvidence | None, now: float | None = None) -> str:
+    """``advise(..., conditional=True)`` for a narrow border: "try -t 1: decode 1.30x
+    here, 3 min ago", "try -t 1 (not measured: kvtop tune)", "try -t 1 (quiet: no
+    faster, decode 1.01x)"."""
+    m = evidence.find(flag) if evidence else None
+    if m is None or evidence is None or m.verdict == "not judged":
+        return f"try {flag} (not measured: kvtop tune)"
+    if m.verdict == "faster":
+        return f"try {flag}: {m.gains()} here, {ago(evidence.measured_at, now)}"
+    return f"try {flag} (quiet: {'slower' if m.verdict == 'slower' else 'no faster'}, {m.gains()})"
+
+
 def roofline_gap(evidence: TuneEvidence | None, metric: str, now: float | None = None) -> str | None:
     """The measured setting that explains a ``metric`` ("decode", "prefill") gap the
     roofline does not see, as the verdict's cause; None without one."""

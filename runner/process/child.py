@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from kvtop.runner import events as ev
 from kvtop.runner.pacing import BATCH_S  # token events sent together: one wake-up of the parent per batch
+from kvtop.runner.policy.tune_messages import MeasureSettings
 from kvtop.runner.process.commands import (
     Cancel,
     Chat,
@@ -124,6 +125,10 @@ def run_command(engine: Engine, cmd: Command, emit: Callable[[object], None], ca
             measure_chat(engine, cmd.turn_id, [m.as_dict() for m in cmd.messages], emit, cancel.event)
         finally:
             cancel.end()
+    elif isinstance(cmd, MeasureSettings):  # the app's "find faster settings" (runner/engine/tune_in_engine.py)
+        from kvtop.runner.engine.tune_in_engine import run_measure
+
+        run_measure(engine, cmd, emit, cancel)
 
 
 def child_main(cmd_fd: int, ev_fd: int) -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from kvtop.runner.policy.tune_messages import MeasureSettings
 from kvtop.runner.settings import Settings
 
 
@@ -102,7 +103,7 @@ class Quit:
     pass
 
 
-Command = Load | Chat | Generate | Reset | Tokenize | MeasurePrompt | MeasureKld | Cancel | Quit
+Command = Load | Chat | Generate | Reset | Tokenize | MeasurePrompt | MeasureKld | MeasureSettings | Cancel | Quit
 
 
 def as_messages(messages: Iterable[ChatMessage | Mapping[str, object]]) -> tuple[ChatMessage, ...]:

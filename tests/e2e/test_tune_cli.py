@@ -40,7 +40,8 @@ def test_tune_ends_within_its_budget_with_llama_benchs_columns():
     header, rows = md_rows(out)
     # llama-bench's columns, with one for each setting an A/B changed (fa, threads: always)
     # (in llama-bench's order: n_ubatch, type_k, type_v come before fa when an A/B changed them)
-    assert header[:5] == ["model", "size", "params", "backend", "threads"] and header[-3:] == ["fa", "test", "t/s"]
+    assert header[:5] == ["model", "size", "params", "backend", "threads"] and header[-3:] == ["fa", "test", "t/s"], \
+        out + err
     assert set(header[5:-3]) <= {"n_ubatch", "type_k", "type_v"}, header
     assert rows, out
     assert {r[-2] for r in rows} <= {"pp8 @ d8", "tg2 @ d8"}
@@ -50,6 +51,28 @@ def test_tune_ends_within_its_budget_with_llama_benchs_columns():
     assert len(said) == 1 and ("at depth 8" in said[0] or "not measured" in said[0]), out
     assert any(x.startswith("recommended: ") for x in out.splitlines())
     assert f"of a {budget} s budget; depth 8, pp8, tg2" in out
+
+
+def test_a_small_budget_measures_the_first_pair_or_says_what_budget_would():
+    """A trial's ``kvtop tune --budget 30`` on a busy machine measured nothing in 33 s:
+    now the first A/B (-fa) is measured whole, or one line says the budget cannot hold
+    it and which would; either way it ends within about one measurement of its budget."""
+    budget = 6
+    t0 = time.monotonic()
+    p = tune("--depth", "64", "-p", "16", "-n", "4", "-r", "2", "--budget", str(budget))
+    out, err = p.communicate(timeout=budget + 120)
+    wall = time.monotonic() - t0
+    assert p.returncode == 0 and "Traceback" not in err, err
+    said = [x for x in out.splitlines() if x.startswith("`-fa off`: ")]
+    assert len(said) == 1, out
+    if "not measured" in said[0]:
+        line = [x for x in err.splitlines() if "cannot hold one A/B" in x]
+        assert len(line) == 1 and line[0].startswith(f"kvtop tune: --budget {budget} cannot hold one A/B at depth 64 "
+                                                     "here (-fa off against your settings): --budget "), err
+        assert int(line[0].rsplit("--budget ", 1)[1].split()[0]) > budget
+    else:
+        assert "at depth 64" in said[0]
+    assert wall < budget + SLACK_S, f"{wall:.1f} s for a {budget} s budget"
 
 
 def test_json_output_parses():

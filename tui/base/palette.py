@@ -31,7 +31,7 @@ ROUTES = {
     "toggle_markdown": "looks.toggle_markdown",
     "measure_quality": "quality.toggle",  # the KV cache's KLD on this chat (tui/turn/quality.py)
     "new_chat": "chats.new_chat",  # the old chat is put aside: Ctrl+Z brings it back (tui/turn/chat_undo.py)
-    "find_faster": "tuning.toggle",  # kvtop tune beside the chat (tui/turn/tuning.py)
+    "find_faster": "tuning.toggle",  # kvtop tune's A/Bs in the engine, between turns (tui/turn/tuning.py)
 }
 # kvtop load's view (tui/server/load_view.py) takes the keys that stop the load
 LOAD_ROUTES = {"cancel_turn": "cancel", "quit": "quit", "stop_load": "stop", "quit_when_stopped": "quit_when_stopped"}
@@ -70,8 +70,8 @@ COMMANDS = (
     ("Undo new chat: bring back the last chat", "The chat Ctrl+L put aside; the next turn sends it again "
      "(Ctrl+Z or /undo)", "undo_new_chat"),
     ("Find faster settings: measure them here (kvtop tune)", "Flash attention, threads, micro-batch and KV "
-     "types as A/Bs against these settings, up to 60 s beside the chat; the advice then quotes them (again: "
-     "stop)", "find_faster"),
+     "types as A/Bs against these settings, in the engine between turns, up to 60 s (Esc stops; the chat "
+     "stays); a winner is offered as a restart with its flags (F8)", "find_faster"),
     ("Measure quality of the KV cache (KLD on this chat)", "Its tokens through f16 and quantized caches in contexts "
      "of their own (the chat's cache untouched): KLD and same top token beside the bytes saved, in the KV pane "
      "(F7; Esc stops)", "measure_quality"),

@@ -34,6 +34,8 @@ KEYS = [
     ("F6", "next page of panes when they do not all fit (or click a page's name above them)"),
     ("F7", "measure the KV cache's quality on this chat: KLD of q8_0/q4_0 against f16 (or of the running "
            "quantized cache), in contexts beside the chat's; the KV pane shows it; Esc stops"),
+    ("F8", "find faster settings: kvtop tune's A/Bs in the engine between turns, up to 60 s (Esc stops; the "
+           "chat stays); a winner is offered as a restart with its flags"),
     ("Tab", "move the cursor between the prompt, the chat and the panes (Shift+Tab back; or click a pane; "
             "a click on a reply opens its waterfall)"),
     ("↑ ↓ PgUp PgDn Home End", "scroll the chat or the panes when the cursor is there; the mouse wheel "

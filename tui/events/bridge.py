@@ -17,10 +17,12 @@ import time
 from collections.abc import Callable
 
 from kvtop.runner import events as ev
+from kvtop.runner.policy.tune_messages import TuneMeasured, TuneProgress
 from kvtop.runner.sanitize import clean_text
 from kvtop.tui.base import messages as msg
 from kvtop.tui.base.decode_series import DecodeSeries
 from kvtop.tui.turn.quality import QualityMeasured, QualityProgress
+from kvtop.tui.turn.tuning import TuneFinished, TuneProgressed
 
 # engine event -> the message it posts as it is (events missing from both tables post nothing)
 MESSAGES: dict[type, Callable[[object], object]] = {
@@ -42,6 +44,8 @@ MESSAGES: dict[type, Callable[[object], object]] = {
     ev.RecordedCPU: lambda e: msg.RecordedCPU(e.turn_id, e.others_cpu),
     ev.KldProgress: QualityProgress,
     ev.KldMeasured: QualityMeasured,
+    TuneProgress: TuneProgressed,  # the app's "find faster settings" (tui/turn/tuning.py)
+    TuneMeasured: TuneFinished,
 }
 
 

@@ -42,6 +42,8 @@ class EngineLifecycle:
             return
         if self.quality.cancel():  # the KV quality measurement (tui/turn/quality.py)
             return
+        if self.tuning.cancel():  # "find faster settings" in the engine: the chat stays as it is
+            return
         if self.session.cancel():
             self.notify("Cancelling…", markup=False, timeout=2)
             if not self.session.turn_running:

@@ -46,6 +46,7 @@ class EngineRouting:
             event.input.value = ""
             self.read_prompt_file(path)
             return
+        self.tuning.cancel()  # a message sent stops "find faster settings" (the reply runs after it)
         self.turn.send(text)
 
     def on_key(self, event) -> None:

@@ -64,10 +64,10 @@ def forecast_line(fc: Forecast, n_ctx: int, width: int) -> str:
     return next((text for text in texts if len(text) <= width), "")
 
 
-def forecast_basis_line(fc: Forecast, width: int) -> str:
+def forecast_basis_line(fc: Forecast, width: int, tuned: TuneEvidence | None = None) -> str:
     """The upper border: what the forecast rests on, and its 80% interval where it fits
-    ("TTFT 80%: 1.10–1.60 s (5 turns at this load)")."""
-    line = _basis_line(fc, width)
+    ("TTFT 80%: 1.10–1.60 s (5 turns at this load)"); ``tuned``: the advice's evidence."""
+    line = _basis_line(fc, width, tuned)
     iv = fc.interval_text() if fc.basis == "calibrated" else ""  # the roofline says what it is
     for extra in (f"; TTFT {iv}", f"; TTFT {iv.split(' (')[0]}"):
         if iv and line and len(line) + len(extra) <= width:
@@ -75,15 +75,19 @@ def forecast_basis_line(fc: Forecast, width: int) -> str:
     return line
 
 
-def _basis_line(fc: Forecast, width: int) -> str:
+def _basis_line(fc: Forecast, width: int, tuned: TuneEvidence | None = None) -> str:
     text = f"forecast: {fc.label()}"
     if slowed(fc) and fc.others_cpu is not None:  # the load is said before what the forecast rests on
         share = f"others use {fc.others_cpu:.0%} of the CPU"
         texts = (f"{text}; {share}", f"forecast: {fc.basis}; {share}", share)
         if fc.free_cores is not None:  # threads packed onto a shared core: the advice outranks the rest
+            from kvtop.runner.policy.tune_evidence import advise_short
+
             packed = f"more threads than free cores: try -t {fc.free_cores}"
-            texts = (f"{text}; {share}; {packed}", f"{share}; {packed}", f"{share}; try -t {fc.free_cores}",
-                     packed) + texts
+            proven = f"more threads than free cores: {advise_short(f'-t {fc.free_cores}', tuned)}"  # its evidence
+            adv = advise_short(f"-t {fc.free_cores}", tuned)
+            texts = (f"{text}; {share}; {proven}", f"{share}; {proven}", f"{share}; {adv}", f"{text}; {share}; {packed}",
+                     f"{share}; {packed}", f"{share}; try -t {fc.free_cores}", packed) + texts
         if fc.threads is not None:  # kvtop runs the turn on the free cores: the forecast is on those threads
             t = fc.threads[0]
             on = f"runs on {t} thread{'s' if t != 1 else ''}"
@@ -313,7 +317,7 @@ class ForecastBorder:
         self._measured = (self.measure_id, (e.prompt_tokens, e.cached_tokens, reply))
         width = max(inp.size.width - 4, 10)
         line = forecast_line(fc, e.n_ctx, width) if fc else ""
-        basis = forecast_basis_line(fc, width) if fc else ""
+        basis = forecast_basis_line(fc, width, estimates.tuned) if fc else ""
         n = getattr(e, "dropped_turns", 0)
         if n and fc:  # the context shift would leave the oldest turns out: said below, else above
             without = f" without the {n} oldest turn{'' if n == 1 else 's'}"

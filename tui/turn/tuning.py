@@ -1,29 +1,47 @@
-"""The app's "find faster settings" (the command palette): ``kvtop tune`` for the
-engine's model and settings, run between turns in a process of its own, beside the
-chat (the chat and its engine are untouched; the engine idles while it runs). Its
-result lands in the cache ``kvtop tune`` keeps (runner.calibration.tune_store), so the
-Estimate pane's and F2's advice quote it from the next verdict on, and the
-recommended command line is shown. The same entry again while it runs stops it
-(Ctrl+C to it: what was measured is kept); quitting kvtop stops it too.
+"""The app's "find faster settings" (the command palette): ``kvtop tune``'s A/Bs run in
+the engine that holds the chat, between turns (``MeasureSettings``,
+runner/engine/tune_in_engine.py: each arm a context of its own on the loaded model, so
+the chat's context and KV cache are never touched). Progress is the Prefill pane's
+bottom line ("A/B 2/5: -t 1, about 12 s left, Esc stops"); Esc, the entry again, or a
+message sent stops it at the next ``llama_decode``, and the chat and the engine are
+as they were. Its result lands in the cache ``kvtop tune`` keeps
+(runner.calibration.tune_store), so the advice quotes it from the next verdict on;
+a winner is offered as a restart of the engine with its flags (the chat kept, the
+status line shows the new settings); "keep" changes nothing.
 
-Not yet: measuring inside the app's own engine, a progress bar, and restarting the
-engine with the winner (issue 39 item 2): the recommendation is shown to restart with.
+The busy rule is ``kvtop tune``'s: the other processes' share of the CPU over the run
+(the engine's own CPU against the machine's) too high, and no candidate is judged.
 """
 
 from __future__ import annotations
 
-import json
-import signal
-import subprocess
-import sys
-import threading
+import os
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from textual.message import Message
+
 if TYPE_CHECKING:
+    from kvtop.runner.policy.tune_messages import MeasureSettings, TuneMeasured, TuneProgress
+    from kvtop.runner.policy.tuning import Base, Judgement
     from kvtop.runner.settings import Settings
+    from kvtop.runner.system.cpu_use import CPUReading
     from kvtop.tui.app import KvtopApp
 
 BUDGET_S = 60
+DEPTH, N_PROMPT, N_GEN, REPS = 512, 256, 32, 3  # kvtop tune's defaults (its --depth when the chat has none)
+
+
+class TuneProgressed(Message):
+    def __init__(self, event: TuneProgress) -> None:
+        super().__init__()
+        self.event = event
+
+
+class TuneFinished(Message):
+    def __init__(self, event: TuneMeasured) -> None:
+        super().__init__()
+        self.event = event
 
 
 def tune_argv(s: Settings) -> list[str]:
@@ -34,62 +52,161 @@ def tune_argv(s: Settings) -> list[str]:
     return out + (["--numa", s.numa] if s.numa else [])
 
 
+def settings_with(s: Settings, b: Base) -> Settings:
+    """``s`` with the tuned fields of ``b`` (threads said as set by kvtop tune)."""
+    out = replace(s, n_threads=b.n_threads, n_threads_batch=b.n_threads_batch, n_ubatch=b.n_ubatch, n_batch=b.n_batch,
+                  flash_attn=b.flash_attn, cache_type_k=b.cache_type_k, cache_type_v=b.cache_type_v,
+                  n_gpu_layers=b.n_gpu_layers)
+    if (b.n_threads, b.n_threads_batch) != (s.n_threads, s.n_threads_batch):
+        out = replace(out, threads_why="set by find faster settings (kvtop tune)")
+    return out
+
+
+def judged(m: TuneMeasured, busy: float | None) -> list[Judgement]:
+    """``kvtop tune``'s judgements of the engine's rates (runner.policy.tuning)."""
+    from kvtop.runner.policy.tuning import Judgement, Metric
+
+    out = []
+    for p in m.pairs:
+        a, b = dict(p.base), dict(p.cand)
+        metrics = {k: Metric(a.get(k, ()), b.get(k, ())) for k in p.candidate.measures if a.get(k) or b.get(k)}
+        out.append(Judgement(p.candidate, metrics, busy, p.partial))
+    return out
+
+
 class TuneRunner:
     def __init__(self, app: KvtopApp) -> None:
         self.app = app
-        self.proc: subprocess.Popen[str] | None = None
+        self.request: MeasureSettings | None = None
+        self.cpu_start: CPUReading | None = None
+        self.last: list[Judgement] = []  # the last run's judgements (tests read them)
 
     @property
     def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+        return self.request is not None
 
     def toggle(self) -> None:
-        app = self.app
         if self.running:
-            self.stop()
-            app.notify("stopping kvtop tune: what it measured is kept", markup=False)
+            self.cancel()
             return
+        self.start()
+
+    def start(self) -> None:
+        app = self.app
         caps = app.session.engine.capabilities
-        if not caps.can_restart or not caps.llama_buffers:
+        if not caps.can_restart or not caps.llama_buffers or not caps.runs_model:
             app.notify("find faster settings measures kvtop's own engine: not a server's or a replay",
                        severity="warning", markup=False)
             return
-        if app.session.turn_running:
-            app.notify("find faster settings runs between turns: when this reply ends", severity="warning",
-                       markup=False)
+        if app.session.turn_running or app.session.loaded is None:
+            app.notify("find faster settings runs between turns: when this reply ends (or the model has loaded)",
+                       severity="warning", markup=False)
             return
-        cmd = [sys.executable, "-m", "kvtop", "tune", *tune_argv(app.settings.resolved()), "-o", "json",
-               "--budget", str(BUDGET_S)]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        app.notify(f"finding faster settings: kvtop tune measures for up to {BUDGET_S} s beside the chat "
-                   f"(this entry again stops it)", markup=False)
-        threading.Thread(target=self._wait, args=(self.proc,), daemon=True, name="kvtop-tune").start()
+        from kvtop.runner.commands.tune import base_of
+        from kvtop.runner.policy.tune_messages import MeasureSettings
+        from kvtop.runner.policy.tuning import candidate_list
+        from kvtop.runner.settings import usable_cores
 
-    def stop(self) -> None:
-        if self.running and self.proc is not None:
-            self.proc.send_signal(signal.SIGINT)
+        s = app.settings.resolved()
+        base = base_of(s)
+        cands = tuple(candidate_list(base, usable_cores(), False, N_PROMPT))  # -ngl: kvtop tune's (a load of its own)
+        depth = min(DEPTH, max(0, app.session.loaded.n_ctx - N_PROMPT - N_GEN - 8))
+        # an id in the turns' sequence: a later turn's cancel covers it, and its cancel no later turn
+        app.session._next_turn += 1
+        self.request = MeasureSettings(app.session._next_turn, base, cands, depth, N_PROMPT, N_GEN, REPS,
+                                       float(BUDGET_S))
+        self.cpu_start = self._cpu()
+        app.session.engine.submit(self.request)
+        self._show(f"find faster settings: starting, up to {BUDGET_S} s (Esc stops)")
+        app.notify(f"finding faster settings in the engine, between turns, for up to {BUDGET_S} s: Esc stops it "
+                   f"and leaves the chat as it is", markup=False)
 
-    def _wait(self, proc: subprocess.Popen[str]) -> None:
-        out, _ = proc.communicate()
-        try:
-            self.app.call_from_thread(self._done, out)
-        except RuntimeError:  # the app has ended
-            pass
+    def cancel(self) -> bool:
+        """Esc, the entry again, or a message sent: stop the run in flight (True if one was)."""
+        if self.request is None:
+            return False
+        self.app.session.engine.cancel(self.request.turn_id)
+        self._show("find faster settings: stopping…")
+        return True
 
-    def _done(self, out: str) -> None:
-        from kvtop.runner.commands.tune_cache import evidence_for
+    def _cpu(self) -> CPUReading | None:
+        from kvtop.runner.system.cpu_use import read_cpu
+
+        pid = self.app.session.engine.pid
+        return read_cpu(pid, os.getpid()) if pid else None
+
+    def _show(self, text: str) -> None:
+        self.app.dash.prefill.border_subtitle = text
+
+    def progress(self, e: TuneProgress) -> None:
+        if self.request is None or e.turn_id != self.request.turn_id:
+            return
+        eta = f", about {e.eta_s:.0f} s left" if e.eta_s is not None else ""
+        self._show(f"find faster settings: A/B {e.index}/{e.total}: {e.flag}{eta} (Esc stops)")
+
+    def finished(self, e: TuneMeasured) -> None:
+        from kvtop.runner.calibration.busy import too_busy
+        from kvtop.runner.system.cpu_use import cpu_use
+
+        if self.request is None or e.turn_id != self.request.turn_id:
+            return
+        req, self.request = self.request, None
+        self._show("")
+        end = self._cpu()
+        share = cpu_use(self.cpu_start, end).others_share if self.cpu_start and end else None
+        self.last = judged(e, share if too_busy(share) else None)
+        self._save(req)
+        if e.cancelled:
+            self.app.notify("find faster settings stopped: the chat and the engine are as they were"
+                            + ("; what it measured whole is kept" if any(not j.partial for j in self.last) else ""),
+                            markup=False)
+            return
+        self._offer(req)
+
+    def _save(self, req: MeasureSettings) -> None:
+        from kvtop.runner.calibration.tune_store import save_tune
+        from kvtop.runner.commands.tune_cache import evidence_for, measured
+        from kvtop.runner.records.paths import default_paths
 
         app = self.app
+        results = [measured(j) for j in self.last if not j.partial]
+        if results:  # where kvtop tune keeps its results, and the advice reads them
+            try:
+                save_tune(default_paths().cache_dir, app.settings.resolved(), req.depth, results)
+            except OSError:
+                pass
         app.estimates.tuned = evidence_for(app.settings.resolved())
-        try:
-            j = json.loads(out)
-        except ValueError:
-            app.notify("kvtop tune measured nothing", severity="warning", markup=False)
+
+    def _offer(self, req: MeasureSettings) -> None:
+        from kvtop.runner.policy.tuning import recommend
+        from kvtop.tui.turn.tuning_dialog import RestartWithWinner
+
+        app = self.app
+        wins = recommend(self.last)
+        if not wins:
+            busy = any(j.busy is not None for j in self.last)
+            app.notify("find faster settings: keep these settings ("
+                       + ("the machine was busy: nothing judged" if busy else
+                          "nothing was faster beyond its run-to-run spread" if self.last else "nothing was measured")
+                       + ")", timeout=15, markup=False)
             return
-        rec = j.get("recommended") if isinstance(j, dict) else None
-        partial = " (partial)" if isinstance(j, dict) and j.get("partial") else ""
-        if rec:
-            app.notify(f"faster here{partial}: {rec.get('command', '')}", timeout=30, markup=False)
-        else:
-            app.notify(f"kvtop tune{partial}: keep these settings (nothing was faster beyond its spread, or the "
-                       f"machine was busy)", timeout=15, markup=False)
+        b = req.base
+        for j in wins:
+            b = j.candidate.applied(b)
+        flags = " ".join(j.candidate.flag for j in wins)
+        gains = "; ".join(f"{j.candidate.flag}: {j.gains_text(req.depth)}" for j in wins)
+        new = settings_with(app.settings.resolved(), b)
+
+        def answer(yes: bool | None) -> None:
+            if yes:
+                self.restart_with(new, flags, gains)
+
+        app.push_screen(RestartWithWinner(flags, gains), answer)
+
+    def restart_with(self, new: Settings, flags: str, gains: str) -> None:
+        """Restart the engine with the winner's settings; the chat stays."""
+        app = self.app
+        app.settings = new.resolved()
+        app.session.settings = app.settings
+        app.control.fresh("turn lost: the engine was restarted", f"engine restarted with {flags} ({gains}, measured "
+                          f"by find faster settings)")

@@ -10,6 +10,7 @@ import inspect
 from helpers import scripted_app, send, wait_until
 
 from kvtop.runner import events as ev
+from kvtop.runner.policy import tune_messages as tune_ev
 from kvtop.tui.base import messages as msg
 from kvtop.tui.events.bridge import MESSAGES, STEPS, TurnBridge
 
@@ -20,6 +21,7 @@ NOT_FOR_THE_SCREEN = {ev.Tokenized, ev.EventBatch, ev.TurnMetrics, ev.KldPair}  
 def test_every_engine_event_has_one_way_to_the_screen():
     events = {c for _, c in inspect.getmembers(ev, inspect.isclass)
               if c.__module__ == ev.__name__ and dataclasses.is_dataclass(c)}
+    events |= {tune_ev.TuneProgress, tune_ev.TuneMeasured}  # "find faster settings" (its command and rows: not events)
     assert not set(MESSAGES) & set(STEPS)
     assert events - NOT_FOR_THE_SCREEN == set(MESSAGES) | set(STEPS)
 

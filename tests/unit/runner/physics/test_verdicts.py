@@ -102,7 +102,8 @@ def test_ttft_faster_without_a_prefill_row():
 # ------------------------------------------------------------------ prefill
 @pytest.mark.parametrize("ctx,tokens,cause", [
     (CPU_BIG, 16, "a 16-token prompt pays per-step costs (graph, threads, sampling) the roofline does not count"),
-    (EstimateContext(n_ubatch=64, weights_bytes=4 * GIB), 512, "ubatch 64 is too small (-ub)"),
+    (EstimateContext(n_ubatch=64, weights_bytes=4 * GIB), 512,
+     "ubatch 64 is too small: try -ub 128 (not measured: `kvtop tune` measures it)"),
     (CPU_BIG, 512, "the whole model runs below the fastest matmul kernel the probe timed (attention, norms and other weight types are slower)"),
     (GPU, 512, "compute not saturated"),
     (GPU_UNUSED, 512, gpu_idle(None)),

@@ -6,7 +6,15 @@ from dataclasses import replace
 
 from kvtop.runner.physics.estimate_rows import EstimateContext, EstimateRows, Row, TurnFigures
 from kvtop.runner.physics.verdicts import estimate_verdict, gpu_idle, packed_advice
-from kvtop.runner.policy.tune_evidence import NOT_MEASURED, Measured, TuneEvidence, advise, ago, roofline_gap
+from kvtop.runner.policy.tune_evidence import (
+    NOT_MEASURED,
+    Measured,
+    TuneEvidence,
+    advise,
+    advise_short,
+    ago,
+    roofline_gap,
+)
 
 NOW = 1_000_000.0
 EV = TuneEvidence((Measured("-fa off", "flash_attn", "faster", 1.70, 0.97),
@@ -62,3 +70,26 @@ def test_the_estimate_verdict_names_the_measured_setting_as_the_gap():
     small = replace(EV, results=(Measured("-fa off", "flash_attn", "faster", 1.1, 1.0),))
     assert roofline_gap(small, "decode") is None and "per-token overhead" in estimate_verdict(decode_rows(small))
     assert roofline_gap(EV, "prefill") is None
+
+
+def test_the_borders_short_advice_carries_its_evidence_too():
+    assert advise_short("-fa off", EV, NOW) == "try -fa off: decode 1.70x, prefill 0.97x here, 3 min ago"
+    assert advise_short("-t 1", EV, NOW) == "try -t 1 (quiet: slower, decode 0.55x)"
+    assert advise_short("-t 2", EV, NOW) == advise_short("-t 2", None) == "try -t 2 (not measured: kvtop tune)"
+    assert advise_short("-tb 1", EV, NOW) == "try -tb 1 (not measured: kvtop tune)"  # busy: not evidence
+
+
+def test_a_small_ubatch_is_advised_with_its_evidence_or_not_at_all():
+    from kvtop.runner.physics.estimate_rows import EstimateContext
+    from kvtop.runner.physics.verdicts import _prefill_slow_cause
+
+    faster = TuneEvidence((Measured("-ub 128", "ubatch", "faster", None, 1.15),), NOW - 60, 512)
+    much = TuneEvidence((Measured("-ub 128", "ubatch", "faster", None, 1.4),), NOW - 60, 512)
+    same = TuneEvidence((Measured("-ub 128", "ubatch", "same", None, 1.01),), NOW - 60, 512)
+    assert _prefill_slow_cause(512, EstimateContext(n_ubatch=64, tuned=faster)).startswith(
+        "ubatch 64 is too small: try -ub 128: prefill 1.15x here")
+    # faster by more than the gap it would explain: the setting is named as the gap's cause
+    assert _prefill_slow_cause(512, EstimateContext(n_ubatch=64, tuned=much)).startswith(
+        "the micro-batch: `-ub 128` runs prefill 1.40x faster here (kvtop tune, measured")
+    # measured no faster: not the cause it names
+    assert "ubatch" not in _prefill_slow_cause(512, EstimateContext(n_ubatch=64, tuned=same))
