@@ -32,7 +32,7 @@ DRAFT_SIZES = (1, 2, 3, 4, 8, 16, 32, 48, 64)
 
 @dataclass(frozen=True)
 class SpecRoof:
-    draft: int  # k: tokens drafted a pass
+    draft: float  # k: tokens drafted a pass (a turn's mean)
     acceptance: float  # A: the share of drafted tokens kept
     tokens_per_pass: float
     pass_s: float  # a verify pass of k + 1 tokens
@@ -69,12 +69,15 @@ def _step_s(here: Here, tokens: int, depth: int, extra_bytes: float = 0.0) -> tu
     return (comp_s, "compute") if comp_s > read_s else (read_s, "bandwidth")
 
 
-def spec_roof(here: Here, draft: int, acceptance: float, depth: int, extra_bytes: float = 0.0) -> SpecRoof | None:
-    """The roof of verify passes of ``draft`` tokens kept at ``acceptance``, at ``depth``;
-    ``extra_bytes``: what the drafter reads a drafted token (MTP heads); None unknown."""
+def spec_roof(here: Here, draft: float, acceptance: float, depth: int, extra_bytes: float = 0.0) -> SpecRoof | None:
+    """The roof of verify passes of ``draft`` tokens (a turn's mean: the batch is the
+    nearest whole size) kept at ``acceptance``, at ``depth``; ``extra_bytes``: what the
+    drafter reads a drafted token (MTP heads); None unknown."""
+    if draft < 1:
+        return None
     plain = _step_s(here, 1, depth)
-    passed = _step_s(here, draft + 1, depth, extra_bytes * draft)
-    if plain is None or passed is None or draft < 1:
+    passed = _step_s(here, round(draft) + 1, depth, extra_bytes * draft)
+    if plain is None or passed is None:
         return None
     per_pass = 1 + min(max(acceptance, 0.0), 1.0) * draft
     return SpecRoof(draft, acceptance, per_pass, passed[0], plain[0], per_pass / passed[0], passed[1])

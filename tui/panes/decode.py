@@ -18,7 +18,7 @@ from textual.geometry import Size
 
 from kvtop.runner.physics.here import Here
 from kvtop.runner.physics.roofline import binding_ceiling
-from kvtop.runner.policy.speculation import PAID, spec_phrases, speedup
+from kvtop.runner.policy.speculation import PAID, spec_phrases, spec_roof_phrases, speedup
 from kvtop.tui.base.format import fmt_int, fmt_rate, fmt_seconds, pack
 from kvtop.tui.panes.base import PanePlot, PaneWidget
 from kvtop.tui.panes.decode_chart import ChartLegend, draw, legend_items, plan_chart
@@ -82,6 +82,7 @@ class DecodePane(Vertical):
         self.waiting_s: float | None = None  # no token for this long: said instead of a stale rate
         self.spec: list[str] | None = None  # the last turn's speculation phrases (runner/policy/speculation.py)
         self.spec_paid = True
+        self.roof: list[str] | None = None  # the speculative roof beside the plain ceilings
 
     def compose(self) -> ComposeResult:
         yield DecodeSummary()
@@ -135,7 +136,7 @@ class DecodePane(Vertical):
     def clear(self) -> None:
         """A new chat: no turn yet (the cancelled turn's rate, depth and chart go)."""
         self.state, self.rate, self.pos, self.series, self.stalls = "idle", None, 0, (), ()
-        self.waiting_s, self.spec = None, None
+        self.waiting_s, self.spec, self.roof = None, None, None
         self._show()
         self._draw_chart()
 
@@ -155,6 +156,7 @@ class DecodePane(Vertical):
         self.rate = metrics.decode_tok_s
         self.pos = max(0, metrics.kv_cells_used - 1)
         self.spec = spec_phrases(metrics)
+        self.roof = spec_roof_phrases(self.here, metrics, self.pos)
         x = speedup(metrics)
         self.spec_paid = x is None or x >= PAID
         if series:
@@ -186,6 +188,8 @@ class DecodePane(Vertical):
         if self.spec:  # plain text from numbers and the --spec-type names kvtop checked
             style = "$kvtop-ok" if self.spec_paid else "bold $kvtop-warn"
             lines.append([Content.styled(p, style) for p in self.spec])
+        if self.roof:
+            lines.append([Content.styled(p, "$text-muted") for p in self.roof])
         self.query_one(DecodeSummary).show(lines)
 
     def _color(self, var: str) -> tuple[int, int, int]:
