@@ -25,6 +25,7 @@ from kvtop.runner.physics.machine import hardware_at_batch
 from kvtop.runner.physics.phase_costs import decode_flops
 
 if TYPE_CHECKING:
+    from kvtop.runner.events import TurnMetrics
     from kvtop.runner.physics.here import Here
 
 DRAFT_SIZES = (1, 2, 3, 4, 8, 16, 32, 48, 64)
@@ -87,3 +88,18 @@ def roof_table(here: Here, acceptance: float, depth: int, n_max: int, extra_byte
     """The roof at each draft size up to ``n_max`` (and ``n_max`` itself)."""
     sizes = sorted({k for k in DRAFT_SIZES if k <= n_max} | {n_max})
     return [r for k in sizes if (r := spec_roof(here, k, acceptance, depth, extra_bytes)) is not None]
+
+
+def spec_roof_phrases(here: Here | None, m: TurnMetrics, depth: int) -> list[str] | None:
+    """The speculative roof beside the plain ceilings, at the turn's acceptance and mean
+    draft (runner.physics.spec_roof): "speculative roof 1,009 tok/s", "(3.3x the plain
+    ceiling at 33.6 tok/pass)"; None for a turn that verified nothing, or no machine model."""
+    from kvtop.runner.units import fmt_rate
+
+    if here is None or not m.spec_type or not m.spec_passes or not m.spec_drafted:
+        return None
+    r = spec_roof(here, m.spec_drafted / m.spec_passes, m.spec_accepted / m.spec_drafted, depth)
+    if r is None:
+        return None
+    return [f"speculative roof {fmt_rate(r.roof_tok_s)}", f"({r.speedup:.1f}x the plain ceiling,",
+            f"{r.tokens_per_pass:.1f} tok/pass)"]

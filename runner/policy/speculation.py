@@ -10,12 +10,7 @@ same fields, so it says the same line.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from kvtop.runner.events import TurnMetrics
-
-if TYPE_CHECKING:
-    from kvtop.runner.physics.here import Here
 
 PAID = 1.0  # at or above: "Nx plain decode"; below: "speculation cost N%"
 LOOKUP_SHOWN = 0.01  # a turn with nothing drafted names its lookups' share of decode from 1%
@@ -64,18 +59,3 @@ def spec_line(m: TurnMetrics) -> str | None:
     phrases = spec_phrases(m)
     return " ".join(phrases) if phrases is not None else None
 
-
-def spec_roof_phrases(here: Here | None, m: TurnMetrics, depth: int) -> list[str] | None:
-    """The speculative roof beside the plain ceilings, at the turn's acceptance and mean
-    draft (runner.physics.spec_roof): "speculative roof 1,009 tok/s", "(3.3x the plain
-    ceiling at 33.6 tok/pass)"; None for a turn that verified nothing, or no machine model."""
-    from kvtop.runner.physics.spec_roof import spec_roof
-    from kvtop.runner.units import fmt_rate
-
-    if here is None or not m.spec_type or not m.spec_passes or not m.spec_drafted:
-        return None
-    r = spec_roof(here, m.spec_drafted / m.spec_passes, m.spec_accepted / m.spec_drafted, depth)
-    if r is None:
-        return None
-    return [f"speculative roof {fmt_rate(r.roof_tok_s)}", f"({r.speedup:.1f}x the plain ceiling,",
-            f"{r.tokens_per_pass:.1f} tok/pass)"]

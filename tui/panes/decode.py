@@ -18,7 +18,8 @@ from textual.geometry import Size
 
 from kvtop.runner.physics.here import Here
 from kvtop.runner.physics.roofline import binding_ceiling
-from kvtop.runner.policy.speculation import PAID, spec_phrases, spec_roof_phrases, speedup
+from kvtop.runner.physics.spec_roof import spec_roof_phrases
+from kvtop.runner.policy.speculation import PAID, spec_phrases, speedup
 from kvtop.tui.base.format import fmt_int, fmt_rate, fmt_seconds, pack
 from kvtop.tui.panes.base import PanePlot, PaneWidget
 from kvtop.tui.panes.decode_chart import ChartLegend, draw, legend_items, plan_chart
