@@ -168,7 +168,7 @@ class ForecastService:
     def admit(self, metrics: TurnMetrics, load: TurnLoad | float | None, forecast: Forecast | None = None) -> Admission:
         """A finished turn into the calibration at ``load`` (None where this machine
         cannot see the engine's: a server elsewhere), with its frozen ``forecast``."""
-        if metrics.spec_type and self.cache_dir:  # whatever the load: acceptance is the text's, not the CPU's
+        if metrics.spec_type not in ("", "llama-server") and self.cache_dir:  # the text's acceptance, at any load
             from kvtop.runner.calibration.spec_store import record_turn
 
             record_turn(self.cache_dir, self.here.settings.model, metrics)

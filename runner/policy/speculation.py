@@ -34,6 +34,9 @@ def spec_phrases(m: TurnMetrics) -> list[str] | None:
     if not m.spec_type:
         return None
     x, per_pass = speedup(m), tokens_per_pass(m)
+    if per_pass is None and m.spec_drafted > 0:  # a server's turn: its timings count drafts, not passes
+        acc = m.spec_accepted / m.spec_drafted
+        return [f"speculation ({m.spec_type}):", f"{acc:.0%} of {m.spec_drafted:,} drafted accepted"]
     if per_pass is None:
         # nothing was verified, so all the turn lost to speculation is the drafter's
         # lookups (each step tried one); said when it is worth saying
