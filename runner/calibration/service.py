@@ -112,6 +112,7 @@ class ForecastService:
         self.calibration = calibration
         self.site = site
         self.basis = roofline_basis(here)
+        self.cache_dir: str | None = None  # where a speculative turn's acceptance is kept (spec_store)
 
     @classmethod
     def open(cls, here: Here, settings: Settings, cache_dir: str, site: EngineSite) -> ForecastService:
@@ -119,7 +120,9 @@ class ForecastService:
         from kvtop.runner.calibration.calibration import calibration_for
 
         cal = calibration_for(settings, cache_dir, site.calibration_engine, tuple(g.name for g in here.hw.gpus))
-        return cls(here, cal, site)
+        service = cls(here, cal, site)
+        service.cache_dir = cache_dir
+        return service
 
     # ------------------------------------------------------------ the engine on this CPU
     def engine(self) -> LoadedEngine | None:
@@ -165,6 +168,10 @@ class ForecastService:
     def admit(self, metrics: TurnMetrics, load: TurnLoad | float | None, forecast: Forecast | None = None) -> Admission:
         """A finished turn into the calibration at ``load`` (None where this machine
         cannot see the engine's: a server elsewhere), with its frozen ``forecast``."""
+        if metrics.spec_type not in ("", "llama-server") and self.cache_dir:  # the text's acceptance, at any load
+            from kvtop.runner.calibration.spec_store import record_turn
+
+            record_turn(self.cache_dir, self.here.settings.model, metrics)
         engine = self.engine()
         if engine is None:  # a server elsewhere: this machine's load is not its
             return admit(self.calibration, metrics, None, forecast)

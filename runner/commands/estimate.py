@@ -19,6 +19,7 @@ from kvtop.runner.commands.estimate_forecast import (
     load_here,
     tune_line,
 )
+from kvtop.runner.commands.estimate_spec import add_spec_estimate_flags, spec_block, spec_lines
 from kvtop.runner.model.facts import ModelFacts
 from kvtop.runner.physics.here import Here
 from kvtop.runner.physics.kv_bytes import kv_layout
@@ -168,6 +169,7 @@ def format_report(r: Report) -> str:
         ("memory", r["memory_message"] + ("" if r["memory_fits"] is not False else "  (DOES NOT FIT)")),
     ]
     rows += device_lines(r)
+    rows += spec_lines(r)
     sv = r.get("server")
     if sv:
         rows += [("server", f"{sv['url']} ({sv['build_info']}), {sv['total_slots']} slots of "
@@ -212,6 +214,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reprobe", action="store_true", help="re-run the CPU probe instead of using the cached one")
     p.add_argument("--json", action="store_true")
     add_forecast_flags(p)
+    add_spec_estimate_flags(p)
     return p
 
 
@@ -268,6 +271,9 @@ def estimate_main(argv: list[str]) -> int:
 
     r["kv_types"] = kv_type_rows(facts, a.ctx, a.swa_full, a.ubatch_size, default_paths().cache_dir, a.model)
     r["forecast"] = forecast_block(here, a, url, load_here(a, url))
+    r["speculation"], refusal = spec_block(here, a, default_paths().cache_dir)
+    if refusal:
+        return fail(refusal)
     from kvtop.runner.redact import scrub, scrub_json
 
     # no API key or URL login, whatever the server said (runner/redact.py)

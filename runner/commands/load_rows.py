@@ -44,6 +44,7 @@ FIELDS = (
     "ttft_p50_s", "ttft_p95_s", "ttft_p99_s", "itl_p50_s", "itl_p95_s", "itl_p99_s", "e2e_p50_s",
     "deferred", "kv_cells_used", "batched_roof_tok_s", "compute_roof_tok_s", "more_conversations_fit",
     "kvtop_cpu", "others_cpu", "others_cpu_share", "client_saturated", "busy", "unexplained",
+    "draft_tokens", "accepted_tokens", "acceptance",
 )
 # kvtop's own threads and parsing run under one GIL: near one core, the client is what limits
 SATURATED_CORES = 0.85
@@ -106,6 +107,16 @@ def _pcts(prefix: str, xs: list[float]) -> dict[str, float | None]:
     return {f"{prefix}_p{q}_s": percentile(xs, q) for q in (50, 95, 99)}
 
 
+def _drafts(done: list[RequestResult]) -> dict[str, float | int | None]:
+    """A speculating server's drafted and accepted tokens over the level's requests
+    (their timings' draft_n / draft_n_accepted), and the share kept; None when none drafted."""
+    drafted = sum(r.draft_n or 0 for r in done if getattr(r, "draft_n", None))
+    accepted = sum(r.draft_accepted or 0 for r in done if getattr(r, "draft_n", None))
+    if not drafted:
+        return {"draft_tokens": None, "accepted_tokens": None, "acceptance": None}
+    return {"draft_tokens": drafted, "accepted_tokens": accepted, "acceptance": accepted / drafted}
+
+
 def build_row(run: LevelRun, server: int | None, physics: LoadPhysics | None = None, servers: int = 1) -> Report:
     """The row for ``server`` (index into the fleet) or, with None, every server together."""
     mine = [r for r in run.results if server is None or r.server == server]
@@ -142,6 +153,7 @@ def build_row(run: LevelRun, server: int | None, physics: LoadPhysics | None = N
         "kv_cells_used": None if all(k is None for k in kv) else sum(k or 0 for k in kv),
         "kvtop_cpu": own, "others_cpu": others, "others_cpu_share": cpu_share(others),
         "client_saturated": own is not None and own >= SATURATED_CORES,
+        **_drafts(done),
     }
     row.update(physics.figures(row, run, idx) if physics is not None else
                dict.fromkeys(("batched_roof_tok_s", "compute_roof_tok_s", "more_conversations_fit")))

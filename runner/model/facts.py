@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
 from kvtop.runner.model.gguf_header import ArraySummary, GGUFHeader
+from kvtop.runner.model.mtp import mtp_heads
 from kvtop.runner.model.quant_types import tensor_bytes, type_name
 from kvtop.runner.model.weights import WeightSplit, weight_split
 
@@ -72,6 +73,9 @@ class ModelFacts:
     layer_bytes_active: list[int] = field(default_factory=list)  # read by one token, per layer
     layer_params_active: list[int] = field(default_factory=list)  # matrix weights per token, per layer
     other_bytes: int | None = None  # output_norm, rope factors, ...
+    # MTP heads (runner.model.mtp): the blocks with blk.N.nextn.* tensors and their bytes
+    mtp_layers: tuple[int, ...] = ()
+    mtp_bytes: int | None = None
 
     def kinds(self) -> dict[str, int]:
         counts: dict[str, int] = {}
@@ -232,6 +236,10 @@ def facts_from_header(header: GGUFHeader) -> ModelFacts:
     tmpl = md.get("tokenizer.chat_template")
     name = md.get("general.name")
     split = weight_split(header.tensors, n_layers, n_experts, n_experts_used)
+    mtp = mtp_heads(header.tensors)
+    if mtp is not None:
+        notes.append(f"carries {len(mtp.layers)} MTP head{'s' if len(mtp.layers) > 1 else ''} "
+                     f"(blk.{mtp.layers[0]}.nextn.*): llama-server's --spec-type draft-mtp drafts with them")
     return ModelFacts(
         path=header.path,
         architecture=arch,
@@ -256,6 +264,8 @@ def facts_from_header(header: GGUFHeader) -> ModelFacts:
         notes=notes,
         **_ffn_widths(get, n_experts),
         **_split_fields(split),
+        mtp_layers=mtp.layers if mtp else (),
+        mtp_bytes=mtp.bytes if mtp else None,
     )
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from kvtop.runner.events import TurnMetrics
 
 PAID = 1.0  # at or above: "Nx plain decode"; below: "speculation cost N%"
+LOOKUP_SHOWN = 0.01  # a turn with nothing drafted names its lookups' share of decode from 1%
 
 
 def speedup(m: TurnMetrics) -> float | None:
@@ -27,23 +28,37 @@ def tokens_per_pass(m: TurnMetrics) -> float | None:
     return (m.spec_accepted + m.spec_passes) / m.spec_passes if m.spec_passes else None
 
 
-def spec_line(m: TurnMetrics) -> str | None:
-    """"speculation: 2.4 tok/pass, 71% of 48 drafted accepted, 1.8x plain decode", or
-    "speculation cost 6%: …" when the turn ran slower than plain decode; None when the
-    turn did not speculate."""
+def spec_phrases(m: TurnMetrics) -> list[str] | None:
+    """The line in phrases, each short enough for a 40-column pane, that a pane packs
+    onto as many lines as its width needs (joined with spaces: ``spec_line``)."""
     if not m.spec_type:
         return None
     x, per_pass = speedup(m), tokens_per_pass(m)
+    if per_pass is None and m.spec_drafted > 0:  # a server's turn: its timings count drafts, not passes
+        acc = m.spec_accepted / m.spec_drafted
+        return [f"speculation ({m.spec_type}):", f"{acc:.0%} of {m.spec_drafted:,} drafted accepted"]
     if per_pass is None:
-        lost = f" (cost {1 - x:.0%})" if x is not None and x < PAID else ""
-        return f"speculation ({m.spec_type}): nothing drafted this turn{lost}"
+        # nothing was verified, so all the turn lost to speculation is the drafter's
+        # lookups (each step tried one); said when it is worth saying
+        share = m.spec_draft_s / m.spec_s if m.spec_s > 0 else 0.0
+        took = [f"drafting took {share:.0%} of decode"] if share >= LOOKUP_SHOWN else []
+        return [f"speculation ({m.spec_type}):", "nothing drafted this turn" + (";" if took else ""), *took]
     acc = m.spec_accepted / m.spec_drafted if m.spec_drafted else 0.0
-    figures = f"{per_pass:.1f} tok/pass, {acc:.0%} of {m.spec_drafted:,} drafted accepted"
+    per, accepted = f"{per_pass:.1f} tok/pass", f"{acc:.0%} of {m.spec_drafted:,} drafted accepted"
     if x is None:
-        return f"speculation: {figures}"
+        return ["speculation:", f"{per},", accepted]
     if x >= PAID:
-        return f"speculation: {figures}, {x:.1f}x plain decode"
+        return [f"speculation: {per},", f"{accepted},", f"{x:.1f}x plain decode"]
     size = m.spec_drafted / m.spec_passes + 1
     cost = (m.spec_verify_s / m.spec_passes) / m.spec_plain_step_s if m.spec_plain_step_s else 0.0
-    return (f"speculation cost {1 - x:.0%}: {acc:.0%} of {m.spec_drafted:,} drafted accepted, each verify pass "
-            f"of {size:.0f} costs {cost:.1f}x a plain step")
+    return [f"speculation cost {1 - x:.0%}:", f"{accepted},", f"each verify pass of {size:.0f}",
+            f"costs {cost:.1f}x a plain step"]
+
+
+def spec_line(m: TurnMetrics) -> str | None:
+    """"speculation: 2.4 tok/pass, 71% of 48 drafted accepted, 1.8x plain decode", or
+    "speculation cost 6%: …" when the turn ran slower than plain decode, or "…: nothing
+    drafted this turn; drafting took 3% of decode"; None when the turn did not speculate."""
+    phrases = spec_phrases(m)
+    return " ".join(phrases) if phrases is not None else None
+

@@ -50,6 +50,8 @@ class RequestResult:
     predicted_n: int | None = None
     predicted_ms: float | None = None
     cache_n: int | None = None
+    draft_n: int | None = None  # a speculating server's timings: drafted, accepted
+    draft_accepted: int | None = None
 
     @property
     def kind(self) -> str:
@@ -119,6 +121,7 @@ def _take_timings(r: RequestResult, ev: dict[str, Any]) -> None:
     r.prompt_n, r.prompt_ms = _num(t.get("prompt_n"), int), _num(t.get("prompt_ms"))
     r.predicted_n, r.predicted_ms = _num(t.get("predicted_n"), int), _num(t.get("predicted_ms"))
     r.cache_n = _num(t.get("cache_n"), int)
+    r.draft_n, r.draft_accepted = _num(t.get("draft_n"), int), _num(t.get("draft_n_accepted"), int)
 
 
 def _tokens_in(ev: dict[str, Any], endpoint: str) -> int:

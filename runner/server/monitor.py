@@ -22,6 +22,7 @@ from typing import Any, overload
 from kvtop.runner.sanitize import clean_line
 from kvtop.runner.server.checks import MAX_CTX, MAX_REQUESTS, MAX_SLOTS, MAX_TASK_ID, MAX_TOTAL_TOKENS, Refused, count
 from kvtop.runner.server.http import ServerClient, ServerError
+from kvtop.runner.server.spec_metrics import SpecRates, SpecWatch
 
 COUNTER = {"prompt": "prompt_tokens_total", "gen": "tokens_predicted_total"}
 # llama-server's /metrics answer carries the process's start (its source: server.cpp,
@@ -68,6 +69,7 @@ class ServerSnapshot:
     metrics_note: str | None
     model: str | None = None  # the served model's file name, from /props
     started: str | None = None  # /metrics' START_HEADER: which process answered (runner/server/identity.py)
+    spec: SpecRates | None = None  # a speculating server's counters (runner/server/spec_metrics.py)
 
     @property
     def busy(self) -> int:
@@ -169,6 +171,7 @@ class ServerMonitor:
         self._last: tuple[float, dict[str, float]] | None = None  # (when, tokens made so far by kind)
         self.model: str | None = None
         self._props_after = 0.0  # a /props that failed is asked again only after PROPS_RETRY_S
+        self._spec = SpecWatch()
 
     def _model(self) -> str | None:
         if self.model is None and time.monotonic() >= self._props_after:
@@ -193,15 +196,17 @@ class ServerMonitor:
                 self._last = None  # rates restart after the server comes back
                 return ServerSnapshot(url, now, False, str(exc), (), None, None, None, self.model)
             slots_note = _note(exc, "--slots")
-        rates, metrics_note, started = None, None, None
+        rates, metrics_note, started, spec = None, None, None, None
         try:
             text, started = self.client.get_text_and_header("/metrics", START_HEADER)
             metrics, metrics_note = check_metrics(parse_metrics(text))
             rates = self._rates(now, metrics, slots if not slots_note else None)
+            spec = self._spec.update(now, text)
         except ServerError as exc:
             metrics_note = _note(exc, "--metrics")
         started = (clean_line(started, 40) or None) if started else None
-        return ServerSnapshot(url, now, True, None, slots, slots_note, rates, metrics_note, self._model(), started)
+        return ServerSnapshot(url, now, True, None, slots, slots_note, rates, metrics_note, self._model(), started,
+                              spec)
 
     def _rates(self, now: float, m: dict[str, float], slots: tuple[SlotState, ...] | None) -> ServerRates:
         """Rates over the last interval: the growth of each counter plus what the slots

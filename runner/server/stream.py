@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kvtop.runner import events as ev
+from kvtop.runner.server.spec_metrics import turn_spec_fields
 
 FINISH = {"stop": "eog", "length": "n_predict", "eos": "eog", "limit": "n_predict", "word": "eog"}
 
@@ -151,6 +152,7 @@ class TurnTranslator:
             kv_cells_used=self.total + pred_n, n_ctx=self.n_ctx,
             first_token_s=None, ubatches=tuple(self.ubatches), perf={"server_timings": dict(t)},
             timeline=self._timeline(prompt_ms),
+            **turn_spec_fields(t),  # type: ignore[arg-type]  # spec_type: str, spec_drafted/accepted: int
         )
         return ev.TurnDone(self.turn_id, stop_reason or self.finish or "eog", "".join(self.text), metrics, now)
 

@@ -14,34 +14,56 @@ from textual.app import ComposeResult
 from textual.color import Color
 from textual.containers import Vertical
 from textual.content import Content
+from textual.geometry import Size
 
 from kvtop.runner.physics.here import Here
 from kvtop.runner.physics.roofline import binding_ceiling
-from kvtop.runner.policy.speculation import PAID, spec_line, speedup
-from kvtop.tui.base.format import fmt_int, fmt_rate, fmt_seconds
+from kvtop.runner.physics.spec_roof import spec_roof_phrases
+from kvtop.runner.policy.speculation import PAID, spec_phrases, speedup
+from kvtop.tui.base.format import fmt_int, fmt_rate, fmt_seconds, pack
 from kvtop.tui.panes.base import PanePlot, PaneWidget
 from kvtop.tui.panes.decode_chart import ChartLegend, draw, legend_items, plan_chart
 
 
 class DecodeSummary(PaneWidget):
-    """Three fixed lines (a fourth after a speculative turn); ``refresh`` re-lays out only
+    """Three fixed lines (more after a speculative turn); ``refresh`` re-lays out only
     when the line count changes. Each line comes in a full and a short form, the short one
     where the full one would be wrapped (80x24 gives the pane 40 columns: "compute ceiling
-    930 tok/s  bandwidth-bound" wrapped its last word)."""
+    930 tok/s  bandwidth-bound" wrapped its last word); the speculation line is phrases,
+    packed onto as many lines as the width needs (it was clipped at the pane's edge)."""
 
     def __init__(self, **kw) -> None:
         super().__init__(**kw)
-        self.lines: list[tuple[Content, Content]] = []
+        self.lines: list[tuple[Content, Content] | list[Content]] = []
 
-    def show(self, lines: list[tuple[Content, Content]]) -> None:
-        relayout = len(lines) != len(self.lines)
+    def show(self, lines: list[tuple[Content, Content] | list[Content]]) -> None:
+        width = self.content_region.width
+        before = len(self.at(width))
         self.lines = lines
-        self.refresh(layout=relayout)
+        self.refresh(layout=len(self.at(width)) != before)
+
+    def at(self, width: int) -> list[Content]:
+        out: list[Content] = []
+        for entry in self.lines:
+            if isinstance(entry, list):
+                out.extend(pack(entry, width, " "))
+            else:
+                full, short = entry
+                out.append(full if width <= 0 or full.cell_length <= width else short)
+        return out
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return len(self.at(width)) if width else 0
+
+    def height_at(self, width: int) -> int:
+        return len(self.at(width)) if width > 0 else -1
+
+    def on_resize(self) -> None:
+        if any(isinstance(e, list) for e in self.lines):
+            self.refresh(layout=True)
 
     def render(self) -> Content:
-        width = self.content_region.width
-        return Content("\n").join(full if width <= 0 or full.cell_length <= width else short
-                                   for full, short in self.lines)
+        return Content("\n").join(self.at(self.content_region.width))
 
 
 class DecodePane(Vertical):
@@ -59,8 +81,9 @@ class DecodePane(Vertical):
         self._last_chart = -1.0
         self._updated_at: float | None = None  # when the last decode update came (monotonic)
         self.waiting_s: float | None = None  # no token for this long: said instead of a stale rate
-        self.spec: str | None = None  # the last turn's speculation line (runner/policy/speculation.py)
+        self.spec: list[str] | None = None  # the last turn's speculation phrases (runner/policy/speculation.py)
         self.spec_paid = True
+        self.roof: list[str] | None = None  # the speculative roof beside the plain ceilings
 
     def compose(self) -> ComposeResult:
         yield DecodeSummary()
@@ -114,7 +137,7 @@ class DecodePane(Vertical):
     def clear(self) -> None:
         """A new chat: no turn yet (the cancelled turn's rate, depth and chart go)."""
         self.state, self.rate, self.pos, self.series, self.stalls = "idle", None, 0, (), ()
-        self.waiting_s, self.spec = None, None
+        self.waiting_s, self.spec, self.roof = None, None, None
         self._show()
         self._draw_chart()
 
@@ -146,7 +169,8 @@ class DecodePane(Vertical):
         self.state, self.waiting_s = "done", None
         self.rate = metrics.decode_tok_s
         self.pos = max(0, metrics.kv_cells_used - 1)
-        self.spec = spec_line(metrics)
+        self.spec = spec_phrases(metrics)
+        self.roof = spec_roof_phrases(self.here, metrics, self.pos)
         x = speedup(metrics)
         self.spec_paid = x is None or x >= PAID
         if series:
@@ -176,8 +200,10 @@ class DecodePane(Vertical):
              Content.assemble(("compute ", "$text-muted"), fmt_rate(comp), "  ", bound)),
         ]
         if self.spec:  # plain text from numbers and the --spec-type names kvtop checked
-            spec = Content.styled(self.spec, "$kvtop-ok" if self.spec_paid else "bold $kvtop-warn")
-            lines.append((spec, spec))
+            style = "$kvtop-ok" if self.spec_paid else "bold $kvtop-warn"
+            lines.append([Content.styled(p, style) for p in self.spec])
+        if self.roof:
+            lines.append([Content.styled(p, "$text-muted") for p in self.roof])
         self.query_one(DecodeSummary).show(lines)
 
     def _color(self, var: str) -> tuple[int, int, int]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from textual.content import Content
 
+from kvtop.runner.server.spec_metrics import spec_phrases
 from kvtop.runner.units import fmt_int, fmt_rate
 from kvtop.tui.base.format import pack
 from kvtop.tui.panes.base import PaneWidget, lines_at
@@ -88,6 +89,7 @@ class ServerPane(PaneWidget):
         if s.rates is not None and s.metrics_note:  # counters refused: shown as N/A, and why
             lines.append(Content.styled(s.metrics_note, "$kvtop-warn"))
         lines += pack(self._physics(s), width)
+        lines += pack([Content.styled(p, "$kvtop-measured") for p in spec_phrases(getattr(s, "spec", None))], width)
         if s.slots_note:
             lines.append(Content.styled(f"slots: {s.slots_note}", "$kvtop-warn"))
         else:

@@ -164,3 +164,17 @@ def test_estimate_forecasts_for_the_flags_site(smollm_shaped):
     assert not server.picks_threads and server.on_this_cpu and server.calibration_engine == "http://127.0.0.1:9"
     assert not flags_site(s, here.facts, here.hw, "http://192.0.2.1:9").on_this_cpu
     assert EngineSite(2, 2).calibration_engine is None
+
+
+def test_a_speculative_turn_keeps_its_acceptance_for_estimate_at_any_load(smollm_shaped, tmp_path):
+    """issue 36: ``kvtop estimate --spec-type`` quotes the acceptance the app measured."""
+    from dataclasses import replace
+
+    from kvtop.runner.calibration.spec_store import load_measured
+
+    svc = _service(smollm_shaped, tmp_path)
+    m = replace(_metrics(smollm_shaped), spec_type="ngram-simple", spec_drafted=48, spec_accepted=36, spec_passes=3)
+    svc.admit(m, 1.9)  # a busy turn: acceptance is the text's, not the CPU's
+    svc.admit(_metrics(smollm_shaped), 0.05)  # a plain turn adds nothing
+    got = load_measured(str(tmp_path / "cache"), smollm_shaped, "ngram-simple")
+    assert got is not None and (got.drafted, got.accepted, got.passes, got.turns) == (48, 36, 3, 1)

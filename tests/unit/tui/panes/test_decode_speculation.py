@@ -4,7 +4,9 @@ them none. The real app on the scripted engine; the pane's rendered text is read
 
 import dataclasses
 
+import pytest
 from helpers import make_app, send, wait_until
+from rich.cells import cell_len
 from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
 
 from kvtop.runner import events as ev
@@ -22,11 +24,11 @@ def with_spec(events, **fields):
             if isinstance(e, ev.TurnDone) else e for e in events]
 
 
-async def summary_after(tmp_path, model, turn) -> str:
+async def summary_after(tmp_path, model, turn, size=(120, 40)) -> str:
     settings = Settings(model, n_ctx=4096, n_threads=2)
     app = make_app(settings, lambda s: ScriptedEngine(s, smollm_loaded(model), [turn]), tmp_path,
                    live_system=False, write_transcript=False)
-    async with app.run_test(size=(120, 40)) as pilot:
+    async with app.run_test(size=size) as pilot:
         await wait_until(pilot, lambda: app.loaded is not None, what="load")
         await send(pilot, "Hi")
         await wait_until(pilot, lambda: app.turns and not app.turn_running, what="turn")
@@ -37,13 +39,59 @@ async def summary_after(tmp_path, model, turn) -> str:
 async def test_a_speculative_turn_that_paid_says_its_speedup(tmp_path, smollm_shaped):
     turn = with_spec(scripted_turn(1, 0.0, 20, 0, ["a"] * 30), **PAID)
     text = await summary_after(tmp_path, smollm_shaped, turn)
-    assert text.splitlines()[-1] == "speculation: 3.4 tok/pass, 75% of 48 drafted accepted, 1.7x plain decode"
+    spec = " ".join(text.splitlines()[3:])
+    assert spec.startswith("speculation: 3.4 tok/pass, 75% of 48 drafted accepted, 1.7x plain decode ")
+    # the speculative roof beside the plain ceilings: 3.2 drafts a pass, 75% of them kept
+    assert "speculative roof" in spec and "x the plain ceiling, 3.4 tok/pass)" in spec
+
+
+async def test_the_speculative_roof_is_the_physics_at_the_turns_acceptance(tmp_path, smollm_shaped):
+    from helpers import FIXED_HW
+
+    from kvtop.runner.model.inspect import load_facts
+    from kvtop.runner.physics.here import Here
+    from kvtop.runner.physics.spec_roof import spec_roof
+    from kvtop.runner.units import fmt_rate
+
+    turn = with_spec(scripted_turn(1, 0.0, 20, 0, ["a"] * 30), **PAID)
+    text = " ".join((await summary_after(tmp_path, smollm_shaped, turn)).splitlines())
+    here = Here.at(load_facts(smollm_shaped), FIXED_HW, Settings(smollm_shaped, n_ctx=4096, n_threads=2).resolved())
+    r = spec_roof(here, 48 / 15, 36 / 48, depth=49)  # 48 drafted in 15 passes; 50 cells used
+    assert f"speculative roof {fmt_rate(r.roof_tok_s)} ({r.speedup:.1f}x the plain ceiling" in text
 
 
 async def test_a_speculative_turn_that_cost_says_by_how_much(tmp_path, smollm_shaped):
     turn = with_spec(scripted_turn(1, 0.0, 20, 0, ["a"] * 30), **COST)
     text = await summary_after(tmp_path, smollm_shaped, turn)
-    assert text.splitlines()[-1].startswith("speculation cost 6%: 8% of 12 drafted accepted")
+    assert " ".join(text.splitlines()[3:]).startswith("speculation cost 6%: 8% of 12 drafted accepted")
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40), (160, 48)])
+async def test_the_speculation_line_breaks_between_phrases_within_the_pane(tmp_path, smollm_shaped, size):
+    # a trial found the long line clipped at the pane's edge at 80 columns
+    turn = with_spec(scripted_turn(1, 0.0, 20, 0, ["a"] * 30), **COST)
+    settings = Settings(smollm_shaped, n_ctx=4096, n_threads=2)
+    app = make_app(settings, lambda s: ScriptedEngine(s, smollm_loaded(smollm_shaped), [turn]), tmp_path,
+                   live_system=False, write_transcript=False)
+    async with app.run_test(size=size) as pilot:
+        await wait_until(pilot, lambda: app.loaded is not None, what="load")
+        await send(pilot, "Hi")
+        await wait_until(pilot, lambda: app.turns and not app.turn_running, what="turn")
+        await pilot.pause(0.3)
+        summary = app.query_one(DecodeSummary)
+        for _ in range(len(app.dash.pager.labels)):  # at 80x24 the pane may be on another page (F6)
+            if summary.content_region.width > 0:
+                break
+            await pilot.press("f6")
+            await pilot.pause(0.2)
+        width = summary.content_region.width
+        lines = summary.render().plain.split("\n")
+        assert width > 0 and all(cell_len(line) <= width for line in lines), (width, lines)
+        assert summary.content_region.height == len(lines), (summary.content_region.height, lines)
+        assert " ".join(lines[3:]).startswith("speculation cost 6%: 8% of 12 drafted accepted, each verify pass "
+                                              "of 4 costs 1.3x a plain step")
+        for phrase in ("each verify pass of 4", "costs 1.3x a plain step"):
+            assert any(phrase in line for line in lines), (phrase, lines)
 
 
 async def test_a_plain_turn_has_no_speculation_line(tmp_path, smollm_shaped):
