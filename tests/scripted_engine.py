@@ -113,6 +113,7 @@ class ScriptedEngine:
         self._running = 0
         self._cancelled = threading.Event()
         self._closed = threading.Event()
+        self._killed = threading.Event()  # kill(): the rest of the script is never sent, as a killed process
         self._reading = threading.Lock()
         self.died = None
 
@@ -139,6 +140,12 @@ class ScriptedEngine:
         self._closed.set()
         self.cancel(sys.maxsize)
         self._work.put(None)
+
+    def kill(self) -> None:
+        """Ends the running script at once and sends nothing more of it (not even its
+        ``TurnDone``): what an engine process that is killed does."""
+        self._killed.set()
+        self._cancelled.set()
 
     def pump(self, sink) -> None:
         from kvtop.runner.process.commands import Chat, MeasurePrompt, Reset, Tokenize
@@ -195,11 +202,15 @@ class ScriptedEngine:
             for e in script:
                 e = _with_turn_id(e, cmd.turn_id)
                 t = getattr(e, "t", None)
+                if self._killed.is_set():
+                    return
                 if isinstance(e, ev.TurnDone) and self._cancelled.is_set():
                     sink(dataclasses.replace(e, stop_reason="cancelled"))
                     return
                 if self.speed > 0 and t is not None and prev_t is not None and t > prev_t:
                     self._cancelled.wait(min(t - prev_t, self.max_gap) / self.speed)
+                    if self._killed.is_set():
+                        return
                 if t is not None:
                     prev_t = t
                 if self._cancelled.is_set() and isinstance(e, (ev.TokenEvent, ev.PrefillProgress)):

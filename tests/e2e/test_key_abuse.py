@@ -59,8 +59,10 @@ async def test_random_keys_on_the_real_engine_leave_it_working(smollm_path, tmp_
         assert app.engine.alive() and no_error_screen(app)
 
 
-async def test_hundreds_of_random_rounds_on_a_timed_script(smollm_shaped, tmp_path):
-    """The same abuse, 300 rounds, on the scripted engine with real timing (fast)."""
+async def test_many_random_rounds_on_a_timed_script(smollm_shaped, tmp_path):
+    """The same abuse, 120 rounds, on the scripted engine with real timing. 300 rounds took
+    110 s and landed each key mid-turn 4x as often as asserted; 120 land it about 1.5-2x
+    (seen: Esc 31, Ctrl+L 47), and the thresholds are the same counts as before."""
     loaded = smollm_loaded(smollm_shaped)
     turns = [scripted_turn(i, 1000.0 + i, 400, 0, ["tok "] * 40, pp_tok_s=2000, tg_tok_s=200, ubatch=64)
              for i in range(1, 400)]
@@ -73,9 +75,10 @@ async def test_hundreds_of_random_rounds_on_a_timed_script(smollm_shaped, tmp_pa
     app = make_app(Settings(smollm_shaped, n_ctx=4096), factory, tmp_path, live_system=False, write_transcript=False)
     async with app.run_test(size=(100, 30)) as pilot:
         await wait_until(pilot, lambda: app.loaded is not None, what="load")
-        landed = await abuse(pilot, int(os.environ.get("KVTOP_ABUSE_SCRIPTED_ROUNDS", "300")),
+        landed = await abuse(pilot, int(os.environ.get("KVTOP_ABUSE_SCRIPTED_ROUNDS", "120")),
                              random.Random(99), 0.3)
-        assert landed["ctrl+l"] > 30 and landed["escape"] > 15
+        print(f"keys landed mid-turn: {landed}")
+        assert landed["ctrl+l"] > 30 and landed["escape"] > 15, landed
         await wait_until(pilot, lambda: not app.turn_running, timeout=30, what="last turn")
         # every new chat reached the engine as a Reset, after the cancel of its turn
         from kvtop.runner.process.commands import Reset

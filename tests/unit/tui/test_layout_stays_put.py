@@ -32,10 +32,10 @@ BUSY_PROBE = ("CPU probe (2 threads, 2026-12-03 10:04, FLOPS of llama.cpp q5_K m
 def turns() -> list[list[object]]:
     """A short first turn (its TTFT waterfall lands in the Prefill pane), then a long one
     paced so the test sees its prefill and its decode: 1,200 tokens in micro-batches of
-    256, a second apart, a reply of 8 tokens, half a second apart; its prefix diverged
-    (one more line in the Prefill pane)."""
+    256, 0.4 s apart, a reply of 8 tokens, 0.2 s apart (a second and half a second took
+    10 s a size, most of it waiting); its prefix diverged (one more line in the Prefill pane)."""
     first = scripted_turn(1, 1000.0, 30, 0, ["Hello", " there", "."], timeline=True)
-    second = scripted_turn(2, 2000.0, 1200, 30, [" word"] * 8, pp_tok_s=256.0, tg_tok_s=2.0, ubatch=256,
+    second = scripted_turn(2, 2000.0, 1200, 30, [" word"] * 8, pp_tok_s=640.0, tg_tok_s=5.0, ubatch=256,
                            timeline=True)
     second[0] = dataclasses.replace(second[0], first_diff_index=12)
     return [first, second]

@@ -53,7 +53,8 @@ async def test_the_decode_pane_states_its_bandwidth_ceiling_once_as_a_turn_runs(
     """The header said one bandwidth ceiling and the legend under the chart another (a
     replay showed 50.9 and 52.4 tok/s): the header follows every token's depth, the legend
     was the ceiling at the chart's last redraw, seconds of tokens before. Read off the
-    screen while a turn decodes 60 tokens at 5 tok/s: every ceiling the pane names is one."""
+    screen while a turn decodes 60 tokens at 15 tok/s (the chart redraws every 4 s here, so
+    its legend would lag the header by dozens of tokens): every ceiling the pane names is one."""
     import re
 
     from helpers import make_app, screen_text, send, wait_until
@@ -61,7 +62,7 @@ async def test_the_decode_pane_states_its_bandwidth_ceiling_once_as_a_turn_runs(
 
     from kvtop.runner.settings import Settings
 
-    turn = scripted_turn(1, 1000.0, 40, 0, [" w"] * 60, tg_tok_s=5.0)
+    turn = scripted_turn(1, 1000.0, 40, 0, [" w"] * 60, tg_tok_s=15.0)
     loaded = smollm_loaded(smollm_shaped)
     app = make_app(Settings(smollm_shaped, n_ctx=4096, n_threads=2),
                    lambda s: ScriptedEngine(s, loaded, [turn], speed=1.0), tmp_path, live_system=False,

@@ -20,10 +20,16 @@ class SlowCancel(ScriptedEngine):
 
 
 class NeverStops(ScriptedEngine):
-    """Ignores the cancel: a prefill ubatch on a busy machine, an engine that hangs."""
+    """Ignores the cancel: a prefill ubatch on a busy machine, an engine that hangs. Closing
+    it kills it, as kvtop's close kills an engine process that does not stop (before, the
+    10 s script played on past the test, and its thread held the test's end 10 s)."""
 
     def cancel(self, upto: int) -> None:
         pass
+
+    def close(self, timeout: float = 0) -> None:
+        super().close(timeout)
+        self.kill()
 
 
 async def test_ctrl_q_mid_reply_keeps_the_cancelled_turn(tmp_path, smollm_shaped):
