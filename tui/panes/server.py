@@ -88,7 +88,11 @@ class ServerPane(PaneWidget):
         if s.rates is not None and s.metrics_note:  # counters refused: shown as N/A, and why
             lines.append(Content.styled(s.metrics_note, "$kvtop-warn"))
         lines += pack(self._physics(s), width)
-        if s.slots_note:
+        if s.batch is not None:  # a server without slots (vLLM): its batch, KV pool and percentiles
+            from kvtop.tui.panes.batch_lines import batch_lines
+
+            lines += batch_lines(s.batch)
+        elif s.slots_note:
             lines.append(Content.styled(f"slots: {s.slots_note}", "$kvtop-warn"))
         else:
             lines += self._table(s.slots[:64])
