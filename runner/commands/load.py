@@ -194,7 +194,7 @@ def sweep(a: argparse.Namespace, urls: list[str], key: Credentials, infos: Seque
         _ = on_physics(physics) if on_physics else None
         slots = [i.total_slots for i in infos]
         driver = LoadDriver(urls, key, a.n_prompt, a.shared_prefix, a.endpoint, slots=slots,
-                            max_in_flight=in_flight_bound(a, slots))
+                            max_in_flight=in_flight_bound(a, slots), openai=openai_servers(infos))
         if driver_ready:
             driver_ready(driver)
         driver.on_tick = ticker = Ticker(driver, say, every)
@@ -358,3 +358,8 @@ def summary_notes(rows: list[Report], a: argparse.Namespace) -> list[str]:
         notes.append("knee: " + (f"{level(k)} is the most that meets the targets" if k else "no level meets the targets")
                      + (f"; {level(bad[0])} misses them" if bad else ""))
     return notes
+
+
+def openai_servers(infos: Sequence[ServerInfo]) -> list[bool]:
+    """Each server that publishes no per-token timings (vLLM): OpenAI's endpoints, with usage."""
+    return [not i.capabilities.token_timings for i in infos]

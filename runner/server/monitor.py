@@ -202,8 +202,10 @@ class ServerMonitor:
         rates, metrics_note, started = None, None, None
         try:
             text, started = self.client.get_text_and_header("/metrics", START_HEADER)
-            if is_vllm_metrics(text):
-                self.batching = BatchPoller()
+            if is_vllm_metrics(text):  # a batching server: its KV bytes from the served model's config
+                from kvtop.runner.server.vllm_info import served_kv_bytes_per_token
+
+                self.batching = BatchPoller(served_kv_bytes_per_token(self.client))
                 return self._batch_poll(url, now, text)
             metrics, metrics_note = check_metrics(parse_metrics(text))
             rates = self._rates(now, metrics, slots if not slots_note else None)

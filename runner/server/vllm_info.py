@@ -59,12 +59,8 @@ def _unknown(client: ServerClient, model: dict[str, object] | None, why: ServerE
 
 
 def _cmdline_int(argv: list[str], flag: str) -> int | None:
-    for i, arg in enumerate(argv):
-        value = argv[i + 1] if arg == flag and i + 1 < len(argv) else \
-            arg.split("=", 1)[1] if arg.startswith(flag + "=") else None
-        if value is not None and value.isdigit() and 0 < int(value) < 1 << 20:
-            return int(value)
-    return None
+    value = _flag(argv, flag)
+    return int(value) if value is not None and value.isdigit() and 0 < int(value) < 1 << 20 else None
 
 
 def _local(pid: int | None, root: str | None) -> tuple[str | None, int | None]:
@@ -110,3 +106,62 @@ def read_vllm_info(client: ServerClient, why: ServerError) -> ServerInfo | None:
         chat_template=None, n_params=None, model_bytes=None, n_ctx_train=None, architecture=None, pid=pid,
         engine="vLLM", capabilities=BATCHING_SERVER, config_path=config,
     )
+
+
+DTYPE_BYTES = {"float32": 4, "float": 4, "float16": 2, "half": 2, "bfloat16": 2, "fp8": 1, "fp8_e4m3": 1,
+               "fp8_e5m2": 1, "float8_e4m3fn": 1}
+
+
+def _flag(argv: list[str], flag: str) -> str | None:
+    for i, arg in enumerate(argv):
+        if arg == flag and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith(flag + "="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def kv_bytes_per_token(config_path: str, argv: list[str] | None = None) -> int | None:
+    """The KV cache's bytes per token from the served folder's ``config.json``: K and V of
+    every layer, ``num_key_value_heads × head_dim`` each, in the cache's dtype (the server's
+    ``--kv-cache-dtype``, else its ``--dtype``, else the config's). None when a figure is missing."""
+    import json
+
+    try:
+        with open(config_path, encoding="utf-8") as fh:
+            cfg = json.loads(fh.read(1 << 20))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(cfg, dict):
+        return None
+    cfg = cfg.get("text_config", cfg) if isinstance(cfg.get("text_config"), dict) else cfg
+    layers, heads, hidden = cfg.get("num_hidden_layers"), cfg.get("num_attention_heads"), cfg.get("hidden_size")
+    kv_heads = cfg.get("num_key_value_heads", heads)
+    head_dim = cfg.get("head_dim") or (hidden // heads if isinstance(hidden, int) and isinstance(heads, int) and heads
+                                       else None)
+    argv = argv or []
+    dtype = next((d for d in (_flag(argv, "--kv-cache-dtype"), _flag(argv, "--dtype"),
+                              cfg.get("dtype"), cfg.get("torch_dtype")) if d and d != "auto"), None)
+    size = DTYPE_BYTES.get(str(dtype)) if dtype else None
+    dims = [v for v in (layers, kv_heads, head_dim) if isinstance(v, int) and not isinstance(v, bool) and 0 < v < 1 << 20]
+    if len(dims) != 3 or size is None:
+        return None
+    return 2 * dims[0] * dims[1] * dims[2] * size
+
+
+def served_kv_bytes_per_token(client: ServerClient) -> int | None:
+    """``kv_bytes_per_token`` of the folder a vLLM on this machine serves, or None (a remote
+    server, a folder kvtop cannot read)."""
+    model = _first_model(client)
+    root = model.get("root") if model else None
+    pid = listening_pid(client.url) if is_loopback(client.url) else None
+    config, _ = _local(pid, root if isinstance(root, str) else None)
+    if config is None or pid is None:
+        return None
+    import psutil
+
+    try:
+        argv = psutil.Process(pid).cmdline()
+    except (psutil.Error, OSError):
+        argv = []
+    return kv_bytes_per_token(config, argv)

@@ -105,7 +105,7 @@ class ServerPane(PaneWidget):
         if s.slots:
             out.append(Content.assemble(("slots ", "$text-muted"), f"{fmt_int(s.busy)}/{fmt_int(len(s.slots))} busy"))
         r = s.rates
-        if r is not None and r.requests_deferred is not None:
+        if r is not None and r.requests_deferred is not None and s.batch is None:  # a batch says "waiting"
             style = "bold $kvtop-critical" if r.requests_deferred else ""
             out.append(Content.assemble(("deferred ", "$text-muted"), (fmt_int(r.requests_deferred), style)))
         return out
@@ -120,7 +120,8 @@ class ServerPane(PaneWidget):
                                  fmt_rate(r.gen_tok_s)),
                 Content.styled(f"({'counters + slots' if s.slots else 'counters'}, last {r.interval_s:.1f} s)",
                                "$text-muted"),
-                Content.assemble(("processing ", "$text-muted"), fmt_int(r.requests_processing)),
+                *([] if s.batch is not None else  # a batch says "running"
+                  [Content.assemble(("processing ", "$text-muted"), fmt_int(r.requests_processing))]),
                 Content.assemble(("since start ", "$text-muted"), f"{fmt_int(r.prompt_tokens_total)} prompt,"),
                 Content(f"{fmt_int(r.gen_tokens_total)} generated tok")]
 

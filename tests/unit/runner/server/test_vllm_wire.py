@@ -8,6 +8,8 @@ import json
 import os
 
 import pytest
+from fake_servers import METRICS as LLAMA_METRICS
+from fake_servers import FakeServer, Reply, json_reply
 
 from kvtop.runner.server.batch_view import BatchPoller, batch_view
 from kvtop.runner.server.http import ServerClient, ServerError
@@ -16,8 +18,6 @@ from kvtop.runner.server.prom import Metrics
 from kvtop.runner.server.props import read_server_info
 from kvtop.runner.server.stream import TurnTranslator
 from kvtop.runner.server.vllm import VllmReading, is_vllm_metrics, window
-from tests.fake_servers import METRICS as LLAMA_METRICS
-from tests.fake_servers import FakeServer, Reply, json_reply
 
 DATA = os.path.join(os.path.dirname(__file__), "..", "..", "..", "data", "vllm")
 
