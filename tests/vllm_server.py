@@ -72,6 +72,23 @@ class VllmServer:
                 self.proc.wait(timeout=10)
 
 
+def restart(server: VllmServer) -> VllmServer:
+    """A new vLLM process on the same port (after ``stop`` or a kill), its log beside the first."""
+    server.stop()
+    new = start_vllm(server.log + ".2", int(server.url.rsplit(":", 1)[1]))
+    server.proc, server.log = new.proc, new.log
+    return server
+
+
+def kill(server: VllmServer) -> None:
+    """SIGKILL to the server's whole process group: it dies mid-reply without a word."""
+    try:
+        os.killpg(server.proc.pid, signal.SIGKILL)
+    except OSError:
+        pass
+    server.proc.wait(timeout=30)
+
+
 def start_vllm(log_path: str, port: int | None = None) -> VllmServer:
     out = cache_dir()
     port = port or free_port()
@@ -113,4 +130,4 @@ def metrics_text(url: str) -> str:
         return r.read().decode()
 
 
-__all__ = ["ROOT", "VllmServer", "start_vllm", "why_not_built", "metric", "metrics_text"]
+__all__ = ["ROOT", "VllmServer", "start_vllm", "restart", "kill", "why_not_built", "metric", "metrics_text"]

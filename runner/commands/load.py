@@ -337,7 +337,9 @@ def progress(a: argparse.Namespace, text: str) -> None:
 
 
 def server_note(urls: Sequence[str], infos: Sequence[ServerInfo], a: argparse.Namespace) -> str:
-    parts = [f"{u} ({i.build_info}, {i.total_slots} slots of {fmt_int(i.n_ctx)} tokens)" for u, i in zip(urls, infos)]
+    parts = [f"{u} ({i.build_info}, {i.total_slots} slots of {fmt_int(i.n_ctx)} tokens)" if i.capabilities.slots
+             else f"{u} ({i.build_info}, a batch of up to {i.total_slots} requests, {fmt_int(i.n_ctx)} tokens each; "
+             f"via OpenAI's /v1 endpoints)" for u, i in zip(urls, infos)]
     return (f"kvtop load: -p {a.n_prompt} -n {a.n_predict} via /{a.endpoint}, "
             f"shared prefix {a.shared_prefix}; " + "; ".join(parts))
 

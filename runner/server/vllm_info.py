@@ -165,3 +165,13 @@ def served_kv_bytes_per_token(client: ServerClient) -> int | None:
     except (psutil.Error, OSError):
         argv = []
     return kv_bytes_per_token(config, argv)
+
+
+def restart_props(client: ServerClient, batching: bool) -> object:
+    """What ``RestartWatch`` compares between two processes on one URL: llama-server's
+    ``/props``; for a vLLM (``batching``) its ``/version`` and ``/v1/models`` in that shape."""
+    if not batching:
+        return client.get_json("/props")
+    model = _first_model(client) or {}
+    return {"engine": "vLLM", "build_info": f"vLLM {_version(client) or '?'}", "model_path": model.get("root"),
+            "default_generation_settings": {"n_ctx": model.get("max_model_len")}}

@@ -121,4 +121,42 @@ def test_kvtop_load_tokens_match_vllms_own_counter(vllm, tmp_path):
     assert abs(counted - served) <= 0.05 * served, (counted, served)
     for lv in levels:
         assert lv["level"]["completed"] == lv["users"] * 2
+        # the row's own server column: vLLM's counter over the level, as kvtop's watch read it
+        server_gen = lv["level"]["server_generated_tokens"]
+        assert abs(server_gen - lv["level"]["generated_tokens"]) <= 0.05 * lv["level"]["generated_tokens"]
+        assert lv["level"]["kv_cells_used"] > 0  # the block pool's share at its peak, as tokens
         assert lv["per_request"]["ttft_p50_s"] > 0 and lv["per_request"]["itl_p50_s"] > 0
+
+
+async def test_vllm_killed_mid_reply_then_restarted(vllm, tmp_path):
+    """Last in this file (the server is killed): one line in the chat, the chat kept, the
+    restart seen and said, the next turn served by the new process, and quitting at once."""
+    from vllm_server import kill, restart
+
+    from kvtop.runner.server.engine import ServerEngine
+    from kvtop.tui.panes.decode import DecodePane
+
+    settings = Settings("model", n_ctx=2048, temp=0, n_predict=400, ignore_eos=True)
+    app = make_app(settings, lambda s: ServerEngine(s, vllm.url), tmp_path, servers=(vllm.url,), live_system=False)
+    async with app.run_test(size=(160, 60)) as pilot:
+        await wait_until(pilot, lambda: app.loaded is not None, timeout=30, what="connect")
+        await send(pilot, "Write a long story about a lighthouse keeper.")
+        decode = app.query_one(DecodePane)
+        await wait_until(pilot, lambda: decode.state == "decoding" and decode.pos > 10, timeout=120, what="decoding")
+        kill(vllm)
+        await wait_until(pilot, lambda: not app.turn_running, timeout=30, what="the turn ends")
+        text = screen_text(app)
+        assert "Write a long story about a lighthouse keeper." in text  # the chat is kept
+        # one line says the turn ended (the engine's own, or the restart's "turn lost")
+        assert text.count("the chat is kept") + text.count("turn lost") >= 1, text
+        restart(vllm)
+        pane = app.query_one("#server")
+        await wait_until(pilot, lambda: "vLLM restarted" in pane.render().plain, timeout=60, what="restart seen")
+        turns = len(app.turns)
+        await send(pilot, "Say hello.")
+        await wait_until(pilot, lambda: len(app.turns) > turns and not app.turn_running, timeout=120,
+                         what="the next turn")
+        assert app.turns[-1].metrics.decode_tokens == 400
+        t0 = time.monotonic()
+        await pilot.press("ctrl+q")
+    assert time.monotonic() - t0 < 1.0
