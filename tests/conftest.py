@@ -313,3 +313,19 @@ def write_trace(smollm_shaped):
         return str(path)
 
     return write
+
+
+@pytest.fixture(scope="session")
+def vllm(tmp_path_factory):
+    """One real vLLM server for every vLLM test of this run (tests/vllm_server.py), built by
+    .ci/build-vllm; skipped with the build's reason where it cannot run."""
+    from vllm_server import start_vllm, why_not_built
+
+    why = why_not_built()
+    if why:
+        pytest.skip(why)
+    server = start_vllm(str(tmp_path_factory.mktemp("vllm") / "vllm.log"))
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -186,7 +186,7 @@ class KvtopApp(EngineWorkers, ServerRouting, EngineLifecycle, Forecasting, CPUWa
                 with MetricsScroll(id="metrics"):
                     yield PrefillPane(prefill_interval(self.refresh_s), self.options.clock, id="prefill", classes="pane")
                     yield KVPane(id="kv", classes="pane")
-                    if self.session.engine.capabilities.slots:  # what the server does for everyone, right under the turn's panes
+                    if self.session.engine.capabilities.polls_server:  # what the server does for everyone, right under the turn's panes
                         from kvtop.tui.panes.fleet import FleetPane
                         from kvtop.tui.panes.server import ServerPane
 
@@ -226,7 +226,7 @@ class KvtopApp(EngineWorkers, ServerRouting, EngineLifecycle, Forecasting, CPUWa
             self.cpu_watch.sample()
             self.set_interval(MEMORY_SAMPLE_S, self.cpu_watch.sample)
         prompt.focus()
-        if self.session.engine.capabilities.slots:
+        if self.session.engine.capabilities.polls_server:
             self.set_class(True, "-server")
             self.set_class(len(self.options.servers) > 1, "-fleet")
             self.fleet_watch = FleetWatch(self)

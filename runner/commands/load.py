@@ -194,7 +194,7 @@ def sweep(a: argparse.Namespace, urls: list[str], key: Credentials, infos: Seque
         _ = on_physics(physics) if on_physics else None
         slots = [i.total_slots for i in infos]
         driver = LoadDriver(urls, key, a.n_prompt, a.shared_prefix, a.endpoint, slots=slots,
-                            max_in_flight=in_flight_bound(a, slots))
+                            max_in_flight=in_flight_bound(a, slots), openai=openai_servers(infos))
         if driver_ready:
             driver_ready(driver)
         driver.on_tick = ticker = Ticker(driver, say, every)
@@ -337,7 +337,9 @@ def progress(a: argparse.Namespace, text: str) -> None:
 
 
 def server_note(urls: Sequence[str], infos: Sequence[ServerInfo], a: argparse.Namespace) -> str:
-    parts = [f"{u} ({i.build_info}, {i.total_slots} slots of {fmt_int(i.n_ctx)} tokens)" for u, i in zip(urls, infos)]
+    parts = [f"{u} ({i.build_info}, {i.total_slots} slots of {fmt_int(i.n_ctx)} tokens)" if i.capabilities.slots
+             else f"{u} ({i.build_info}, a batch of up to {i.total_slots} requests, {fmt_int(i.n_ctx)} tokens each; "
+             f"via OpenAI's /v1 endpoints)" for u, i in zip(urls, infos)]
     return (f"kvtop load: -p {a.n_prompt} -n {a.n_predict} via /{a.endpoint}, "
             f"shared prefix {a.shared_prefix}; " + "; ".join(parts))
 
@@ -358,3 +360,8 @@ def summary_notes(rows: list[Report], a: argparse.Namespace) -> list[str]:
         notes.append("knee: " + (f"{level(k)} is the most that meets the targets" if k else "no level meets the targets")
                      + (f"; {level(bad[0])} misses them" if bad else ""))
     return notes
+
+
+def openai_servers(infos: Sequence[ServerInfo]) -> list[bool]:
+    """Each server that publishes no per-token timings (vLLM): OpenAI's endpoints, with usage."""
+    return [not i.capabilities.token_timings for i in infos]

@@ -60,16 +60,26 @@ class Capabilities:
     can_restart: bool = True  # Ctrl+R (and the died dialog) makes a fresh one
     llama_buffers: bool = True  # ``Loaded.buffers`` are llama.cpp's, from kvtop's own log
     # (a llama-server's are in the server's log)
-    slots: bool = False  # a llama-server's slots: /slots and /metrics are polled, server panes
+    slots: bool = False  # the server publishes its slots (a llama-server's /slots)
+    polls_server: bool = False  # a running server is attached: its /metrics (and /slots) are
+    # polled and the server panes show what it does for everyone
     runs_model: bool = True  # kvtop runs the model with its own settings: it reads the
     # weights, warns about memory, and its --context-shift decides a full context (a
     # llama-server runs its own; a replay shows what kvtop ran)
     second_context: bool = True  # a second context on the loaded model, beside the chat's:
     # the palette's "measure quality of the KV cache" (runner/engine/live_kld.py)
+    prompt_progress: bool = True  # prefill is seen as it goes (a llama-server's prompt_progress)
+    token_timings: bool = True  # the engine's own prefill and decode times per turn (llama.cpp's timings)
+    kv_usage: str = "cells"  # "cells": KV use in tokens (slots, n_ctx); "fraction": a share of a block pool
+    histograms: bool = False  # the server publishes latency histograms (TTFT, ITL, queue percentiles)
 
 
 LOCAL = Capabilities()  # the child process, the in-process engine, a scripted test engine
-SERVER = Capabilities(llama_buffers=False, slots=True, runs_model=False, second_context=False)
+SERVER = Capabilities(llama_buffers=False, slots=True, polls_server=True, runs_model=False, second_context=False)
+# a server that batches requests without slots and reports its KV pool as a fraction (vLLM)
+BATCHING_SERVER = Capabilities(llama_buffers=False, slots=False, polls_server=True, runs_model=False,
+                               second_context=False, prompt_progress=False, token_timings=False,
+                               kv_usage="fraction", histograms=True)
 
 
 @runtime_checkable

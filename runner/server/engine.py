@@ -23,6 +23,7 @@ from kvtop.runner.process.commands import Chat, Command, Generate, Load, Measure
 from kvtop.runner.process.contract import SERVER, QueuedCommands, ReaderGuard, Sink
 from kvtop.runner.sanitize import clean_line
 from kvtop.runner.server.http import ServerClient, ServerError
+from kvtop.runner.server.openai_request import openai_prompt_tokens, openai_request
 from kvtop.runner.server.props import ServerInfo, read_server_info
 from kvtop.runner.server.stream import TurnTranslator
 from kvtop.runner.server.urls import is_loopback
@@ -94,6 +95,7 @@ class ServerEngine(QueuedCommands):
         except ServerError as exc:
             sink(ev.LoadFailed(str(exc)))
             return False
+        self.capabilities = self.info.capabilities  # what this server publishes (before Loaded is read)
         self.loaded = loaded_event(self.info, self.url, time.monotonic() - t0)
         sink(ev.LoadProgress(1.0))
         sink(self.loaded)
@@ -101,7 +103,9 @@ class ServerEngine(QueuedCommands):
 
     def _tokenize(self, cmd: Tokenize, sink: Sink) -> None:
         try:
-            r = self.client.post_json("/tokenize", {"content": cmd.text, "add_special": cmd.add_special})
+            body: dict[str, object] = {"content": cmd.text, "add_special": cmd.add_special} \
+                if self.capabilities.token_timings else {"prompt": cmd.text, "add_special_tokens": cmd.add_special}
+            r = self.client.post_json("/tokenize", body)
             tokens = r.get("tokens") if isinstance(r, dict) else None
             if not isinstance(tokens, list) or not all(isinstance(t, int) for t in tokens):
                 raise ServerError("/tokenize answered without a list of token ids")
@@ -117,6 +121,10 @@ class ServerEngine(QueuedCommands):
             msgs = [m.as_dict() for m in cmd.messages]
             if self.settings.system_prompt and not any(m["role"] == "system" for m in msgs):
                 msgs.insert(0, {"role": "system", "content": self.settings.system_prompt})
+            if not self.capabilities.token_timings:  # an OpenAI-style server: /tokenize takes the messages
+                n = openai_prompt_tokens(self.client, msgs)
+                sink(ev.PromptMeasured(cmd.request_id, n, None, self.loaded.n_ctx if self.loaded else 0))
+                return
             r = self.client.post_json("/apply-template", {"messages": msgs})
             prompt = r.get("prompt") if isinstance(r, dict) else None
             if not isinstance(prompt, str):
@@ -131,6 +139,8 @@ class ServerEngine(QueuedCommands):
 
     def _request(self, cmd: Chat | Generate) -> tuple[str, dict[str, object]]:
         s = self.settings
+        if not self.capabilities.token_timings:  # vLLM: the OpenAI fields it reads, usage in the last chunk
+            return openai_request(s, cmd)
         common: dict[str, object] = {
                   "stream": True, "return_progress": True, "timings_per_token": True, "cache_prompt": True,
                   "temperature": s.temp, "top_k": s.top_k, "top_p": s.top_p, "min_p": s.min_p,
@@ -189,7 +199,7 @@ def loaded_event(info: ServerInfo, url: str, connect_s: float) -> ev.Loaded:
     """What the status bar and panes know of a served model, from the server's own answers."""
     return ev.Loaded(
         path=info.model_path or url, name=clean_line(os.path.basename(info.model_path or "") or info.model_id or url),
-        description=f"llama-server {info.build_info}", architecture=info.architecture or "?",
+        description=info.build_info if info.engine != "llama-server" else f"llama-server {info.build_info}", architecture=info.architecture or "?",
         file_type="?", n_params=info.n_params or 0, model_bytes=info.model_bytes or 0, n_ctx=info.n_ctx,
         n_ctx_train=info.n_ctx_train or 0, n_threads=0, n_threads_batch=0, n_batch=0, n_ubatch=0,
         n_gpu_layers=0, flash_attn="?", type_k="?", type_v="?", swa_full=False,

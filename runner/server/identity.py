@@ -54,6 +54,7 @@ class ServerIdentity:
     model: str | None  # the model's file name (the path's last part)
     total_slots: int | None
     n_ctx: int | None  # per slot
+    engine: str = "llama-server"  # what the server said it is (a vLLM: runner/server/vllm_info.py)
 
     @classmethod
     def from_props(cls, props: object) -> ServerIdentity | None:
@@ -67,6 +68,7 @@ class ServerIdentity:
             model=clean_line(path.replace("\\", "/").rsplit("/", 1)[-1], 120) if isinstance(path, str) and path else None,
             total_slots=_count(props.get("total_slots"), 1, 1 << 20),
             n_ctx=_count(gen.get("n_ctx"), 1, 1 << 40) if isinstance(gen, dict) else None,
+            engine="vLLM" if props.get("engine") == "vLLM" else "llama-server",
         )
 
     def changed(self, old: ServerIdentity) -> tuple[str, ...]:
@@ -106,7 +108,7 @@ class ServerRestart:
         shown = [f for f in ("model", "build_info") if f in changed] + ["total_slots", "n_ctx"]
         now = ", ".join(self.identity.describe(shown)) or "unknown settings"
         why = f"was {', '.join(self.old.describe(changed))}" if changed else f"same settings; {self.sign}"
-        return clean_line(f"llama-server restarted: now {now} ({why})", 300)
+        return clean_line(f"{self.identity.engine} restarted: now {now} ({why})", 300)
 
 
 @dataclass
@@ -173,7 +175,7 @@ class RestartWatch:
         self._gap = False
         if not signs and not gap:
             return None
-        new = self._props() or _from_slots(seen)  # /props did not answer: what /slots shows
+        new = self._props() or _from_slots(seen, self.identity.engine)  # /props did not answer: what /slots shows
         if not new.changed(self.identity) and not signs:
             return None  # back after a gap with the same answers: a network blip, not a restart
         restart = ServerRestart(new, self.identity, signs[0] if signs else "")
@@ -181,5 +183,6 @@ class RestartWatch:
         return restart
 
 
-def _from_slots(seen: _Seen) -> ServerIdentity:
-    return ServerIdentity(None, None, *(seen.slots or (None, None)))
+def _from_slots(seen: _Seen, engine: str = "llama-server") -> ServerIdentity:
+    count, n_ctx = seen.slots or (None, None)
+    return ServerIdentity(None, None, count, n_ctx, engine)

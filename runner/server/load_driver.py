@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING
 
 from kvtop.runner.sanitize import clean_line
 from kvtop.runner.server import load_outcomes as oc
@@ -26,6 +26,7 @@ from kvtop.runner.server.http import DEADLINE_S, ServerClient, ServerError
 from kvtop.runner.server.load_progress import LevelProgress
 from kvtop.runner.server.load_prompts import Prompt, PromptMaker, detokenize, payload
 from kvtop.runner.server.load_watch import ServerWatch
+from kvtop.runner.server.load_wire import busy_slots, take_timings, tokens_in
 
 if TYPE_CHECKING:
     from kvtop.runner.server.credentials import Credentials
@@ -104,39 +105,6 @@ class LevelRun:
     restarted: str | None = None  # a server whose process changed (runner/commands/load.py)
 
 
-@overload
-def _num(v: object) -> float | None: ...
-@overload
-def _num(v: object, kind: type[int]) -> int | None: ...
-def _num(v: object, kind: type[float] | type[int] = float) -> float | None:
-    if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and 0 <= v < 1e12:
-        return kind(v)
-    return None
-
-
-def _take_timings(r: RequestResult, ev: dict[str, Any]) -> None:
-    t = ev.get("timings")
-    if not isinstance(t, dict):
-        return
-    r.prompt_n, r.prompt_ms = _num(t.get("prompt_n"), int), _num(t.get("prompt_ms"))
-    r.predicted_n, r.predicted_ms = _num(t.get("predicted_n"), int), _num(t.get("predicted_ms"))
-    r.cache_n = _num(t.get("cache_n"), int)
-    r.draft_n, r.draft_accepted = _num(t.get("draft_n"), int), _num(t.get("draft_n_accepted"), int)
-
-
-def _tokens_in(ev: dict[str, Any], endpoint: str) -> int:
-    if endpoint == "completion":
-        toks = ev.get("tokens")
-        if isinstance(toks, list):
-            return len(toks)
-        return 1 if ev.get("content") else 0
-    choices = ev.get("choices")
-    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
-        delta = choices[0].get("delta")
-        return 1 if isinstance(delta, dict) and delta.get("content") else 0
-    return 0
-
-
 def stream_one(client: ServerClient, server: int, endpoint: str, prompt: Prompt, n_predict: int,
                stop: threading.Event, wait_more: Callable[[float], bool] | None = None,
                on_tokens: Callable[[int], None] | None = None) -> RequestResult:
@@ -146,12 +114,12 @@ def stream_one(client: ServerClient, server: int, endpoint: str, prompt: Prompt,
     ended = False
     try:
         for ev in client.stream_events(path, body, wait_more):
-            k = _tokens_in(ev, endpoint)
+            k = tokens_in(ev, endpoint)
             if k:
                 r.chunks.append((time.monotonic(), k))
                 if on_tokens:
                     on_tokens(k)
-            _take_timings(r, ev)
+            take_timings(r, ev)
             ended = ended or oc.is_stop(ev, endpoint)
             if stop.is_set():
                 break
@@ -168,13 +136,15 @@ class LoadDriver:
     def __init__(self, urls: list[str], api_key: str | Credentials | None, prompt_tokens: int,
                  shared_prefix: int = 0,
                  endpoint: str = "completion", poll_s: float = 0.5, slots: list[int] | None = None,
-                 answer_s: float = DEADLINE_S, max_in_flight: int = MAX_IN_FLIGHT):
+                 answer_s: float = DEADLINE_S, max_in_flight: int = MAX_IN_FLIGHT, openai: list[bool] | None = None):
         """``slots``: each server's slots (the rows say how many users shared them);
         ``answer_s``: how long a request waits for its answer to begin before kvtop asks
-        the server whether it is queued (then it waits on, up to ``QUEUE_S`` + --duration)."""
+        the server whether it is queued (then it waits on, up to ``QUEUE_S`` + --duration);
+        ``openai``: each server that publishes no timings (vLLM) gets OpenAI's endpoints with usage."""
         self.urls, self.api_key, self.endpoint, self.poll_s = list(urls), api_key, endpoint, poll_s
         self.slots, self.answer_s, self.max_in_flight = slots, answer_s, max_in_flight
         self.dead: str | None = None
+        self.endpoints = [f"openai-{endpoint}" if o else endpoint for o in (openai or [False] * len(self.urls))]
         self.progress: LevelProgress | None = None  # the level running (runner/server/load_progress.py)
         self.on_tick: Callable[[], None] | None = None  # called every 0.2 s while a level runs (its progress)
         self.watch: ServerWatch | None = None  # the level's, while it runs
@@ -226,7 +196,7 @@ class LoadDriver:
             r = RequestResult(server, time.monotonic())
             r = r.end(oc.CANCELLED) if self.stopped else r.end(*oc.of_error(exc, 0))
         else:
-            r = stream_one(client, server, self.endpoint, prompt, n_predict, self.stop_event,
+            r = stream_one(client, server, self.endpoints[server], prompt, n_predict, self.stop_event,
                            lambda waited: waited < queue_s and not self.stopped and self._queued(server),
                            self._count)
         if r.kind in (oc.TRUNCATED, oc.TIMED_OUT, oc.UNREACHABLE) and not self.stopped:
@@ -387,8 +357,3 @@ class LoadDriver:
         finally:
             for c in clients:
                 c.close()
-
-
-def busy_slots(client: ServerClient) -> int:
-    slots = client.get_json("/slots")
-    return sum(1 for s in slots if isinstance(s, dict) and s.get("is_processing")) if isinstance(slots, list) else 0

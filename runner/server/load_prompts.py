@@ -51,7 +51,9 @@ class PromptMaker:
 def vocabulary(client: ServerClient) -> list[int]:
     """The distinct token ids of ordinary words, as the served model tokenises them."""
     text = " ".join(WORDS) + " " + " ".join(w.capitalize() for w in WORDS)
-    answer = client.post_json("/tokenize", {"content": text, "add_special": False})
+    # llama-server reads content and add_special, an OpenAI-style server (vLLM) prompt and add_special_tokens
+    answer = client.post_json("/tokenize", {"content": text, "add_special": False, "prompt": text,
+                                            "add_special_tokens": False})
     tokens = answer.get("tokens") if isinstance(answer, dict) else None
     if not isinstance(tokens, list):
         raise ServerError("/tokenize did not answer a token list: is this a llama-server?")
@@ -64,7 +66,7 @@ def vocabulary(client: ServerClient) -> list[int]:
 def detokenize(client: ServerClient, ids: list[int]) -> str:
     """The text of ``ids`` (for the chat endpoint, which takes text, not ids)."""
     answer = client.post_json("/detokenize", {"tokens": ids})
-    text = answer.get("content") if isinstance(answer, dict) else None
+    text = answer.get("content", answer.get("prompt")) if isinstance(answer, dict) else None  # vLLM: prompt
     if not isinstance(text, str):
         raise ServerError("/detokenize did not answer text")
     return text
@@ -76,8 +78,12 @@ Prompt = str | list[int]  # the chat endpoint's text, /completion's token ids
 def payload(endpoint: str, prompt: Prompt, n_predict: int) -> tuple[str, dict[str, object]]:
     """The request: ``n_predict`` tokens whatever the model says (``ignore_eos``), greedy
     (sampling costs nothing to compare), the prompt cache on as llama-server's default."""
-    common = {"stream": True, "ignore_eos": True, "temperature": 0.0, "cache_prompt": True}
-    if endpoint == "chat":
+    common: dict[str, object] = {"stream": True, "ignore_eos": True, "temperature": 0.0, "cache_prompt": True}
+    if endpoint.startswith("openai-"):  # a server without timings (vLLM): its counts in the last event
+        common = {"stream": True, "ignore_eos": True, "temperature": 0.0, "stream_options": {"include_usage": True}}
+        if endpoint == "openai-completion":
+            return "/v1/completions", {**common, "prompt": prompt, "max_tokens": n_predict}
+    if endpoint in ("chat", "openai-chat"):
         return "/v1/chat/completions", {**common, "messages": [{"role": "user", "content": prompt}],
                                         "max_tokens": n_predict}
     return "/completion", {**common, "prompt": prompt, "n_predict": n_predict, "return_tokens": True}

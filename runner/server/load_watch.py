@@ -73,6 +73,9 @@ class ServerWatch:
         if s.slots:
             self.max_kv[i] = max(self.max_kv[i] or 0, sum(sl.n_prompt_tokens for sl in s.slots if sl.is_processing))
             self.cells_total[i] = sum(sl.n_ctx for sl in s.slots)
+        elif s.batch is not None and s.batch.kv_usage is not None and s.batch.kv_tokens:  # a block pool (vLLM)
+            self.max_kv[i] = max(self.max_kv[i] or 0, round(s.batch.kv_usage * s.batch.kv_tokens))
+            self.cells_total[i] = s.batch.kv_tokens
         return s
 
     def _cpu(self) -> CpuMark:

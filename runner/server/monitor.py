@@ -20,9 +20,11 @@ from dataclasses import dataclass
 from typing import Any, overload
 
 from kvtop.runner.sanitize import clean_line
+from kvtop.runner.server.batch_view import BatchPoller, BatchView
 from kvtop.runner.server.checks import MAX_CTX, MAX_REQUESTS, MAX_SLOTS, MAX_TASK_ID, MAX_TOTAL_TOKENS, Refused, count
 from kvtop.runner.server.http import ServerClient, ServerError
 from kvtop.runner.server.spec_metrics import SpecRates, SpecWatch
+from kvtop.runner.server.vllm import is_vllm_metrics
 
 COUNTER = {"prompt": "prompt_tokens_total", "gen": "tokens_predicted_total"}
 # llama-server's /metrics answer carries the process's start (its source: server.cpp,
@@ -70,6 +72,7 @@ class ServerSnapshot:
     model: str | None = None  # the served model's file name, from /props
     started: str | None = None  # /metrics' START_HEADER: which process answered (runner/server/identity.py)
     spec: SpecRates | None = None  # a speculating server's counters (runner/server/spec_metrics.py)
+    batch: BatchView | None = None  # a server that batches without slots (vLLM): runner/server/batch_view.py
 
     @property
     def busy(self) -> int:
@@ -172,6 +175,7 @@ class ServerMonitor:
         self.model: str | None = None
         self._props_after = 0.0  # a /props that failed is asked again only after PROPS_RETRY_S
         self._spec = SpecWatch()
+        self.batching: BatchPoller | None = None  # set when /metrics is a batching server's (vLLM's)
 
     def _model(self) -> str | None:
         if self.model is None and time.monotonic() >= self._props_after:
@@ -190,6 +194,8 @@ class ServerMonitor:
         slots: tuple[SlotState, ...] = ()
         slots_note = None
         try:
+            if self.batching is not None:  # a server without slots: /metrics alone
+                return self._batch_poll(url, now)
             slots = parse_slots(self.client.get_json("/slots"))
         except ServerError as exc:
             if not exc.reached or exc.status == 401:
@@ -199,6 +205,11 @@ class ServerMonitor:
         rates, metrics_note, started, spec = None, None, None, None
         try:
             text, started = self.client.get_text_and_header("/metrics", START_HEADER)
+            if is_vllm_metrics(text):  # a batching server: its KV bytes from the served model's config
+                from kvtop.runner.server.vllm_info import served_kv_bytes_per_token
+
+                self.batching = BatchPoller(served_kv_bytes_per_token(self.client))
+                return self._batch_poll(url, now, text)
             metrics, metrics_note = check_metrics(parse_metrics(text))
             rates = self._rates(now, metrics, slots if not slots_note else None)
             spec = self._spec.update(now, text)
@@ -226,6 +237,28 @@ class ServerMonitor:
             return max(made[name] - last[1][name], 0.0) / dt
 
         return ServerRates(dt, rate("prompt"), rate("gen"), proc, deferred, *totals)
+
+
+    def _batch_poll(self, url: str, now: float, text: str | None = None) -> ServerSnapshot:
+        """A batching server's poll: its /metrics read into a ``BatchView`` (``ServerError``:
+        unreachable, handled by ``poll``)."""
+        assert self.batching is not None
+        if text is None:
+            text = self.client.get_text("/metrics")
+        new, view, last, dt = self.batching.observe(now, text)
+        gen, prompt = new.counters.get("gen"), new.counters.get("prompt")
+
+        def rate(key: str) -> float | None:
+            if last is None or dt <= 0 or key not in new.counters or key not in last.counters:
+                return None
+            return max(new.counters[key] - last.counters[key], 0.0) / dt
+
+        rates = ServerRates(dt, rate("prompt"), rate("gen"), new.running, new.waiting,
+                            _opt(prompt), _opt(gen))
+        self.model = self.model or (clean_line(new.model, 120) if new.model else None)
+        started = f"{new.started:.3f}" if new.started is not None else None
+        return ServerSnapshot(url, now, True, None, (), "not published: this server batches requests without slots",
+                              rates, None, self.model, started, view)
 
 
 def _opt(v: float | None) -> int | None:

@@ -6,28 +6,13 @@ one-line reason instead of a traceback; every number is checked before use.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from kvtop.runner.sanitize import clean_line
 from kvtop.runner.server.checks import MAX_CTX, MAX_SLOTS, Refused, count
 from kvtop.runner.server.http import ServerClient, ServerError
+from kvtop.runner.server.info import ServerInfo, listening_pid
 from kvtop.runner.server.urls import is_loopback
-
-
-@dataclass(frozen=True)
-class ServerInfo:
-    model_path: str | None
-    model_id: str | None
-    n_ctx: int  # per slot
-    total_slots: int
-    build_info: str
-    chat_template: str | None
-    n_params: int | None
-    model_bytes: int | None
-    n_ctx_train: int | None
-    architecture: str | None
-    pid: int | None  # the server's process when it runs on this machine
 
 
 def _int(v: object, lo: int = 0, hi: int = 10**15) -> int | None:
@@ -61,6 +46,24 @@ def _health(client: ServerClient, wait_s: float) -> object:
 
 
 def read_server_info(client: ServerClient, wait_s: float = 120.0) -> ServerInfo:
+    """What the server at ``client`` says it is: a llama-server (``/props``) or a vLLM
+    (``/version`` and ``vllm:`` metrics, runner/server/vllm_info.py); any other server is
+    named and refused in one line (``ServerError``)."""
+    try:
+        return _read_llama_info(client, wait_s)
+    except ServerError as exc:
+        # only an answer that is not llama-server's (not one that is hostile, slow, or a key refused)
+        if exc.status in (None, 401, 503) or not (exc.status == 404 or "llama-server" in str(exc)):
+            raise
+        from kvtop.runner.server.vllm_info import read_vllm_info
+
+        found = read_vllm_info(client, exc)
+        if found is None:
+            raise
+        return found
+
+
+def _read_llama_info(client: ServerClient, wait_s: float) -> ServerInfo:
     try:
         health = _health(client, wait_s)
     except ServerError as exc:
@@ -113,22 +116,6 @@ def read_server_info(client: ServerClient, wait_s: float = 120.0) -> ServerInfo:
     )
 
 
-def listening_pid(url: str) -> int | None:
-    """The local process listening on the URL's port (for its RSS), or None."""
-    from urllib.parse import urlsplit
-
-    import psutil
-
-    port = urlsplit(url).port or (443 if url.startswith("https") else 80)
-    try:
-        for c in psutil.net_connections(kind="tcp"):
-            if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port and c.pid:
-                return int(c.pid)
-    except (psutil.Error, OSError):
-        return None
-    return None
-
-
 def threads_from_cmdline(argv: list[str]) -> int | None:
     """The decode threads a llama-server command line asks for (``-t N``, ``--threads N``,
     ``--threads=N``), or None when it leaves llama.cpp's default (the physical cores)."""
@@ -163,3 +150,5 @@ def local_server_threads(url: str) -> int | None:
         return threads_from_cmdline(psutil.Process(pid).cmdline())
     except (psutil.Error, OSError):
         return None
+
+__all__ = ["ServerInfo", "listening_pid", "read_server_info", "local_server_threads", "threads_from_cmdline"]

@@ -73,6 +73,7 @@ class TurnTranslator:
         self.finish: str | None = None
         self.t_decode_anchor: float | None = None  # client time at the server's decode start
         self.t_last_token = 0.0
+        self.usage: dict[str, Any] = {}  # an OpenAI server's counts (``stream_options.include_usage``)
 
     def _start(self, total: int, cache: int, now: float) -> None:
         if self.started is None:
@@ -86,6 +87,9 @@ class TurnTranslator:
         timings = chunk.get("timings")
         if isinstance(timings, dict):
             self.timings = timings
+        usage = chunk.get("usage")
+        if isinstance(usage, dict):
+            self.usage = usage
         if isinstance(prog, dict):
             self._progress(prog, now)
         text = chunk_text(chunk)
@@ -134,9 +138,11 @@ class TurnTranslator:
                                      max(n, 0), max(dt, 0.0), now))
 
     def done(self, now: float, stop_reason: str | None = None) -> ev.TurnDone:
-        t = self.timings
+        t = self.timings or self._from_usage()
         if self.started is None:
             self._start(int(_num(t, "prompt_n") + _num(t, "cache_n")), int(_num(t, "cache_n")), now)
+        elif not self.timings and self.usage:
+            self.total, self.cache = int(_num(t, "prompt_n") + _num(t, "cache_n")), int(_num(t, "cache_n"))
         prompt_n, prompt_ms = int(_num(t, "prompt_n")), _num(t, "prompt_ms")
         pred_n, pred_ms = int(_num(t, "predicted_n", len(self.token_times))), _num(t, "predicted_ms")
         itl = [(b - a) * 1000 for a, b in zip(self.token_times, self.token_times[1:])]
@@ -150,11 +156,27 @@ class TurnTranslator:
             itl_p50_ms=statistics.median(itl) if itl else None,
             itl_p95_ms=sorted(itl)[int(0.95 * (len(itl) - 1))] if itl else None,
             kv_cells_used=self.total + pred_n, n_ctx=self.n_ctx,
-            first_token_s=None, ubatches=tuple(self.ubatches), perf={"server_timings": dict(t)},
+            first_token_s=None, ubatches=tuple(self.ubatches),
+            perf={"server_timings": dict(self.timings)} if self.timings else {"server_usage": dict(self.usage)},
             timeline=self._timeline(prompt_ms),
             **turn_spec_fields(t),  # type: ignore[arg-type]  # spec_type: str, spec_drafted/accepted: int
         )
         return ev.TurnDone(self.turn_id, stop_reason or self.finish or "eog", "".join(self.text), metrics, now)
+
+    def _from_usage(self) -> dict[str, object]:
+        """A server without timings (vLLM): its token counts from ``usage``, and the decode
+        time on the client's clock (first to last token arrival); no prefill time."""
+        u = self.usage
+        if not u:
+            return {}
+        details = u.get("prompt_tokens_details")
+        cached = _num(details, "cached_tokens") if isinstance(details, dict) else 0.0
+        prompt = _num(u, "prompt_tokens")
+        out: dict[str, object] = {"prompt_n": max(prompt - cached, 0.0), "cache_n": cached,
+                                  "predicted_n": _num(u, "completion_tokens", len(self.token_times))}
+        if len(self.token_times) > 1:
+            out["predicted_ms"] = (self.token_times[-1] - self.token_times[0]) * 1000
+        return out
 
     def _timeline(self, prompt_ms: float) -> tuple[tuple[str, float, float], ...]:
         """Submit → first visible character, in three measured parts: the request and the

@@ -109,5 +109,6 @@ class FleetWatch:
 
 def restart_watch(monitor):
     from kvtop.runner.server.identity import RestartWatch
+    from kvtop.runner.server.vllm_info import restart_props
 
-    return RestartWatch(lambda: monitor.client.get_json("/props"))
+    return RestartWatch(lambda: restart_props(monitor.client, monitor.batching is not None))

@@ -90,7 +90,11 @@ class ServerPane(PaneWidget):
             lines.append(Content.styled(s.metrics_note, "$kvtop-warn"))
         lines += pack(self._physics(s), width)
         lines += pack([Content.styled(p, "$kvtop-measured") for p in spec_phrases(getattr(s, "spec", None))], width)
-        if s.slots_note:
+        if s.batch is not None:  # a server without slots (vLLM): its batch, KV pool and percentiles
+            from kvtop.tui.panes.batch_lines import batch_lines
+
+            lines += batch_lines(s.batch)
+        elif s.slots_note:
             lines.append(Content.styled(f"slots: {s.slots_note}", "$kvtop-warn"))
         else:
             lines += self._table(s.slots[:64])
@@ -103,7 +107,7 @@ class ServerPane(PaneWidget):
         if s.slots:
             out.append(Content.assemble(("slots ", "$text-muted"), f"{fmt_int(s.busy)}/{fmt_int(len(s.slots))} busy"))
         r = s.rates
-        if r is not None and r.requests_deferred is not None:
+        if r is not None and r.requests_deferred is not None and s.batch is None:  # a batch says "waiting"
             style = "bold $kvtop-critical" if r.requests_deferred else ""
             out.append(Content.assemble(("deferred ", "$text-muted"), (fmt_int(r.requests_deferred), style)))
         return out
@@ -118,7 +122,8 @@ class ServerPane(PaneWidget):
                                  fmt_rate(r.gen_tok_s)),
                 Content.styled(f"({'counters + slots' if s.slots else 'counters'}, last {r.interval_s:.1f} s)",
                                "$text-muted"),
-                Content.assemble(("processing ", "$text-muted"), fmt_int(r.requests_processing)),
+                *([] if s.batch is not None else  # a batch says "running"
+                  [Content.assemble(("processing ", "$text-muted"), fmt_int(r.requests_processing))]),
                 Content.assemble(("since start ", "$text-muted"), f"{fmt_int(r.prompt_tokens_total)} prompt,"),
                 Content(f"{fmt_int(r.gen_tokens_total)} generated tok")]
 

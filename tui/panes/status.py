@@ -68,13 +68,15 @@ class StatusBar(PaneWidget):
         """``facts``: the GGUF header's (``runner.model.facts.ModelFacts``), when read."""
         self.load_fraction = None
         self.narrow_threads = None  # a new engine: no turn ran on it yet
-        if capabilities.slots:  # a llama-server (kvtop --server): which one, which build, how many slots
+        if capabilities.polls_server:  # kvtop --server: which one, which build, how many slots
             self.model_label, self.meta_name = loaded.name, None
+            per = "/slot" if capabilities.slots else ""  # a batching server has one context limit
             self.fields = [
                 ("server", loaded.server or "?"),
                 ("build", loaded.build_info or "?"),
-                ("slots", fmt_int(loaded.total_slots)),
-                ("n_ctx", f"{fmt_int(loaded.n_ctx)}/slot"),
+                ("slots" if capabilities.slots else "batch", fmt_int(loaded.total_slots) if capabilities.slots
+                 else "continuous"),
+                ("n_ctx", f"{fmt_int(loaded.n_ctx)}{per}"),
                 ("refresh", f"{refresh_s:g} s"),
             ]
             self.refresh()

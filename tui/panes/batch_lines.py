@@ -1,0 +1,49 @@
+"""The server pane's lines for a server that batches without slots (``BatchView``,
+runner/server/batch_view.py): requests running and waiting, the KV pool, the prefix
+cache, preemptions and latency percentiles, and what the server does not publish."""
+
+from __future__ import annotations
+
+from textual.content import Content
+
+from kvtop.runner.units import fmt_bytes, fmt_int
+
+NAMES = {"ttft": "TTFT", "itl": "ITL", "queue": "queue"}
+
+
+def _ms(s: float | None) -> str:
+    return "-" if s is None else f"{s * 1000:,.0f} ms" if s < 10 else f"{s:,.1f} s"
+
+
+def batch_lines(b) -> list[Content]:
+    out = [Content.assemble(("running ", "$text-muted"), fmt_int(b.running), ("  waiting ", "$text-muted"),
+                            (fmt_int(b.waiting), "bold $kvtop-critical" if b.waiting else ""))]
+    if b.kv_usage is None:
+        out.append(Content.styled("KV: not published", "$text-muted"))
+    else:
+        used = b.kv_used_bytes
+        size = f" of {fmt_int(b.kv_tokens)} tok" if b.kv_tokens else ""
+        out.append(Content.assemble(("KV ", "$text-muted"), (f"{b.kv_usage:.0%}", "bold"), size,
+                                    f" ({fmt_bytes(used)} / {fmt_bytes(b.kv_pool_bytes)})" if used is not None else ""))
+        if b.block_size:
+            out.append(Content.styled(f"blocks of {fmt_int(b.block_size)} tok; bytes from {b.kv_bytes_from}",
+                                      "$text-muted"))
+    rate = b.prefix_hit_rate if b.prefix_hit_rate is not None else b.prefix_hit_rate_total
+    since = "last minute" if b.prefix_hit_rate is not None else "since start"
+    out.append(Content.assemble(("prefix-cache hits ", "$text-muted"),
+                                f"{rate:.0%} ({since})" if rate is not None else "no queries yet"))
+    pre = "-" if b.preemptions is None else fmt_int(b.preemptions)
+    out.append(Content.assemble(("preemptions ", "$text-muted"),
+                                (pre, "bold $kvtop-warn" if b.preempted_now else ""),
+                                f" (+{fmt_int(b.preempted_now)} now)" if b.preempted_now else ""))
+    for key, name in NAMES.items():
+        p = b.percentiles.get(key)
+        if p is None:
+            out.append(Content.styled(f"{name}: no request in the window", "$text-muted"))
+        else:
+            out.append(Content.assemble((f"{name} p50 ", "$text-muted"), _ms(p.p50), ("  p95 ", "$text-muted"),
+                                        _ms(p.p95), ("  p99 ", "$text-muted"), _ms(p.p99),
+                                        (f"  ({fmt_int(p.n)} in the last minute)", "$text-muted")))
+    if b.not_published:
+        out.append(Content.styled(f"not published by this server: {', '.join(b.not_published)}", "$text-muted"))
+    return out
