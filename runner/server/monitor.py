@@ -258,7 +258,7 @@ class ServerMonitor:
         self.model = self.model or (clean_line(new.model, 120) if new.model else None)
         started = f"{new.started:.3f}" if new.started is not None else None
         return ServerSnapshot(url, now, True, None, (), "not published: this server batches requests without slots",
-                              rates, None, self.model, started, view)
+                              rates, None, self.model, started, batch=view)
 
 
 def _opt(v: float | None) -> int | None:
