@@ -61,12 +61,14 @@ async def test_a_real_turn_fills_every_pane_with_the_engines_figures(settings, t
 
 async def test_escape_cancels_a_long_prefill_and_the_next_turn_works(smollm_path, tmp_path):
     # one thread: with another process on one of two cores, llama.cpp's two threads wait
-    # for each other at every op and the next turn's 2,500-token prefill took minutes
+    # for each other at every op and the next turn's 2,500-token prefill took minutes.
+    # ~1,000 tokens: 16 micro-batches, seconds of prefill for Esc to land in (2,500 took
+    # 28 s of the suite's time, most of it the next turn prefilling them again)
     settings = Settings(smollm_path, n_ctx=4096, temp=0, n_predict=8, n_ubatch=64, n_batch=64, n_threads=1)
     app = make_app(settings, EngineProcess, tmp_path, live_system=False)
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_until(pilot, lambda: app.loaded is not None, what="model load")
-        await send(pilot, "Summarise: " + "the tide comes in and the tide goes out. " * 250)
+        await send(pilot, "Summarise: " + "the tide comes in and the tide goes out. " * 100)
         pre = app.query_one(PrefillPane)
         await wait_until(pilot, lambda: pre.done > pre.reused, what="prefill progress")
         assert app.turn_running

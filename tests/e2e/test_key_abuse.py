@@ -46,11 +46,14 @@ async def abuse(pilot, rounds: int, rng: random.Random, max_pause: float) -> dic
 async def test_random_keys_on_the_real_engine_leave_it_working(smollm_path, tmp_path):
     settings = Settings(smollm_path, n_ctx=2048, temp=0.7, n_predict=12, n_ubatch=64, n_batch=64)
     app = make_app(settings, EngineProcess, tmp_path, live_system=False)
-    rounds = int(os.environ.get("KVTOP_ABUSE_ROUNDS", "60"))
+    # 40 rounds (60 before: 37 s); the counts asserted are still 60 rounds' (Ctrl+L > 4, Esc > 2):
+    # seen landing 14 and 15 times in 40 rounds, 29 and 16 in 60
+    rounds = int(os.environ.get("KVTOP_ABUSE_ROUNDS", "40"))
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_until(pilot, lambda: app.loaded is not None, what="model load")
         landed = await abuse(pilot, rounds, random.Random(1234), 0.6)
-        assert landed["ctrl+l"] > rounds // 15 and landed["escape"] > rounds // 30  # the keys hit turns
+        print(f"keys landed mid-turn: {landed}")
+        assert landed["ctrl+l"] > 4 and landed["escape"] > 2, landed  # the keys hit turns
         await wait_until(pilot, lambda: not app.turn_running, timeout=60, what="last abused turn")
         await pilot.press("ctrl+l")
         await send(pilot, "What is 2 + 2?")

@@ -100,12 +100,13 @@ async def test_a_restart_seen_before_the_model_is_inspected_does_not_read_the_en
     """On a busy machine the GGUF header and the CPU probe can take longer than the server
     takes to restart: the new engine must then be started once, by the inspection's end,
     not also by the restart (a second reader of one engine is "the engine died")."""
-    import time as _time
+    import threading
 
     import kvtop.runner.model.inspect as inspect
 
     real = inspect.load_facts
-    monkeypatch.setattr(inspect, "load_facts", lambda *a, **k: (_time.sleep(4.0), real(*a, **k))[1])
+    inspected = threading.Event()  # the inspection ends once the restart was seen (a fixed 4 s sleep before)
+    monkeypatch.setattr(inspect, "load_facts", lambda *a, **k: (inspected.wait(30), real(*a, **k))[1])
     server = FakeServer(llama_routes(4))
     with server as url:
         app = make_app(Settings(smollm_shaped, n_ctx=1024, n_threads=2), lambda s: ServerEngine(s, url), tmp_path,
@@ -118,6 +119,8 @@ async def test_a_restart_seen_before_the_model_is_inspected_does_not_read_the_en
                                                "/v1/chat/completions": Reply(events=[TOKEN, "[DONE]"])})
             chat = app.query_one(ChatLog)
             await wait_until(pilot, lambda: said(chat) == 1, timeout=10, what="the restart said")
+            assert app.loaded is None  # seen before the inspection ended
+            inspected.set()
             await wait_until(pilot, lambda: app.loaded is not None and app.facts is not None, timeout=15,
                              what="the new server attached and the model inspected")
             await pilot.pause(1.0)
