@@ -329,3 +329,13 @@ def vllm(tmp_path_factory):
         yield server
     finally:
         server.stop()
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The vLLM tests' skip, once, in one line (its reason is the build's: tests/vllm_server.py)."""
+    for rep in terminalreporter.stats.get("skipped", ()):
+        longrepr = getattr(rep, "longrepr", None)
+        reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else ""
+        if "vLLM tests skipped:" in reason:
+            terminalreporter.write_line(reason[reason.index("vLLM tests skipped:"):])
+            return

@@ -128,6 +128,35 @@ def test_kvtop_load_tokens_match_vllms_own_counter(vllm, tmp_path):
         assert lv["per_request"]["ttft_p50_s"] > 0 and lv["per_request"]["itl_p50_s"] > 0
 
 
+async def test_a_mixed_fleet_of_a_llama_server_and_a_vllm(vllm, llama_server_bin, smollm_path, tmp_path):
+    """One F4 view: each row as its server publishes it, and F4 moves the chat to vLLM."""
+    from llama_server import llama_server
+
+    from kvtop.runner.server.engine import ServerEngine
+    from kvtop.tui.panes.fleet import FleetPane
+
+    with llama_server(llama_server_bin, smollm_path, log_dir=str(tmp_path)) as (u1, _):
+        settings = Settings(smollm_path, n_ctx=2048, temp=0, n_predict=8, ignore_eos=True)
+        app = make_app(settings, lambda s: ServerEngine(s, u1), tmp_path, servers=(u1, vllm.url), live_system=False)
+        async with app.run_test(size=(160, 60)) as pilot:
+            await wait_until(pilot, lambda: app.loaded is not None, timeout=30, what="connect")
+            assert app.session.engine.capabilities.slots  # the llama-server first
+            await wait_until(pilot, lambda: len(app.server_snapshots) == 2, timeout=30, what="both polled")
+            fleet = app.query_one(FleetPane)
+            await wait_until(pilot, lambda: "0 run" in fleet.render().plain, timeout=10, what="the vLLM row")
+            rows = fleet.render().plain.splitlines()
+            llama_row = next(r for r in rows if u1[7:] in r)
+            vllm_row = next(r for r in rows if vllm.url[7:] in r)
+            assert "0/2" in llama_row and "smollm2" in vllm_row and "0%" in vllm_row
+            assert "not published" not in vllm_row  # no slots is what vLLM is, not an error
+            await pilot.press("f4")
+            await wait_until(pilot, lambda: app.loaded is not None and app.loaded.server == vllm.url, timeout=30,
+                             what="attach to vLLM")
+            assert not app.session.engine.capabilities.slots
+            await send(pilot, "Hi")
+            await wait_until(pilot, lambda: app.turns and not app.turn_running, timeout=120, what="turn on vLLM")
+            assert app.turns[-1].metrics.decode_tokens == 8
+
 async def test_vllm_killed_mid_reply_then_restarted(vllm, tmp_path):
     """Last in this file (the server is killed): one line in the chat, the chat kept, the
     restart seen and said, the next turn served by the new process, and quitting at once."""

@@ -1,5 +1,5 @@
-"""The fleet pane (``kvtop --server URL1 --server URL2 …``): one row per llama-server,
-as nvitop lists GPUs. F4 moves the chat and the dashboard to the next server."""
+"""The fleet pane (``kvtop --server URL1 --server URL2 …``): one row per server
+(llama-server or vLLM: a vLLM's row has requests running and its KV pool's share), as nvitop lists GPUs. F4 moves the chat and the dashboard to the next server."""
 
 from __future__ import annotations
 
@@ -42,10 +42,13 @@ class FleetPane(PaneWidget):
         if not s.reachable:
             return (url, None, f"unreachable: {s.error}")
         r = s.rates
-        slots = f"{fmt_int(s.busy)}/{fmt_int(len(s.slots))}" if s.slots else "-"
-        return (url, ((s.model or "?")[:24], slots, fmt_int(s.kv_used), fmt_rate(r.prompt_tok_s if r else None),
+        b = s.batch  # a server without slots (vLLM): requests running, its KV pool's share
+        slots = f"{fmt_int(s.busy)}/{fmt_int(len(s.slots))}" if s.slots else \
+            f"{fmt_int(b.running)} run" if b is not None else "-"
+        kv = f"{b.kv_usage:.0%}" if b is not None and b.kv_usage is not None else fmt_int(s.kv_used)
+        return (url, ((s.model or "?")[:24], slots, kv, fmt_rate(r.prompt_tok_s if r else None),
                       fmt_rate(r.gen_tok_s if r else None), fmt_int(r.requests_deferred) if r else "-"),
-                "; ".join(n for n in (s.slots_note, s.metrics_note) if n))
+                "; ".join(n for n in (None if b is not None else s.slots_note, s.metrics_note) if n))
 
     def render(self) -> Content:
         lines = [Content.styled(f"  {'#':>2} {'server':<28} {'model':<24} {'slots':>7} {'KV used':>9} "
