@@ -157,6 +157,8 @@ class Here:
 
             spec = spec_roof(self, mt.spec_drafted / mt.spec_passes, mt.spec_accepted / mt.spec_drafted, depth)
             roof = max(roof, spec.roof_tok_s) if spec else roof
+        if mt.spec_accepted and not mt.spec_passes:  # a server's turn speculated: its passes are not known
+            roof = None
         if roof and mt.decode_tok_s and mt.decode_tok_s > roof * BEATEN:
             beaten.append(f"decode {fmt_rate(mt.decode_tok_s)} beat its {fmt_rate(roof)} ceiling")
         pre = self.predict(max(mt.prefill_tokens, 1), 1, mt.reused_tokens).prefill_tok_s

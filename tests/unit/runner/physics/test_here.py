@@ -186,3 +186,6 @@ def test_a_speculative_turn_beats_the_one_token_ceiling_without_a_reprobe(here):
     assert here.beaten_by(fast) == []
     (said,) = here.beaten_by(replace(fast, decode_tok_s=min(bw, comp) * 50))  # past even that roof
     assert "beat its" in said
+    # a speculating server's turn: drafted and accepted, but no passes to price its roof by
+    server = replace(mt, decode_tok_s=min(bw, comp) * 3, spec_type="llama-server", spec_drafted=48, spec_accepted=36)
+    assert here.beaten_by(server) == []
