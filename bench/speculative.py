@@ -115,6 +115,14 @@ def main() -> int:
         print(f"{k:14} {med[k]:9.1f} {drafted // a.r:8d} {got // a.r:9d} {rate:>11}")
     kx, sx = med["kvtop spec"] / med["kvtop plain"], med["server spec"] / med["server plain"]
     print(f"speedup: kvtop {kx:.2f}x, llama-server {sx:.2f}x; kvtop's / llama-server's = {kx / sx:.2f} (goal >= 0.95)")
+    # the same ratio as two side-by-side factors, each round's (its four runs are minutes
+    # apart at most), so that a load that moves between rounds is seen for what it is
+    rk = [s[0] / p[0] for s, p in zip(rows["kvtop spec"], rows["server spec"])]
+    rp = [s[0] / p[0] for s, p in zip(rows["kvtop plain"], rows["server plain"])]
+    per_round = [a / b for a, b in zip(rk, rp)]
+    print(f"per round: kvtop spec / server spec {', '.join(f'{x:.2f}' for x in rk)}; kvtop plain / server plain "
+          f"{', '.join(f'{x:.2f}' for x in rp)}; their ratio {', '.join(f'{x:.2f}' for x in per_round)} "
+          f"(median {statistics.median(per_round):.2f})")
     ka, sa = (acc["kvtop spec"][0] / acc["kvtop spec"][1] if acc["kvtop spec"][1] else 0.0,
               acc["server spec"][0] / acc["server spec"][1] if acc["server spec"][1] else 0.0)
     print(f"acceptance: kvtop {ka:.0%}, llama-server {sa:.0%}: {abs(ka - sa) * 100:.0f} points apart (goal <= 10)")

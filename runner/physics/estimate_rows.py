@@ -62,12 +62,14 @@ class TurnFigures:
     decode_tok_s: float | None = None  # mean: intervals / decode_s
     itl_p50_ms: float | None = None
     itl_p95_ms: float | None = None
+    spec_tokens_per_pass: float | None = None  # a speculative turn's tokens a verify pass (None: plain decode)
 
     @classmethod
     def from_metrics(cls, mt: TurnMetrics) -> TurnFigures:
+        per_pass = (mt.spec_accepted + mt.spec_passes) / mt.spec_passes if mt.spec_passes and mt.spec_accepted else None
         return cls(prefill_tokens=mt.prefill_tokens, prefill_s=mt.prefill_s, wait_s=mt.wait_s, ttft_s=mt.ttft_s,
                    decode_tokens=mt.decode_tokens, decode_s=mt.decode_s, decode_tok_s=mt.decode_tok_s,
-                   itl_p50_ms=mt.itl_p50_ms, itl_p95_ms=mt.itl_p95_ms)
+                   itl_p50_ms=mt.itl_p50_ms, itl_p95_ms=mt.itl_p95_ms, spec_tokens_per_pass=per_pass)
 
 
 @dataclass(frozen=True)

@@ -149,8 +149,16 @@ class Here:
         said as a reason to probe the CPU again: decode against its binding ceiling in the
         middle of the reply, prefill (64 tokens or more) against its roofline."""
         beaten: list[str] = []
-        bw, comp = self.ceilings(mt.prompt_tokens + mt.decode_tokens // 2)
+        depth = mt.prompt_tokens + mt.decode_tokens // 2
+        bw, comp = self.ceilings(depth)
         roof = min(r for r in (bw, comp) if r) if (bw or comp) else None
+        if roof and mt.spec_passes and mt.spec_drafted:  # several tokens a pass: the speculative roof
+            from kvtop.runner.physics.spec_roof import spec_roof
+
+            spec = spec_roof(self, mt.spec_drafted / mt.spec_passes, mt.spec_accepted / mt.spec_drafted, depth)
+            roof = max(roof, spec.roof_tok_s) if spec else roof
+        if mt.spec_accepted and not mt.spec_passes:  # a server's turn speculated: its passes are not known
+            roof = None
         if roof and mt.decode_tok_s and mt.decode_tok_s > roof * BEATEN:
             beaten.append(f"decode {fmt_rate(mt.decode_tok_s)} beat its {fmt_rate(roof)} ceiling")
         pre = self.predict(max(mt.prefill_tokens, 1), 1, mt.reused_tokens).prefill_tok_s

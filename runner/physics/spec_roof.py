@@ -90,15 +90,19 @@ def roof_table(here: Here, acceptance: float, depth: int, n_max: int, extra_byte
     return [r for k in sizes if (r := spec_roof(here, k, acceptance, depth, extra_bytes)) is not None]
 
 
-def spec_roof_phrases(here: Here | None, m: TurnMetrics, depth: int) -> list[str] | None:
-    """The speculative roof beside the plain ceilings, at the turn's acceptance and mean
-    draft (runner.physics.spec_roof): "speculative roof 1,009 tok/s", "(3.3x the plain
-    ceiling at 33.6 tok/pass)"; None for a turn that verified nothing, or no machine model."""
-    from kvtop.runner.units import fmt_rate
-
+def turn_roof(here: Here | None, m: TurnMetrics, depth: int) -> SpecRoof | None:
+    """The roof at a speculative turn's own acceptance and mean draft (None: it verified
+    nothing, or no machine model)."""
     if here is None or not m.spec_type or not m.spec_passes or not m.spec_drafted:
         return None
-    r = spec_roof(here, m.spec_drafted / m.spec_passes, m.spec_accepted / m.spec_drafted, depth)
+    return spec_roof(here, m.spec_drafted / m.spec_passes, m.spec_accepted / m.spec_drafted, depth)
+
+
+def spec_roof_phrases(r: SpecRoof | None) -> list[str] | None:
+    """The speculative roof beside the plain ceilings: "speculative roof 1,009 tok/s",
+    "(3.3x the plain ceiling,", "33.6 tok/pass)"."""
+    from kvtop.runner.units import fmt_rate
+
     if r is None:
         return None
     return [f"speculative roof {fmt_rate(r.roof_tok_s)}", f"({r.speedup:.1f}x the plain ceiling,",

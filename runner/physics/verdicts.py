@@ -136,6 +136,8 @@ def _decode_sentence(rows: EstimateRows, ratio: float) -> str:
     row, ctx, turn = rows.decode, rows.context, rows.turn
     head = _phrase("decode", ratio)
     p50 = turn.itl_p50_ms if turn else None
+    if turn is not None and turn.spec_tokens_per_pass and ratio > 1:  # the ceiling is one token a pass
+        return f"{head}: speculation made {turn.spec_tokens_per_pass:.1f} tokens a pass of the weights"
     if ratio > 1:
         return f"{head}: {_decode_fast_cause(ctx)}"
     stalls = decode_stalls(turn)

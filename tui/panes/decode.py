@@ -18,7 +18,7 @@ from textual.geometry import Size
 
 from kvtop.runner.physics.here import Here
 from kvtop.runner.physics.roofline import binding_ceiling
-from kvtop.runner.physics.spec_roof import spec_roof_phrases
+from kvtop.runner.physics.spec_roof import spec_roof_phrases, turn_roof
 from kvtop.runner.policy.speculation import PAID, spec_phrases, speedup
 from kvtop.tui.base.format import fmt_int, fmt_rate, fmt_seconds, pack
 from kvtop.tui.panes.base import PanePlot, PaneWidget
@@ -84,6 +84,7 @@ class DecodePane(Vertical):
         self.spec: list[str] | None = None  # the last turn's speculation phrases (runner/policy/speculation.py)
         self.spec_paid = True
         self.roof: list[str] | None = None  # the speculative roof beside the plain ceilings
+        self.roof_tok_s: float | None = None  # and its rate: what a speculative turn's rate is a share of
 
     def compose(self) -> ComposeResult:
         yield DecodeSummary()
@@ -137,7 +138,7 @@ class DecodePane(Vertical):
     def clear(self) -> None:
         """A new chat: no turn yet (the cancelled turn's rate, depth and chart go)."""
         self.state, self.rate, self.pos, self.series, self.stalls = "idle", None, 0, (), ()
-        self.waiting_s, self.spec, self.roof = None, None, None
+        self.waiting_s, self.spec, self.roof, self.roof_tok_s = None, None, None, None
         self._show()
         self._draw_chart()
 
@@ -170,7 +171,8 @@ class DecodePane(Vertical):
         self.rate = metrics.decode_tok_s
         self.pos = max(0, metrics.kv_cells_used - 1)
         self.spec = spec_phrases(metrics)
-        self.roof = spec_roof_phrases(self.here, metrics, self.pos)
+        roof = turn_roof(self.here, metrics, self.pos)
+        self.roof, self.roof_tok_s = spec_roof_phrases(roof), roof.roof_tok_s if roof else None
         x = speedup(metrics)
         self.spec_paid = x is None or x >= PAID
         if series:
@@ -181,11 +183,15 @@ class DecodePane(Vertical):
     def _show(self) -> None:
         bw, comp = self.ceilings(self.pos)
         ceiling, binding = binding_ceiling(bw, comp)
+        spec_done = self.state == "done" and self.roof_tok_s is not None
+        if spec_done:  # several tokens a pass: the turn is a share of the speculative roof
+            ceiling = self.roof_tok_s
         pct = self.rate / ceiling * 100 if self.rate and ceiling else None
         style = "$kvtop-ok" if pct and pct >= 60 else "$kvtop-warn" if pct and pct >= 25 else "$kvtop-critical"
         label = {"done": "turn avg", "decoding": "live", "lost": "until lost"}.get(self.state, self.idle_label)
         first = Content.assemble((fmt_rate(self.rate), "bold $kvtop-measured"), (f" {label}", "$text-muted"),
-                                 "  ", (f"{pct:.0f}% of ceiling" if pct is not None else "", style))
+                                 "  ", (f"{pct:.0f}% of {'spec roof' if spec_done else 'ceiling'}"
+                                        if pct is not None else "", style))
         if self.waiting_s is not None:
             first = Content.assemble((f"no token for {fmt_seconds(self.waiting_s)}", "bold $kvtop-critical"),
                                      (f" (was {fmt_rate(self.rate)})", "$text-muted"))

@@ -20,14 +20,17 @@ def run(model, turns, n_predict=40, cancel_at=None, **kw):
     """Token ids per turn, the engine's cached tokens after each, and the last metrics."""
     cancel = threading.Event()
     ids: list[list[int]] = []
+    shifts = kw.pop("shifts", [])
 
     def emit(e):
+        if type(e).__name__ == "ContextShifted":
+            shifts.append(e)
         if type(e).__name__ == "TokenEvent" and e.token_id >= 0:
             ids[-1].append(e.token_id)
             if cancel_at is not None and e.index == cancel_at:
                 cancel.set()
 
-    eng = Engine(Settings(model=model, n_ctx=1024, n_predict=n_predict, **{"temp": 0.0, **kw}), emit, cancel)
+    eng = Engine(Settings(model=model, n_predict=n_predict, **{"n_ctx": 1024, "temp": 0.0, **kw}), emit, cancel)
     eng.load()
     cached, metrics, messages = [], [], []
     try:
@@ -53,6 +56,20 @@ def test_ngram_simple_at_temp_0_gives_plain_decodes_tokens_over_two_turns(smollm
     assert sum(x.spec_drafted for x in m) > 0 and m[0].spec_type == "ngram-simple"
     if prompt is COPY:
         assert m[0].spec_accepted > 0 and m[0].spec_passes > 0
+
+
+def test_identity_holds_across_a_context_shift(smollm_path):
+    """A 256-token context over four copy turns: the shift cuts the oldest turns' cells
+    out and moves the rest back; the speculative engine's tokens and cache stay plain's."""
+    turns = [COPY] * 4  # ~60 tokens each, and a reply: the third cannot fit beside the first two
+    plain_shifts, spec_shifts = [], []
+    plain, plain_kv, _ = run(smollm_path, turns, n_predict=48, n_ctx=256, shifts=plain_shifts)
+    spec, spec_kv, m = run(smollm_path, turns, n_predict=48, n_ctx=256, shifts=spec_shifts,
+                           spec_type="ngram-simple", **SMALL)
+    assert plain_shifts and len(spec_shifts) == len(plain_shifts), "the test needs a shift"
+    assert spec == plain and spec_kv == plain_kv
+    assert any(e.dropped_turns for e in spec_shifts)
+    assert m[-1].spec_accepted > 0  # the last turn, on a shifted cache, speculated
 
 
 def test_default_ngram_sizes_and_the_other_drafters_give_the_same_tokens(smollm_path):

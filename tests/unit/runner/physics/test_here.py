@@ -173,3 +173,19 @@ def test_the_cpu_computes_what_no_gpu_takes(facts):
     assert cpu_share(None, gpu, 10) == 1.0  # no facts: nothing to divide
     assert cpu_share(facts, gpu, -1) == 0.0 and cpu_share(facts, gpu, n + 5) == 0.0
     assert cpu_share(facts, gpu, n // 2) == pytest.approx(1.0 - (n // 2) / n)
+
+
+def test_a_speculative_turn_beats_the_one_token_ceiling_without_a_reprobe(here):
+    """issue 36: 3.4 tokens a pass decode above the plain ceiling by design; a turn is
+    held to the speculative roof at its own acceptance and drafts, not to one token a step."""
+    mt = turn()
+    depth = mt.prompt_tokens + mt.decode_tokens // 2
+    bw, comp = here.ceilings(depth)
+    fast = replace(mt, decode_tok_s=min(bw, comp) * 1.5, spec_type="ngram-simple", spec_drafted=48,
+                   spec_accepted=36, spec_passes=15)
+    assert here.beaten_by(fast) == []
+    (said,) = here.beaten_by(replace(fast, decode_tok_s=min(bw, comp) * 50))  # past even that roof
+    assert "beat its" in said
+    # a speculating server's turn: drafted and accepted, but no passes to price its roof by
+    server = replace(mt, decode_tok_s=min(bw, comp) * 3, spec_type="llama-server", spec_drafted=48, spec_accepted=36)
+    assert here.beaten_by(server) == []

@@ -337,3 +337,11 @@ def test_a_prompt_that_parted_from_the_cache_is_named_even_when_most_of_it_was_r
     v = ttft_verdict(m, 119, (" red?\nassistant\nSunsets are typically red due to the", "… red due to"))
     assert v.startswith("prompt of 217 tokens, 98 recomputed: the prompt differs from the cached one at token 119 ("), v
     assert v.endswith("; an unchanged prefix is reused (1.55 s of 1.58 s is that prefill, at 63 tok/s)"), v
+
+
+def test_a_speculative_turn_faster_than_the_ceiling_names_speculation_not_the_caches():
+    from dataclasses import replace
+
+    turn = replace(steady(300.0), spec_tokens_per_pass=3.4)
+    v = estimate_verdict(rows(turn=turn, decode=(100.0, 300.0)))
+    assert "speculation made 3.4 tokens a pass of the weights" in v and "caches" not in v

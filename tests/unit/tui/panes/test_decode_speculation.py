@@ -58,6 +58,14 @@ async def test_the_speculative_roof_is_the_physics_at_the_turns_acceptance(tmp_p
     here = Here.at(load_facts(smollm_shaped), FIXED_HW, Settings(smollm_shaped, n_ctx=4096, n_threads=2).resolved())
     r = spec_roof(here, 48 / 15, 36 / 48, depth=49)  # 48 drafted in 15 passes; 50 cells used
     assert f"speculative roof {fmt_rate(r.roof_tok_s)} ({r.speedup:.1f}x the plain ceiling" in text
+    # the turn's rate is a share of that roof, not of the one-token ceiling
+    first = text.split(" bandwidth ceiling")[0]
+    assert first.endswith("% of spec roof") and "turn avg" in first, first
+
+
+async def test_a_plain_turn_is_a_share_of_the_plain_ceiling(tmp_path, smollm_shaped):
+    text = await summary_after(tmp_path, smollm_shaped, scripted_turn(1, 0.0, 20, 0, ["a"] * 30))
+    assert text.splitlines()[0].endswith("% of ceiling")
 
 
 async def test_a_speculative_turn_that_cost_says_by_how_much(tmp_path, smollm_shaped):
