@@ -1,7 +1,8 @@
 """The app's "find faster settings" (the command palette): ``kvtop tune``'s A/Bs run in
 the engine that holds the chat, between turns (``MeasureSettings``,
 runner/engine/tune_in_engine.py: each arm a context of its own on the loaded model, so
-the chat's context and KV cache are never touched). Progress is the Prefill pane's
+the chat's context and KV cache are never touched), at the chat's typical depth (its
+turns' median prompt; 512 before the first). Progress is the Prefill pane's
 bottom line ("A/B 2/5: -t 1, about 12 s left, Esc stops"); Esc, the entry again, or a
 message sent stops it at the next ``llama_decode``, and the chat and the engine are
 as they were. Its result lands in the cache ``kvtop tune`` keeps
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
     from kvtop.tui.app import KvtopApp
 
 BUDGET_S = 60
-DEPTH, N_PROMPT, N_GEN, REPS = 512, 256, 32, 3  # kvtop tune's defaults (its --depth when the chat has none)
+DEPTH, N_PROMPT, N_GEN, REPS = 512, 256, 32, 3  # kvtop tune's defaults (DEPTH: before the chat has a turn)
 
 
 class TuneProgressed(Message):
@@ -60,6 +61,12 @@ def settings_with(s: Settings, b: Base) -> Settings:
     if (b.n_threads, b.n_threads_batch) != (s.n_threads, s.n_threads_batch):
         out = replace(out, threads_why="set by find faster settings (kvtop tune)")
     return out
+
+
+def typical_depth(turns: list) -> int:
+    """The chat's typical depth: its turns' median prompt, in tokens; ``DEPTH`` before any turn."""
+    depths = sorted(t.metrics.prompt_tokens for t in turns if t.metrics.prompt_tokens)
+    return depths[len(depths) // 2] if depths else DEPTH
 
 
 def judged(m: TuneMeasured, busy: float | None) -> list[Judgement]:
@@ -110,7 +117,7 @@ class TuneRunner:
         s = app.settings.resolved()
         base = base_of(s)
         cands = tuple(candidate_list(base, usable_cores(), False, N_PROMPT))  # -ngl: kvtop tune's (a load of its own)
-        depth = min(DEPTH, max(0, app.session.loaded.n_ctx - N_PROMPT - N_GEN - 8))
+        depth = min(typical_depth(app.turns), max(0, app.session.loaded.n_ctx - N_PROMPT - N_GEN - 8))
         # an id in the turns' sequence: a later turn's cancel covers it, and its cancel no later turn
         app.session._next_turn += 1
         self.request = MeasureSettings(app.session._next_turn, base, cands, depth, N_PROMPT, N_GEN, REPS,
