@@ -59,6 +59,12 @@ async def test_progress_shown_and_esc_leaves_the_chat_and_engine_as_they_were(se
         await wait_until(pilot, lambda: len(app.turns) == 2 and not app.turn_running, timeout=120, what="turn 2")
         after = app.session.messages[-1].content
         reused = app.turns[-1].metrics.prompt_tokens - app.turns[-1].metrics.prefill_tokens
+        # a restart mid-run (Ctrl+R) ends the run with its engine: F7 then starts a new one, not "stop"
+        await pilot.press("f7")
+        await wait_until(pilot, lambda: "A/B" in progress_line(app), timeout=120, what="the second run")
+        await pilot.press("ctrl+r")
+        await wait_until(pilot, lambda: app.session.engine.pid != engine_pid, timeout=60, what="the restart")
+        assert not app.tuning.running and progress_line(app) == ""
     # the same two turns on an engine that never measured anything: the same tokens
     ref = BlockingEngine(InProcessEngine(settings))
     ref.start()

@@ -85,11 +85,15 @@ class TuneRunner:
     def __init__(self, app: KvtopApp) -> None:
         self.app = app
         self.request: MeasureSettings | None = None
+        self.engine: object = None  # the engine measuring: a restart (Ctrl+R, a death) ends the run with it
         self.cpu_start: CPUReading | None = None
         self.last: list[Judgement] = []  # the last run's judgements (tests read them)
 
     @property
     def running(self) -> bool:
+        if self.request is not None and self.engine is not self.app.session.engine:
+            self.request = None  # its engine was replaced: the run went with it
+            self._show("")
         return self.request is not None
 
     def toggle(self) -> None:
@@ -123,6 +127,7 @@ class TuneRunner:
         self.request = MeasureSettings(app.session._next_turn, base, cands, depth, N_PROMPT, N_GEN, REPS,
                                        float(BUDGET_S))
         self.cpu_start = self._cpu()
+        self.engine = app.session.engine
         app.session.engine.submit(self.request)
         self._show(f"find faster settings: starting, up to {BUDGET_S} s (Esc stops)")
         app.notify(f"finding faster settings in the engine, between turns, for up to {BUDGET_S} s: Esc stops it "
@@ -130,7 +135,7 @@ class TuneRunner:
 
     def cancel(self) -> bool:
         """Esc, the entry again, or a message sent: stop the run in flight (True if one was)."""
-        if self.request is None:
+        if not self.running or self.request is None:
             return False
         self.app.session.engine.cancel(self.request.turn_id)
         self._show("find faster settings: stopping…")
@@ -146,7 +151,7 @@ class TuneRunner:
         self.app.dash.prefill.border_subtitle = text
 
     def progress(self, e: TuneProgress) -> None:
-        if self.request is None or e.turn_id != self.request.turn_id:
+        if not self.running or self.request is None or e.turn_id != self.request.turn_id:
             return
         eta = f", about {e.eta_s:.0f} s left" if e.eta_s is not None else ""
         self._show(f"find faster settings: A/B {e.index}/{e.total}: {e.flag}{eta} (Esc stops)")
@@ -155,7 +160,7 @@ class TuneRunner:
         from kvtop.runner.calibration.busy import too_busy
         from kvtop.runner.system.cpu_use import cpu_use
 
-        if self.request is None or e.turn_id != self.request.turn_id:
+        if not self.running or self.request is None or e.turn_id != self.request.turn_id:
             return
         req, self.request = self.request, None
         self._show("")
