@@ -155,7 +155,8 @@ def measure_settings(model: Model, settings: Settings, cmd: MeasureSettings, emi
     threads = [cmd.base] + [c.applied(cmd.base) for c in cmd.candidates]
     s = replace(settings, n_threads=max(b.n_threads for b in threads),
                 n_threads_batch=max(b.n_threads_batch for b in threads))
-    arms = Arms(model, s, cmd, lambda: cancel.is_set() or time.monotonic() > deadline + grace[0],
+    probing = [True]  # the first fill and warmup run whole: the plan's (and the too-small line's) timings
+    arms = Arms(model, s, cmd, lambda: cancel.is_set() or (not probing[0] and time.monotonic() > deadline + grace[0]),
                 tokens=[rng.randrange(n_vocab) for _ in range(cmd.depth + cmd.n_prompt + cmd.n_gen + 1)])
     pairs: list[PairRates] = []
     skipped: list[tuple[Candidate, str]] = []
@@ -170,6 +171,7 @@ def measure_settings(model: Model, settings: Settings, cmd: MeasureSettings, emi
                 for m in cand.measures:  # the base's warmup, timed: the plan's figures
                     arms.rep(cmd.base, m, keep)
                     grace[0] = max(grace[0], arms.rep_s[m])
+                probing[0] = False
             reps = fit_reps(arms.rep_s, cand.measures, arms.load_s, arms.key(b) not in arms.open,
                             deadline - time.monotonic(), cmd.reps)
             if reps is not None and reps < MIN_REPS:
