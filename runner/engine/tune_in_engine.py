@@ -159,6 +159,7 @@ def measure_settings(model: Model, settings: Settings, cmd: MeasureSettings, emi
     arms = Arms(model, s, cmd, lambda: cancel.is_set() or (not probing[0] and time.monotonic() > deadline + grace[0]),
                 tokens=[rng.randrange(n_vocab) for _ in range(cmd.depth + cmd.n_prompt + cmd.n_gen + 1)])
     pairs: list[PairRates] = []
+    probe_s = 0.0
     skipped: list[tuple[Candidate, str]] = []
     todo = list(cmd.candidates)
     try:
@@ -172,6 +173,7 @@ def measure_settings(model: Model, settings: Settings, cmd: MeasureSettings, emi
                     arms.rep(cmd.base, m, keep)
                     grace[0] = max(grace[0], arms.rep_s[m])
                 probing[0] = False
+                probe_s = time.monotonic() - t0
             reps = fit_reps(arms.rep_s, cand.measures, arms.load_s, arms.key(b) not in arms.open,
                             deadline - time.monotonic(), cmd.reps)
             if reps is not None and reps < MIN_REPS:
@@ -193,7 +195,7 @@ def measure_settings(model: Model, settings: Settings, cmd: MeasureSettings, emi
     why = "cancelled" if cancel.is_set() else "the budget ran out"
     skipped += [(c, why) for c in cmd.candidates if c not in done]
     return TuneMeasured(cmd.turn_id, tuple(pairs), tuple(skipped), cancel.is_set(), time.monotonic() - t0,
-                        time.process_time() - cpu0)
+                        time.process_time() - cpu0, probe_s, grace[0])
 
 
 def _first_need(arms: Arms, cand: Candidate, spent: float) -> int:

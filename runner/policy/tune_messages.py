@@ -55,3 +55,5 @@ class TuneMeasured:
     cancelled: bool
     elapsed_s: float
     cpu_s: float  # the engine's own CPU seconds over the run (the busy rule's reading)
+    probe_s: float = 0.0  # the first fill and warmup, which run whole (the plan's timings)
+    longest_rep_s: float = 0.0  # the longest repetition: how far past the deadline one may end
