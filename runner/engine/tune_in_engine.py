@@ -29,7 +29,7 @@ import llama_cpp
 from kvtop.runner.engine.handles import Context, Model, TokenBuffer
 from kvtop.runner.engine.load_params import context_params, model_params
 from kvtop.runner.policy.tune_budget import budget_for, fit_reps
-from kvtop.runner.policy.tune_messages import MeasureSettings, PairRates, TuneMeasured, TuneProgress
+from kvtop.runner.policy.tune_messages import TOO_SMALL, MeasureSettings, PairRates, TuneMeasured, TuneProgress
 from kvtop.runner.policy.tuning import MIN_REPS, Base, Candidate
 from kvtop.runner.settings import Settings
 
@@ -37,7 +37,6 @@ if TYPE_CHECKING:
     from kvtop.runner.engine.engine import Engine
 
 Emit = Callable[[object], None]
-TOO_SMALL = "one A/B needs a budget of"  # then its seconds: the first skip's reason when none fits
 
 
 class Stopped(Exception):

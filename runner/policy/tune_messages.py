@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from kvtop.runner.policy.tuning import Base, Candidate
 
+TOO_SMALL = "one A/B needs a budget of"  # then its seconds: the first skip's reason when none fits
 Rates = tuple[tuple[str, tuple[float, ...]], ...]  # (metric, tok/s per repetition) pairs
 
 

@@ -90,6 +90,12 @@ async def test_the_winner_is_offered_and_yes_restarts_the_engine_with_its_flags(
         await wait_until(pilot, lambda: app.loaded is not None, timeout=120, what="model load")
         await send(pilot, TURNS[0])
         await wait_until(pilot, lambda: len(app.turns) == 1 and not app.turn_running, timeout=120, what="turn 1")
+        small.BUDGET_S = 0.5  # a budget that cannot hold one A/B: said, with the one that would
+        app.tuning.toggle()
+        await wait_until(pilot, lambda: not app.tuning.running, timeout=120, what="the too-small run's end")
+        said = [n.message for n in app._notifications]
+        assert any("0.5 s cannot hold one A/B here" in m and "kvtop tune --budget " in m for m in said), said
+        small.BUDGET_S = 30
         app.tuning.toggle()  # a real run, in the engine ...
         await wait_until(pilot, lambda: not app.tuning.running, timeout=120, what="the run's end")
         await pilot.pause(0.3)

@@ -173,6 +173,14 @@ class TuneRunner:
                             + ("; what it measured whole is kept" if any(not j.partial for j in self.last) else ""),
                             markup=False)
             return
+        from kvtop.runner.policy.tune_messages import TOO_SMALL
+
+        small = next((why for _c, why in e.skipped if why.startswith(TOO_SMALL)), None)
+        if small is not None and not self.last:  # not even one A/B fitted: say which budget would
+            self.app.notify(f"find faster settings: {BUDGET_S} s cannot hold one A/B here ({small.lower()} s): "
+                            f"kvtop tune --budget {small.rsplit(' ', 1)[1]} measures it", severity="warning",
+                            timeout=15, markup=False)
+            return
         self._offer(req)
 
     def _save(self, req: MeasureSettings) -> None:
