@@ -49,8 +49,7 @@ def run_in_engine(settings: Settings, base: Base, cands: list[Candidate], sizes:
     """Load, measure within ``budget_s`` (the load included), close."""
     from kvtop.runner.commands.bench import BenchError, open_engine
     from kvtop.runner.commands.bench_busy import cpu_reading, others_share
-    from kvtop.runner.engine.tune_in_engine import TOO_SMALL
-    from kvtop.runner.policy.tune_messages import MeasureSettings, TuneMeasured, TuneProgress
+    from kvtop.runner.policy.tune_messages import TOO_SMALL, MeasureSettings, TuneMeasured, TuneProgress
     from kvtop.runner.process.contract import EngineUnavailable
 
     t0 = time.monotonic()

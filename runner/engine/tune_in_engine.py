@@ -29,7 +29,7 @@ import llama_cpp
 from kvtop.runner.engine.handles import Context, Model, TokenBuffer
 from kvtop.runner.engine.load_params import context_params, model_params
 from kvtop.runner.policy.tune_budget import budget_for, fit_reps
-from kvtop.runner.policy.tune_messages import MeasureSettings, PairRates, TuneMeasured, TuneProgress
+from kvtop.runner.policy.tune_messages import TOO_SMALL, MeasureSettings, PairRates, TuneMeasured, TuneProgress
 from kvtop.runner.policy.tuning import MIN_REPS, Base, Candidate
 from kvtop.runner.settings import Settings
 
@@ -37,7 +37,6 @@ if TYPE_CHECKING:
     from kvtop.runner.engine.engine import Engine
 
 Emit = Callable[[object], None]
-TOO_SMALL = "one A/B needs a budget of"  # then its seconds: the first skip's reason when none fits
 
 
 class Stopped(Exception):
@@ -155,9 +154,11 @@ def measure_settings(model: Model, settings: Settings, cmd: MeasureSettings, emi
     threads = [cmd.base] + [c.applied(cmd.base) for c in cmd.candidates]
     s = replace(settings, n_threads=max(b.n_threads for b in threads),
                 n_threads_batch=max(b.n_threads_batch for b in threads))
-    arms = Arms(model, s, cmd, lambda: cancel.is_set() or time.monotonic() > deadline + grace[0],
+    probing = [True]  # the first fill and warmup run whole: the plan's (and the too-small line's) timings
+    arms = Arms(model, s, cmd, lambda: cancel.is_set() or (not probing[0] and time.monotonic() > deadline + grace[0]),
                 tokens=[rng.randrange(n_vocab) for _ in range(cmd.depth + cmd.n_prompt + cmd.n_gen + 1)])
     pairs: list[PairRates] = []
+    probe_s = 0.0
     skipped: list[tuple[Candidate, str]] = []
     todo = list(cmd.candidates)
     try:
@@ -170,6 +171,8 @@ def measure_settings(model: Model, settings: Settings, cmd: MeasureSettings, emi
                 for m in cand.measures:  # the base's warmup, timed: the plan's figures
                     arms.rep(cmd.base, m, keep)
                     grace[0] = max(grace[0], arms.rep_s[m])
+                probing[0] = False
+                probe_s = time.monotonic() - t0
             reps = fit_reps(arms.rep_s, cand.measures, arms.load_s, arms.key(b) not in arms.open,
                             deadline - time.monotonic(), cmd.reps)
             if reps is not None and reps < MIN_REPS:
@@ -191,7 +194,7 @@ def measure_settings(model: Model, settings: Settings, cmd: MeasureSettings, emi
     why = "cancelled" if cancel.is_set() else "the budget ran out"
     skipped += [(c, why) for c in cmd.candidates if c not in done]
     return TuneMeasured(cmd.turn_id, tuple(pairs), tuple(skipped), cancel.is_set(), time.monotonic() - t0,
-                        time.process_time() - cpu0)
+                        time.process_time() - cpu0, probe_s, grace[0])
 
 
 def _first_need(arms: Arms, cand: Candidate, spent: float) -> int:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from kvtop.runner.policy.tuning import Base, Candidate
 
+TOO_SMALL = "one A/B needs a budget of"  # then its seconds: the first skip's reason when none fits
 Rates = tuple[tuple[str, tuple[float, ...]], ...]  # (metric, tok/s per repetition) pairs
 
 
@@ -55,3 +56,5 @@ class TuneMeasured:
     cancelled: bool
     elapsed_s: float
     cpu_s: float  # the engine's own CPU seconds over the run (the busy rule's reading)
+    probe_s: float = 0.0  # the first fill and warmup, which run whole (the plan's timings)
+    longest_rep_s: float = 0.0  # the longest repetition: how far past the deadline one may end

@@ -59,6 +59,12 @@ async def test_progress_shown_and_esc_leaves_the_chat_and_engine_as_they_were(se
         await wait_until(pilot, lambda: len(app.turns) == 2 and not app.turn_running, timeout=120, what="turn 2")
         after = app.session.messages[-1].content
         reused = app.turns[-1].metrics.prompt_tokens - app.turns[-1].metrics.prefill_tokens
+        # a restart mid-run (Ctrl+R) ends the run with its engine: F7 then starts a new one, not "stop"
+        await pilot.press("f7")
+        await wait_until(pilot, lambda: "A/B" in progress_line(app), timeout=120, what="the second run")
+        await pilot.press("ctrl+r")
+        await wait_until(pilot, lambda: app.session.engine.pid != engine_pid, timeout=60, what="the restart")
+        assert not app.tuning.running and progress_line(app) == ""
     # the same two turns on an engine that never measured anything: the same tokens
     ref = BlockingEngine(InProcessEngine(settings))
     ref.start()
@@ -84,6 +90,12 @@ async def test_the_winner_is_offered_and_yes_restarts_the_engine_with_its_flags(
         await wait_until(pilot, lambda: app.loaded is not None, timeout=120, what="model load")
         await send(pilot, TURNS[0])
         await wait_until(pilot, lambda: len(app.turns) == 1 and not app.turn_running, timeout=120, what="turn 1")
+        small.BUDGET_S = 0.5  # a budget that cannot hold one A/B: said, with the one that would
+        app.tuning.toggle()
+        await wait_until(pilot, lambda: not app.tuning.running, timeout=120, what="the too-small run's end")
+        said = [n.message for n in app._notifications]
+        assert any("0.5 s cannot hold one A/B here" in m and "kvtop tune --budget " in m for m in said), said
+        small.BUDGET_S = 30
         app.tuning.toggle()  # a real run, in the engine ...
         await wait_until(pilot, lambda: not app.tuning.running, timeout=120, what="the run's end")
         await pilot.pause(0.3)

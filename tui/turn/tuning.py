@@ -1,7 +1,8 @@
 """The app's "find faster settings" (the command palette): ``kvtop tune``'s A/Bs run in
 the engine that holds the chat, between turns (``MeasureSettings``,
 runner/engine/tune_in_engine.py: each arm a context of its own on the loaded model, so
-the chat's context and KV cache are never touched). Progress is the Prefill pane's
+the chat's context and KV cache are never touched), at the chat's typical depth (its
+turns' median prompt; 512 before the first). Progress is the Prefill pane's
 bottom line ("A/B 2/5: -t 1, about 12 s left, Esc stops"); Esc, the entry again, or a
 message sent stops it at the next ``llama_decode``, and the chat and the engine are
 as they were. Its result lands in the cache ``kvtop tune`` keeps
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
     from kvtop.tui.app import KvtopApp
 
 BUDGET_S = 60
-DEPTH, N_PROMPT, N_GEN, REPS = 512, 256, 32, 3  # kvtop tune's defaults (its --depth when the chat has none)
+DEPTH, N_PROMPT, N_GEN, REPS = 512, 256, 32, 3  # kvtop tune's defaults (DEPTH: before the chat has a turn)
 
 
 class TuneProgressed(Message):
@@ -62,6 +63,12 @@ def settings_with(s: Settings, b: Base) -> Settings:
     return out
 
 
+def typical_depth(turns: list) -> int:
+    """The chat's typical depth: its turns' median prompt, in tokens; ``DEPTH`` before any turn."""
+    depths = sorted(t.metrics.prompt_tokens for t in turns if t.metrics.prompt_tokens)
+    return depths[len(depths) // 2] if depths else DEPTH
+
+
 def judged(m: TuneMeasured, busy: float | None) -> list[Judgement]:
     """``kvtop tune``'s judgements of the engine's rates (runner.policy.tuning)."""
     from kvtop.runner.policy.tuning import Judgement, Metric
@@ -78,11 +85,15 @@ class TuneRunner:
     def __init__(self, app: KvtopApp) -> None:
         self.app = app
         self.request: MeasureSettings | None = None
+        self.engine: object = None  # the engine measuring: a restart (Ctrl+R, a death) ends the run with it
         self.cpu_start: CPUReading | None = None
         self.last: list[Judgement] = []  # the last run's judgements (tests read them)
 
     @property
     def running(self) -> bool:
+        if self.request is not None and self.engine is not self.app.session.engine:
+            self.request = None  # its engine was replaced: the run went with it
+            self._show("")
         return self.request is not None
 
     def toggle(self) -> None:
@@ -110,12 +121,13 @@ class TuneRunner:
         s = app.settings.resolved()
         base = base_of(s)
         cands = tuple(candidate_list(base, usable_cores(), False, N_PROMPT))  # -ngl: kvtop tune's (a load of its own)
-        depth = min(DEPTH, max(0, app.session.loaded.n_ctx - N_PROMPT - N_GEN - 8))
+        depth = min(typical_depth(app.turns), max(0, app.session.loaded.n_ctx - N_PROMPT - N_GEN - 8))
         # an id in the turns' sequence: a later turn's cancel covers it, and its cancel no later turn
         app.session._next_turn += 1
         self.request = MeasureSettings(app.session._next_turn, base, cands, depth, N_PROMPT, N_GEN, REPS,
                                        float(BUDGET_S))
         self.cpu_start = self._cpu()
+        self.engine = app.session.engine
         app.session.engine.submit(self.request)
         self._show(f"find faster settings: starting, up to {BUDGET_S} s (Esc stops)")
         app.notify(f"finding faster settings in the engine, between turns, for up to {BUDGET_S} s: Esc stops it "
@@ -123,7 +135,7 @@ class TuneRunner:
 
     def cancel(self) -> bool:
         """Esc, the entry again, or a message sent: stop the run in flight (True if one was)."""
-        if self.request is None:
+        if not self.running or self.request is None:
             return False
         self.app.session.engine.cancel(self.request.turn_id)
         self._show("find faster settings: stopping…")
@@ -139,7 +151,7 @@ class TuneRunner:
         self.app.dash.prefill.border_subtitle = text
 
     def progress(self, e: TuneProgress) -> None:
-        if self.request is None or e.turn_id != self.request.turn_id:
+        if not self.running or self.request is None or e.turn_id != self.request.turn_id:
             return
         eta = f", about {e.eta_s:.0f} s left" if e.eta_s is not None else ""
         self._show(f"find faster settings: A/B {e.index}/{e.total}: {e.flag}{eta} (Esc stops)")
@@ -148,7 +160,7 @@ class TuneRunner:
         from kvtop.runner.calibration.busy import too_busy
         from kvtop.runner.system.cpu_use import cpu_use
 
-        if self.request is None or e.turn_id != self.request.turn_id:
+        if not self.running or self.request is None or e.turn_id != self.request.turn_id:
             return
         req, self.request = self.request, None
         self._show("")
@@ -160,6 +172,14 @@ class TuneRunner:
             self.app.notify("find faster settings stopped: the chat and the engine are as they were"
                             + ("; what it measured whole is kept" if any(not j.partial for j in self.last) else ""),
                             markup=False)
+            return
+        from kvtop.runner.policy.tune_messages import TOO_SMALL
+
+        small = next((why for _c, why in e.skipped if why.startswith(TOO_SMALL)), None)
+        if small is not None and not self.last:  # not even one A/B fitted: say which budget would
+            self.app.notify(f"find faster settings: {BUDGET_S} s cannot hold one A/B here ({small.lower()} s): "
+                            f"kvtop tune --budget {small.rsplit(' ', 1)[1]} measures it", severity="warning",
+                            timeout=15, markup=False)
             return
         self._offer(req)
 
