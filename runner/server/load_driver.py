@@ -197,8 +197,7 @@ class LoadDriver:
             r = r.end(oc.CANCELLED) if self.stopped else r.end(*oc.of_error(exc, 0))
         else:
             r = stream_one(client, server, self.endpoints[server], prompt, n_predict, self.stop_event,
-                           lambda waited: waited < queue_s and not self.stopped and self._queued(server),
-                           self._count)
+                           self._waits_for_slot(server, queue_s), self._count)
         if r.kind in (oc.TRUNCATED, oc.TIMED_OUT, oc.UNREACHABLE) and not self.stopped:
             self._check_alive(server)
         self._count(0, 1)
@@ -216,6 +215,21 @@ class LoadDriver:
             return c.get_json(path)
         finally:
             c.close()
+
+    def _waits_for_slot(self, server: int, queue_s: float) -> Callable[[float], bool]:
+        """Whether a request with no answer yet waits on: while it is queued, and for one
+        more wait after /slots first shows a slot free (the slot a request just left is
+        idle until the server takes the next from its queue: on a busy machine that gap
+        outlasted a probe, and a queued request was given up as it was about to start)."""
+        free_seen = [0]
+
+        def wait_more(waited: float) -> bool:
+            if waited >= queue_s or self.stopped:
+                return False
+            free_seen[0] = 0 if self._queued(server) else free_seen[0] + 1
+            return free_seen[0] <= 1
+
+        return wait_more
 
     def _queued(self, server: int) -> bool:
         """Whether a request not yet begun waits for a slot: every slot busy with others

@@ -210,3 +210,15 @@ def test_two_names_of_one_address_are_one_server_without_metrics():
     assert same_address(["http://127.0.0.1:5555", "http://127.0.0.1:5556"]) is None
     assert same_address(["http://127.0.0.1:5555/a", "http://127.0.0.1:5555/b"]) is None  # a proxy's two backends
     assert same_address(["http://127.0.0.1:5555", "http://no-such-host.invalid:5555"]) is None
+
+
+def test_a_slot_seen_free_once_is_not_yet_a_request_given_up():
+    """Between one request's end and the next one's start the slot shows idle: a queued
+    request waits one more time before kvtop gives it up (on a loaded machine the gap
+    outlasted a probe and a queued request timed out as it was about to start)."""
+    d = LoadDriver(["http://127.0.0.1:9"], None, prompt_tokens=8, slots=[1], answer_s=0.3)
+    seen = iter([True, False, True, False, False])
+    d._queued = lambda server: next(seen)  # type: ignore[method-assign]
+    wait_more = d._waits_for_slot(0, 20)
+    assert [wait_more(1.0) for _ in range(5)] == [True, True, True, True, False]
+    assert d._waits_for_slot(0, 20)(20.0) is False  # past the queue's limit: no probe asked
