@@ -216,7 +216,8 @@ def test_a_slot_seen_free_once_is_not_yet_a_request_given_up():
     """Between one request's end and the next one's start the slot shows idle: a queued
     request waits one more time before kvtop gives it up (on a loaded machine the gap
     outlasted a probe and a queued request timed out as it was about to start)."""
-    d = LoadDriver(["http://127.0.0.1:9"], None, prompt_tokens=8, slots=[1], answer_s=0.3)
+    with FakeLlamaServer(slots=1) as srv:
+        d = LoadDriver([srv.url], None, prompt_tokens=8, slots=[1], answer_s=0.3)
     seen = iter([True, False, True, False, False])
     d._queued = lambda server: next(seen)  # type: ignore[method-assign]
     wait_more = d._waits_for_slot(0, 20)
