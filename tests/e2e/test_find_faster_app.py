@@ -43,7 +43,7 @@ async def test_progress_shown_and_esc_leaves_the_chat_and_engine_as_they_were(se
         await wait_until(pilot, lambda: len(app.turns) == 1 and not app.turn_running, timeout=120, what="turn 1")
         engine_pid, messages = app.session.engine.pid, list(app.session.messages)
         children = len(__import__("psutil").Process().children(recursive=True))
-        await pilot.press("f7")  # its key (the palette's entry is the same action)
+        await pilot.press("f8")  # its key (the palette's entry is the same action)
         assert app.tuning.running
         await wait_until(pilot, lambda: "A/B 1/" in progress_line(app), timeout=120, what="its progress")
         assert "find faster settings: A/B 1/" in screen_text(app)  # on screen, in the Prefill pane's border
@@ -59,8 +59,8 @@ async def test_progress_shown_and_esc_leaves_the_chat_and_engine_as_they_were(se
         await wait_until(pilot, lambda: len(app.turns) == 2 and not app.turn_running, timeout=120, what="turn 2")
         after = app.session.messages[-1].content
         reused = app.turns[-1].metrics.prompt_tokens - app.turns[-1].metrics.prefill_tokens
-        # a restart mid-run (Ctrl+R) ends the run with its engine: F7 then starts a new one, not "stop"
-        await pilot.press("f7")
+        # a restart mid-run (Ctrl+R) ends the run with its engine: F8 then starts a new one, not "stop"
+        await pilot.press("f8")
         await wait_until(pilot, lambda: "A/B" in progress_line(app), timeout=120, what="the second run")
         await pilot.press("ctrl+r")
         await wait_until(pilot, lambda: app.session.engine.pid != engine_pid, timeout=60, what="the restart")

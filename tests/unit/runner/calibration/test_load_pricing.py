@@ -116,7 +116,7 @@ def test_the_border_says_the_load_before_the_token_counts():
     narrow = forecast_line(fc, 4096, 60)
     assert "at today's load" in narrow and narrow.endswith("; fits"), narrow
     # 1.5 of 2 cores held and 2 threads: packed onto a shared core, so the border says what to do before Enter
-    assert forecast_basis_line(fc, 120).endswith("; others use 75% of the CPU; more threads than free cores: try -t 1")
+    assert forecast_basis_line(fc, 120) == ("others use 75% of the CPU; more threads than free cores: try -t 1 (not measured: kvtop tune)")
     assert forecast_basis_line(fc, 56) == "others use 75% of the CPU; try -t 1"  # 160 columns
     one = at_load(quiet(), CPULoad.of_share(0.75, 2), LoadedEngine(1, 1, 1.0))  # one thread: nothing to advise
     assert forecast_basis_line(one, 120).endswith("; others use 75% of the CPU")
