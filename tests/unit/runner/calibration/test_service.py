@@ -46,7 +46,7 @@ def test_a_busy_machine_is_priced_and_the_border_says_to_use_fewer_threads(smoll
     fc = _service(smollm_shaped, tmp_path).forecast(8, 0, 256, BUSY)
     assert fc.others_cpu == 0.75 and fc.ttft_s > fc.quiet_ttft_s and fc.free_cores == 1
     assert "at today's load" in forecast_line(fc, 4096, 200)
-    assert forecast_basis_line(fc, 200).endswith("others use 75% of the CPU; more threads than free cores: try -t 1")
+    assert forecast_basis_line(fc, 200).endswith("others use 75% of the CPU; more threads than free cores: try -t 1 (not measured: kvtop tune)")
 
 
 def test_a_quiet_machine_says_nothing_of_load(smollm_shaped, tmp_path):
