@@ -72,19 +72,21 @@ def test_the_statistics_are_llama_perplexitys_formulas(logits):
     s.add(base[15:], cand[15:], targets[15:])
     st = s.stats(chunks=2)
     want = slow_stats(base, cand, targets)
+    # the reference is float64 throughout; kvtop takes each value in float32 and its sums in
+    # float64, as perplexity.cpp does (float logits, double sums): agreement to about 1e-7
     assert st.count == 40 and not st.partial
-    assert st.kld_mean == pytest.approx(want["kld"][0], rel=1e-9) and st.kld_unc == pytest.approx(want["kld"][1], rel=1e-6)
-    assert st.ln_ppl_ratio == pytest.approx(want["ln_ratio"][0], abs=1e-12)
+    assert st.kld_mean == pytest.approx(want["kld"][0], rel=1e-6) and st.kld_unc == pytest.approx(want["kld"][1], rel=1e-6)
+    assert st.ln_ppl_ratio == pytest.approx(want["ln_ratio"][0], abs=1e-7)
     assert st.ln_ppl_ratio_unc == pytest.approx(want["ln_ratio"][1], rel=1e-6)
-    assert st.p_diff_mean == pytest.approx(want["p_diff"][0], abs=1e-12)
-    assert st.rms_p_diff == pytest.approx(want["rms"], rel=1e-9)
+    assert st.p_diff_mean == pytest.approx(want["p_diff"][0], abs=1e-7)
+    assert st.rms_p_diff == pytest.approx(want["rms"], rel=1e-6)
     assert st.same_top == want["same"] and 0 < st.same_top < 1
     assert st.same_top_unc == pytest.approx(math.sqrt(st.same_top * (1 - st.same_top) / 39))
     assert st.ppl_q == pytest.approx(want["ppl_q"]) and st.ppl_base == pytest.approx(want["ppl_base"])
     kl = want["kl_values"]
     assert st.kld_percentiles["max"] == pytest.approx(kl[-1], rel=1e-6)
-    assert st.kld_percentiles["min"] == pytest.approx(kl[0], rel=1e-6)
-    assert st.kld_percentiles["median"] == pytest.approx(0.5 * (kl[19] + kl[20]), rel=1e-6)
+    assert st.kld_percentiles["min"] == pytest.approx(kl[0], rel=1e-6, abs=1e-8)
+    assert st.kld_percentiles["median"] == pytest.approx(0.5 * (kl[19] + kl[20]), rel=1e-6, abs=1e-8)
     p = 0.9 * 39  # perplexity.cpp's percentile: linear between the two nearest
     assert st.kld_percentiles["90.0%"] == pytest.approx((1 - (p - 35)) * kl[35] + (p - 35) * kl[36], rel=1e-6)
     assert list(st.kld_percentiles) == ["max", "99.9%", "99.0%", "95.0%", "90.0%", "median", "10.0%", "5.0%",
