@@ -75,6 +75,17 @@ def line(q: Quality, running: tuple[str, str]) -> str:
             f"{against} over {where}{part}")
 
 
+def brief(q: Quality) -> str:
+    """A measurement in the KV pane's one row of them ("q8_0 0.0009 (−47%)", after "KLD "):
+    the pane keeps that row whether measured or not (tui/panes/kv.py), so a measurement never
+    moves the dashboard's pages; where the whole ``line`` fits the row, it is shown instead."""
+    name = q.type_k if q.type_k == q.type_v else f"{q.type_k}/{q.type_v}"
+    saved = ""
+    if q.candidate_bytes and q.base_bytes:
+        saved = f" ({100 * (q.candidate_bytes - q.base_bytes) / q.base_bytes:+.0f}%)".replace("-", "\u2212")
+    return f"{name} {q.kld_mean:.4f}{saved}" + (" part" if q.partial else "")
+
+
 def advice(qs: Sequence[Quality], running: tuple[str, str]) -> str:
     """The Estimate pane's sentence: what the best-measured cheaper cache buys at what cost,
     or what the running quantized cache costs."""

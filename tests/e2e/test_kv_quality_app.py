@@ -70,7 +70,7 @@ async def test_measure_quality_on_the_chat_and_the_next_turn_is_unchanged(settin
     assert 0 < float(m8.group(2)) < float(m4.group(2))  # real numbers: 4 bits move the predictions further
     assert int(m8.group(4).replace(",", "")) > 300  # the chat's tokens, not a fixed text
     assert said.startswith("-ctk q8_0 -ctv q8_0 would fit 1.9x the context at KLD ") and said.endswith("measured here")
-    assert "q8_0/q8_0:" in screen  # on screen, not only in the pane's state
+    assert f"KLD q8_0 {m8.group(2)} (" in screen  # on screen (the pane's one row of them), not only in its state
     # the trace holds both measurements (numbers only): a replay and a bundle show them
     import glob
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from rich.cells import cell_len
 from textual.content import Content
 
 from kvtop.tui.base.format import bar, fmt_bytes, fmt_int, fmt_rate, fmt_seconds, pack
-from kvtop.tui.panes.base import PaneWidget
+from kvtop.tui.panes.base import PaneWidget, lines_at
+
+QUALITY_ROWS = 1  # F7's measurements (q8_0 and q4_0 against f16), kept whether measured or not
 
 KIND_STYLE = {
     "full": "$kvtop-kv-full",
@@ -27,10 +30,26 @@ class KVPane(PaneWidget):
         self.rate: float | None = None
         self.server_cells: tuple[tuple[int, ...], int] | None = None  # (each slot's cells, total)
         self.quality: list[str] = []  # measured KLD per cache type (tui/turn/quality.py)
+        self.quality_brief: list[str] = []  # the same, one short line each
 
-    def set_quality(self, lines: list[str]) -> None:
-        self.quality = list(lines)
-        self.refresh(layout=True)
+    def set_quality(self, lines: list[str], briefs: list[str] | None = None) -> None:
+        """F7's measurements: whole where one fits its row, else in brief, in the one
+        row the pane always keeps for them (at 160x48 two quality lines of three rows each moved
+        Estimate and Memory to a second page)."""
+        self.quality, self.quality_brief = list(lines), list(briefs or lines)
+        self.refresh()
+
+    def _quality_rows(self, width: int) -> list[Content]:
+        """One row: the whole line where one measurement's fits, else every one in brief."""
+        if not self.quality:
+            return [Content("")]
+        whole = self.quality[0]
+        row = whole if len(self.quality) == 1 and cell_len(whole) <= width else "KLD " + " · ".join(self.quality_brief)
+        return [Content.styled(row if cell_len(row) <= width else row[:max(0, width - 1)] + "…", "$text-muted")]
+
+    def height_at(self, width: int) -> int:
+        """The plan's lines: the quality rows are always counted, measured or not."""
+        return lines_at(self._body(self.size.width), width) + QUALITY_ROWS if width > 0 else -1
 
     def set_server_cells(self, used: tuple[int, ...], total: int) -> None:
         """A llama-server's poll: the cells every slot holds. The bar above is this chat's
@@ -65,7 +84,11 @@ class KVPane(PaneWidget):
         self.refresh(layout=self.wrapped_height() != before)
 
     def render(self) -> Content:
-        width = self.size.width
+        rows = self._quality_rows(self.content_region.width or max(1, self.size.width - 2))
+        return Content("\n").join([self._body(self.size.width), *rows])
+
+    def _body(self, width: int) -> Content:
+        """Everything but the quality rows, at ``width`` cells."""
         w = max(0, width - 2)
         n_ctx = max(self.n_ctx, 1)
         lay = self.layout_
@@ -113,5 +136,4 @@ class KVPane(PaneWidget):
         elif self.n_ctx:
             lines += pack([Content.assemble(("full in ", "$text-muted"), f"{fmt_int(left)} tok ≈ -"),
                            "(no decode rate yet)"], width, gap=" ")
-        lines += [Content.styled(q, "$text-muted") for q in self.quality]
         return Content("\n").join(lines)

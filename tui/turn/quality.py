@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from textual.message import Message
 
 from kvtop.runner import events as ev
-from kvtop.runner.physics.kv_quality import Quality, advice, chat_digest, entry, kept, line
+from kvtop.runner.physics.kv_quality import Quality, advice, brief, chat_digest, entry, kept, line
 from kvtop.tui.base.guards import while_running
 
 if TYPE_CHECKING:
@@ -130,7 +130,8 @@ class LiveQuality:
 
     def _show(self, shown: list[Quality], suffix: str = "", errors: list[str] | None = None) -> None:
         self.shown = shown
-        self.app.dash.kv.set_quality([line(q, self._running_types()) + suffix for q in shown] + (errors or []))
+        self.app.dash.kv.set_quality([line(q, self._running_types()) + suffix for q in shown] + (errors or []),
+                                     [brief(q) for q in shown] + (errors or []))
         self.app.dash.estimate.set_quality(advice(shown, self._running_types()))
 
     def progress(self, p: ev.KldProgress) -> None:
