@@ -28,6 +28,13 @@ STALL_MIN_S = 0.1  # ...and over this many seconds is a stall
 GAP_HISTORY = 16  # gaps the median is taken over
 MIN_GAPS = 4  # gaps needed before anything is called a stall
 SLOW_RUN = 3  # this many long gaps in a row are not a pause but the new pace (a busy CPU)
+# A speculative verify pass (or a server's SSE read) hands over several tokens at once,
+# microseconds apart: 8 gaps inside one pass read as 250,000 tok/s, and the pause before
+# the next pass as a stall. Gaps under BURST_GAP_S are no gap for the stall rule, and a
+# point's window reaches back until it spans at least MIN_SPAN_S (or holds TIMES_KEPT).
+BURST_GAP_S = 0.001
+MIN_SPAN_S = 0.05
+TIMES_KEPT = 256
 
 
 class DecodeSeries:
@@ -35,7 +42,7 @@ class DecodeSeries:
         self.count = 0  # tokens seen
         self.points: list[tuple[int, float]] = []  # (KV position, tok/s)
         self.stalls: list[tuple[int, float]] = []  # (KV position after the pause, seconds)
-        self._times: deque[float] = deque(maxlen=RATE_WINDOW + 1)  # this run's last token times
+        self._times: deque[float] = deque(maxlen=TIMES_KEPT)  # this run's last token times
         self._gaps: deque[float] = deque(maxlen=GAP_HISTORY)  # recent gaps, stalls left out
         self._slow: list[tuple[float, float]] = []  # the long gaps in a row so far: (gap, time before it)
 
@@ -45,7 +52,9 @@ class DecodeSeries:
         self.count += 1
         if times:
             gap = t - times[-1]
-            if not self._is_stall(gap):
+            if gap < BURST_GAP_S:  # one pass's tokens: no gap to judge a pause by
+                pass
+            elif not self._is_stall(gap):
                 self._slow.clear()
                 self._gaps.append(gap)
             elif len(self._slow) + 1 < SLOW_RUN:
@@ -61,9 +70,12 @@ class DecodeSeries:
                 self._gaps.extend(g for g, _ in self._slow)
                 self._slow.clear()
         times.append(t)
-        k = len(times) - 1
-        if k >= MIN_WINDOW and times[-1] > times[0]:
-            self.points.append((pos, k / (times[-1] - times[0])))
+        first = max(0, len(times) - 1 - RATE_WINDOW)
+        while first > 0 and times[-1] - times[first] < MIN_SPAN_S:
+            first -= 1
+        k = len(times) - 1 - first
+        if k >= MIN_WINDOW and times[-1] - times[first] >= min(MIN_SPAN_S, BURST_GAP_S * k):
+            self.points.append((pos, k / (times[-1] - times[first])))
             if len(self.points) > MAX_POINTS:
                 del self.points[: len(self.points) - MAX_POINTS]
 

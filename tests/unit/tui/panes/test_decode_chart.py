@@ -188,3 +188,19 @@ async def test_a_decode_with_no_token_for_seconds_says_so_not_its_last_rate(tmp_
         await wait_until(pilot, lambda: "tok/slive" in squash(screen_text(app)), timeout=5, what="the live rate again")
         pane.note_waiting(time.monotonic() + 1.0, 3.0)  # a second is no stall
         assert pane.waiting_s is None
+
+
+def test_a_speculative_pass_s_tokens_are_one_arrival_not_250000_tok_s():
+    """A verify pass hands over 12 tokens 20 µs apart, a pass every 0.6 s (20 tok/s): the
+    chart read 250,000 tok/s inside a pass and marked each pass's wait as a stall."""
+    from kvtop.tui.base.decode_series import DecodeSeries
+
+    series, t, pos = DecodeSeries(), 0.0, 100
+    for _ in range(10):
+        t += 0.6
+        for k in range(12):
+            series.add(pos, t + k * 20e-6)
+            pos += 1
+    rates = [r for _, r in series.points]
+    assert rates and max(rates) < 60, max(rates)  # 12 tokens a 0.6 s pass: about 20, never thousands
+    assert 15 < series.rate < 25 and series.stalls == []
