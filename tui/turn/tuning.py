@@ -177,7 +177,7 @@ class TuneRunner:
 
         small = next((why for _c, why in e.skipped if why.startswith(TOO_SMALL)), None)
         if small is not None and not self.last:  # not even one A/B fitted: say which budget would
-            self.app.notify(f"find faster settings: {BUDGET_S} s cannot hold one A/B here ({small.lower()} s): "
+            self.app.notify(f"find faster settings: {BUDGET_S} s cannot hold one A/B here ({small} s): "
                             f"kvtop tune --budget {small.rsplit(' ', 1)[1]} measures it", severity="warning",
                             timeout=15, markup=False)
             return
