@@ -85,8 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trace", metavar="FILE", help="also write the session's trace here (always written "
                    "into the session folder); replay it with 'kvtop replay FILE'")
     p.add_argument("--bundle-text", action="store_true",
-                   help="Ctrl+E's debug bundle includes the conversation text, paths and host name by default "
-                        "(without it the bundle is redacted: safe to post)")
+                   help="make Ctrl+E's default bundle the one with the conversation text, paths and host name "
+                        "(without this flag the default is redacted: safe to post)")
     p.add_argument("--in-process", action="store_true", help=argparse.SUPPRESS)
     from kvtop.tui.start.launch_server import add_server_flags
 
