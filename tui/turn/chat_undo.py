@@ -119,6 +119,7 @@ class ChatUndo:
         else:
             app.estimates.update()
         app.forecast_border.request()  # the draft's cached prefix is another chat's now
+        app.quality.chat_back()  # F7's lines of this chat say so again
         n = sum(1 for m in app.session.messages if m.role == "user")
         said = f"Chat of {n} turn{'s' if n != 1 else ''} brought back."
         if app.session.cleared:

@@ -128,6 +128,16 @@ class LiveQuality:
         if any(q.here for q in self.shown):
             self._show([replace(q, here=False) for q in self.shown])
 
+    def chat_back(self) -> None:
+        """Ctrl+Z brought a chat back: lines measured on it are of this chat again (they
+        read "an earlier chat" after Ctrl+Z of the very chat they were measured on)."""
+        messages = self.app.session.messages
+        if not self.digest or not messages or all(q.here for q in self.shown):
+            return
+        now = chat_digest([(m.role, m.content) for m in messages] + [("n_ctx", str(self._n_ctx()))])
+        if now == self.digest:
+            self._show([replace(q, here=True) for q in self.shown])
+
     def _show(self, shown: list[Quality], suffix: str = "", errors: list[str] | None = None) -> None:
         self.shown = shown
         self.app.dash.kv.set_quality([line(q, self._running_types()) + suffix for q in shown] + (errors or []),

@@ -91,3 +91,30 @@ async def test_the_same_chat_measured_before_is_shown_from_what_was_kept(tmp_pat
         assert [q.split(":")[0] for q in app.dash.kv.quality] == ["q8_0/q8_0", "q4_0/q4_0"]
         assert app.dash.kv.quality[0].endswith("over this chat's 300 tokens")
         assert any("measured before" in m for m in _said(app))
+
+
+async def test_ctrl_z_of_the_measured_chat_makes_its_lines_this_chats_again(tmp_path, smollm_shaped):
+    """A new user measured a chat (F7), pressed Ctrl+L then Ctrl+Z, and the lines of the very
+    chat on screen said "784 tokens of an earlier chat"."""
+    from helpers import send
+
+    from kvtop.runner import events as ev
+    from kvtop.runner.physics.kv_quality import chat_digest
+
+    app = scripted_app(tmp_path, smollm_shaped, ["Hi"])
+    async with app.run_test(size=(160, 50)) as pilot:
+        await wait_until(pilot, lambda: app.loaded is not None, what="load")
+        await send(pilot, "hello")
+        await wait_until(pilot, lambda: app.turns and not app.turn_running, what="the turn")
+        q = app.quality  # what F7 does before it asks the engine: the chat's key
+        q.digest = chat_digest([(m.role, m.content) for m in app.session.messages] + [("n_ctx", str(q._n_ctx()))])
+        q.turn_id, q.engine = 5, app.session.engine
+        q.measured(ev.KldMeasured(5, 300, 300, "f16", "f16",
+                                  (ev.KldPair("q8_0", "q8_0", 299, 0.001, 0.01, 0.99, 0.01),), 1.0))
+        assert app.dash.kv.quality[0].endswith("over this chat's 300 tokens")
+        app.chats.new_chat()
+        await pilot.pause(0.1)
+        assert app.dash.kv.quality[0].endswith("over 300 tokens of an earlier chat")
+        app.chats.bring_back()
+        await pilot.pause(0.1)
+        assert app.dash.kv.quality[0].endswith("over this chat's 300 tokens"), app.dash.kv.quality
