@@ -13,7 +13,7 @@ TITLES = ("Prefill", "KV cache", "Decode", "Estimate vs actual", "Memory")
 
 
 async def test_the_demo_model_keeps_every_pane_on_one_page_at_160x48(tmp_path, smollm_path):
-    app = make_app(Settings(smollm_path, n_ctx=1024, temp=0, n_predict=24, n_threads=1), EngineProcess, tmp_path)
+    app = make_app(Settings(smollm_path, n_ctx=1024, temp=0, n_predict=48, ignore_eos=True, n_threads=1), EngineProcess, tmp_path)
     seen = {}
 
     async def record(step: str) -> None:
@@ -28,7 +28,10 @@ async def test_the_demo_model_keeps_every_pane_on_one_page_at_160x48(tmp_path, s
         await record("loaded")
         for i, question in enumerate(["What is the capital of France?", "And of Italy?"], 1):
             await send(pilot, question)
-            await wait_until(pilot, lambda: app.turn_running, what=f"turn {i} to start")
+            # a reply of 48 tokens (eos ignored) runs over a second; on a fast machine a short
+            # reply (CI: "The capital of France is Paris.", 24 tokens at most) had ended inside
+            # pilot.press, so "running" was never seen. The turn counted as started either way.
+            await wait_until(pilot, lambda: app.turn_running or len(app.turns) >= i, what=f"turn {i} to start")
             await record(f"turn {i} running")
             await wait_until(pilot, lambda: len(app.turns) == i and not app.turn_running, what=f"turn {i}")
             await record(f"after turn {i}")
