@@ -25,7 +25,9 @@ load, as when quiet.
                                       [--hog 1]
 
 With ``--coverage``: the 80% interval's coverage per load regime, each from an empty
-calibration that every turn teaches (bench/forecast_coverage.py says how).
+calibration that every turn teaches (bench/forecast_coverage.py says how); with
+``--coverage --replay FILE``, a ``--record``ed run's measured turns played again
+through today's forecast code (no model runs).
 """
 
 from __future__ import annotations
@@ -174,10 +176,15 @@ def main() -> int:
     ap.add_argument("--lengths", default="64,3000", help="--coverage: the prompt lengths' range")
     ap.add_argument("--record", default="", help="--coverage: write every turn's measurements to this JSON file")
     ap.add_argument("-v", dest="verbose", action="store_true", help="--coverage: a line per turn")
+    ap.add_argument("--replay", default="", help="--coverage: play a --record file's turns through today's forecast code")
     a = ap.parse_args()
     a.prompts = [int(x) for x in a.p.split(",")]
     a.lengths = tuple(int(x) for x in a.lengths.split(","))
     t0 = time.monotonic()
+    if a.coverage and a.replay:
+        from forecast_coverage import replay_main
+
+        return replay_main(a, hardware_profile(0), model_paths)
     with tempfile.TemporaryDirectory() as probe_dir:  # a fresh probe: a cached one may have been taken busy
         hw = hardware_profile(0, cache_dir=probe_dir, refresh=True)
     print(f"hardware: {hw.bandwidth_gbs:.1f} GB/s, {hw.tflops:.3f} TFLOPS ({hw.source})")

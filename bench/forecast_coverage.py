@@ -132,24 +132,55 @@ def load_before(seconds: float = 1.0):
     return CPULoad(use.others, use.cores) if use.others is not None else None
 
 
-def run_regime(label: str, path: str, regime: str, a, hw, eng, base: list[int], settings, record: list) -> dict:
+def regime_service(path: str, hw, settings):
+    """A forecast service on an EMPTY calibration (in a temporary folder, removed with
+    the context), as the app builds it for ``path`` at ``settings``."""
     from kvtop.runner.calibration.calibration import Calibration
-    from kvtop.runner.calibration.interval import inside, measured_ttft
     from kvtop.runner.calibration.key import calibration_key, file_identity
-    from kvtop.runner.calibration.pace import TurnLoad
     from kvtop.runner.calibration.service import ForecastService
     from kvtop.runner.model.inspect import load_facts
     from kvtop.runner.physics.here import Here
     from kvtop.runner.session.site import flags_site
 
+    facts = load_facts(path, need_weights=True)
+    cache = tempfile.TemporaryDirectory()
+    cal = Calibration(cache.name, calibration_key(settings, file_identity(path) or path))
+    return cache, ForecastService(Here.at(facts, hw, settings), cal, flags_site(settings, facts, hw, None))
+
+
+def played_turn(service, i: int, n: int, fc, m, load) -> dict:
+    """One turn's row: offered to the calibration by the app's rule, then how its frozen
+    forecast ``fc`` did against what it measured ``m``."""
+    from kvtop.runner.calibration.interval import inside, measured_ttft
+
+    admitted = service.admit(m, load, fc)
+    t_in, d_in = inside(fc, m)
+    ttft = measured_ttft(m)
+    return {"turn": i, "n": n, "t_in": t_in, "d_in": d_in, "admitted": admitted.value,
+            "t_ratio": fc.ttft_s / ttft if fc.ttft_s and ttft else None,
+            "d_ratio": fc.decode_tok_s / m.decode_tok_s if fc.decode_tok_s and m.decode_tok_s else None,
+            "t_width": (fc.ttft_s_high - fc.ttft_s_low) / fc.ttft_s if fc.ttft_s_high and fc.ttft_s else None,
+            "d_width": (fc.decode_tok_s_high - fc.decode_tok_s_low) / fc.decode_tok_s
+            if fc.decode_tok_s_high and fc.decode_tok_s else None,
+            "share": load.share if load else None, "basis": fc.basis, "ttft": ttft, "fc": fc, "m": m}
+
+
+def turn_line(regime: str, r: dict) -> str:
+    fc, m = r["fc"], r["m"]
+    return (f"  {regime:>7} {r['turn']:>3} n={r['n']:>5} others {r['share'] or 0:.0%} ttft {r['ttft'] or 0:.3f}s "
+            f"fc {fc.ttft_s or 0:.3f} [{fc.ttft_s_low or 0:.3f}-{fc.ttft_s_high or 0:.3f}] "
+            f"tg {m.decode_tok_s or 0:.1f} fc {fc.decode_tok_s or 0:.1f} "
+            f"[{fc.decode_tok_s_low or 0:.1f}-{fc.decode_tok_s_high or 0:.1f}] {r['admitted']}")
+
+
+def run_regime(label: str, path: str, regime: str, a, hw, eng, base: list[int], settings, record: list) -> dict:
+    from kvtop.runner.calibration.pace import TurnLoad
+
     rng = random.Random(f"{label}:{regime}")
     lo, hi = a.lengths
-    facts = load_facts(path, need_weights=True)
-    here = Here.at(facts, hw, settings)
     rows = []
-    with tempfile.TemporaryDirectory() as cache:
-        cal = Calibration(cache, calibration_key(settings, file_identity(path) or path))
-        service = ForecastService(here, cal, flags_site(settings, facts, hw, None))
+    cache, service = regime_service(path, hw, settings)
+    with cache:
         hogs = Hogs(regime).start()
         try:
             time.sleep(1.0)
@@ -164,28 +195,37 @@ def run_regime(label: str, path: str, regime: str, a, hw, eng, base: list[int], 
                     m = eng.generate(prompt, n_predict=a.n_gen, ignore_eog=True, threads=threads).metrics
                 load = TurnLoad(reader.mean, reader.cores, (*reader.readings, reader.mean)) \
                     if reader.mean is not None else None
-                admitted = service.admit(m, load, fc)
-                t_in, d_in = inside(fc, m)
-                ttft = measured_ttft(m)
-                rows.append({"turn": i, "n": n, "t_in": t_in, "d_in": d_in, "admitted": admitted.value,
-                             "t_ratio": fc.ttft_s / ttft if fc.ttft_s and ttft else None,
-                             "d_ratio": fc.decode_tok_s / m.decode_tok_s if fc.decode_tok_s and m.decode_tok_s else None,
-                             "t_width": (fc.ttft_s_high - fc.ttft_s_low) / fc.ttft_s if fc.ttft_s_high and fc.ttft_s else None,
-                             "d_width": (fc.decode_tok_s_high - fc.decode_tok_s_low) / fc.decode_tok_s
-                             if fc.decode_tok_s_high and fc.decode_tok_s else None,
-                             "share": load.share if load else None, "basis": fc.basis})
+                rows.append(played_turn(service, i, n, fc, m, load))
                 record.append({"model": label, "regime": regime, "turn": i, "metrics": m.to_dict(),
                                "sent_others": sent.others_cores if sent else None,
                                "load": [load.others_cores, load.n_cores, list(load.readings)] if load else None})
                 if a.verbose:
-                    r = rows[-1]
-                    print(f"  {regime:>7} {i:>3} n={n:>5} others {r['share'] or 0:.0%} ttft {ttft or 0:.3f}s "
-                          f"fc {fc.ttft_s or 0:.3f} [{fc.ttft_s_low or 0:.3f}-{fc.ttft_s_high or 0:.3f}] "
-                          f"tg {m.decode_tok_s or 0:.1f} fc {fc.decode_tok_s or 0:.1f} "
-                          f"[{fc.decode_tok_s_low or 0:.1f}-{fc.decode_tok_s_high or 0:.1f}] {admitted.value}",
-                          flush=True)
+                    print(turn_line(regime, rows[-1]), flush=True)
         finally:
             hogs.stop()
+    return summarize(rows)
+
+
+def replay_regime(path: str, regime: str, hw, settings, turns: list[dict], cores: int, verbose: bool) -> dict:
+    """A recorded regime played again through today's forecast code: each turn forecast
+    at the load recorded before it, then offered at the load recorded through it. The
+    measurements are the recorded ones; only the forecasts are computed again (the
+    threads each turn ran on were decided from the same recorded load)."""
+    from kvtop.runner.calibration.load import CPULoad
+    from kvtop.runner.calibration.pace import TurnLoad
+    from kvtop.runner.events import TurnMetrics
+
+    rows = []
+    cache, service = regime_service(path, hw, settings)
+    with cache:
+        for t in turns:
+            m = TurnMetrics(**dict(t["metrics"], ubatches=tuple(tuple(u) for u in t["metrics"]["ubatches"])))
+            sent = CPULoad(t["sent_others"], cores) if t["sent_others"] is not None else None
+            load = TurnLoad(t["load"][0], t["load"][1], tuple(t["load"][2])) if t["load"] else None
+            fc = service.forecast(m.prompt_tokens, 0, m.decode_tokens, sent)
+            rows.append(played_turn(service, t["turn"], m.prompt_tokens, fc, m, load))
+            if verbose:
+                print(turn_line(regime, rows[-1]), flush=True)
     return summarize(rows)
 
 
@@ -211,6 +251,16 @@ def fmt(x: float | None, pct: bool = False) -> str:
     return f"{x:.0%}" if pct else f"{x:.2f}"
 
 
+def print_table(table: list) -> None:
+    print("\n| model | regime | others' CPU (median) | turns | refused | TTFT inside 80% | decode inside 80% "
+          "| TTFT fc/measured (after 3rd) | decode fc/measured (after 3rd) | TTFT width | decode width |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for label, regime, s in table:
+        print(f"| {label} | {regime} | {fmt(s['others'], True)} | {s['turns']} | {s['refused']} | "
+              f"{fmt(s['t_cover'], True)} | {fmt(s['d_cover'], True)} | {fmt(s['t_ratio'])} | {fmt(s['d_ratio'])} | "
+              f"{fmt(s['t_width'], True)} | {fmt(s['d_width'], True)} |")
+
+
 def coverage_main(a, hw, model_paths, bench_text: str, open_engine) -> int:
     from kvtop.runner.settings import Settings
 
@@ -231,14 +281,37 @@ def coverage_main(a, hw, model_paths, bench_text: str, open_engine) -> int:
                 print(f"{label} {regime}: {json.dumps(s)} ({time.monotonic() - t0:.0f} s)", flush=True)
         finally:
             eng.close()
-    print("\n| model | regime | others' CPU (median) | turns | refused | TTFT inside 80% | decode inside 80% "
-          "| TTFT fc/measured (after 3rd) | decode fc/measured (after 3rd) | TTFT width | decode width |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for label, regime, s in table:
-        print(f"| {label} | {regime} | {fmt(s['others'], True)} | {s['turns']} | {s['refused']} | "
-              f"{fmt(s['t_cover'], True)} | {fmt(s['d_cover'], True)} | {fmt(s['t_ratio'])} | {fmt(s['d_ratio'])} | "
-              f"{fmt(s['t_width'], True)} | {fmt(s['d_width'], True)} |")
+    print_table(table)
     if a.record:
         with open(a.record, "w", encoding="utf-8") as fh:
-            json.dump({"cores": os.cpu_count(), "n_gen": a.n_gen, "threads": a.threads, "turns": record}, fh)
+            json.dump({"cores": os.cpu_count(), "n_gen": a.n_gen, "threads": a.threads, "lengths": list(a.lengths),
+                       "hardware": hw.to_dict(), "turns": record}, fh)
+    return 0
+
+
+def replay_main(a, hw, model_paths) -> int:
+    """``--replay FILE``: a ``--record``ed run's turns through today's forecast code (on
+    the hardware figures the record carries; a record without them: ``hw``, this
+    machine's probe now), printed as the same table."""
+    from kvtop.runner.records.trace import Trace
+    from kvtop.runner.settings import Settings
+
+    with open(a.replay, encoding="utf-8") as fh:
+        rec = json.load(fh)
+    if rec.get("hardware"):
+        hw = Trace({"hardware": rec["hardware"]}, []).hardware
+    paths = dict(model_paths(a.models.split(",")))
+    lengths = rec.get("lengths") or list(a.lengths)
+    table = []
+    for label in dict.fromkeys(t["model"] for t in rec["turns"]):
+        path = paths.get(label)
+        if path is None:
+            print(f"{label}: not among --models; skipped")
+            continue
+        settings = Settings(path, n_ctx=lengths[1] + rec["n_gen"] + 64, n_threads=rec["threads"]).resolved()
+        for regime in dict.fromkeys(t["regime"] for t in rec["turns"] if t["model"] == label):
+            turns = [t for t in rec["turns"] if t["model"] == label and t["regime"] == regime]
+            s = replay_regime(path, regime, hw, settings, turns, rec["cores"], a.verbose)
+            table.append((label, regime, s))
+    print_table(table)
     return 0

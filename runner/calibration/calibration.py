@@ -41,6 +41,10 @@ class Calibration:
         residual = residual_of(forecast, metrics)
         if residual is not None:
             new.residuals.append(residual)
+        if forecast is not None and forecast.others_cpu is not None and load is not None and load.n_cores:
+            # what the load read before it (the forecast's) held through it: held_load learns from it
+            new.held.append((forecast.others_cpu * load.n_cores, load.others_cores,
+                             int(metrics.n_threads or 0), int(metrics.n_threads_batch or 0)))
         self.samples.add(new)
         self._forecaster = None
         save_samples(self.path, self.key, self.samples)

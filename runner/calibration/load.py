@@ -34,13 +34,15 @@ at the GPU's pace whatever the CPU does, so the factor applies to the CPU's shar
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from kvtop.runner.calibration.busy import too_busy
 from kvtop.runner.calibration.forecast import Forecast
 from kvtop.runner.calibration.pace import Pace, price
+from kvtop.runner.calibration.store import Held
 from kvtop.runner.policy.tune_evidence import TuneEvidence, advise
-from kvtop.runner.system.cpu_pace import free_cores, slowdown, thread_pace, thread_scaling  # noqa: F401 (the model above; imported from here too)
+from kvtop.runner.system.cpu_pace import free_cores, held_beside, slowdown, thread_pace, thread_scaling  # noqa: F401 (the model above; imported from here too)
 
 NOTABLE = 1.05  # a forecast this much slower at today's load says so; below, it is the quiet one
 
@@ -89,7 +91,29 @@ def turn_threads(threads: int, threads_batch: int, load: CPULoad | None, fits: b
     return max(1, min(threads, free)), max(1, min(threads_batch, free))
 
 
-def at_load(fc: Forecast, load: CPULoad | None, engine: LoadedEngine, pace: Pace | None = None) -> Forecast:
+NEAR_CORES = 0.25  # a load read before a turn this close to an earlier one's is "the same load"
+
+
+def held_load(others_cores: float, n_cores: int, threads: int, held: Sequence[Held] = (), batch: bool = False) -> float:
+    """The cores others that used ``others_cores`` before a turn will hold through it,
+    beside ``threads`` engine threads: what earlier turns at the same load and threads
+    showed (``held``: the calibration's (before, through, threads, threads_batch), the
+    median ratio of through to before), else the even-share rule
+    (runner.system.cpu_pace ``held_beside``). The samples are priced at what a turn's
+    load held through it, so the forecast is priced in the same units. Learned, because
+    a reading before a turn cannot tell two ``yes`` (demand 2 cores: they held 1.18-1.33
+    beside one engine thread) from a dozen runnable neighbours (85% before, 85% through)."""
+    import statistics
+
+    ratios = [h / b for b, h, t, tb in held  # threads 0: not recorded (the engine's own)
+              if (tb if batch else t) in (threads, 0) and b > 0.05 and abs(b - others_cores) <= NEAR_CORES]
+    if not ratios:
+        return held_beside(others_cores, n_cores, threads)
+    return min(max(others_cores * statistics.median(ratios), 0.0), float(n_cores))
+
+
+def at_load(fc: Forecast, load: CPULoad | None, engine: LoadedEngine, pace: Pace | None = None,
+            held: Sequence[Held] = ()) -> Forecast:
     """``fc`` (a quiet machine's) priced at ``load``: the prefill by the prefill threads'
     price, the fixed costs (template, tokenize: one thread) by one thread's, decode by
     the decode threads'; on the threads the turn will run on (``turn_threads``), with
@@ -102,9 +126,12 @@ def at_load(fc: Forecast, load: CPULoad | None, engine: LoadedEngine, pace: Pace
     p = pace or Pace()
     o, n = load.others_cores, load.n_cores
     t, tb = turn_threads(engine.threads, engine.threads_batch, load, engine.fits and engine.cpu_fraction > 0)
-    k_pre = price(o, n, tb, engine.threads_batch, True, p.g_prefill, engine.cpu_fraction)
-    k_one = price(o, n, 1, 0, False, p.g_prefill)  # the template and the tokenizer run on one CPU thread
-    k_tok = price(o, n, t, engine.threads, False, p.g_decode, engine.cpu_fraction)
+    # the load read before the turn, as what it will hold through it (``held_load``):
+    # the samples were priced at what their turns' loads held
+    k_pre = price(held_load(o, n, tb, held, batch=True), n, tb, engine.threads_batch, True, p.g_prefill,
+                  engine.cpu_fraction)
+    k_one = price(held_beside(o, n, 1), n, 1, 0, False, p.g_prefill)  # template and tokenizer: one CPU thread
+    k_tok = price(held_load(o, n, t, held), n, t, engine.threads, False, p.g_decode, engine.cpu_fraction)
     pre = fc.prefill_s * k_pre if fc.prefill_s is not None else None
     fixed = fc.ttft_s - (fc.prefill_s or 0.0)
     ttft = (pre or 0.0) + fixed * k_one

@@ -153,7 +153,7 @@ class ForecastService:
         fitted = self.calibration.forecaster(self.basis, threads, self.site.cpu_fraction)
         fc = fitted.forecast(prompt_tokens, cached or 0, reply)
         if engine is not None:
-            fc = at_load(fc, load, engine, fitted.pace)
+            fc = at_load(fc, load, engine, fitted.pace, self.calibration.samples.held)
         else:
             fc = replace(fc, remote_load=True)  # a server elsewhere: what it did, at its own load
         cpu = self.here.hw.cpu

@@ -26,9 +26,11 @@ MAX_PREFILL = 256  # micro-batches: (tokens, depth at start, seconds, others' co
 MAX_DECODE = 128  # runs of decoded tokens: (intervals, mean depth, seconds, others' cores, threads)
 MAX_OVERHEAD = 64  # seconds from submit to first token that are not prefill
 MAX_RESIDUALS = 48  # (log TTFT measured/forecast, log decode, log of the load's price)
+MAX_HELD = 48  # (others' cores before a turn, held through it, decode threads, prefill threads)
 
 Sample = tuple[int, int, float, float | None, int]
 Residual = tuple[float | None, float | None, float]
+Held = tuple[float, float, int, int]
 
 
 def as_sample(item: tuple[int, int, float] | Sample) -> Sample:
@@ -47,6 +49,7 @@ class Samples:
     overhead_load: list[float | None] = field(default_factory=list)  # others' cores, beside ``overhead``
     residuals: list[Residual] = field(default_factory=list)
     n_cores: int = 0  # the machine's cores the loads are out of (0: not known)
+    held: list[Held] = field(default_factory=list)  # what a load read before a turn held through it
 
     def __post_init__(self) -> None:
         self.prefill = [as_sample(x) for x in self.prefill]
@@ -59,6 +62,7 @@ class Samples:
         self.overhead_load = (self.overhead_load + other.overhead_load)[-MAX_OVERHEAD:]
         self.overhead = (self.overhead + other.overhead)[-MAX_OVERHEAD:]
         self.residuals = (self.residuals + other.residuals)[-MAX_RESIDUALS:]
+        self.held = (self.held + other.held)[-MAX_HELD:]
         self.turns += other.turns
         self.n_cores = other.n_cores or self.n_cores
 
@@ -93,6 +97,17 @@ def _residuals(raw: object) -> list[Residual]:
     return out
 
 
+def _held(raw: object) -> list[Held]:
+    """The (before, through, threads, threads_batch) pairs that parse (a file written
+    before they were kept has none)."""
+    out: list[Held] = []
+    for x in raw if isinstance(raw, list) else []:
+        if (isinstance(x, list) and len(x) == 4 and _finite(x[0], 0, 1e6) and _finite(x[1], 0, 1e6)
+                and all(isinstance(t, int) and 0 <= t < 100_000 for t in x[2:])):
+            out.append((float(x[0]), float(x[1]), int(x[2]), int(x[3])))
+    return out
+
+
 def calibration_path(cache_dir: str, key_hash: str) -> str:
     return os.path.join(cache_dir, "calibration", f"v{VERSION}", f"{key_hash}.json")
 
@@ -113,7 +128,7 @@ def load_samples(path: str) -> Samples:
     return Samples(_samples(data.get("prefill"))[-MAX_PREFILL:], _samples(data.get("decode"))[-MAX_DECODE:],
                    [float(x[0]) for x in pairs][-MAX_OVERHEAD:], int(turns) if _finite(turns, 0, 1e9) else 0,
                    [_load(x[1]) for x in pairs][-MAX_OVERHEAD:], _residuals(data.get("residuals"))[-MAX_RESIDUALS:],
-                   int(cores) if _finite(cores, 0, 1e6) else 0)
+                   int(cores) if _finite(cores, 0, 1e6) else 0, _held(data.get("held"))[-MAX_HELD:])
 
 
 def save_samples(path: str, key: dict[str, object], samples: Samples) -> None:
@@ -122,7 +137,8 @@ def save_samples(path: str, key: dict[str, object], samples: Samples) -> None:
     data = {"version": VERSION, "key": key, "turns": samples.turns,
             "prefill": [list(s) for s in samples.prefill], "decode": [list(s) for s in samples.decode],
             "overhead": [[x, o] for x, o in zip(samples.overhead, samples.overhead_load)],
-            "residuals": [list(r) for r in samples.residuals], "n_cores": samples.n_cores}
+            "residuals": [list(r) for r in samples.residuals], "n_cores": samples.n_cores,
+            "held": [list(h) for h in samples.held]}
     write_json_atomically(path, data, ".calib-")
 
 

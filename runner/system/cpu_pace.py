@@ -39,6 +39,22 @@ def thread_pace(others_cores: float, n_cores: int, threads: int) -> float:
     return min(1.0, n_cores / runnable) if n_cores > 0 else 1.0
 
 
+def held_beside(others_cores: float, n_cores: int, threads: int) -> float:
+    """The cores others that use ``others_cores`` while the engine is idle (their demand:
+    a reading before a turn) hold once ``threads`` engine threads run beside them: all of
+    it while the cores suffice, else their even share of the cores (each runnable thread
+    the same, others counted as ``others_cores`` threads). A reading taken THROUGH a
+    turn measures this, and the calibration's samples are priced at it, so a forecast
+    made from a reading before the turn is priced at it too. Priced at the demand
+    instead, with a ``yes`` on each of 2 cores (demand 2.0, held 1.18-1.33 beside one
+    engine thread), the forecast TTFT was 1.42x (SmolLM2) and 1.52x (Gemma-3) of the
+    measured, over 30 turns each (issue 35's full coverage run)."""
+    o, t = max(others_cores, 0.0), max(threads, 1)
+    if n_cores <= 0 or o + t <= n_cores:
+        return o
+    return o * n_cores / (o + t)
+
+
 def slowdown(others_cores: float, n_cores: int, threads: int, long_ops: bool = False) -> float:
     """How many times longer work on ``threads`` threads that meet at a barrier after
     every op takes with others using ``others_cores`` of ``n_cores`` (1.0: not slowed).

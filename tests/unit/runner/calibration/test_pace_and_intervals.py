@@ -109,12 +109,37 @@ def test_a_local_servers_turns_are_priced_at_this_machines_load(smollm_shaped, t
     """A llama-server on loopback shares this CPU: its busy turns are brought to quiet as the app's are."""
     here_loaded = replace(smollm_loaded(smollm_shaped), server="http://127.0.0.1:8080")
     server = _service(smollm_shaped, tmp_path, here_loaded, SERVER)
-    server.admit(_turn(600, 300.0, 30.0), TurnLoad(1.5, 2))
+    sent = server.forecast(600, 0, 64, CPULoad.of_share(0.75, 2))  # frozen at Enter: 1.5 cores busy before it
+    server.admit(_turn(600, 300.0, 30.0), TurnLoad(1.5, 2), sent)  # and they held 1.5 through it
     assert load_samples(server.calibration.path).prefill[0][3] == 1.5
+    assert load_samples(server.calibration.path).held == [(1.5, 1.5, 0, 0)]
     fc = server.forecast(600, 0, 64, None)
     assert fc.prefill_tok_s > 300.0 * 1.5  # quiet: faster than it ran with 1.5 cores held
     assert server.forecast(600, 0, 64, CPULoad.of_share(0.75, 2)).ttft_s == pytest.approx(
         600 / 300.0 + fc.ttft_s - fc.prefill_s, rel=0.1)  # at the load it ran at: what it measured
+
+
+def test_a_load_read_before_a_turn_is_priced_as_what_it_holds_through_it(smollm_shaped, tmp_path):
+    """Issue 35's full run: two ``yes`` on 2 cores read as 2.0 cores before a turn but held
+    1.18-1.33 through it, beside the engine's one thread; the samples are priced at the
+    latter, the forecast was priced at the former, and TTFT was forecast 1.42x (SmolLM2)
+    and 1.52x (Gemma-3) of the measured. Without an earlier turn at that load the even
+    share says what they will hold; after one, what they held."""
+    from kvtop.runner.calibration.load import held_load
+    from kvtop.runner.system.cpu_pace import held_beside
+
+    assert held_beside(1.0, 2, 1) == 1.0  # one yes beside one thread: room for both
+    assert held_beside(2.0, 2, 1) == pytest.approx(4 / 3)  # three runnable threads on two cores
+    assert held_load(2.0, 2, 1, [(2.0, 1.2, 1, 1)]) == pytest.approx(1.2)  # learned
+    assert held_load(2.0, 2, 1, [(2.0, 1.2, 2, 2)]) == pytest.approx(4 / 3)  # other threads: not the same
+    assert held_load(1.75, 2, 2, [(1.7, 1.7, 2, 2)]) == pytest.approx(1.75)  # busy neighbours stay busy
+    service = _service(smollm_shaped, tmp_path)
+    both = CPULoad(2.0, 2)
+    first = service.forecast(600, 0, 64, both)
+    service.admit(replace(_turn(600, 150.0, 40.0), n_threads=1, n_threads_batch=1), TurnLoad(1.2, 2), first)
+    assert service.calibration.samples.held == [(2.0, 1.2, 1, 1)]
+    again = service.forecast(600, 0, 64, both)  # the load before it as the turn held it: what it measured
+    assert again.prefill_s == pytest.approx(600 / 150.0, rel=0.1)
 
 
 def test_an_interval_is_wide_on_few_turns_and_narrows_as_residuals_come():

@@ -91,7 +91,10 @@ def test_the_80_percent_interval_covers_the_recorded_turns(smollm_shaped, tmp_pa
     assert sum(t_in) / len(t_in) >= 0.7 and sum(d_in) / len(d_in) >= 0.7, (t_in, d_in)
     early = statistics.median(w for i, w in widths if i <= 3)
     late = statistics.median(w for i, w in widths if i >= 6)
-    assert late < 0.6 and late < early / 1.5, (early, late)  # narrower as the turns come
+    # narrower as the turns come (0.59 before the forecast priced a load read before a turn
+    # as what it holds through it, 0.63 after: this saturated run's 2nd turn has no earlier
+    # turn to learn that from, and its miss stays among the residuals)
+    assert late < 0.65 and late < early / 1.5, (early, late)
     assert statistics.median(t_ratio) == pytest.approx(1.0, abs=0.25)
     assert statistics.median(d_ratio) == pytest.approx(1.0, abs=0.25)
 
