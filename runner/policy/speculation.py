@@ -62,3 +62,27 @@ def spec_line(m: TurnMetrics) -> str | None:
     phrases = spec_phrases(m)
     return " ".join(phrases) if phrases is not None else None
 
+
+
+POSITIONS_SHOWN = 8  # "1 92% · … · 8 3% …": a line that fits a pane at 80 columns
+
+
+def position_phrase(counts: tuple[int, ...] | list[int], passes: int, shown: int = POSITIONS_SHOWN) -> str | None:
+    """"1 92% · 2 71% · 3 40% …": the share of verify passes that kept the draft's token
+    at each position (1: the first drafted token; llama.cpp's acceptance per position),
+    up to the first position no pass kept; None without a pass."""
+    if passes <= 0 or not counts:
+        return None
+    parts: list[str] = []
+    for i, n in enumerate(counts[:shown]):
+        parts.append(f"{i + 1} {min(n / passes, 1.0):.0%}")
+        if n <= 0:
+            break
+    return " · ".join(parts) + (" …" if len(counts) > len(parts) else "")
+
+
+def position_line(m: TurnMetrics) -> str | None:
+    """The turn's "accepted by position: 1 92% · 2 71% …", None when nothing was verified
+    (a llama-server's turn: its positions are the Server pane's, from /metrics)."""
+    phrase = position_phrase(m.spec_accepted_per_pos, m.spec_passes)
+    return f"accepted by position: {phrase}" if phrase else None
