@@ -186,8 +186,10 @@ class DecodePane(Vertical):
     def _show(self) -> None:
         bw, comp = self.ceilings(self.pos)
         ceiling, binding = binding_ceiling(bw, comp)
-        spec_done = self.state == "done" and self.roof_tok_s is not None
-        if spec_done:  # several tokens a pass: the turn is a share of the speculative roof
+        # several tokens a pass: the turn is a share of the speculative roof, when it is the
+        # higher (a roof under the plain ceiling is no ceiling: the turn could decode plainly)
+        spec_done = self.state == "done" and self.roof_tok_s is not None and self.roof_tok_s > (ceiling or 0.0)
+        if spec_done:
             ceiling = self.roof_tok_s
         pct = self.rate / ceiling * 100 if self.rate and ceiling else None
         style = "$kvtop-ok" if pct and pct >= 60 else "$kvtop-warn" if pct and pct >= 25 else "$kvtop-critical"
