@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -208,6 +209,9 @@ def side_by_side(a: argparse.Namespace, load: Load, t: BenchTest, tokens: list[i
     from kvtop.runner.commands.bench_busy import cpu_reading, others_share, warn_if_busy
 
     test_time = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    if a.progress:
+        print(f"kvtop bench: {t.label}, plain and --spec-type {pair[1][0].settings.spec_type}", file=sys.stderr,
+              flush=True)
     if a.warmup:
         for eng, _ in pair:
             run_once(eng, tokens, replace(t, n_gen=1), t.label)
