@@ -67,3 +67,15 @@ async def test_without_speculation_neither_says_it(tmp_path, smollm_shaped):
         await pilot.press("f1")
         await wait_until(pilot, lambda: isinstance(app.screen, HelpScreen), timeout=5, what="help")
         assert "accepted by position" not in _help_text(app)
+
+
+def test_f1_names_an_attached_servers_last_passes():
+    from types import SimpleNamespace
+
+    from kvtop.runner.server.spec_metrics import SpecCounters, SpecRates
+    from kvtop.tui.turn.spec_view import help_spec
+
+    rates = SpecRates(1.0, SpecCounters(60, 44, 8, (8, 6)), 12.0, 8.0, 0.67, recent=(4, (4, 3)))
+    app = SimpleNamespace(turns=[], server_snapshots={0: SimpleNamespace(spec=rates)})
+    assert "llama-server accepted by position (last 4 passes): 1 100% · 2 75%" in help_spec(app)
+    assert help_spec(SimpleNamespace(turns=[], server_snapshots={0: SimpleNamespace(spec=None)})) is None
