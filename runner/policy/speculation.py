@@ -67,18 +67,24 @@ def spec_line(m: TurnMetrics) -> str | None:
 POSITIONS_SHOWN = 8  # "1 92% · … · 8 3% …": a line that fits a pane at 80 columns
 
 
-def position_phrase(counts: tuple[int, ...] | list[int], passes: int, shown: int = POSITIONS_SHOWN) -> str | None:
-    """"1 92% · 2 71% · 3 40% …": the share of verify passes that kept the draft's token
-    at each position (1: the first drafted token; llama.cpp's acceptance per position),
-    up to the first position no pass kept; None without a pass."""
+def position_parts(counts: tuple[int, ...] | list[int], passes: int, shown: int = POSITIONS_SHOWN) -> list[str]:
+    """["1 92%", "· 2 71%", "· 3 40%", "…"]: the share of verify passes that kept the
+    draft's token at each position (1: the first drafted token; llama.cpp's acceptance
+    per position), up to the first position no pass kept; [] without a pass. Phrases a
+    pane breaks a line between (``position_phrase`` joins them)."""
     if passes <= 0 or not counts:
-        return None
+        return []
     parts: list[str] = []
     for i, n in enumerate(counts[:shown]):
-        parts.append(f"{i + 1} {min(n / passes, 1.0):.0%}")
+        parts.append(("· " if parts else "") + f"{i + 1} {min(n / passes, 1.0):.0%}")
         if n <= 0:
             break
-    return " · ".join(parts) + (" …" if len(counts) > len(parts) else "")
+    return parts + (["…"] if len(counts) > len(parts) else [])
+
+
+def position_phrase(counts: tuple[int, ...] | list[int], passes: int, shown: int = POSITIONS_SHOWN) -> str | None:
+    """"1 92% · 2 71% · 3 40% …" (``position_parts``); None without a pass."""
+    return " ".join(position_parts(counts, passes, shown)) or None
 
 
 def position_line(m: TurnMetrics) -> str | None:

@@ -7,8 +7,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kvtop.runner.policy.speculation import position_line, spec_line
+from textual.content import Content
+from textual.geometry import Size
+from textual.widget import Widget
+
+from kvtop.runner.policy.speculation import position_line, position_parts, spec_line, spec_phrases
 from kvtop.runner.server.spec_metrics import position_phrases
+from kvtop.tui.base.format import pack
 
 if TYPE_CHECKING:
     from kvtop.runner.events import TurnMetrics
@@ -20,8 +25,33 @@ F1_WHAT = ("a verify pass decodes the sampled token and a draft in one batch and
 
 
 def turn_spec_lines(m: TurnMetrics) -> list[str]:
-    """F2's lines for a finished turn: none when it did not speculate."""
+    """The turn's lines: none when it did not speculate."""
     return [x for x in (spec_line(m), position_line(m)) if x]
+
+
+class SpecLines(Widget):
+    """F2's speculation lines, each broken only between its phrases at the dialog's width
+    (word-wrapped, "1.9x plain" ended a line and "decode" began the next)."""
+
+    DEFAULT_CSS = "SpecLines { height: auto; color: $kvtop-measured; }"
+
+    def __init__(self, m: TurnMetrics, **kw) -> None:
+        super().__init__(**kw)
+        parts = position_parts(m.spec_accepted_per_pos, m.spec_passes)
+        self.groups = [g for g in (spec_phrases(m) or [], ["accepted by position:", *parts] if parts else []) if g]
+
+    @property
+    def empty(self) -> bool:
+        return not self.groups
+
+    def lines(self, width: int) -> list[Content]:
+        return [line for g in self.groups for line in pack(g, width, " ")]
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return len(self.lines(width))
+
+    def render(self) -> Content:
+        return Content("\n").join(self.lines(self.content_region.width))
 
 
 def help_spec(app: KvtopApp) -> str | None:
