@@ -174,7 +174,7 @@ def bench_main(argv: list[str]) -> int:
     if a.model and a.server:
         p.error("give a MODEL or --server URL (one of them)")
     if bench_spec.wanted(a):
-        return bench_spec.spec_bench(a, p, fmt)
+        return bench_spec.spec_bench(a, p, fmt, sys.modules[__name__])  # this module's engine and rows
     lists = lists_from_args(a)
     runs = plan(lists)
     if not runs:

@@ -25,6 +25,8 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from types import ModuleType
+
     from kvtop.runner.commands.bench_output import Row
     from kvtop.runner.commands.bench_plan import BenchTest, Load
     from kvtop.runner.events import Loaded, TurnMetrics
@@ -120,9 +122,10 @@ def read_text(a: argparse.Namespace) -> SpecText | str:
         SpecText(text, f"file {path}")
 
 
-def spec_bench(a: argparse.Namespace, p: argparse.ArgumentParser, fmt: str) -> int:
-    """``kvtop bench --spec-type …`` after its flags are parsed (``bench_main``'s)."""
-    from kvtop.runner.commands.bench import BenchError, lists_from_args, render
+def spec_bench(a: argparse.Namespace, p: argparse.ArgumentParser, fmt: str, core: ModuleType) -> int:
+    """``kvtop bench --spec-type …`` after its flags are parsed (``bench_main``'s); ``core``:
+    ``runner.commands.bench``, whose engine, turns and rows these are (passed in: bench
+    imports this module, so this one may not import it)."""
     from kvtop.runner.commands.bench_plan import plan
     from kvtop.runner.commands.common import EXIT_OK, fail, write_stdout
     from kvtop.runner.commands.engine_flags import draft_refusal
@@ -147,7 +150,7 @@ def spec_bench(a: argparse.Namespace, p: argparse.ArgumentParser, fmt: str) -> i
         load_facts(a.model, need_weights=True)
     except ModelFileError as exc:
         return fail(str(exc))
-    lists = lists_from_args(a)
+    lists = core.lists_from_args(a)
     runs = plan(replace(lists, n_prompt=[], n_pg=[], n_depth=[0]))
     if not runs:
         p.error("every -n is 0: nothing to measure")
@@ -156,43 +159,42 @@ def spec_bench(a: argparse.Namespace, p: argparse.ArgumentParser, fmt: str) -> i
     error = None
     try:
         for load, tests in runs:
-            results += spec_load(a, load, [t.n_gen for t in tests], text, notes)
-    except BenchError as exc:
+            results += spec_load(a, load, [t.n_gen for t in tests], text, notes, core)
+    except core.BenchError as exc:
         error = str(exc)
     if results:
-        out = render(fmt, results, lists, notes, MD_BEFORE_TEST, MD_AFTER_RATE)
+        out = core.render(fmt, results, lists, notes, MD_BEFORE_TEST, MD_AFTER_RATE)
         error = write_stdout(out) or error
     return fail(error) if error else EXIT_OK
 
 
-def spec_load(a: argparse.Namespace, load: Load, n_gens: list[int], text: SpecText,
-              notes: list[str]) -> Iterator[tuple[Row, str]]:
+def spec_load(a: argparse.Namespace, load: Load, n_gens: list[int], text: SpecText, notes: list[str],
+              core: ModuleType) -> Iterator[tuple[Row, str]]:
     """One load-time combination: a plain and a speculative engine, each tg test on both."""
-    from kvtop.runner.commands.bench import BenchError, load_note, load_settings, open_engine
     from kvtop.runner.commands.bench_plan import BenchTest
     from kvtop.runner.process.contract import EngineUnavailable
 
     # the context before the tokens are known: a token is at least a byte, with room for BOS
     guess = [BenchTest(0, n, len(text.text.encode()) + 4) for n in n_gens]
-    spec_settings = replace(load_settings(a, load, guess), temp=0.0)
+    spec_settings = replace(core.load_settings(a, load, guess), temp=0.0)
     plain_settings = replace(spec_settings, spec_type="none", spec_draft_model="")
-    plain = open_engine(plain_settings, a.in_process)
+    plain = core.open_engine(plain_settings, a.in_process)
     spec = None
     try:
         loaded = plain.start(lambda e: None)
-        spec = open_engine(spec_settings, a.in_process)
+        spec = core.open_engine(spec_settings, a.in_process)
         pair = ((plain, loaded), (spec, spec.start(lambda e: None)))
         tokens = plain.tokenize(text.text, add_special=True)
-        notes.append(load_note(loaded, plain.settings.threads_why, a))
+        notes.append(core.load_note(loaded, plain.settings.threads_why, a))
         notes.append(text_note(text, len(tokens), spec_settings.spec_type))
         for n in n_gens:
             t = BenchTest(0, n, len(tokens))
             if t.ctx_needed() > loaded.n_ctx:
-                raise BenchError(f"{t.label} needs {t.ctx_needed():,} tokens of context but -c {a.n_ctx} holds "
+                raise core.BenchError(f"{t.label} needs {t.ctx_needed():,} tokens of context but -c {a.n_ctx} holds "
                                  f"{loaded.n_ctx:,}: raise -c, or leave it out")
-            yield from side_by_side(a, load, t, tokens, pair, plain_settings)
+            yield from side_by_side(a, load, t, tokens, pair, plain_settings, core)
     except EngineUnavailable as exc:
-        raise BenchError(str(exc)) from None
+        raise core.BenchError(str(exc)) from None
     finally:
         plain.close()
         if spec is not None:
@@ -203,9 +205,8 @@ Pair = tuple[tuple["BlockingEngine", "Loaded"], tuple["BlockingEngine", "Loaded"
 
 
 def side_by_side(a: argparse.Namespace, load: Load, t: BenchTest, tokens: list[int], pair: Pair,
-                 plain_settings: Settings) -> Iterator[tuple[Row, str]]:
+                 plain_settings: Settings, core: ModuleType) -> Iterator[tuple[Row, str]]:
     """One tg test on both engines, taking turns each repetition: the plain row, then the speculative."""
-    from kvtop.runner.commands.bench import record_calibration, run_once
     from kvtop.runner.commands.bench_busy import cpu_reading, others_share, warn_if_busy
 
     test_time = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -214,13 +215,13 @@ def side_by_side(a: argparse.Namespace, load: Load, t: BenchTest, tokens: list[i
               flush=True)
     if a.warmup:
         for eng, _ in pair:
-            run_once(eng, tokens, replace(t, n_gen=1), t.label)
+            core.run_once(eng, tokens, replace(t, n_gen=1), t.label)
     metrics: tuple[list[TurnMetrics], list[TurnMetrics]] = ([], [])
     shares: tuple[list[float], list[float]] = ([], [])
     for _ in range(a.repetitions):
         for (eng, loaded), ms, sh in zip(pair, metrics, shares):
             start = cpu_reading(eng, loaded)
-            ms.append(run_once(eng, tokens, t))
+            ms.append(core.run_once(eng, tokens, t))
             share = others_share(start, eng, loaded)
             if share is not None:
                 sh.append(share)
@@ -230,8 +231,8 @@ def side_by_side(a: argparse.Namespace, load: Load, t: BenchTest, tokens: list[i
         share = statistics.mean(sh) if sh else None
         warn_if_busy(t.label + (" (speculative)" if i else " (plain)"), share, fmt)
         if not i:  # the plain turns calibrate the forecasts as any bench's do
-            record_calibration(plain_settings, ms, None, share)
-        rows.append(spec_row(a, load, t, test_time, (eng, loaded), ms, share))
+            core.record_calibration(plain_settings, ms, None, share)
+        rows.append(spec_row(a, load, t, test_time, (eng, loaded), ms, share, core))
     plain_row, spec_row_ = rows
     plain_ts = plain_row.values["avg_ts"]
     spec_row_.values["speedup"] = f"{spec_row_.values['avg_ts'] / plain_ts:.2f}x" if plain_ts else "?"
@@ -241,13 +242,12 @@ def side_by_side(a: argparse.Namespace, load: Load, t: BenchTest, tokens: list[i
 
 
 def spec_row(a: argparse.Namespace, load: Load, t: BenchTest, test_time: str, started: tuple[BlockingEngine, Loaded],
-             ms: list[TurnMetrics], share: float | None) -> Row:
+             ms: list[TurnMetrics], share: float | None, core: ModuleType) -> Row:
     """A llama-bench row with the drafts' columns (md) and ``kvtop_spec_*`` fields (json)."""
-    from kvtop.runner.commands.bench import make_row, row_meta, seconds_of
     from kvtop.runner.commands.bench_busy import busy_fields
 
     eng, loaded = started
-    row = make_row(row_meta(loaded, load), t, test_time, [seconds_of(t, m) for m in ms], ms, loaded,
+    row = core.make_row(core.row_meta(loaded, load), t, test_time, [core.seconds_of(t, m) for m in ms], ms, loaded,
                    eng.settings.threads_why, a)
     row.extras.update(busy_fields(share))
     kind = eng.settings.spec_type if eng.settings.spec_type != "none" else ""
