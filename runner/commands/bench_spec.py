@@ -247,8 +247,8 @@ def spec_row(a: argparse.Namespace, load: Load, t: BenchTest, test_time: str, st
     from kvtop.runner.commands.bench_busy import busy_fields
 
     eng, loaded = started
-    row = core.make_row(core.row_meta(loaded, load), t, test_time, [core.seconds_of(t, m) for m in ms], ms, loaded,
-                   eng.settings.threads_why, a)
+    row: Row = core.make_row(core.row_meta(loaded, load), t, test_time, [core.seconds_of(t, m) for m in ms], ms,
+                             loaded, eng.settings.threads_why, a)
     row.extras.update(busy_fields(share))
     kind = eng.settings.spec_type if eng.settings.spec_type != "none" else ""
     drafted, accepted = [m.spec_drafted for m in ms], [m.spec_accepted for m in ms]
