@@ -70,16 +70,22 @@ POSITIONS_SHOWN = 8  # "1 92% · … · 8 3% …": a line that fits a pane at 80
 def position_parts(counts: tuple[int, ...] | list[int], passes: int, shown: int = POSITIONS_SHOWN) -> list[str]:
     """["1 92%", "· 2 71%", "· 3 40%", "…"]: the share of verify passes that kept the
     draft's token at each position (1: the first drafted token; llama.cpp's acceptance
-    per position), up to the first position no pass kept; [] without a pass. Phrases a
-    pane breaks a line between (``position_phrase`` joins them)."""
+    per position), positions in a row with the same share as one ("1–27 100% · 28 0%":
+    a pass of 45 kept 27), up to ``shown`` of them and the first that no pass kept; []
+    without a pass. Phrases a pane breaks a line between (``position_phrase`` joins them)."""
     if passes <= 0 or not counts:
         return []
-    parts: list[str] = []
-    for i, n in enumerate(counts[:shown]):
-        parts.append(("· " if parts else "") + f"{i + 1} {min(n / passes, 1.0):.0%}")
-        if n <= 0:
+    runs: list[tuple[int, int, str]] = []  # (first position, last, share): equal shares in a row are one run
+    for i, n in enumerate(counts):
+        share = f"{min(n / passes, 1.0):.0%}"
+        if runs and runs[-1][2] == share:
+            runs[-1] = (runs[-1][0], i + 1, share)
+        elif len(runs) == shown or (runs and runs[-1][2] == "0%"):
             break
-    return parts + (["…"] if len(counts) > len(parts) else [])
+        else:
+            runs.append((i + 1, i + 1, share))
+    parts = [("· " if k else "") + (f"{a}" if a == b else f"{a}–{b}") + f" {share}" for k, (a, b, share) in enumerate(runs)]
+    return parts + (["…"] if runs[-1][1] < len(counts) else [])
 
 
 def position_phrase(counts: tuple[int, ...] | list[int], passes: int, shown: int = POSITIONS_SHOWN) -> str | None:

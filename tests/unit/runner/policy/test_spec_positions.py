@@ -9,8 +9,10 @@ def test_the_share_of_passes_that_kept_each_position():
     assert position_phrase((), 3) is None and position_phrase((1,), 0) is None
 
 
-def test_it_stops_at_the_first_position_no_pass_kept_and_says_more_were_drafted():
-    assert position_phrase((5, 2, 0, 0, 0), 5) == "1 100% · 2 40% · 3 0% …"
+def test_equal_shares_in_a_row_are_one_run_and_it_stops_after_the_first_none_kept():
+    assert position_phrase((5, 2, 0, 0, 0), 5) == "1 100% · 2 40% · 3–5 0%"
+    assert position_phrase((1,) * 27 + (0,) * 18, 1) == "1–27 100% · 28–45 0%"  # a pass of 45 kept 27
+    assert position_phrase((4, 4, 0, 3), 4) == "1–2 100% · 3 0% …"
     assert position_phrase(tuple(range(20, 0, -1)), 20).endswith("8 65% …")
 
 

@@ -29,7 +29,7 @@ def test_the_counters_and_the_rates_between_two_polls():
     text = " ".join(spec_phrases(r))
     assert "speculation: 46 of 68 drafted accepted (68%)" in text
     # the per-position counts did not grow over the 2 passes: the last requests kept none there
-    assert "accepted by position (last 2 passes): 1 0%" in text
+    assert "accepted by position (last 2 passes): 1–2 0%" in text
     assert "accepted by position (since the server started): 1 75% · 2 50%" in " ".join(spec_phrases(first))
 
 
@@ -44,7 +44,7 @@ def test_per_position_acceptance_is_the_last_requests_delta_and_stays_until_the_
     r = w.update(3.0, metrics_text(d=60, a=44, n=8, p0=8, p1=6))  # idle: the last requests' stay
     assert r.recent == (4, (4, 3)) and "(last 4 passes): 1 100% · 2 75%" in " ".join(spec_phrases(r))
     r = w.update(4.0, metrics_text(d=61, a=44, n=9, p0=8, p1=6))  # one pass kept nothing
-    assert "(last 1 pass): 1 0%" in " ".join(spec_phrases(r))
+    assert "(last 1 pass): 1–2 0%" in " ".join(spec_phrases(r))
 
 
 def test_a_server_that_does_not_speculate_or_lies_has_no_counters():
