@@ -285,8 +285,10 @@ class KvtopApp(EngineWorkers, ServerRouting, EngineLifecycle, Forecasting, CPUWa
         return super().check_action(action, parameters)
 
     def action_help(self) -> None:
+        from kvtop.tui.turn.spec_view import help_spec
+
         self.push_screen(HelpScreen(self.refresh_s, self.refresh_why, load=self.options.load is not None,
-                                    roof=getattr(self.options.load, "roof_text", None)))
+                                    roof=getattr(self.options.load, "roof_text", None), spec=help_spec(self)))
 
     def action_attach_file(self) -> None:
         """Start a ``/file PATH`` message: the file's text is sent when Enter is pressed."""

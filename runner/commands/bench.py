@@ -5,11 +5,11 @@ As in llama-bench: every test parameter takes a comma list or a range and every
 combination runs (``runner.commands.bench_plan``); ``ppP`` times the prompt of P tokens,
 ``tgN`` N generated tokens from an empty context, ``ppP+tgN`` both (its rate is
 (P + N) / their total time), and ``-d D`` runs each after a context of D tokens is
-filled (`` @ dD``); ``-p 0`` / ``-n 0`` drop those tests; ``-o md|csv|json|jsonl|sql``
-(``--json`` is ``-o json``) prints llama-bench's fields (``runner.commands.bench_output``).
-Each repetition's time is the engine's own: prefill from its first ubatch to its last,
-generation from the first sampled token to the N+1st (N decodes). The model file gets
-the same check as ``kvtop estimate`` and the UI before any engine starts.
+filled (`` @ dD``); ``-p 0`` / ``-n 0`` drop those tests; ``-o md|csv|json|jsonl|sql`` (``--json``)
+prints llama-bench's fields (``runner.commands.bench_output``). Each repetition's time is the engine's
+own: prefill from its first ubatch to its last, generation from the first sampled token to the N+1st (N
+decodes). The model file gets the same check as ``kvtop estimate`` and the UI before any engine starts.
+``--spec-type``: each tg test plain and speculative (``runner.commands.bench_spec``; ``render``'s md columns).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from kvtop.runner.cli_types import INT32_MAX, int_in, positive_int
+from kvtop.runner.commands import bench_spec
 from kvtop.runner.commands.bench_output import (
     FA_NUMBER,
     FORMATS,
@@ -125,6 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--json", action="store_true", help="the same as -o json")
     o.add_argument("--progress", action="store_true", help="say on stderr which test runs")
     o.add_argument("--in-process", action="store_true", help="run the engine in this process")
+    bench_spec.add_spec_bench_flags(p)  # --spec-type: plain and speculative tg side by side
     # the test parameters and output first in --help, then the llama.cpp settings left
     engine = [grp for grp in p._action_groups if grp.title == "llama.cpp settings"]
     p._action_groups = [grp for grp in p._action_groups if grp not in engine] + engine
@@ -169,19 +171,19 @@ def bench_main(argv: list[str]) -> int:
     if a.json and a.output not in (None, "json"):
         p.error(f"--json is -o json: give one of --json and -o {a.output}")
     fmt = "json" if a.json else a.output or "md"
+    if a.model and a.server:
+        p.error("give a MODEL or --server URL (one of them)")
+    if bench_spec.wanted(a):
+        return bench_spec.spec_bench(a, p, fmt, sys.modules[__name__])  # this module's engine and rows
     lists = lists_from_args(a)
     runs = plan(lists)
     if not runs:
         p.error("every -p, -n and -pg is 0: nothing to measure")
-    if a.model and a.server:
-        p.error("give a MODEL or --server URL (one of them)")
     from kvtop.runner.server.credentials import take_secrets
 
     take_secrets(a, p)  # the key and a URL's login: into the HTTP header only
-    if a.server:
-        refused = server_refusals(a)
-        if refused:
-            p.error(refused)
+    if a.server and (refused := server_refusals(a)):
+        p.error(refused)
     if not a.model and not a.server:
         from kvtop.runner.demo import demo_model_path
 
@@ -216,12 +218,12 @@ def bench_main(argv: list[str]) -> int:
     return fail(error) if error else EXIT_OK
 
 
-def render(fmt: str, results: list[tuple[Row, str]], lists: Lists, notes: list[str]) -> str:
+def render(fmt: str, results: list[tuple[Row, str]], lists: Lists, notes: list[str],
+           before: list[str] | None = None, after: list[str] | None = None) -> str:
     rows = [r for r, _ in results]
     if fmt == "md":
-        shown = {k: getattr(lists, k) != DEFAULTS[k] for k in LOAD_FLAGS}
-        v = rows[0].values
-        fields = md_fields(v["backends"], shown)
+        shown, v = {k: getattr(lists, k) != DEFAULTS[k] for k in LOAD_FLAGS}, rows[0].values
+        fields = md_fields(v["backends"], shown)[:-2] + [*(before or []), "test", "t/s", *(after or [])]
         return format_md(rows, [lab for _, lab in results], fields,
                          f"{v['build_commit']} ({v['build_number']})") + "".join("\n" + n for n in notes)
     return {"csv": format_csv, "json": format_json, "jsonl": format_jsonl, "sql": format_sql}[fmt](rows)
@@ -375,10 +377,8 @@ def make_row(meta: dict[str, object], t: BenchTest, test_time: str, seconds: lis
         "kvtop_process": "server" if loaded.server else "in-process" if a.in_process else "child",
         "kvtop_server": loaded.server, "kvtop_n_ctx": loaded.n_ctx,
         "kvtop_n_threads_batch": loaded.n_threads_batch if local else None,
-        "kvtop_n_batch_used": loaded.n_batch if local else None,
-        "kvtop_n_ubatch_used": loaded.n_ubatch if local else None,
-        "kvtop_threads_why": threads_why if local else None,
-        "kvtop_flash_attn_used": loaded.flash_attn if local else None,
+        "kvtop_n_batch_used": loaded.n_batch if local else None, "kvtop_n_ubatch_used": loaded.n_ubatch if local else None,
+        "kvtop_threads_why": threads_why if local else None, "kvtop_flash_attn_used": loaded.flash_attn if local else None,
         "kvtop_ttft_s": statistics.median(ttft) if ttft else None,
         "kvtop_kv_bytes_allocated": mib_to_bytes(b.kv_mib) if local else None,
         "kvtop_weights_bytes": mib_to_bytes(b.weights_mib) if local else loaded.model_bytes or None,

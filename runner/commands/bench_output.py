@@ -163,7 +163,8 @@ def format_sql(rows: list[Row]) -> str:
 
 DISPLAY = {"n_gpu_layers": "ngl", "n_threads": "threads", "flash_attn": "fa"}
 WIDTH = {"model": -30, "t/s": 20, "size": 10, "params": 10, "n_gpu_layers": 3, "n_threads": 7, "n_batch": 7,
-         "n_ubatch": 8, "type_k": 6, "type_v": 6, "flash_attn": 3, "test": 15}  # < 0: left-aligned
+         "n_ubatch": 8, "type_k": 6, "type_v": 6, "flash_attn": 3, "test": 15,  # < 0: left-aligned
+         "spec_type": -12, "drafted": 7, "accepted": 8, "acceptance": 10, "speedup": 7}  # kvtop bench --spec-type
 
 
 def size_text(n_bytes: int | None) -> str:

@@ -134,7 +134,7 @@ def spec_lines(r: Report) -> list[tuple[str, str]]:
         (f"speculation ({s['spec_type']})", f"{s['acceptance']:.0%} accepted ({s['acceptance_source']})"),
         ("  roof", f"{fmt_rate(s['roof_tok_s'])} = {s['speedup']:.2f}x plain decode ({fmt_rate(s['plain_tok_s'])}) "
                    f"at depth {s['depth']:,}: {s['tokens_per_pass']:.1f} tok/pass, a verify pass of "
-                   f"{s['draft'] + 1} costs {s['pass_cost']:.1f}x a plain step ({s['bound']}-bound{extra})"),
+                   f"{s['draft'] + 1} costs {s['pass_cost']:.1f}x a plain step (modelled, {s['bound']}-bound{extra})"),
         ("  stops paying", f"below {s['break_even_acceptance']:.0%} accepted at drafts of {s['draft']}"
                            if s["break_even_acceptance"] is not None else
                            f"drafts of {s['draft']} never pay here: a pass costs more than {s['draft'] + 1} steps"),

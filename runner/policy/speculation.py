@@ -52,7 +52,7 @@ def spec_phrases(m: TurnMetrics) -> list[str] | None:
     size = m.spec_drafted / m.spec_passes + 1
     cost = (m.spec_verify_s / m.spec_passes) / m.spec_plain_step_s if m.spec_plain_step_s else 0.0
     return [f"speculation cost {1 - x:.0%}:", f"{accepted},", f"each verify pass of {size:.0f}",
-            f"costs {cost:.1f}x a plain step"]
+            f"costs {cost:.1f}x a plain step (measured)"]  # the roof's cost is modelled: both say which
 
 
 def spec_line(m: TurnMetrics) -> str | None:
@@ -62,3 +62,39 @@ def spec_line(m: TurnMetrics) -> str | None:
     phrases = spec_phrases(m)
     return " ".join(phrases) if phrases is not None else None
 
+
+
+POSITIONS_SHOWN = 8  # "1 92% · … · 8 3% …": a line that fits a pane at 80 columns
+
+
+def position_parts(counts: tuple[int, ...] | list[int], passes: int, shown: int = POSITIONS_SHOWN) -> list[str]:
+    """["1 92%", "· 2 71%", "· 3 40%", "…"]: the share of verify passes that kept the
+    draft's token at each position (1: the first drafted token; llama.cpp's acceptance
+    per position), positions in a row with the same share as one ("1–27 100% · 28 0%":
+    a pass of 45 kept 27), up to ``shown`` of them and the first that no pass kept; []
+    without a pass. Phrases a pane breaks a line between (``position_phrase`` joins them)."""
+    if passes <= 0 or not counts:
+        return []
+    runs: list[tuple[int, int, str]] = []  # (first position, last, share): equal shares in a row are one run
+    for i, n in enumerate(counts):
+        share = f"{min(n / passes, 1.0):.0%}"
+        if runs and runs[-1][2] == share:
+            runs[-1] = (runs[-1][0], i + 1, share)
+        elif len(runs) == shown or (runs and runs[-1][2] == "0%"):
+            break
+        else:
+            runs.append((i + 1, i + 1, share))
+    parts = [("· " if k else "") + (f"{a}" if a == b else f"{a}–{b}") + f" {share}" for k, (a, b, share) in enumerate(runs)]
+    return parts + (["…"] if runs[-1][1] < len(counts) else [])
+
+
+def position_phrase(counts: tuple[int, ...] | list[int], passes: int, shown: int = POSITIONS_SHOWN) -> str | None:
+    """"1 92% · 2 71% · 3 40% …" (``position_parts``); None without a pass."""
+    return " ".join(position_parts(counts, passes, shown)) or None
+
+
+def position_line(m: TurnMetrics) -> str | None:
+    """The turn's "accepted by position: 1 92% · 2 71% …", None when nothing was verified
+    (a llama-server's turn: its positions are the Server pane's, from /metrics)."""
+    phrase = position_phrase(m.spec_accepted_per_pos, m.spec_passes)
+    return f"accepted by position: {phrase}" if phrase else None

@@ -33,6 +33,9 @@ class SpecRates:
     drafted_s: float | None  # over the last interval
     accepted_s: float | None
     acceptance_now: float | None  # accepted / drafted over the last interval (None: nothing drafted)
+    # the verify passes and the accepted per position of the last interval whose passes grew
+    # (the last requests done: llama.cpp adds a request's counts when its slot is released)
+    recent: tuple[int, tuple[int, ...]] | None = None
 
     @property
     def acceptance(self) -> float | None:
@@ -85,18 +88,26 @@ class SpecWatch:
 
     def __init__(self) -> None:
         self._last: tuple[float, SpecCounters] | None = None
+        self._recent: tuple[int, tuple[int, ...]] | None = None
 
     def update(self, now: float, text: str) -> SpecRates | None:
         cur = parse_spec(text)
         if cur is None:
-            self._last = None
+            self._last, self._recent = None, None
             return None
         last, self._last = self._last, (now, cur)
-        if last is None or now <= last[0] or cur.drafted < last[1].drafted or cur.accepted < last[1].accepted:
+        if last is None or now <= last[0] or cur.drafted < last[1].drafted or cur.accepted < last[1].accepted \
+                or cur.drafts < last[1].drafts:
+            self._recent = None
             return SpecRates(0.0, cur, None, None, None)
-        dt = now - last[0]
-        dd, da = cur.drafted - last[1].drafted, cur.accepted - last[1].accepted
-        return SpecRates(dt, cur, dd / dt, da / dt, da / dd if dd else None)
+        dt, prev = now - last[0], last[1]
+        dd, da = cur.drafted - prev.drafted, cur.accepted - prev.accepted
+        if cur.drafts > prev.drafts:
+            n = max(len(cur.per_pos), len(prev.per_pos))
+            pos = tuple(max((cur.per_pos[i] if i < len(cur.per_pos) else 0) -
+                            (prev.per_pos[i] if i < len(prev.per_pos) else 0), 0) for i in range(n))
+            self._recent = (cur.drafts - prev.drafts, pos)
+        return SpecRates(dt, cur, dd / dt, da / dt, da / dd if dd else None, self._recent)
 
 
 def turn_spec_fields(timings: dict[str, object]) -> dict[str, object]:
@@ -120,8 +131,18 @@ def spec_phrases(r: SpecRates | None) -> list[str]:
     if r.drafted_s is not None and r.accepted_s is not None:
         now = f", {r.acceptance_now:.0%}" if r.acceptance_now is not None else ""
         out.append(f"now {r.accepted_s:,.1f} of {r.drafted_s:,.1f} drafted/s accepted{now}")
-    rates = r.per_pos_rates()
-    if rates:
-        shown = " ".join(f"{x:.0%}" for x in rates[:8]) + (" …" if len(rates) > 8 else "")
-        out.append(f"by position {shown}")
+    out += [p for p in [position_phrases(r)] if p]
     return out
+
+
+def position_phrases(r: SpecRates) -> str | None:
+    """"accepted by position (last 2 passes): 1 92% · 2 71% …": the last requests' own
+    (the /metrics deltas), else the counters' since the server started."""
+    from kvtop.runner.policy.speculation import position_phrase
+
+    if r.recent is not None:
+        passes, counts = r.recent
+        phrase, since = position_phrase(counts, passes), f"last {passes:,} pass{'' if passes == 1 else 'es'}"
+    else:
+        phrase, since = position_phrase(r.totals.per_pos, r.totals.drafts), "since the server started"
+    return f"accepted by position ({since}): {phrase}" if phrase else None

@@ -35,6 +35,10 @@ SLOW_RUN = 3  # this many long gaps in a row are not a pause but the new pace (a
 BURST_GAP_S = 0.001
 MIN_SPAN_S = 0.05
 TIMES_KEPT = 256
+# Such a run of tokens is one verify pass that made more than one token: recorded as
+# (KV position of its first token, its tokens) for the chart's marks (a llama-server's
+# SSE reads bunch tokens too: the chart marks passes only of an engine that speculates).
+MAX_PASSES = 4096
 
 
 class DecodeSeries:
@@ -45,11 +49,15 @@ class DecodeSeries:
         self._times: deque[float] = deque(maxlen=TIMES_KEPT)  # this run's last token times
         self._gaps: deque[float] = deque(maxlen=GAP_HISTORY)  # recent gaps, stalls left out
         self._slow: list[tuple[float, float]] = []  # the long gaps in a row so far: (gap, time before it)
+        self.passes: list[tuple[int, int]] = []  # (KV position of a burst's first token, its tokens)
+        self._last: tuple[int, float] | None = None  # the previous token's (position, time)
+        self._in_burst = False
 
     def add(self, pos: int, t: float) -> None:
         """A token at KV position ``pos``, decoded at ``t`` (seconds)."""
         times = self._times
         self.count += 1
+        self._note_pass(pos, t)
         if times:
             gap = t - times[-1]
             if gap < BURST_GAP_S:  # one pass's tokens: no gap to judge a pause by
@@ -78,6 +86,18 @@ class DecodeSeries:
             self.points.append((pos, k / (times[-1] - times[first])))
             if len(self.points) > MAX_POINTS:
                 del self.points[: len(self.points) - MAX_POINTS]
+
+    def _note_pass(self, pos: int, t: float) -> None:
+        last, self._last = self._last, (pos, t)
+        burst = last is not None and t - last[1] < BURST_GAP_S
+        if burst and self._in_burst:
+            start, n = self.passes[-1]
+            self.passes[-1] = (start, n + 1)
+        elif burst and last is not None:
+            self.passes.append((last[0], 2))
+            if len(self.passes) > MAX_PASSES:
+                del self.passes[: len(self.passes) - MAX_PASSES]
+        self._in_burst = burst
 
     def _is_stall(self, gap: float) -> bool:
         gaps = self._gaps

@@ -157,6 +157,7 @@ class DecodeUpdate(TurnMessage):
     series: tuple[tuple[int, float], ...]  # (KV position, tok/s over the last few tokens)
     stalls: tuple[tuple[int, float], ...] = ()  # (KV position after a pause, its seconds): tui/base/decode_series.py
     first_t: float | None = None  # the turn's first token, on the engine's clock (time.monotonic)
+    passes: tuple[tuple[int, int], ...] = ()  # verify passes of more than one token: (KV position, tokens)
 
     def deliver(self, view: TurnSink) -> None:
         view.decode(self)
@@ -172,6 +173,7 @@ class TurnFinished(TurnMessage):
     result: ev.TurnDone
     series: tuple = ()
     stalls: tuple = ()
+    passes: tuple = ()  # DecodeUpdate's
 
     @property
     def turn_id(self) -> int:

@@ -101,12 +101,15 @@ class HelpScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,f1,q,question_mark", "dismiss", "Close")]
 
     def __init__(self, refresh_s: float = 1.0, refresh_why: str = "", load: bool = False,
-                 roof: str | None = None) -> None:
-        """``roof``: kvtop load's roof with its inputs in figures (or why there is none)."""
+                 roof: str | None = None, spec: str | None = None) -> None:
+        """``roof``: kvtop load's roof with its inputs in figures (or why there is none);
+        ``spec``: what speculation's figures mean and the latest (tui/turn/spec_view.py)."""
         super().__init__()
         self.refresh_s = refresh_s
         self.refresh_why = refresh_why
         self.keys, self.panes = (LOAD_KEYS, load_panes(roof)) if load else (KEYS, PANES)
+        if spec:
+            self.panes = [*self.panes, ("Speculation", spec)]
 
     def compose(self) -> ComposeResult:
         """Two columns, so a long description wraps under itself, not under the keys."""

@@ -116,7 +116,7 @@ class TurnBridge:
     def _done(self, e: ev.TurnDone) -> None:
         self.in_turn = False
         self._flush_decode()
-        self.post(msg.TurnFinished(e, tuple(self.series.points), tuple(self.series.stalls)))
+        self.post(msg.TurnFinished(e, tuple(self.series.points), tuple(self.series.stalls), tuple(self.series.passes)))
 
     def _lost(self, e: ev.EngineError) -> None:
         if self.in_turn:  # a lost turn's reply so far is shown whole, not as of the last update
@@ -129,7 +129,7 @@ class TurnBridge:
         if not s.count and not self.text:
             return
         self.post(msg.DecodeUpdate(self.turn_id, clean_text("".join(self.text)), self.last_pos, s.rate,
-                                   tuple(s.points), tuple(s.stalls), self.first_t))
+                                   tuple(s.points), tuple(s.stalls), self.first_t, tuple(s.passes)))
 
 
 # engine event -> the step that computes its messages from what the turn gathered

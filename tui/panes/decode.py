@@ -77,6 +77,8 @@ class DecodePane(Vertical):
         self.pos = 0
         self.series: tuple[tuple[int, float], ...] = ()
         self.stalls: tuple[tuple[int, float], ...] = ()  # (KV position after a pause, seconds)
+        self.passes: tuple[tuple[int, int], ...] = ()  # verify passes of more than one token (KV position, tokens)
+        self.marks_passes = False  # the turn's engine speculates: its bursts of tokens are verify passes
         self.state = "idle"
         self._last_chart = -1.0
         self._updated_at: float | None = None  # when the last decode update came (monotonic)
@@ -109,11 +111,12 @@ class DecodePane(Vertical):
         """(bandwidth, compute) ceilings at ``depth``, as the machine model computes them."""
         return self.here.ceilings(depth) if self.here is not None else (None, None)
 
-    def begin(self, now: float) -> None:
+    def begin(self, now: float, marks_passes: bool = False) -> None:
         """The chart's first redraw in a turn waits half an interval: it is the costliest
         redraw (drawn as decode starts, it stalls the first tokens), and waiting a whole
         one would leave a first turn's chart empty for seconds."""
         self._last_chart = now - self.chart_interval / 2
+        self.marks_passes = marks_passes
 
     def note_waiting(self, now: float, after_s: float) -> None:
         """Once a second: a decoding turn that has sent no token for ``after_s`` says so
@@ -129,7 +132,7 @@ class DecodePane(Vertical):
     def update_live(self, u, now: float) -> None:
         self._updated_at, self.waiting_s = time.monotonic(), None
         self.state = "decoding"
-        self.rate, self.pos, self.series, self.stalls = u.tok_s, u.pos, u.series, u.stalls
+        self.rate, self.pos, self.series, self.stalls, self.passes = u.tok_s, u.pos, u.series, u.stalls, u.passes
         self._show()
         if now - self._last_chart >= self.chart_interval:
             self._last_chart = now
@@ -137,12 +140,12 @@ class DecodePane(Vertical):
 
     def clear(self) -> None:
         """A new chat: no turn yet (the cancelled turn's rate, depth and chart go)."""
-        self.state, self.rate, self.pos, self.series, self.stalls = "idle", None, 0, (), ()
+        self.state, self.rate, self.pos, self.series, self.stalls, self.passes = "idle", None, 0, (), (), ()
         self.waiting_s, self.spec, self.roof, self.roof_tok_s = None, None, None, None
         self._show()
         self._draw_chart()
 
-    SHOWN = ("state", "rate", "pos", "series", "stalls", "spec", "spec_paid")  # a finished turn's, for Ctrl+Z
+    SHOWN = ("state", "rate", "pos", "series", "stalls", "spec", "spec_paid", "passes", "marks_passes")  # a finished turn's, for Ctrl+Z
 
     def shown(self) -> tuple:
         return tuple(getattr(self, name) for name in self.SHOWN)
@@ -166,7 +169,7 @@ class DecodePane(Vertical):
         if self.series:  # the points per column depend on the chart's width
             self._draw_chart()
 
-    def finish(self, metrics, series, stalls=()) -> None:
+    def finish(self, metrics, series, stalls=(), passes=()) -> None:
         self.state, self.waiting_s = "done", None
         self.rate = metrics.decode_tok_s
         self.pos = max(0, metrics.kv_cells_used - 1)
@@ -176,15 +179,17 @@ class DecodePane(Vertical):
         x = speedup(metrics)
         self.spec_paid = x is None or x >= PAID
         if series:
-            self.series, self.stalls = series, stalls
+            self.series, self.stalls, self.passes = series, stalls, passes
         self._show()
         self._draw_chart()
 
     def _show(self) -> None:
         bw, comp = self.ceilings(self.pos)
         ceiling, binding = binding_ceiling(bw, comp)
-        spec_done = self.state == "done" and self.roof_tok_s is not None
-        if spec_done:  # several tokens a pass: the turn is a share of the speculative roof
+        # several tokens a pass: the turn is a share of the speculative roof, when it is the
+        # higher (a roof under the plain ceiling is no ceiling: the turn could decode plainly)
+        spec_done = self.state == "done" and self.roof_tok_s is not None and self.roof_tok_s > (ceiling or 0.0)
+        if spec_done:
             ceiling = self.roof_tok_s
         pct = self.rate / ceiling * 100 if self.rate and ceiling else None
         style = "$kvtop-ok" if pct and pct >= 60 else "$kvtop-warn" if pct and pct >= 25 else "$kvtop-critical"
@@ -227,9 +232,10 @@ class DecodePane(Vertical):
         plt.clear_data()
         plt.clear_figure()
         width, height = chart.size.width or 80, chart.size.height or 10
-        plan = plan_chart(self.series, self.stalls, lambda depth: self.ceilings(depth)[0], 2 * width)
+        plan = plan_chart(self.series, self.stalls, lambda depth: self.ceilings(depth)[0], 2 * width,
+                          self.passes if self.marks_passes else ())
         colors = {k: self._color(f"kvtop-{v}") for k, v in
-                  (("measured", "measured"), ("ceiling", "ceiling"), ("stall", "warn"))}
+                  (("measured", "measured"), ("ceiling", "ceiling"), ("stall", "warn"), ("pass", "ok"))}
         draw(plt, plan, colors, width, height)
         chart.refresh()
         self.query_one(ChartLegend).show(legend_items(plan))

@@ -34,6 +34,7 @@ from kvtop.tui.panes.base import PaneWidget
 
 CEILING_SPAN = 3.0  # the ceiling is drawn when it is at most this many times the measured top
 MAX_STALL_MARKS = 24  # the longest stalls are marked; more lines would hide the series
+PASS_MARK = "▲"  # a verify pass that made more than one token, on the chart's bottom row
 
 Point = tuple[float, float]
 
@@ -89,13 +90,17 @@ class ChartPlan:
     x_range: tuple[float, float] = (0.0, 1.0)
     stalls: list[tuple[int, float]] = field(default_factory=list)  # marked, the longest first
     stall_count: int = 0
+    passes: list[tuple[int, int]] = field(default_factory=list)  # marked: (KV position, tokens), at most one a column
+    pass_count: int = 0  # the turn's verify passes of more than one token
+    pass_most: int = 0  # the most tokens one made
+    pass_least: int = 0  # and the fewest
 
     @property
     def empty(self) -> bool:
         return not self.runs
 
 
-def plan_chart(series, stalls, ceiling_at: Callable[[int], float | None], buckets: int) -> ChartPlan:
+def plan_chart(series, stalls, ceiling_at: Callable[[int], float | None], buckets: int, passes=()) -> ChartPlan:
     plan = ChartPlan()
     if not series:
         return plan
@@ -118,7 +123,24 @@ def plan_chart(series, stalls, ceiling_at: Callable[[int], float | None], bucket
     plan.x_range = (lo, hi if hi > lo else lo + 1)
     plan.stalls = sorted(stalls, key=lambda s: -s[1])[:MAX_STALL_MARKS]
     plan.stall_count = len(stalls)
+    plan_passes(plan, passes, buckets // 2)
     return plan
+
+
+def plan_passes(plan: ChartPlan, passes, columns: int) -> None:
+    """The turn's verify passes, one mark a column (the one of most tokens; a mark a pass
+    would be a solid row when a pass comes every few tokens), inside the chart's span
+    (the points' is their buckets' means)."""
+    lo, hi = plan.x_range
+    shown = [(min(max(p, lo), hi), n) for p, n in passes]
+    plan.pass_count, plan.pass_most = len(shown), max((n for _, n in shown), default=0)
+    plan.pass_least = min((n for _, n in shown), default=0)
+    per_column: dict[int, tuple[int, int]] = {}
+    for p, n in shown:
+        col = int((p - lo) / (hi - lo) * max(columns - 1, 1))
+        if col not in per_column or n > per_column[col][1]:
+            per_column[col] = (p, n)
+    plan.passes = sorted(per_column.values())
 
 
 def draw(plt, plan: ChartPlan, colors: dict[str, tuple[int, int, int]], width: int, height: int) -> None:
@@ -133,6 +155,9 @@ def draw(plt, plan: ChartPlan, colors: dict[str, tuple[int, int, int]], width: i
                  color=colors["ceiling"])
     for pos, _seconds in plan.stalls:
         plt.vline(pos, colors["stall"])
+    if plan.passes:  # on the bottom row, under the line: the line stays readable
+        plt.scatter([p for p, _ in plan.passes], [0.0] * len(plan.passes), marker=PASS_MARK,
+                    color=colors.get("pass", colors["measured"]))
     lo, hi = plan.x_range
     xt = nice_ticks(math.ceil(lo), math.floor(hi), max(2, width // 10))
     rows = height - 4  # the title, the plot's borders and the x labels take the rest
@@ -158,6 +183,11 @@ def legend_items(plan: ChartPlan) -> list[Content]:
         # here too, from the chart's last redraw seconds before, the two disagreed ("50.9" beside "52.4")
         items += [Content.assemble(("↑ ", "$kvtop-ceiling"), ("bandwidth ceiling", "$text-muted")),
                   Content.styled(f"{fmt_int(round(times))}x the measured rate: above the chart", "$text-muted")]
+    if plan.pass_count:
+        n, most, least = plan.pass_count, plan.pass_most, plan.pass_least
+        size = fmt_int(most) if least == most else f"{fmt_int(least)}–{fmt_int(most)}"
+        items.append(Content.assemble((f"{PASS_MARK} ", "$kvtop-ok"),
+                                      (f"{fmt_int(n)} verify pass{'es' if n > 1 else ''} of {size} tok", "$text-muted")))
     if plan.stalls:
         pos, seconds = plan.stalls[0]
         n = plan.stall_count

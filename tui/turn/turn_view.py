@@ -96,7 +96,9 @@ class TurnView:
         app.session.apply(started)
         app.collector.turn_started()
         self.last_chat_update = app.options.clock()  # the stream tail shows the reply first
-        dash.decode.begin(self.last_chat_update)
+        s = app.settings  # the engine's own tokens: a speculating one's bursts are its verify passes
+        dash.decode.begin(self.last_chat_update, app.session.engine.capabilities.runs_model
+                          and (s.spec_type != "none" or bool(s.spec_draft_model)))
         active = app.session.active
         dash.prefill.begin(started, active.shift if active is not None else None)
         dash.kv.set_cells(started.reused_tokens)
@@ -168,7 +170,7 @@ class TurnView:
         if reply is not None:
             reply.turn_index = len(app.turns) - 1  # a click on the reply opens its waterfall
         dash.prefill.finish(mt, r.stop_reason)
-        dash.decode.finish(mt, m.series, m.stalls)
+        dash.decode.finish(mt, m.series, m.stalls, m.passes)
         dash.kv.set_cells(mt.kv_cells_used, mt.decode_tok_s)
         L = app.session.loaded
         if L is not None and mt.n_threads and app.session.engine.capabilities.llama_buffers:  # live or replayed

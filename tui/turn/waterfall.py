@@ -29,6 +29,7 @@ from kvtop.runner.physics.diagnosis import predicted_ubatch_seconds
 from kvtop.runner.physics.verdicts import ttft_verdict
 from kvtop.runner.sanitize import clean_line
 from kvtop.tui.base.format import fmt_int, fmt_seconds, segment_style
+from kvtop.tui.turn.spec_view import SpecLines
 
 if TYPE_CHECKING:
     from kvtop.tui.app import KvtopApp
@@ -266,6 +267,8 @@ class WaterfallScreen(ModalScreen[None]):
             yield shift_static(shift)
         yield WaterfallBar(m.timeline, m.ttft_s or 0, id="waterfall-bar")
         yield Static(waterfall_table(m, self.prefill_s), markup=False, id="waterfall-table")
+        if not (spec := SpecLines(m, id="waterfall-spec")).empty:  # the decode after the first token
+            yield spec
         verdict = ttft_verdict(m, turn.get("first_diff_index"), turn.get("diff_context"), turn.get("others_cpu"),
                                shift, self.cpu, self.tuned)
         yield Static(Content.styled(verdict, "italic"), markup=False, id="waterfall-verdict")

@@ -30,7 +30,7 @@ def test_a_costly_turn_says_by_how_much_and_what_a_verify_pass_costs():
     m = replace(BASE, spec_type="ngram-simple", spec_drafted=12, spec_accepted=1, spec_passes=4,
                 spec_tokens=25, spec_s=0.53, spec_verify_s=0.104, spec_plain_step_s=0.02)
     assert spec_line(m) == ("speculation cost 6%: 8% of 12 drafted accepted, each verify pass of 4 costs "
-                            "1.3x a plain step")
+                            "1.3x a plain step (measured)")
 
 
 def test_nothing_drafted_says_so_and_what_the_lookups_took():

@@ -63,6 +63,34 @@ async def test_the_speculative_roof_is_the_physics_at_the_turns_acceptance(tmp_p
     assert first.endswith("% of spec roof") and "turn avg" in first, first
 
 
+# 2 passes of 48 drafted tokens, 4 kept: a batch of 49 is compute-bound on the fixed
+# probe's CPU and costs many plain steps, so the roof at this acceptance is under the
+# plain ceiling (a trial: "0.8x the plain ceiling" beside "41% of spec roof")
+LOW = dict(spec_type="ngram-simple", spec_drafted=96, spec_accepted=4, spec_passes=2, spec_plain_steps=20,
+           spec_tokens=26, spec_s=0.9, spec_verify_s=0.5, spec_plain_step_s=0.02)
+
+
+async def test_a_roof_under_the_plain_ceiling_says_speculation_cannot_pay(tmp_path, smollm_shaped):
+    from helpers import FIXED_HW
+
+    from kvtop.runner.model.inspect import load_facts
+    from kvtop.runner.physics.here import Here
+    from kvtop.runner.physics.spec_roof import spec_roof
+    from kvtop.runner.units import fmt_rate
+
+    turn = with_spec(scripted_turn(1, 0.0, 20, 0, ["a"] * 30), **LOW)
+    text = " ".join((await summary_after(tmp_path, smollm_shaped, turn)).splitlines())
+    here = Here.at(load_facts(smollm_shaped), FIXED_HW, Settings(smollm_shaped, n_ctx=4096, n_threads=2).resolved())
+    r = spec_roof(here, 48, 4 / 96, depth=49)
+    assert r.speedup < 1
+    first = text.split(" bandwidth ceiling")[0]
+    assert first.endswith("% of ceiling"), first  # the higher of the two: the plain one
+    assert (f"speculation cannot pay here: its roof {fmt_rate(r.roof_tok_s)} ({r.tokens_per_pass:.1f} tok/pass) "
+            f"is under the plain ceiling {fmt_rate(1 / r.plain_s)} ({r.speedup:.1f}x): a pass of 49 costs "
+            f"{r.pass_cost:.1f}x a plain step (modelled)") in text, text
+    assert "(measured)" in text  # the turn's own verify cost, beside the modelled one
+
+
 async def test_a_plain_turn_is_a_share_of_the_plain_ceiling(tmp_path, smollm_shaped):
     text = await summary_after(tmp_path, smollm_shaped, scripted_turn(1, 0.0, 20, 0, ["a"] * 30))
     assert text.splitlines()[0].endswith("% of ceiling")
@@ -97,8 +125,8 @@ async def test_the_speculation_line_breaks_between_phrases_within_the_pane(tmp_p
         assert width > 0 and all(cell_len(line) <= width for line in lines), (width, lines)
         assert summary.content_region.height == len(lines), (summary.content_region.height, lines)
         assert " ".join(lines[3:]).startswith("speculation cost 6%: 8% of 12 drafted accepted, each verify pass "
-                                              "of 4 costs 1.3x a plain step")
-        for phrase in ("each verify pass of 4", "costs 1.3x a plain step"):
+                                              "of 4 costs 1.3x a plain step (measured)")
+        for phrase in ("each verify pass of 4", "costs 1.3x a plain step (measured)"):
             assert any(phrase in line for line in lines), (phrase, lines)
 
 
