@@ -9,7 +9,7 @@ server does not report, so the pane says so instead of showing a zero.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kvtop.runner.server.vllm import Percentiles, VllmReading, VllmWindow, window
 
@@ -34,6 +34,12 @@ class BatchView:
     read_bytes: float | None  # vLLM's estimated bytes read in the window
     gen_tokens: float | None  # generated in the window
     not_published: tuple[str, ...] = NOT_PUBLISHED
+    # the window's counter deltas (COUNTERS' keys) and "steps", the engine steps in it
+    # (iteration_tokens_total's count); empty on the first poll
+    deltas: dict[str, float] = field(default_factory=dict)
+    # vLLM's own FLOPs/bytes estimates: "absent" (not published), "zero" (not counted:
+    # --enable-mfu-metrics is off) or "counting"
+    mfu: str = "absent"
 
     @property
     def kv_used_bytes(self) -> int | None:
@@ -66,6 +72,9 @@ def batch_view(new: VllmReading, old: VllmReading | None, interval_s: float,
         percentiles={} if first else w.percentiles,
         flops=None if first else w.deltas.get("flops"), read_bytes=None if first else w.deltas.get("read_bytes"),
         gen_tokens=None if first else w.deltas.get("gen"),
+        deltas={} if first else {**w.deltas, **({"steps": float(w.percentiles["iteration"].n)}
+                                                if "iteration" in w.percentiles else {})},
+        mfu="absent" if "flops" not in c else "zero" if not c["flops"] else "counting",
     )
     return view, w
 

@@ -18,7 +18,13 @@ class ServerRouting:
         if m.index != self.server_index:
             return
 
-        ceiling, fit, avg = server_physics(self.here, s.slots)  # the machine model computes, the pane draws
+        if s.batch is not None:  # no slots (vLLM): the running requests share its KV pool
+            from kvtop.runner.physics.batch_roof import batch_physics, perf_check
+
+            ceiling, fit, avg = batch_physics(self.here, s.batch)
+            self.dash.server.perf = perf_check(self.here, s.batch)
+        else:
+            ceiling, fit, avg = server_physics(self.here, s.slots)  # the machine model computes, the pane draws
         # a change in the pane's lines re-plans the dashboard (PaneWidget.refresh asks for it)
         self.dash.server.set_snapshot(s, ceiling, fit, avg)
         if s.slots:

@@ -1,0 +1,71 @@
+"""The batched roof of a vLLM (runner/physics/batch_roof.py) from its recorded /metrics
+(tests/data/vllm/) and the served folder's facts (tests/data/vllm/smollm2-folder, read by
+runner/model/hf_config.py): the running requests share the KV tokens in use."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from kvtop.runner.model.inspect import load_facts
+from kvtop.runner.physics.batch_roof import NOT_COUNTED, batch_physics, perf_check
+from kvtop.runner.physics.batching import batched_decode_ceiling
+from kvtop.runner.physics.here import Here
+from kvtop.runner.physics.kv_bytes import kv_bytes_read_at_depth
+from kvtop.runner.server.batch_view import batch_view
+from kvtop.runner.server.vllm import VllmReading
+from kvtop.runner.settings import Settings
+from kvtop.runner.system.hardware import HardwareProfile
+
+DATA = os.path.join(os.path.dirname(__file__), "..", "..", "..", "data", "vllm")
+FOLDER = os.path.join(DATA, "smollm2-folder")
+
+
+def reading(name: str) -> VllmReading:
+    with open(os.path.join(DATA, f"vllm-metrics-{name}.txt"), encoding="utf-8") as fh:
+        return VllmReading.parse(fh.read())
+
+
+@pytest.fixture(scope="module")
+def here() -> Here:
+    facts = load_facts(FOLDER)
+    hw = HardwareProfile(20.0, 0.5, "test CPU", None, None)
+    return Here.at(facts, hw, Settings(FOLDER, n_ctx=2048))
+
+
+def test_the_pool_full_of_four_streams_gives_their_roof(here):
+    view, _ = batch_view(reading("kvpressure-peak"), None, 0.0, 23_040)
+    assert view.running == 4 and view.kv_usage == 1.0 and view.kv_tokens == 2560
+    ceiling, fit, avg = batch_physics(here, view)
+    assert avg == 640  # 2,560 tokens in use by 4 requests
+    assert fit == 0  # the pool is full: no other conversation of 640 tokens fits
+    kv = kv_bytes_read_at_depth(here.layout, 640)
+    assert kv == 640 * 23_040  # bfloat16 K and V of 30 layers x 3 heads x 64
+    expect = batched_decode_ceiling(20e9, 269_030_016, [float(kv)] * 4)
+    assert ceiling is not None and expect is not None and ceiling.slots == 4
+    assert ceiling.aggregate_tok_s == pytest.approx(expect.aggregate_tok_s)
+    # the weights are read once a step for 4 tokens: ~4x one stream's roof, less the KV
+    one, _, _ = batch_physics(here, batch_view(reading("idle"), None, 0.0)[0])
+    assert one is not None and one.slots == 1 and one.aggregate_tok_s == pytest.approx(20e9 / 269_030_016, rel=1e-3)
+    assert 3.0 < ceiling.aggregate_tok_s / one.aggregate_tok_s < 4.0
+
+
+def test_without_the_model_or_a_bandwidth_only_the_pool_is_said(here):
+    view, _ = batch_view(reading("during-4streams"), None, 0.0)
+    ceiling, fit, avg = batch_physics(None, view)
+    assert ceiling is None and avg == pytest.approx(0.011019 * 46_592 / 4, rel=1e-3)
+    assert fit is not None and fit > 300  # the 364-block pool is nearly empty
+    blind = Here(here.facts, here.layout, HardwareProfile(None, None, "unknown", None, None), here.settings)
+    assert batch_physics(blind, view)[0] is None
+
+
+def test_vllm_counting_no_flops_is_said_in_one_line(here):
+    old, new = reading("idle"), reading("during-4streams")
+    view, _ = batch_view(new, old, 10.0)
+    assert view.deltas["gen"] == 436 and view.deltas["requests_done"] == 8 and view.deltas["steps"] == 370
+    assert view.mfu == "zero"
+    assert perf_check(here, view) == NOT_COUNTED["zero"]
+    assert "--enable-mfu-metrics" in NOT_COUNTED["zero"]
+    gone = VllmReading.parse("vllm:num_requests_running 0\n")
+    assert perf_check(here, batch_view(gone, gone, 1.0)[0]) == NOT_COUNTED["absent"]
