@@ -319,11 +319,11 @@ def _turn(eng: BlockingEngine, label: str, tokens: list[int], n_predict: int) ->
 
 def seconds_of(t: BenchTest, m: TurnMetrics) -> float:
     """One repetition's time, as llama-bench times it: the prompt's P tokens, N decodes, or both."""
-    p, n = t.n_prompt, t.n_gen
-    secs = 0.0
+    p, n, secs = t.n_prompt, t.n_gen, 0.0
     if p:
-        if m.prefill_tokens != p or not m.prefill_s:
-            raise BenchError(f"{t.label}: the engine computed {m.prefill_tokens:,} prompt tokens, not {p:,}")
+        if m.prefill_tokens != p or not m.prefill_s:  # the count matched: the server timed no prefill
+            raise BenchError(f"{t.label}: the engine " + (f"computed {m.prefill_tokens:,} prompt tokens, not {p:,}"
+                             if m.prefill_tokens != p else "published no prefill time for it"))
         secs += m.prefill_s
     if n:
         if not m.decode_tok_s or m.decode_tokens < n + 1:
