@@ -79,6 +79,16 @@ def batch_view(new: VllmReading, old: VllmReading | None, interval_s: float,
     return view, w
 
 
+def with_model_kv(view: BatchView, bytes_per_token: float | None) -> BatchView:
+    """The view with the pool's bytes from the model's facts (``-m``'s GGUF, kvtop's KV
+    layout at 2 bytes a value unless told) where the served folder's config was not read."""
+    from dataclasses import replace
+
+    if view.kv_bytes_from == "model config" or not bytes_per_token or not view.kv_tokens:
+        return view
+    return replace(view, kv_pool_bytes=round(bytes_per_token * view.kv_tokens), kv_bytes_from="the model's facts")
+
+
 WINDOW_S = 60.0  # percentiles and the hit rate over the last minute: a 1 s poll often ends no request
 
 

@@ -19,8 +19,13 @@ class ServerRouting:
             return
 
         if s.batch is not None:  # no slots (vLLM): the running requests share its KV pool
-            from kvtop.runner.physics.batch_roof import batch_physics, perf_check
+            from dataclasses import replace
 
+            from kvtop.runner.physics.batch_roof import batch_physics, perf_check
+            from kvtop.runner.server.batch_view import with_model_kv
+
+            if self.here is not None:  # the pool's bytes from -m's facts where the served config is not here
+                s = replace(s, batch=with_model_kv(s.batch, self.here.layout.bytes_per_token))
             ceiling, fit, avg = batch_physics(self.here, s.batch)
             self.dash.server.perf = perf_check(self.here, s.batch)
         else:

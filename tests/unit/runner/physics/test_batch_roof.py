@@ -69,3 +69,29 @@ def test_vllm_counting_no_flops_is_said_in_one_line(here):
     assert "--enable-mfu-metrics" in NOT_COUNTED["zero"]
     gone = VllmReading.parse("vllm:num_requests_running 0\n")
     assert perf_check(here, batch_view(gone, gone, 1.0)[0]) == NOT_COUNTED["absent"]
+
+
+def test_an_overridden_pool_gets_its_bytes_from_the_models_facts(here):
+    from kvtop.runner.server.batch_view import with_model_kv
+
+    view, _ = batch_view(reading("kvpressure-peak"), None, 0.0)  # --num-gpu-blocks-override, no config read
+    assert view.kv_pool_bytes is None and view.kv_bytes_from.startswith("nowhere")
+    fixed = with_model_kv(view, here.layout.bytes_per_token)
+    assert fixed.kv_pool_bytes == 2560 * 23_040 and fixed.kv_used_bytes == 2560 * 23_040
+    assert fixed.kv_bytes_from == "the model's facts"
+    served, _ = batch_view(reading("kvpressure-peak"), None, 0.0, 23_040)
+    assert with_model_kv(served, 1.0) is served  # the served folder's own figure is kept
+
+
+def test_a_disagreement_over_ten_percent_is_drawn_not_hidden():
+    from kvtop.runner.physics.batch_roof import PerfCheck
+    from kvtop.tui.panes.batch_lines import perf_lines
+
+    close = PerfCheck(3, 2.9e8, 3.0e8, 2.7e8, 2.72e8)
+    text = "\n".join(c.plain for c in perf_lines(close))
+    assert "FLOPs/token kvtop 290 MFLOP  vLLM 300 MFLOP (-3%)" in text and "disagree" not in text
+    far = PerfCheck(3, 2.9e8, 3.0e8, 9.7e7, 2.72e8)  # Q4_1 facts beside bfloat16 weights
+    lines = perf_lines(far)
+    assert far.disagrees and "(-64%)" in lines[1].plain
+    assert lines[-1].plain == "kvtop and vLLM disagree by over 10% (3 requests, last minute)"
+    assert perf_lines(NOT_COUNTED["zero"])[0].plain == NOT_COUNTED["zero"]
