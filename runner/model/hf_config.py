@@ -177,6 +177,8 @@ def facts_from_config(path: str) -> ModelFacts:
     tensors = safetensors_tensors(folder)
     dtype = str(cfg.get("dtype") or cfg.get("torch_dtype") or "")
     split: dict[str, Any] = {}
+    n_params: int | None
+    weights: int | None
     file_type = CONFIG_DTYPES.get(dtype, (None, 0))[0]
     if tensors is not None and n_layers:
         frac = used / n_exp if n_exp and used else 1.0

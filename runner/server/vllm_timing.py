@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import time
 
 from kvtop.runner.server.http import ServerClient, ServerError
 from kvtop.runner.server.prom import Metrics
@@ -33,11 +34,19 @@ def prefill_counts(client: ServerClient) -> tuple[float, float] | None:
     return (n, s) if n is not None and s is not None else None
 
 
-def prefill_ms_since(client: ServerClient, before: tuple[float, float] | None) -> float | None:
+def prefill_ms_since(client: ServerClient, before: tuple[float, float] | None, wait_s: float = 1.0) -> float | None:
     """The prefill of the one request that finished since ``before``, in ms; None when
-    none did or more than one did (or vLLM restarted)."""
-    after = prefill_counts(client) if before is not None else None
-    if before is None or after is None or after[0] - before[0] != 1 or after[1] < before[1]:
+    none did or more than one did (or vLLM restarted). vLLM records a request's stats as
+    it finishes, which can be just after its last chunk reached kvtop: the histogram is
+    read again for up to ``wait_s`` while it has not grown."""
+    if before is None:
+        return None
+    deadline = time.monotonic() + wait_s
+    after = prefill_counts(client)
+    while after is not None and after[0] == before[0] and time.monotonic() < deadline:
+        time.sleep(0.02)
+        after = prefill_counts(client)
+    if after is None or after[0] - before[0] != 1 or after[1] < before[1]:
         return None
     return (after[1] - before[1]) * 1000
 

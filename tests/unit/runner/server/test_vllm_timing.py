@@ -39,6 +39,8 @@ def test_one_request_between_two_reads_is_its_prefill_time():
         assert prefill_ms_since(client, before) == pytest.approx(125.0)
         routes["/metrics"] = metrics("during-4streams")  # 8 requests since: whose prefill is not known
         assert prefill_ms_since(client, before) is None
+        routes["/metrics"] = metrics("idle")  # none finished (yet): read again, then unknown
+        assert prefill_ms_since(client, before, wait_s=0.1) is None
         routes["/metrics"] = Reply(b"# no vLLM here\n", content_type="text/plain")
         assert prefill_counts(client) is None and prefill_ms_since(client, None) is None
 
