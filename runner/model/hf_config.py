@@ -33,6 +33,7 @@ _LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
 _EMBED = re.compile(r"(?:^|\.)(embed_tokens|wte|word_embeddings)\.weight$")
 _OUTPUT = re.compile(r"(?:^|\.)(lm_head|embed_out)\.weight$")
 _EXPERT = re.compile(r"\.experts\.")
+_ENCODER = re.compile(r"vision|visual|multi_modal|mm_projector|audio")
 
 
 class ConfigError(Exception):
@@ -63,13 +64,13 @@ def read_config(path: str) -> dict[str, Any]:
     return {**cfg, **text} if isinstance(text, dict) else cfg
 
 
-def safetensors_tensors(folder: str) -> list[tuple[str, str, int, int]] | None:
-    """(name, dtype, elements, bytes) of every tensor in the folder's safetensors files,
+def safetensors_tensors(folder: str) -> list[tuple[str, str, int, int, int]] | None:
+    """(name, dtype, elements, bytes, dimensions) of every tensor in the folder's safetensors files,
     from their headers; None without any such file or with one kvtop cannot read."""
     files = sorted(f for f in os.listdir(folder) if f.endswith(".safetensors"))
     if not files:
         return None
-    out: list[tuple[str, str, int, int]] = []
+    out: list[tuple[str, str, int, int, int]] = []
     for name in files:
         try:
             with open(os.path.join(folder, name), "rb") as fh:
@@ -91,7 +92,7 @@ def safetensors_tensors(folder: str) -> list[tuple[str, str, int, int]] | None:
             elements = 1
             for s in shape:
                 elements *= s
-            out.append((key, str(t.get("dtype")), elements, int(offsets[1]) - int(offsets[0])))
+            out.append((key, str(t.get("dtype")), elements, int(offsets[1]) - int(offsets[0]), len(shape)))
     return out
 
 
@@ -109,11 +110,14 @@ def _layer_shapes(cfg: dict[str, Any], n_layers: int | None, n_embd: int | None)
     return out
 
 
-def _split(tensors: list[tuple[str, str, int, int]], n_layers: int, frac: float) -> dict[str, Any]:
-    """The weights by role, as runner.model.weights splits a GGUF's."""
+def _split(tensors: list[tuple[str, str, int, int, int]], n_layers: int, frac: float) -> dict[str, Any]:
+    """The weights by role, as runner.model.weights splits a GGUF's; a multimodal model's
+    encoders and projector are in no role (a text token never reads them)."""
     layer, active, params = [0] * n_layers, [0] * n_layers, [0] * n_layers
     embd = embd_params = output = output_params = other = expert = 0
-    for name, _dtype, n, b in tensors:
+    for name, _dtype, n, b, dims in tensors:
+        if _ENCODER.search(name):
+            continue
         m = _LAYER.search(name)
         il = int(m.group(1)) if m else None
         if _EMBED.search(name) and il is None:
@@ -127,7 +131,7 @@ def _split(tensors: list[tuple[str, str, int, int]], n_layers: int, frac: float)
             expert += n if share != 1.0 else 0
             layer[il] += b
             active[il] += int(b * share)
-            if not name.endswith((".bias", "norm.weight", "layernorm.weight")):
+            if dims >= 2:  # norms and biases are vectors: element-wise, not matmuls
                 params[il] += int(n * share)
     tied = output_params == 0 and embd_params > 0
     if tied:
@@ -184,7 +188,7 @@ def facts_from_config(path: str) -> ModelFacts:
         frac = used / n_exp if n_exp and used else 1.0
         split = _split(tensors, n_layers, frac)
         kinds: dict[str, int] = {}
-        for _name, dt, n, _b in tensors:
+        for _name, dt, n, _b, _dims in tensors:
             kinds[dt] = kinds.get(dt, 0) + n
         file_type = max(kinds, key=kinds.__getitem__) if kinds else file_type
         n_params = sum(t[2] for t in tensors)

@@ -71,3 +71,36 @@ def test_a_folder_is_refused_where_kvtop_would_run_it_and_a_bad_header_is_not_re
     (tmp_path / "config.json").write_text("[1, 2]")
     with pytest.raises(ModelFileError, match="not a JSON object"):
         load_facts(str(tmp_path))
+
+
+def _header(path, tensors: dict[str, tuple[str, list[int]]]) -> None:
+    """A safetensors file's header alone (kvtop never reads past it)."""
+    table, at = {}, 0
+    for name, (dtype, shape) in tensors.items():
+        n = 1
+        for s in shape:
+            n *= s
+        table[name] = {"dtype": dtype, "shape": shape, "data_offsets": [at, at + 2 * n]}
+        at += 2 * n
+    raw = json.dumps(table).encode()
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw)
+
+
+def test_a_multimodal_folders_encoders_are_no_text_tokens_weights(tmp_path):
+    text = {"num_hidden_layers": 1, "hidden_size": 8, "num_attention_heads": 2, "num_key_value_heads": 1,
+            "head_dim": 4, "vocab_size": 16, "intermediate_size": 12, "max_position_embeddings": 128}
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "gemma3", "text_config": text,
+                                                      "dtype": "bfloat16", "tie_word_embeddings": True}))
+    _header(tmp_path / "model.safetensors", {
+        "model.language_model.embed_tokens.weight": ("BF16", [16, 8]),
+        "model.language_model.layers.0.self_attn.q_proj.weight": ("BF16", [8, 8]),
+        "model.language_model.layers.0.input_layernorm.weight": ("BF16", [8]),
+        "model.vision_tower.encoder.layers.0.mlp.fc1.weight": ("BF16", [32, 8]),
+        "model.multi_modal_projector.proj.weight": ("BF16", [8, 8]),
+    })
+    facts = load_facts(str(tmp_path))
+    assert facts.n_layers == 1 and facts.layers[0].n_head_kv == 1 and facts.n_vocab == 16
+    assert facts.layer_params_active == [64]  # q_proj; the norm is a vector, the encoder no text layer
+    assert facts.layer_bytes == [64 * 2 + 8 * 2] and facts.output_tied and facts.output_params == 128
+    assert facts.n_params == 128 + 64 + 8 + 256 + 64  # every tensor is the model's, read per token or not
+    assert decode_weight_bytes(facts) == 2 * (64 + 8) + 2 * 128
