@@ -229,6 +229,11 @@ def kv_bytes_per_token(facts: ModelFacts, value_bytes: int) -> int | None:
     for ls in facts.layers:
         if ls.kind == "recurrent":
             continue
+        if ls.kind == "latent":  # MLA: one compressed latent and the rope part per token
+            if not facts.kv_lora_rank:
+                return None
+            total += (facts.kv_lora_rank + (facts.rope_dim or 0)) * value_bytes
+            continue
         if not ls.n_head_kv or not ls.head_dim_k:
             return None
         total += ls.n_head_kv * (ls.head_dim_k + (ls.head_dim_v or ls.head_dim_k)) * value_bytes
