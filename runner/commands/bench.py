@@ -33,8 +33,9 @@ from kvtop.runner.commands.bench_output import (
     format_jsonl,
     format_md,
     format_sql,
+    load_note,
     md_fields,
-    model_type_of,
+    model_fields,
 )
 from kvtop.runner.commands.bench_plan import BenchTest, Lists, Load, fa_list, int_list, kv_type_list, pg_pair, plan
 from kvtop.runner.commands.common import EXIT_OK, fail, write_stdout
@@ -354,8 +355,7 @@ def row_meta(loaded: Loaded, load: Load) -> dict[str, object]:
     commit, number = build_of(loaded)
     meta = {
         "build_commit": commit, "build_number": number, "cpu_info": facts.cpu_info, "gpu_info": facts.gpu_info,
-        "backends": facts.backends, "model_filename": loaded.path, "model_type": model_type_of(loaded),
-        "model_size": loaded.model_bytes or None, "model_n_params": loaded.n_params or None}
+        "backends": facts.backends, "model_filename": loaded.path, **model_fields(loaded)}
     if loaded.server:  # the server's own, not published: unknown rather than 0
         return {**meta, **dict.fromkeys(("n_batch", "n_ubatch", "n_threads", "type_k", "type_v", "n_gpu_layers",
                                          "flash_attn", "load_mode"))}
@@ -385,16 +385,3 @@ def make_row(meta: dict[str, object], t: BenchTest, test_time: str, seconds: lis
         "kvtop_compute_bytes": mib_to_bytes(b.compute_total_mib) if local else None}
     values = {**meta, "n_prompt": t.n_prompt, "n_gen": t.n_gen, "n_depth": t.n_depth, "test_time": test_time}
     return Row.build(values, [round(s * 1e9) for s in seconds], extras)
-
-
-def load_note(loaded: Loaded, threads_why: str, a: argparse.Namespace) -> str:
-    """kvtop's line under the md table for one load: what llama-bench's columns leave out."""
-    if loaded.server:
-        return (f"kvtop: through llama-server {loaded.server} ({loaded.build_info}), {loaded.total_slots} slots; "
-                f"threads, batch sizes and KV types are the server's own")
-    b = loaded.buffers
-    process = "in this process" if a.in_process else "in kvtop's engine process"
-    return (f"kvtop: threads {loaded.n_threads} ({threads_why}), batch threads {loaded.n_threads_batch}, "
-            f"n_batch {loaded.n_batch}, n_ubatch {loaded.n_ubatch}, n_ctx {loaded.n_ctx}, ctk {loaded.type_k}, "
-            f"ctv {loaded.type_v}, flash_attn {loaded.flash_attn}, ngl {loaded.n_gpu_layers}; KV {b.kv_mib:.2f} MiB, "
-            f"weights {b.weights_mib:.2f} MiB, compute {b.compute_total_mib:.2f} MiB; {process}")

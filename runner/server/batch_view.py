@@ -37,8 +37,9 @@ class BatchView:
     # the window's counter deltas (COUNTERS' keys) and "steps", the engine steps in it
     # (iteration_tokens_total's count); empty on the first poll
     deltas: dict[str, float] = field(default_factory=dict)
-    # vLLM's own FLOPs/bytes estimates: "absent" (not published), "zero" (not counted:
-    # --enable-mfu-metrics is off) or "counting"
+    # vLLM's own FLOPs/bytes estimates: "absent" (not published), "zero" (still 0 after
+    # tokens were generated: --enable-mfu-metrics is off), "idle" (nothing generated yet)
+    # or "counting"
     mfu: str = "absent"
 
     @property
@@ -74,7 +75,7 @@ def batch_view(new: VllmReading, old: VllmReading | None, interval_s: float,
         gen_tokens=None if first else w.deltas.get("gen"),
         deltas={} if first else {**w.deltas, **({"steps": float(w.percentiles["iteration"].n)}
                                                 if "iteration" in w.percentiles else {})},
-        mfu="absent" if "flops" not in c else "zero" if not c["flops"] else "counting",
+        mfu="absent" if "flops" not in c else "counting" if c["flops"] else "zero" if c.get("gen") else "idle",
     )
     return view, w
 

@@ -9,7 +9,7 @@ import os
 import pytest
 
 from kvtop.runner.model.inspect import load_facts
-from kvtop.runner.physics.batch_roof import NOT_COUNTED, batch_physics, perf_check
+from kvtop.runner.physics.batch_roof import NOT_COUNTED, PerfCheck, batch_physics, perf_check
 from kvtop.runner.physics.batching import batched_decode_ceiling
 from kvtop.runner.physics.here import Here
 from kvtop.runner.physics.kv_bytes import kv_bytes_read_at_depth
@@ -84,7 +84,6 @@ def test_an_overridden_pool_gets_its_bytes_from_the_models_facts(here):
 
 
 def test_a_disagreement_over_ten_percent_is_drawn_not_hidden():
-    from kvtop.runner.physics.batch_roof import PerfCheck
     from kvtop.tui.panes.batch_lines import perf_lines
 
     close = PerfCheck(3, 2.9e8, 3.0e8, 2.7e8, 2.72e8)
@@ -95,3 +94,27 @@ def test_a_disagreement_over_ten_percent_is_drawn_not_hidden():
     assert far.disagrees and "(-64%)" in lines[1].plain
     assert lines[-1].plain == "kvtop and vLLM disagree by over 10% (3 requests, last minute)"
     assert perf_lines(NOT_COUNTED["zero"])[0].plain == NOT_COUNTED["zero"]
+
+
+def test_kvtops_figures_beside_vllms_own_over_one_request(here):
+    """Recorded from the tests' vLLM with --enable-mfu-metrics: /metrics before and after one
+    request of 300 prompt tokens and 40 generated (ignore_eos), nothing else running."""
+    old, new = reading("mfu-before"), reading("mfu-after")
+    assert batch_view(old, None, 0.0)[0].mfu == "idle"  # 0 before any token: not "not counted"
+    assert perf_check(here, batch_view(old, None, 0.0)[0]) is None
+    view, _ = batch_view(new, old, 10.0)
+    assert view.mfu == "counting" and view.flops == 81_330_462_720 and view.read_bytes == 11_462_436_864
+    assert view.deltas["steps"] == 40 and view.deltas["requests_done"] == 1 and view.deltas["prompt"] == 300
+    p = perf_check(here, view)
+    assert isinstance(p, PerfCheck) and p.requests == 1
+    # kvtop's prefill attention is causal (vLLM bills every prompt token the whole prompt),
+    # and vLLM also counts activations read: kvtop a few percent under, within 10%
+    assert -0.06 < p.flops_off < 0 and -0.06 < p.bytes_off < 0 and not p.disagrees
+    assert p.vllm_bytes_per_token == pytest.approx(11_462_436_864 / 40)
+    # the bundled Q4_1 GGUF's facts beside the bfloat16 weights vLLM serves: the bytes disagree
+    from kvtop.runner.demo import demo_model_path
+
+    gguf = Here.at(load_facts(demo_model_path()), here.hw, here.settings)
+    q = perf_check(gguf, view)
+    assert isinstance(q, PerfCheck) and q.bytes_off is not None and q.bytes_off < -0.5 and q.disagrees
+    assert abs(q.flops_off - p.flops_off) < 1e-9  # the same shape: the same FLOPs
