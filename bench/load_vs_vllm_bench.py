@@ -45,10 +45,9 @@ def kvtop_level(url: str, users: int, a: argparse.Namespace) -> Level:
            "-n", str(a.n_predict), "--requests", str(a.requests), "--no-tui", "-o", "json"]
     r = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=1800)
     lv = json.loads(r.stdout)["levels"][0]
-    row = lv["level"]
+    per = lv["per_request"]
     # the server's own counts (usage): the mean prompt it saw, the tokens it generated
-    return (row["gen_tok_s"], lv["per_request"]["ttft_p50_s"], row["prompt_tokens"],
-            row["generated_tokens"] / max(row["completed"], 1))
+    return lv["level"]["gen_tok_s"], per["ttft_p50_s"], per["prompt_tokens"], per["generated_tokens_per_request"]
 
 
 def vllm_level(url: str, users: int, a: argparse.Namespace, out: str) -> Level:
