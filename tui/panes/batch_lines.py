@@ -73,6 +73,7 @@ def perf_lines(p) -> list[Content]:
         out.append(Content.assemble(("bytes/gen token kvtop ", "$text-muted"), fmt_bytes(p.kvtop_bytes_per_token),
                                     ("  vLLM ", "$text-muted"), fmt_bytes(p.vllm_bytes_per_token), _off(p.bytes_off)))
     if p.disagrees:
-        out.append(Content.styled(f"kvtop and vLLM disagree by over 10% ({p.requests} requests, last minute)",
+        out.append(Content.styled(f"kvtop and vLLM disagree by over 10% ({p.requests} request{'s' if p.requests != 1 else ''}, "
+                                  "last minute)",
                                   "bold $kvtop-critical"))
     return out
