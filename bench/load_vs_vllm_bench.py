@@ -3,8 +3,17 @@ the same vLLM server, prompts of the same length and the same concurrency.
 
 For each level C: ``kvtop load --users C -p P -n N --requests R`` and ``vllm bench serve
 --dataset-name random --random-input-len P --random-output-len N --num-prompts C*R
---max-concurrency C --ignore-eos``, one after the other; the bench prints both tools'
-aggregate output tok/s and median TTFT and their ratio per level (goal: within 10%).
+--max-concurrency C --ignore-eos --temperature 0``, one after the other; the bench prints
+both tools' aggregate output tok/s and median TTFT and their ratio per level (goal: within
+10%), and the prompt and output tokens per request each tool's requests cost the server
+(its own ``usage`` counts), so a difference in what was sent shows beside the ratios.
+
+What is the same on both sides: greedy sampling (``vllm bench serve`` no longer sends
+temperature 0 by itself: the server's default, 1.0, would sample), ``ignore_eos`` with
+exactly N output tokens, prompts of P tokens that share no prefix (kvtop: token ids drawn
+per request; vllm: ``random`` token ids, decoded and sent as text), a closed loop of C
+requests in flight, ``users`` warm-up requests before the measured ones, streamed with
+``include_usage``, throughput over the span from the first request sent to the last token.
 Rounds alternate kvtop, vllm, kvtop, vllm...; the figure per level is the median over rounds.
 
     python bench/load_vs_vllm_bench.py [--users 1,2,4] [-p 64] [-n 32] [-r 4] [--rounds 2] [--url URL]
@@ -28,33 +37,40 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))
 
 from vllm_server import cache_dir, start_vllm, why_not_built  # noqa: E402
 
+Level = tuple[float, float, float, float]  # out tok/s, TTFT p50 s, prompt and output tokens per request
 
-def kvtop_level(url: str, users: int, a: argparse.Namespace) -> tuple[float, float]:
+
+def kvtop_level(url: str, users: int, a: argparse.Namespace) -> Level:
     cmd = [sys.executable, "-m", "kvtop", "load", url, "--users", str(users), "-p", str(a.n_prompt),
            "-n", str(a.n_predict), "--requests", str(a.requests), "--no-tui", "-o", "json"]
     r = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=1800)
     lv = json.loads(r.stdout)["levels"][0]
-    return lv["level"]["gen_tok_s"], lv["per_request"]["ttft_p50_s"]
+    per = lv["per_request"]
+    # the server's own counts (usage): the mean prompt it saw, the tokens it generated
+    return lv["level"]["gen_tok_s"], per["ttft_p50_s"], per["prompt_tokens"], per["generated_tokens_per_request"]
 
 
-def vllm_level(url: str, users: int, a: argparse.Namespace, out: str) -> tuple[float, float]:
+def vllm_level(url: str, users: int, a: argparse.Namespace, out: str) -> Level:
     vllm = os.path.join(cache_dir(), "venv", "bin", "vllm")
     cmd = [vllm, "bench", "serve", "--backend", "vllm", "--base-url", url, "--model", "smollm2",
            "--tokenizer", os.path.join(cache_dir(), "model"), "--dataset-name", "random",
            "--random-input-len", str(a.n_prompt), "--random-output-len", str(a.n_predict),
            "--random-range-ratio", "0", "--num-prompts", str(users * a.requests), "--max-concurrency", str(users),
            "--ignore-eos", "--num-warmups", str(users), "--save-result", "--result-dir", out,
+           "--temperature", "0",  # greedy, as kvtop load asks (vllm bench serve leaves the server's default)
            "--result-filename", f"c{users}.json"]
     env = dict(os.environ, HF_HUB_OFFLINE="1", VLLM_TARGET_DEVICE="cpu")
     subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=1800, env=env)
     with open(os.path.join(out, f"c{users}.json"), encoding="utf-8") as fh:
         res = json.load(fh)
-    return res["output_throughput"], res["median_ttft_ms"] / 1000
+    done = max(res["completed"], 1)  # prompt_len and output tokens: the server's usage of each request
+    return (res["output_throughput"], res["median_ttft_ms"] / 1000, res["total_input_tokens"] / done,
+            res["total_output_tokens"] / done)
 
 
 def sweep(url: str, a: argparse.Namespace) -> None:
     levels = [int(x) for x in a.users.split(",")]
-    got: dict[tuple[str, int], list[tuple[float, float]]] = {}
+    got: dict[tuple[str, int], list[Level]] = {}
     with tempfile.TemporaryDirectory() as out:
         for _ in range(a.rounds):
             for users in levels:
@@ -62,13 +78,18 @@ def sweep(url: str, a: argparse.Namespace) -> None:
                 got.setdefault(("vllm", users), []).append(vllm_level(url, users, a, out))
     print(f"kvtop load vs vllm bench serve: -p {a.n_prompt} -n {a.n_predict}, {a.requests} requests per user, "
           f"median of {a.rounds} rounds, {url}")
-    print("| users | kvtop out tok/s | vllm bench out tok/s | ratio | kvtop TTFT p50 s | vllm bench TTFT p50 s | ratio |")
-    print("| ----: | --------------: | -------------------: | ----: | ---------------: | --------------------: | ----: |")
+    print("| users | kvtop out tok/s | vllm bench out tok/s | ratio | kvtop TTFT p50 s | vllm bench TTFT p50 s | ratio "
+          "| prompt tok/req kvtop, vllm | out tok/req kvtop, vllm |")
+    print("| ----: | --------------: | -------------------: | ----: | ---------------: | --------------------: | ----: "
+          "| ---: | ---: |")
+    worst = 0.0
     for users in levels:
         k, v = got[("kvtop", users)], got[("vllm", users)]
-        kt, vt = statistics.median(x[0] for x in k), statistics.median(x[0] for x in v)
-        kf, vf = statistics.median(x[1] for x in k), statistics.median(x[1] for x in v)
-        print(f"| {users} | {kt:.2f} | {vt:.2f} | {kt / vt:.2f} | {kf:.3f} | {vf:.3f} | {kf / vf:.2f} |")
+        kt, vt, kf, vf, kp, vp, ko, vo = (statistics.median(x[i] for x in rows) for i in range(4) for rows in (k, v))
+        worst = max(worst, abs(kt / vt - 1), abs(kf / vf - 1))
+        print(f"| {users} | {kt:.2f} | {vt:.2f} | {kt / vt:.2f} | {kf:.3f} | {vf:.3f} | {kf / vf:.2f} "
+              f"| {kp:.0f}, {vp:.0f} | {ko:.0f}, {vo:.0f} |")
+    print(f"goal (within 10%): {'met' if worst <= 0.10 else 'not met'} (worst {worst:.0%})")
 
 
 def main() -> None:

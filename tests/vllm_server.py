@@ -96,7 +96,8 @@ def start_vllm(log_path: str, port: int | None = None) -> VllmServer:
     argv = [os.path.join(out, "venv", "bin", "vllm"), "serve", os.path.join(out, "model"),
             "--served-model-name", "smollm2", "--enforce-eager", "--max-model-len", "2048",
             "--max-num-seqs", str(MAX_NUM_SEQS), "--dtype", "bfloat16", "--host", "127.0.0.1", "--port", str(port),
-            "--num-gpu-blocks-override", str(KV_BLOCKS)]
+            "--num-gpu-blocks-override", str(KV_BLOCKS),
+            "--enable-mfu-metrics"]  # its own FLOPs/bytes estimates (0 without it): kvtop's are compared
     log = open(log_path, "w", encoding="utf-8")  # noqa: SIM115 (the server writes it until it stops)
     proc = subprocess.Popen(argv, cwd=out, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                             env=env, start_new_session=True)

@@ -34,8 +34,9 @@ from kvtop.runner.commands.bench_output import (
     format_jsonl,
     format_md,
     format_sql,
+    load_note,
     md_fields,
-    model_type_of,
+    model_fields,
 )
 from kvtop.runner.commands.bench_plan import BenchTest, Lists, Load, fa_list, int_list, kv_type_list, pg_pair, plan
 from kvtop.runner.commands.common import EXIT_OK, fail, write_stdout
@@ -321,11 +322,11 @@ def _turn(eng: BlockingEngine, label: str, tokens: list[int], n_predict: int) ->
 
 def seconds_of(t: BenchTest, m: TurnMetrics) -> float:
     """One repetition's time, as llama-bench times it: the prompt's P tokens, N decodes, or both."""
-    p, n = t.n_prompt, t.n_gen
-    secs = 0.0
+    p, n, secs = t.n_prompt, t.n_gen, 0.0
     if p:
-        if m.prefill_tokens != p or not m.prefill_s:
-            raise BenchError(f"{t.label}: the engine computed {m.prefill_tokens:,} prompt tokens, not {p:,}")
+        if m.prefill_tokens != p or not m.prefill_s:  # the count matched: the server timed no prefill
+            raise BenchError(f"{t.label}: the engine " + (f"computed {m.prefill_tokens:,} prompt tokens, not {p:,}"
+                             if m.prefill_tokens != p else "published no prefill time for it"))
         secs += m.prefill_s
     if n:
         if not m.decode_tok_s or m.decode_tokens < n + 1:
@@ -356,8 +357,7 @@ def row_meta(loaded: Loaded, load: Load) -> dict[str, object]:
     commit, number = build_of(loaded)
     meta = {
         "build_commit": commit, "build_number": number, "cpu_info": facts.cpu_info, "gpu_info": facts.gpu_info,
-        "backends": facts.backends, "model_filename": loaded.path, "model_type": model_type_of(loaded),
-        "model_size": loaded.model_bytes or None, "model_n_params": loaded.n_params or None}
+        "backends": facts.backends, "model_filename": loaded.path, **model_fields(loaded)}
     if loaded.server:  # the server's own, not published: unknown rather than 0
         return {**meta, **dict.fromkeys(("n_batch", "n_ubatch", "n_threads", "type_k", "type_v", "n_gpu_layers",
                                          "flash_attn", "load_mode"))}
@@ -385,16 +385,3 @@ def make_row(meta: dict[str, object], t: BenchTest, test_time: str, seconds: lis
         "kvtop_compute_bytes": mib_to_bytes(b.compute_total_mib) if local else None}
     values = {**meta, "n_prompt": t.n_prompt, "n_gen": t.n_gen, "n_depth": t.n_depth, "test_time": test_time}
     return Row.build(values, [round(s * 1e9) for s in seconds], extras)
-
-
-def load_note(loaded: Loaded, threads_why: str, a: argparse.Namespace) -> str:
-    """kvtop's line under the md table for one load: what llama-bench's columns leave out."""
-    if loaded.server:
-        return (f"kvtop: through llama-server {loaded.server} ({loaded.build_info}), {loaded.total_slots} slots; "
-                f"threads, batch sizes and KV types are the server's own")
-    b = loaded.buffers
-    process = "in this process" if a.in_process else "in kvtop's engine process"
-    return (f"kvtop: threads {loaded.n_threads} ({threads_why}), batch threads {loaded.n_threads_batch}, "
-            f"n_batch {loaded.n_batch}, n_ubatch {loaded.n_ubatch}, n_ctx {loaded.n_ctx}, ctk {loaded.type_k}, "
-            f"ctv {loaded.type_v}, flash_attn {loaded.flash_attn}, ngl {loaded.n_gpu_layers}; KV {b.kv_mib:.2f} MiB, "
-            f"weights {b.weights_mib:.2f} MiB, compute {b.compute_total_mib:.2f} MiB; {process}")

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import argparse
+
     from kvtop.runner.events import Loaded
 
 # test::get_fields, in order
@@ -269,3 +271,35 @@ def model_type_of(loaded: Loaded) -> str:
         return f"{f.architecture} {f.file_type}"
     except (ModelFileError, OSError, ValueError):
         return loaded.architecture
+
+
+def model_fields(loaded: Loaded) -> dict[str, object]:
+    """llama-bench's model_type, model_size and model_n_params: the engine's; a server's
+    size and parameters from the model's facts when its GGUF or served folder is readable
+    here (vLLM publishes neither), else unknown."""
+    out: dict[str, object] = {"model_type": model_type_of(loaded), "model_size": loaded.model_bytes or None,
+                              "model_n_params": loaded.n_params or None}
+    if loaded.server and not loaded.model_bytes:
+        from kvtop.runner.model.inspect import ModelFileError, load_facts
+
+        try:
+            f = load_facts(loaded.path)
+        except (ModelFileError, OSError, ValueError):
+            return out
+        out["model_size"], out["model_n_params"] = f.weights_bytes, f.n_params
+    return out
+
+
+def load_note(loaded: Loaded, threads_why: str, a: argparse.Namespace) -> str:
+    """kvtop's line under the md table for one load: what llama-bench's columns leave out."""
+    if loaded.server:
+        engine = loaded.description.split(" ")[0] or "the server"  # "llama-server …" or "vLLM 0.32.0"
+        seqs = "slots" if engine == "llama-server" else "sequences at most"
+        return (f"kvtop: through {engine} {loaded.server} ({loaded.build_info}), {loaded.total_slots} {seqs}; "
+                f"threads, batch sizes and KV types are the server's own")
+    b = loaded.buffers
+    process = "in this process" if a.in_process else "in kvtop's engine process"
+    return (f"kvtop: threads {loaded.n_threads} ({threads_why}), batch threads {loaded.n_threads_batch}, "
+            f"n_batch {loaded.n_batch}, n_ubatch {loaded.n_ubatch}, n_ctx {loaded.n_ctx}, ctk {loaded.type_k}, "
+            f"ctv {loaded.type_v}, flash_attn {loaded.flash_attn}, ngl {loaded.n_gpu_layers}; KV {b.kv_mib:.2f} MiB, "
+            f"weights {b.weights_mib:.2f} MiB, compute {b.compute_total_mib:.2f} MiB; {process}")

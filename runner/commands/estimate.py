@@ -286,8 +286,6 @@ def server_facts(a: argparse.Namespace) -> tuple[Report | None, str | None]:
     """``--server``: the served model's path, slots and per-slot n_ctx, from the server.
     Sets ``a.model`` (when readable here) and ``a.ctx`` (every slot's context: the KV
     and the memory check count what the server allocated); (info, error)."""
-    import os
-
     from kvtop.runner.server.http import ServerClient, ServerError
     from kvtop.runner.server.props import read_server_info
     from kvtop.runner.server.urls import api_key_from_env, is_loopback
@@ -300,10 +298,10 @@ def server_facts(a: argparse.Namespace) -> tuple[Report | None, str | None]:
     finally:
         client.close()
     if not a.model:
-        if not info.model_path or not os.path.isfile(info.model_path):
+        if not info.local_model:
             return None, (f"the server's model ({info.model_path or 'no model_path'}) is not readable here: "
                           "give a local copy of the GGUF as MODEL")
-        a.model = info.model_path
+        a.model = info.local_model
     a.ctx = info.n_ctx * max(info.total_slots or 1, 1)  # the KV and memory of every slot (they are allocated)
     return {"url": client.url, "local": is_loopback(client.url), "total_slots": info.total_slots,
             "n_ctx_per_slot": info.n_ctx, "build_info": info.build_info, "model_path": info.model_path}, None

@@ -69,7 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="allow more users than 4 per slot (or 256), and up to 1024 --rate requests in flight")
     g.add_argument("--no-warmup", dest="warmup", action="store_false", help="skip the unmeasured warm-up round")
     r = p.add_argument_group("the roof (as kvtop estimate)")
-    r.add_argument("--model", metavar="FILE", help="the server's GGUF, when its own path is not readable here")
+    r.add_argument("--model", metavar="FILE", help="the server's GGUF (or a vLLM's model folder), when its own "
+                   "path is not readable here")
     r.add_argument("--bandwidth-gbs", type=positive_float, metavar="X", help="the server machine's bandwidth, GB/s")
     r.add_argument("--tflops", type=positive_float, metavar="X", help="the server machine's peak TFLOPS")
     r.add_argument("-ngl", "--n-gpu-layers", dest="n_gpu_layers", type=int_in(-1), default=0, metavar="N",

@@ -134,9 +134,10 @@ def physics_for(info: ServerInfo, url: str, a: argparse.Namespace) -> LoadPhysic
     def none(note: str) -> LoadPhysics:
         return LoadPhysics(None, None, None, None, info.total_slots, a.n_prompt, a.n_predict, note)
 
-    path = a.model or info.model_path
-    if not path or not os.path.isfile(path):
-        return none(f"no roof: the server's model ({path or 'unnamed'}) is not readable here (give --model FILE)")
+    path = a.model or info.local_model
+    if not path or not os.path.exists(path):
+        named = a.model or info.model_path or "unnamed"
+        return none(f"no roof: the server's model ({named}) is not readable here (give --model FILE)")
     try:
         facts = load_facts(path)
     except (ModelFileError, OSError, ValueError) as exc:

@@ -26,7 +26,20 @@ def load_facts(path: str, *, need_weights: bool = False) -> ModelFacts:
     ``need_weights=False`` (``kvtop estimate``): a header-only or truncated file is
     fine, the facts say the estimate comes from the header only. ``need_weights=True``
     (``kvtop bench``, the UI before it starts the engine): the tensor data must be
-    all there, as llama.cpp will read it."""
+    all there, as llama.cpp will read it.
+
+    A Hugging Face model folder (or its ``config.json``: what vLLM serves) is read by
+    ``runner.model.hf_config`` into the same facts; it is never loaded by kvtop itself."""
+    from kvtop.runner.model.hf_config import ConfigError, config_file, facts_from_config
+
+    if config_file(path) is not None:
+        if need_weights:
+            raise ModelFileError(f"{path}: a Hugging Face model folder: kvtop runs GGUF files (attach to the "
+                                 "vLLM that serves it with --server URL)")
+        try:
+            return facts_from_config(path)
+        except ConfigError as exc:
+            raise ModelFileError(str(exc)) from None
     try:
         header = read_header(path)
         if need_weights:

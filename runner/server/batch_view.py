@@ -9,7 +9,7 @@ server does not report, so the pane says so instead of showing a zero.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kvtop.runner.server.vllm import Percentiles, VllmReading, VllmWindow, window
 
@@ -34,6 +34,13 @@ class BatchView:
     read_bytes: float | None  # vLLM's estimated bytes read in the window
     gen_tokens: float | None  # generated in the window
     not_published: tuple[str, ...] = NOT_PUBLISHED
+    # the window's counter deltas (COUNTERS' keys) and "steps", the engine steps in it
+    # (iteration_tokens_total's count); empty on the first poll
+    deltas: dict[str, float] = field(default_factory=dict)
+    # vLLM's own FLOPs/bytes estimates: "absent" (not published), "zero" (still 0 after
+    # tokens were generated: --enable-mfu-metrics is off), "idle" (nothing generated yet)
+    # or "counting"
+    mfu: str = "absent"
 
     @property
     def kv_used_bytes(self) -> int | None:
@@ -66,8 +73,21 @@ def batch_view(new: VllmReading, old: VllmReading | None, interval_s: float,
         percentiles={} if first else w.percentiles,
         flops=None if first else w.deltas.get("flops"), read_bytes=None if first else w.deltas.get("read_bytes"),
         gen_tokens=None if first else w.deltas.get("gen"),
+        deltas={} if first else {**w.deltas, **({"steps": float(w.percentiles["iteration"].n)}
+                                                if "iteration" in w.percentiles else {})},
+        mfu="absent" if "flops" not in c else "counting" if c["flops"] else "zero" if c.get("gen") else "idle",
     )
     return view, w
+
+
+def with_model_kv(view: BatchView, bytes_per_token: float | None) -> BatchView:
+    """The view with the pool's bytes from the model's facts (``-m``'s GGUF, kvtop's KV
+    layout at 2 bytes a value unless told) where the served folder's config was not read."""
+    from dataclasses import replace
+
+    if view.kv_bytes_from == "model config" or not bytes_per_token or not view.kv_tokens:
+        return view
+    return replace(view, kv_pool_bytes=round(bytes_per_token * view.kv_tokens), kv_bytes_from="the model's facts")
 
 
 WINDOW_S = 60.0  # percentiles and the hit rate over the last minute: a 1 s poll often ends no request

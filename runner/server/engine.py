@@ -27,6 +27,7 @@ from kvtop.runner.server.openai_request import openai_prompt_tokens, openai_requ
 from kvtop.runner.server.props import ServerInfo, read_server_info
 from kvtop.runner.server.stream import TurnTranslator
 from kvtop.runner.server.urls import is_loopback
+from kvtop.runner.server.vllm_timing import prefill_counts, prefill_ms_since
 from kvtop.runner.settings import Settings
 
 if TYPE_CHECKING:
@@ -175,6 +176,8 @@ class ServerEngine(QueuedCommands):
             return
         path, body = self._request(cmd)
         tr = TurnTranslator(cmd.turn_id, cmd.t_submit, n_ctx, sink)
+        timed = isinstance(cmd, Generate) and not self.capabilities.token_timings  # bench on vLLM: its prefill time
+        before = prefill_counts(self.client) if timed else None
         self._running = cmd.turn_id
         try:
             for chunk in self.client.stream_events(path, body):
@@ -192,6 +195,8 @@ class ServerEngine(QueuedCommands):
         finally:
             self._running = 0
         cancelled = cmd.turn_id <= self._cancel_upto
+        if timed and not cancelled:
+            tr.server_prefill_ms = prefill_ms_since(self.client, before)
         sink(tr.done(time.monotonic(), "cancelled" if cancelled else None))
 
 

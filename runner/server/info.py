@@ -25,6 +25,17 @@ class ServerInfo:
     capabilities: Capabilities = SERVER  # what it publishes (runner/process/contract.py)
     config_path: str | None = None  # the served folder's config.json, when it is on this machine
 
+    @property
+    def local_model(self) -> str | None:
+        """What kvtop reads the served model's facts from on this machine: llama-server's
+        GGUF when the file is readable here, else the folder a vLLM serves (its
+        ``config.json``: ``runner.model.hf_config``); None when neither is."""
+        import os
+
+        if self.model_path and os.path.isfile(self.model_path):
+            return self.model_path
+        return os.path.dirname(self.config_path) if self.config_path else None
+
 
 def listening_pid(url: str) -> int | None:
     """The local process listening on the URL's port (for its RSS), or None."""

@@ -32,8 +32,11 @@ def openai_request(s: Settings, cmd: Chat | Generate) -> tuple[str, dict[str, ob
         if s.ignore_eos:
             body["ignore_eos"] = True
         return "/v1/chat/completions", body
+    from kvtop.runner.server.vllm_timing import cache_salt
+
+    # kvtop bench: every repetition computes its whole prompt (no block of another request's cache)
     return "/v1/completions", {**common, "prompt": list(cmd.tokens), "max_tokens": cmd.n_predict,
-                               "ignore_eos": cmd.ignore_eog}
+                               "ignore_eos": cmd.ignore_eog, "cache_salt": cache_salt()}
 
 
 def openai_prompt_tokens(client: ServerClient, messages: list[dict[str, str]]) -> int:

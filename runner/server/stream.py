@@ -65,6 +65,7 @@ class TurnTranslator:
         self.last_done = 0
         self.last_ms = 0.0
         self.t_prefill_start: float | None = None  # client clock, derived from the first progress
+        self.server_prefill_ms: float | None = None  # vLLM's own, from its /metrics (runner.server.vllm_timing)
         self.ubatches: list[tuple[int, float]] = []
         self.token_times: list[float] = []
         self.text: list[str] = []
@@ -165,7 +166,8 @@ class TurnTranslator:
 
     def _from_usage(self) -> dict[str, object]:
         """A server without timings (vLLM): its token counts from ``usage``, and the decode
-        time on the client's clock (first to last token arrival); no prefill time."""
+        time on the client's clock (first to last token arrival); the prefill time only
+        where its /metrics gave it for this request (``server_prefill_ms``)."""
         u = self.usage
         if not u:
             return {}
@@ -176,6 +178,8 @@ class TurnTranslator:
                                   "predicted_n": _num(u, "completion_tokens", len(self.token_times))}
         if len(self.token_times) > 1:
             out["predicted_ms"] = (self.token_times[-1] - self.token_times[0]) * 1000
+        if self.server_prefill_ms is not None:
+            out["prompt_ms"] = self.server_prefill_ms
         return out
 
     def _timeline(self, prompt_ms: float) -> tuple[tuple[str, float, float], ...]:

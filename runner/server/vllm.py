@@ -21,7 +21,8 @@ from kvtop.runner.server.prom import Histogram, Metrics
 PREFIX = "vllm:"
 HISTOGRAMS = {"ttft": "time_to_first_token_seconds", "itl": "inter_token_latency_seconds",
               "queue": "request_queue_time_seconds", "prefill": "request_prefill_time_seconds",
-              "decode": "request_decode_time_seconds", "e2e": "e2e_request_latency_seconds"}
+              "decode": "request_decode_time_seconds", "e2e": "e2e_request_latency_seconds",
+              "iteration": "iteration_tokens_total"}  # its count: the engine steps
 COUNTERS = {"prompt": "prompt_tokens_total", "gen": "generation_tokens_total",
             "prefix_queries": "prefix_cache_queries_total", "prefix_hits": "prefix_cache_hits_total",
             "preemptions": "num_preemptions_total", "flops": "estimated_flops_per_gpu_total",

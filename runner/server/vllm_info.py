@@ -122,31 +122,23 @@ def _flag(argv: list[str], flag: str) -> str | None:
 
 
 def kv_bytes_per_token(config_path: str, argv: list[str] | None = None) -> int | None:
-    """The KV cache's bytes per token from the served folder's ``config.json``: K and V of
-    every layer, ``num_key_value_heads × head_dim`` each, in the cache's dtype (the server's
-    ``--kv-cache-dtype``, else its ``--dtype``, else the config's). None when a figure is missing."""
-    import json
+    """The KV cache's bytes per token of the served folder (``runner.model.hf_config``'s
+    facts, the one model-facts path): K and V of every layer, ``num_key_value_heads ×
+    head_dim`` each, in the cache's dtype (the server's ``--kv-cache-dtype``, else its
+    ``--dtype``, else the config's). None when a figure is missing."""
+    from kvtop.runner.model.hf_config import ConfigError, facts_from_config, read_config
 
     try:
-        with open(config_path, encoding="utf-8") as fh:
-            cfg = json.loads(fh.read(1 << 20))
-    except (OSError, ValueError):
+        facts, cfg = facts_from_config(config_path), read_config(config_path)
+    except ConfigError:
         return None
-    if not isinstance(cfg, dict):
-        return None
-    cfg = cfg.get("text_config", cfg) if isinstance(cfg.get("text_config"), dict) else cfg
-    layers, heads, hidden = cfg.get("num_hidden_layers"), cfg.get("num_attention_heads"), cfg.get("hidden_size")
-    kv_heads = cfg.get("num_key_value_heads", heads)
-    head_dim = cfg.get("head_dim") or (hidden // heads if isinstance(hidden, int) and isinstance(heads, int) and heads
-                                       else None)
     argv = argv or []
     dtype = next((d for d in (_flag(argv, "--kv-cache-dtype"), _flag(argv, "--dtype"),
                               cfg.get("dtype"), cfg.get("torch_dtype")) if d and d != "auto"), None)
     size = DTYPE_BYTES.get(str(dtype)) if dtype else None
-    dims = [v for v in (layers, kv_heads, head_dim) if isinstance(v, int) and not isinstance(v, bool) and 0 < v < 1 << 20]
-    if len(dims) != 3 or size is None:
-        return None
-    return 2 * dims[0] * dims[1] * dims[2] * size
+    from kvtop.runner.model.hf_config import kv_bytes_per_token as per_token
+
+    return per_token(facts, size) if size else None
 
 
 def served_kv_bytes_per_token(client: ServerClient) -> int | None:

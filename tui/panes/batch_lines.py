@@ -47,3 +47,33 @@ def batch_lines(b) -> list[Content]:
     if b.not_published:
         out.append(Content.styled(f"not published by this server: {', '.join(b.not_published)}", "$text-muted"))
     return out
+
+
+def fmt_flop(x: float) -> str:
+    for scale, unit in ((1e12, "TFLOP"), (1e9, "GFLOP"), (1e6, "MFLOP")):
+        if x >= scale:
+            return f"{x / scale:,.1f} {unit}" if x < 100 * scale else f"{x / scale:,.0f} {unit}"
+    return f"{x:,.0f} FLOP"
+
+
+def _off(x: float | None) -> tuple[str, str]:
+    if x is None:
+        return "", ""
+    return f" ({x:+.0%})", "bold $kvtop-critical" if abs(x) > 0.10 else "$text-muted"
+
+
+def perf_lines(p) -> list[Content]:
+    """kvtop's FLOPs and bytes per token beside vLLM's own estimates
+    (runner.physics.batch_roof.PerfCheck), or the line saying vLLM does not count them."""
+    if isinstance(p, str):
+        return [Content.styled(p, "$text-muted")]
+    out = [Content.assemble(("FLOPs/token kvtop ", "$text-muted"), fmt_flop(p.kvtop_flops_per_token),
+                            ("  vLLM ", "$text-muted"), fmt_flop(p.vllm_flops_per_token), _off(p.flops_off))]
+    if p.kvtop_bytes_per_token is not None:
+        out.append(Content.assemble(("bytes/gen token kvtop ", "$text-muted"), fmt_bytes(p.kvtop_bytes_per_token),
+                                    ("  vLLM ", "$text-muted"), fmt_bytes(p.vllm_bytes_per_token), _off(p.bytes_off)))
+    if p.disagrees:
+        out.append(Content.styled(f"kvtop and vLLM disagree by over 10% ({p.requests} request{'s' if p.requests != 1 else ''}, "
+                                  "last minute)",
+                                  "bold $kvtop-critical"))
+    return out

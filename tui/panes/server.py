@@ -29,6 +29,7 @@ class ServerPane(PaneWidget):
         self.more_fit: int | None = None
         self.average_length: float | None = None
         self.own_slot: int | None = None
+        self.perf = None  # runner.physics.batch_roof.perf_check's: kvtop's FLOPs/bytes beside vLLM's
         self.restart_note: str | None = None  # the last restart seen, with its time (until the next)
         self._drawn: tuple | None = None  # what the last redraw showed (text and styles)
         self._height = -1  # its lines at the pane's width
@@ -139,8 +140,12 @@ class ServerPane(PaneWidget):
                 items.append(Content.assemble(("measured ", "$text-muted"), (fmt_rate(measured), "$kvtop-measured"),
                                               f" {measured / c.aggregate_tok_s * 100:.0f}%"))
         else:
-            items.append(Content.styled("batched ceiling: needs the GGUF header (--model) and a bandwidth",
-                                        "$text-muted"))
+            items.append(Content.styled("batched ceiling: needs the model's facts (--model GGUF, or the folder a "
+                                        "local vLLM serves) and a bandwidth", "$text-muted"))
+        if s.batch is not None and self.perf is not None:
+            from kvtop.tui.panes.batch_lines import perf_lines
+
+            items += perf_lines(self.perf)
         if self.more_fit is not None and self.average_length:
             items.append(Content.assemble(("+", "$text-muted"), fmt_int(self.more_fit),
                                           (f" conversations of {fmt_int(round(self.average_length))} tokens fit",

@@ -18,7 +18,18 @@ class ServerRouting:
         if m.index != self.server_index:
             return
 
-        ceiling, fit, avg = server_physics(self.here, s.slots)  # the machine model computes, the pane draws
+        if s.batch is not None:  # no slots (vLLM): the running requests share its KV pool
+            from dataclasses import replace
+
+            from kvtop.runner.physics.batch_roof import batch_physics, perf_check
+            from kvtop.runner.server.batch_view import with_model_kv
+
+            if self.here is not None:  # the pool's bytes from -m's facts where the served config is not here
+                s = replace(s, batch=with_model_kv(s.batch, self.here.layout.bytes_per_token))
+            ceiling, fit, avg = batch_physics(self.here, s.batch)
+            self.dash.server.perf = perf_check(self.here, s.batch)
+        else:
+            ceiling, fit, avg = server_physics(self.here, s.slots)  # the machine model computes, the pane draws
         # a change in the pane's lines re-plans the dashboard (PaneWidget.refresh asks for it)
         self.dash.server.set_snapshot(s, ceiling, fit, avg)
         if s.slots:

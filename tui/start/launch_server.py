@@ -5,7 +5,6 @@ wrong API key or a URL that is not llama-server exits 1 with one line)."""
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 from kvtop.runner.sanitize import clean_line
@@ -77,7 +76,7 @@ def server_main(p: argparse.ArgumentParser, a: argparse.Namespace, argv: list[st
         if refused:
             print(refused, file=sys.stderr)
             return 2
-    model = a.model_flag or a.model or (info.model_path if info.model_path and os.path.isfile(info.model_path) else "")
+    model = a.model_flag or a.model or info.local_model or ""  # a GGUF, or the folder a vLLM serves
     a.ctx_size = info.n_ctx
     settings = settings_from_args(model or info.model_path or urls[0], a)
     settings = type(settings)(**{**settings.__dict__, "n_ctx": info.n_ctx})
@@ -131,7 +130,7 @@ def load_app(la, urls: list[str], key, infos, hardware=None):
     from kvtop.tui.server.load_view import LoadRun
 
     info = infos[0]
-    model = la.model or (info.model_path if info.model_path and os.path.isfile(info.model_path) else "")
+    model = la.model or info.local_model or ""
     flags = argparse.Namespace(n_ctx=info.n_ctx, n_gpu_layers=la.n_gpu_layers, cache_type_k=la.cache_type_k,
                                cache_type_v=la.cache_type_v)
     settings = settings_from_args(model or info.model_path or urls[0], flags)
