@@ -43,6 +43,8 @@ sys.path.insert(0, ROOT)
 from kvtop.runner.demo import demo_model_path  # noqa: E402
 from kvtop.runner.policy.tune_compare import KvtopRun, Row, ToolRound, goals, span  # noqa: E402
 
+# the settings both tools share, spelled out (kvtop's defaults; llama-bench's are -b 2048 and every layer offloaded)
+SAME = ("-b", "512", "-ub", "512", "-ngl", "0")
 BASE = ("-fa", "1", "-t", "2")  # llama-bench's flags for kvtop's base: -fa on -t 2
 # pair: (llama-bench's candidate flags, kvtop's --only, its rows: (test, kvtop metric, kvtop candidate, label))
 PAIRS = {
@@ -66,7 +68,7 @@ def llama_bench_path() -> str | None:
 def llama_bench(binary: str, model: str, a: argparse.Namespace, flags: tuple[str, ...]) -> dict[str, list[float]]:
     """{test: samples (t/s)} of one arm, from llama-bench's json."""
     cmd = [binary, "-m", model, "-d", str(a.depth), "-p", str(a.p), "-n", str(a.n), "-r", str(a.r), "-o", "json",
-           *flags]
+           *SAME, *flags]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
     if r.returncode != 0:
         raise SystemExit(f"llama-bench failed: {r.stderr[-800:]}")
@@ -75,7 +77,7 @@ def llama_bench(binary: str, model: str, a: argparse.Namespace, flags: tuple[str
 
 def kvtop_tune(model: str, a: argparse.Namespace, only: str) -> dict[str, object]:
     cmd = [sys.executable, "-m", "kvtop", "tune", model, "--depth", str(a.depth), "-p", str(a.p), "-n", str(a.n),
-           "-r", str(a.r), "--only", only, "--budget", str(a.budget), "-o", "json", "-fa", "on", "-t", "2"]
+           "-r", str(a.r), "--only", only, "--budget", str(a.budget), "-o", "json", *SAME, "-fa", "on", "-t", "2"]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=a.budget + 300, cwd=ROOT)
     if r.returncode != 0:
         raise SystemExit(f"kvtop tune failed: {r.stderr[-800:]}")
@@ -101,18 +103,15 @@ def others_now() -> float | None:
 def one_round(i: int, binary: str, a: argparse.Namespace, rows: dict[tuple[str, str], Row], raw: list[object]) -> None:
     """Round ``i``: for each pair, llama-bench's two arms and one kvtop tune, orders alternating."""
     for name, (cand, only, tests) in PAIRS.items():
+        arms = (("base", BASE), ("cand", cand)) if i % 2 == 0 else (("cand", cand), ("base", BASE))
         lb: dict[str, dict[str, list[float]]] = {}
         kv: dict[str, object] = {}
-
-        def run_lb(cand: tuple[str, ...] = cand, lb: dict[str, dict[str, list[float]]] = lb) -> None:
-            for arm, flags in ((("base", BASE), ("cand", cand)) if i % 2 == 0 else (("cand", cand), ("base", BASE))):
-                lb[arm] = llama_bench(binary, a.model, a, flags)
-
-        def run_kv(only: str = only, kv: dict[str, object] = kv) -> None:
-            kv.update(kvtop_tune(a.model, a, only))
-
-        for step in ((run_lb, run_kv) if i % 2 == 0 else (run_kv, run_lb)):
-            step()
+        for tool in (("llama-bench", "kvtop") if i % 2 == 0 else ("kvtop", "llama-bench")):
+            if tool == "llama-bench":
+                for arm, flags in arms:
+                    lb[arm] = llama_bench(binary, a.model, a, flags)
+            else:
+                kv = kvtop_tune(a.model, a, only)
         raw.append({"round": i, "pair": name, "llama_bench": lb, "kvtop_tune": kv["candidates"]})
         for test, metric, flag, label in tests:
             row = rows.setdefault((name, test), Row(label, test, flag))
@@ -142,6 +141,16 @@ def report(rows: list[Row], a: argparse.Namespace, load: list[float | None], ela
         print(f"| {r.pair} | {r.test} | {'-' if lb is None else f'{lb:.2f}'} ({span(r.lb_rounds)}) "
               f"| {'-' if kv is None else f'{kv:.2f}'} ({span(r.kv_rounds)}) | {'-' if agree is None else f'{agree:.2f}'} "
               f"| {'-' if r.within is None else 'yes' if r.within else 'no'} | {verdicts(r)} |")
+    print()
+    print("| pair | test | arm | llama-bench t/s | kvtop tune t/s | kvtop / llama-bench |")
+    print("| --- | --- | --- | ---: | ---: | ---: |")
+    for r in rows:
+        for arm in ("base", "cand"):
+            lb_ts, kv_ts = r.means(arm)
+            name = "-fa on -t 2" if arm == "base" else r.flag
+            rel = f"{kv_ts / lb_ts:.2f}" if lb_ts and kv_ts is not None else "-"
+            print(f"| {r.pair} | {r.test} | {name} | {'-' if lb_ts is None else f'{lb_ts:.1f}'} "
+                  f"| {'-' if kv_ts is None else f'{kv_ts:.1f}'} | {rel} |")
     g = goals(rows)
     print()
     print(f"within 10% of llama-bench: {g.within} of {g.rows} rows")
@@ -176,6 +185,8 @@ def main() -> int:
     for i in range(a.rounds):
         one_round(i, binary, a, rows, raw)
         load.append(others_now())
+        print(f"round {i + 1}/{a.rounds} done at {time.monotonic() - t0:.0f} s (others' CPU {load[-1]})",
+              file=sys.stderr, flush=True)
     ordered = [rows[(p, t)] for t in ("pp", "tg") for p in PAIRS if (p, t) in rows]
     report(ordered, a, load, time.monotonic() - t0)
     if a.save:

@@ -97,6 +97,12 @@ class Row:
     def kv_rounds(self) -> list[float]:
         return [x for r in self.kv if (x := ratio(r.base, r.cand)) is not None]
 
+    def means(self, arm: str) -> tuple[float | None, float | None]:
+        """One arm's ("base" or "cand") mean t/s over every round: llama-bench's, kvtop's."""
+        def m(runs: Sequence[ToolRound | KvtopRun]) -> float | None:
+            return mean([x for r in runs for x in (r.base if arm == "base" else r.cand)])
+        return m(self.lb), m(self.kv)
+
     @property
     def agreement(self) -> float | None:
         """kvtop's ratio over llama-bench's."""

@@ -81,3 +81,8 @@ def test_goals_over_the_rows_and_unequal_repetitions():
     assert (g.within, g.rows) == (1, 3)  # 0.97 within; 1.13 and 1.13 not
     assert (g.agree, g.checked) == (2, 2)  # -fa off (tg 0.83: base faster) not recommended; -t 1 not either
     assert g.unequal_reps == ["-t 1 / -t 2 tg"]  # kvtop measured one repetition where llama-bench had two
+
+
+def test_each_arms_mean_rate_for_both_tools():
+    r = row([((100.0, 110.0), (60.0, 62.0))], [((104.0, 106.0), (64.0, 66.0), "slower", False)])
+    assert r.means("base") == pytest.approx((105.0, 105.0)) and r.means("cand") == pytest.approx((61.0, 65.0))
