@@ -26,6 +26,7 @@ are printed beside the pooled ones: they are each tool's own run-to-run spread.
 
     python bench/tune_vs_llama_bench.py [MODEL] [--depth 512] [-p 256] [-n 64] [-r 2] [--rounds 4]
                                         [--save results.json]
+    python bench/tune_vs_llama_bench.py --report results.json   (the tables again, from the saved samples)
 """
 
 from __future__ import annotations
@@ -102,7 +103,7 @@ def others_now() -> float | None:
 
 def one_round(i: int, binary: str, a: argparse.Namespace, rows: dict[tuple[str, str], Row], raw: list[object]) -> None:
     """Round ``i``: for each pair, llama-bench's two arms and one kvtop tune, orders alternating."""
-    for name, (cand, only, tests) in PAIRS.items():
+    for name, (cand, only, _tests) in PAIRS.items():
         arms = (("base", BASE), ("cand", cand)) if i % 2 == 0 else (("cand", cand), ("base", BASE))
         lb: dict[str, dict[str, list[float]]] = {}
         kv: dict[str, object] = {}
@@ -113,12 +114,18 @@ def one_round(i: int, binary: str, a: argparse.Namespace, rows: dict[tuple[str, 
             else:
                 kv = kvtop_tune(a.model, a, only)
         raw.append({"round": i, "pair": name, "llama_bench": lb, "kvtop_tune": kv["candidates"]})
-        for test, metric, flag, label in tests:
-            row = rows.setdefault((name, test), Row(label, test, flag))
-            row.lb.append(ToolRound(tuple(lb["base"][test]), tuple(lb["cand"][test])))
-            run = kvtop_run(kv, flag, metric)
-            if run is not None:
-                row.kv.append(run)
+        add_round(rows, name, lb, kv)
+
+
+def add_round(rows: dict[tuple[str, str], Row], name: str, lb: dict[str, dict[str, list[float]]],
+              kv: dict[str, object]) -> None:
+    """One round's samples of pair ``name`` (llama-bench's per arm and test, kvtop tune's json) into ``rows``."""
+    for test, metric, flag, label in PAIRS[name][2]:
+        row = rows.setdefault((name, test), Row(label, test, flag))
+        row.lb.append(ToolRound(tuple(lb["base"][test]), tuple(lb["cand"][test])))
+        run = kvtop_run(kv, flag, metric)
+        if run is not None:
+            row.kv.append(run)
 
 
 def verdicts(row: Row) -> str:
@@ -154,11 +161,27 @@ def report(rows: list[Row], a: argparse.Namespace, load: list[float | None], ela
     g = goals(rows)
     print()
     print(f"within 10% of llama-bench: {g.within} of {g.rows} rows")
+    why = f" ({g.busy} more judged nothing: busy)" if g.busy else "" if g.checked else " (no row beyond the band)"
     print(f"recommendation agrees where llama-bench's ratio is beyond 1.15 or below 0.87: {g.agree} of {g.checked} "
-          "kvtop runs" + ("" if g.checked else " (no row beyond the band)"))
+          f"kvtop runs{why}")
     if g.unequal_reps:
         print(f"not comparable: the tools measured different repetitions in {', '.join(g.unequal_reps)} "
               f"(kvtop's --budget {a.budget} too small?)")
+
+
+def report_saved(path: str) -> int:
+    with open(path) as f:
+        saved = json.load(f)
+    rows: dict[tuple[str, str], Row] = {}
+    for r in saved["rounds"]:
+        add_round(rows, r["pair"], r["llama_bench"], {"candidates": r["kvtop_tune"]})
+    a = argparse.Namespace(**saved["args"])
+    report(ordered_rows(rows), a, saved["others_cpu"], saved.get("elapsed_s", 0.0))
+    return 0
+
+
+def ordered_rows(rows: dict[tuple[str, str], Row]) -> list[Row]:
+    return [rows[(p, t)] for t in ("pp", "tg") for p in PAIRS if (p, t) in rows]
 
 
 def main() -> int:
@@ -171,7 +194,10 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--budget", type=int, default=600, help="kvtop tune's budget for each pair")
     ap.add_argument("--save", metavar="PATH", help="write every sample of both tools here (json)")
+    ap.add_argument("--report", metavar="PATH", help="measure nothing: print the tables of a run --save wrote")
     a = ap.parse_args()
+    if a.report:
+        return report_saved(a.report)
     if a.r < 2:
         ap.error("-r must be 2 or more: kvtop tune judges nothing on one repetition")
     binary = llama_bench_path()
@@ -185,13 +211,14 @@ def main() -> int:
     for i in range(a.rounds):
         one_round(i, binary, a, rows, raw)
         load.append(others_now())
-        print(f"round {i + 1}/{a.rounds} done at {time.monotonic() - t0:.0f} s (others' CPU {load[-1]})",
+        share = "?" if load[-1] is None else f"{load[-1]:.0%}"
+        print(f"round {i + 1}/{a.rounds} done at {time.monotonic() - t0:.0f} s (others' share of the CPU: {share})",
               file=sys.stderr, flush=True)
-    ordered = [rows[(p, t)] for t in ("pp", "tg") for p in PAIRS if (p, t) in rows]
-    report(ordered, a, load, time.monotonic() - t0)
+    elapsed = time.monotonic() - t0
+    report(ordered_rows(rows), a, load, elapsed)
     if a.save:
         with open(a.save, "w") as f:
-            json.dump({"args": vars(a), "others_cpu": load, "rounds": raw}, f, indent=1)
+            json.dump({"args": vars(a), "others_cpu": load, "elapsed_s": elapsed, "rounds": raw}, f, indent=1)
     return 0
 
 

@@ -143,25 +143,27 @@ class Goals:
     rows: int
     agree: int
     checked: int  # kvtop runs whose recommendation was checked (llama-bench beyond the band, not busy)
+    busy: int  # kvtop runs beyond the band left unchecked: the machine was too busy for them to judge
     unequal_reps: list[str]
 
 
 def goals(rows: Sequence[Row]) -> Goals:
     """Both goals over all rows: rows within 10%, and runs whose recommendation agrees."""
     within = sum(1 for r in rows if r.within)
-    agree = checked = 0
+    agree = checked = busy = 0
     by_flag: dict[str, list[Row]] = {}
     for r in rows:
         by_flag.setdefault(r.flag, []).append(r)
     for flag_rows in by_flag.values():
         side = pair_expected(flag_rows)
         for run in flag_rows[0].kv:
+            busy += int(side is not None and run.busy)
             a = agrees(side, run)
             if a is not None:
                 checked += 1
                 agree += int(a)
     unequal = [f"{r.pair} {r.test}" for r in rows if r.reps[0] != r.reps[1]]
-    return Goals(within, len(rows), agree, checked, unequal)
+    return Goals(within, len(rows), agree, checked, busy, unequal)
 
 
 def span(xs: Sequence[float]) -> str:

@@ -86,3 +86,11 @@ def test_goals_over_the_rows_and_unequal_repetitions():
 def test_each_arms_mean_rate_for_both_tools():
     r = row([((100.0, 110.0), (60.0, 62.0))], [((104.0, 106.0), (64.0, 66.0), "slower", False)])
     assert r.means("base") == pytest.approx((105.0, 105.0)) and r.means("cand") == pytest.approx((61.0, 65.0))
+
+
+def test_busy_runs_are_counted_apart_from_the_checked_ones():
+    # a run on a crowded machine judges nothing: neither an agreement nor a miss (the bench says how many)
+    r = row([((100.0, 100.0), (60.0, 60.0))], [((100.0, 100.0), (280.0, 280.0), "faster", False)])
+    r.kv = [KvtopRun(k.base, k.cand, k.verdict, k.wins, busy=True) for k in r.kv]
+    g = goals([r])
+    assert (g.agree, g.checked, g.busy) == (0, 0, 1)
