@@ -2,7 +2,13 @@
 (docs/closing note "Trial findings left"): each a test that reads the panes, and fails
 on the code before its fix."""
 
+import re
+
+from textual.app import App
+
+from kvtop.runner import events as ev
 from kvtop.tui.panes.decode_chart import legend, plan_chart
+from kvtop.tui.panes.prefill import PrefillPane
 
 
 def test_the_ceiling_s_times_the_measured_rate_reads_the_same_at_every_width():
@@ -13,3 +19,64 @@ def test_the_ceiling_s_times_the_measured_rate_reads_the_same_at_every_width():
     # two points a column: the decode chart's widths at 80, 120 and 160 columns, and a narrow one
     said = {legend(plan_chart(series, [], lambda depth: 400.0, buckets)).plain for buckets in (20, 76, 150, 190)}
     assert said == {"━ measured  ↑ bandwidth ceiling  40x the measured rate: above the chart"}, said
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class PrefillApp(App):
+    def __init__(self, clock) -> None:
+        super().__init__()
+        self.clock = clock
+
+    def compose(self):
+        yield PrefillPane(clock=self.clock)
+
+
+def eta_shown(pane) -> str:
+    return re.search(r"ETA (\S+ ?\S*)", pane.render().plain).group(1)
+
+
+async def test_the_eta_never_reads_0_while_f7_s_last_slice_runs():
+    """F7 after a turn: the measurement's slices report like a prefill's, and its last
+    slice ran 12 s after the countdown reached 0: the ETA read "0 ms" all that time (the
+    floor for the batch in flight was the last turn's 512-token micro-batch)."""
+    clock = Clock()
+    async with PrefillApp(clock).run_test(size=(80, 12)) as pilot:
+        pane = pilot.app.query_one(PrefillPane)
+        pane.begin(ev.TurnStarted(1, 512, 0, 4096, "gguf", None, 0.002, 0.0005, None, 1.0))
+        pane.progress(ev.PrefillProgress(1, 512, 512, 0, 1.0, 512.0, 512, 1.0, 2.0))
+        pane.measuring("measuring q8_0/q8_0 against f16/f16 (Esc stops)")
+        pane.measured_so_far(256, 400, 5.0)  # 51 tok/s: 144 tokens, about 2.8 s, to go
+        first = pane.eta()
+        assert first is not None and 2.5 < first < 3.0, first
+        for waited in (1.0, 2.0, 3.0, 6.0, 12.0):
+            clock.now = 100.0 + waited
+            pane.tick(clock.now)
+            await pilot.pause()
+            left = pane.eta()
+            assert left is not None and left > 0.5, (waited, left)
+            assert not eta_shown(pane).startswith("0 "), (waited, pane.render().plain)
+        pane.measured_so_far(400, 400, 17.0)
+        pane.measurement_over(None)
+        assert pane.eta() is None and eta_shown(pane).startswith("- ")
+
+
+def test_kvtop_kld_s_progress_never_says_eta_0_before_the_end(capsys):
+    """The last chunk's line read "ETA 0 s", then the decode speed took 12 s more."""
+    from kvtop.runner.commands.kld import _progress
+
+    for done in (1, 16, 17):
+        _progress(done, 17, 5.6 * done, decode_tokens=32)
+    _progress(99, 100, 99 * 0.3)  # 0.3 s to go: rounded up, never "0 s"
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0] == "kvtop kld: chunk 1/17, 5.6 s, ETA 90 s, then the decode speed", lines
+    assert lines[1] == "kvtop kld: chunk 16/17, 89.6 s, ETA 6 s, then the decode speed", lines
+    assert lines[2] == ("kvtop kld: chunk 17/17, 95.2 s: every chunk scored; measuring the decode speed "
+                        "(32 tokens a side)"), lines
+    assert lines[3] == "kvtop kld: chunk 99/100, 29.7 s, ETA 1 s", lines
