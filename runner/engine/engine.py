@@ -43,7 +43,7 @@ from kvtop.runner.engine.timeline import TOKENS, PromptInfo, TurnClock, turn_met
 from kvtop.runner.llama_buffers import parse_buffers
 from kvtop.runner.model.gguf_header import check_loadable, read_header
 from kvtop.runner.policy.context_shift import Fitted, fit_turns, prompt_fits, reply_room, turn_ranges
-from kvtop.runner.process.system_prompt import with_system_prompt
+from kvtop.runner.policy.system_prompt import with_system_prompt
 from kvtop.runner.sanitize import clean_line
 from kvtop.runner.settings import Settings
 from kvtop.runner.units import fmt_int

@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING
 
 from kvtop.runner import events as ev
 from kvtop.runner.llama_buffers import LlamaBuffers
+from kvtop.runner.policy.system_prompt import with_system_prompt
 from kvtop.runner.process.commands import Chat, Command, Generate, Load, MeasurePrompt, Quit, Reset, Tokenize
 from kvtop.runner.process.contract import SERVER, QueuedCommands, ReaderGuard, Sink
-from kvtop.runner.process.system_prompt import with_system_prompt
 from kvtop.runner.sanitize import clean_line
 from kvtop.runner.server.http import ServerClient, ServerError
 from kvtop.runner.server.openai_request import openai_prompt_tokens, openai_request

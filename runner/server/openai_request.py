@@ -9,8 +9,8 @@ clock: the server sends no timings.
 
 from __future__ import annotations
 
+from kvtop.runner.policy.system_prompt import with_system_prompt
 from kvtop.runner.process.commands import Chat, Generate
-from kvtop.runner.process.system_prompt import with_system_prompt
 from kvtop.runner.server.http import ServerClient, ServerError
 from kvtop.runner.settings import Settings
 

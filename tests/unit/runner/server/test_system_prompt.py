@@ -1,5 +1,5 @@
 """``-sys``: every path a chat takes puts the system prompt first, once, by one rule
-(runner/process/system_prompt.py): it was written out three times, in the llama-server
+(runner/policy/system_prompt.py): it was written out three times, in the llama-server
 request, its prompt measurement and the vLLM request, and a fourth in the engine."""
 
 import ast
@@ -38,4 +38,4 @@ def test_the_system_prompt_is_put_in_by_one_function():
             if isinstance(node, ast.Dict) and any(isinstance(k, ast.Constant) and k.value == "role" for k in node.keys) \
                     and any(isinstance(v, ast.Constant) and v.value == "system" for v in node.values):
                 writers.append(path.relative_to(RUNNER).as_posix())
-    assert writers == ["process/system_prompt.py"], writers
+    assert writers == ["policy/system_prompt.py"], writers

@@ -4,15 +4,21 @@ in-process engine's template and every request to a server (llama-server, vLLM).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Protocol
 
-from kvtop.runner.process.commands import ChatMessage
+
+class Message(Protocol):
+    """A chat message (runner.process.commands.ChatMessage)."""
+
+    role: str
+    content: str
 
 
-def with_system_prompt(system_prompt: str, messages: Iterable[ChatMessage | Mapping[str, str]]) -> list[dict[str, str]]:
+def with_system_prompt(system_prompt: str, messages: Iterable[Message | Mapping[str, str]]) -> list[dict[str, str]]:
     """The messages as dicts, ``system_prompt`` (``-sys``) first unless one of them is
     already the system's: the one rule for the engine's template and every server request."""
-    msgs = [m.as_dict() if isinstance(m, ChatMessage) else {"role": str(m["role"]), "content": str(m["content"])}
-            for m in messages]
+    msgs = [{"role": str(m["role"]), "content": str(m["content"])} if isinstance(m, Mapping)
+            else {"role": m.role, "content": m.content} for m in messages]
     if system_prompt and not any(m["role"] == "system" for m in msgs):
         msgs.insert(0, {"role": "system", "content": system_prompt})
     return msgs
