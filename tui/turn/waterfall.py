@@ -73,6 +73,13 @@ class LiveTurn:
             prev_done, prev_s = done, elapsed
         return tuple(segs)
 
+    def prefilling(self) -> bool:
+        """A micro-batch is being computed now: the segments so far leave it out (it has
+        not reported), and the sum under them says so (a trial read the sum as the time so far)."""
+        s = self.started
+        done = self.reports[-1][0] if self.reports else s.reused_tokens if s is not None else 0
+        return s is not None and self.first_token_s is None and done < s.prompt_tokens
+
     def state(self) -> str:
         s = self.started
         if s is None:
@@ -280,7 +287,11 @@ class WaterfallScreen(ModalScreen[None]):
         if live.shift is not None:
             yield shift_static(live.shift)
         yield WaterfallBar(segs, so_far, id="waterfall-bar")
-        yield Static(segments_table(segs, {}, so_far, "   so far"), markup=False, id="waterfall-table")
+        table = segments_table(segs, {}, so_far, "   so far")
+        if live.prefilling():  # the sum read as the prefill's time so far (new-user trial)
+            table = Content.assemble(table, ("\nso far, excluding the ubatch running: it has not reported yet",
+                                             "$text-muted"))
+        yield Static(table, markup=False, id="waterfall-table")
         note = ("The segments after prefill (first token, first character on screen) and the verdict come "
                 "when the turn ends." if live.first_token_s is not None else
                 "The time to first token and the verdict come when the turn's first character does.")

@@ -4,9 +4,12 @@ on the code before its fix."""
 
 import re
 
+from helpers import make_app, screen_text, send, wait_until
+from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
 from textual.app import App
 
 from kvtop.runner import events as ev
+from kvtop.runner.settings import Settings
 from kvtop.tui.panes.decode_chart import legend, plan_chart
 from kvtop.tui.panes.prefill import PrefillPane
 
@@ -80,3 +83,29 @@ def test_kvtop_kld_s_progress_never_says_eta_0_before_the_end(capsys):
     assert lines[2] == ("kvtop kld: chunk 17/17, 95.2 s: every chunk scored; measuring the decode speed "
                         "(32 tokens a side)"), lines
     assert lines[3] == "kvtop kld: chunk 99/100, 29.7 s, ETA 1 s", lines
+
+
+async def test_f2_s_running_sum_says_it_leaves_out_the_ubatch_running(tmp_path, smollm_shaped):
+    """Mid-prefill, F2's "sum of segments … so far" was the reported micro-batches only:
+    the one being computed was in no row and the sum did not say so."""
+    loaded = smollm_loaded(smollm_shaped)
+    turn = scripted_turn(1, 1000.0, 1024, 0, ["Hi", "."], pp_tok_s=512 / 2.0)  # a micro-batch every 2 s
+    app = make_app(Settings(smollm_shaped, n_ctx=4096, n_threads=2),
+                   lambda s: ScriptedEngine(s, loaded, [turn], speed=1.0, max_gap=2.0), tmp_path,
+                   live_system=False, write_transcript=False, record_trace=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_until(pilot, lambda: app.loaded is not None, what="load")
+        await send(pilot, "hello")
+        await wait_until(pilot, lambda: app.dash.prefill.done == 512, what="first micro-batch")
+        await pilot.press("f2")
+        await pilot.pause(0.3)
+        text = screen_text(app)
+        assert "in progress: prefill 512/1,024 tok" in text, text
+        sums = [line for line in text.split("\n") if "sum of segments" in line]
+        assert len(sums) == 1 and "so far" in sums[0], text
+        assert "so far, excluding the ubatch running" in text, text
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: app.turns and not app.turn_running, what="turn end")
+        await pilot.press("f2")
+        await pilot.pause(0.3)
+        assert "excluding the ubatch running" not in screen_text(app)  # a finished turn's sum is the TTFT's
