@@ -109,3 +109,35 @@ async def test_f2_s_running_sum_says_it_leaves_out_the_ubatch_running(tmp_path, 
         await pilot.press("f2")
         await pilot.pause(0.3)
         assert "excluding the ubatch running" not in screen_text(app)  # a finished turn's sum is the TTFT's
+
+
+QUIET_PROBE = "CPU probe (2 threads, 2026-12-03 13:00, FLOPS of llama.cpp q4_1 matmul, CPU 3% busy before it)"
+
+
+async def test_the_estimate_pane_s_hardware_line_keeps_its_figures_at_every_size(tmp_path, smollm_shaped):
+    """At 160x48 after a turn the hardware line took its short form, "hardware: CPU
+    probe": no figure, and nothing said it was cut. The figures come first now, so the
+    short form keeps them."""
+    import dataclasses
+
+    from helpers import FIXED_HW
+
+    for size in ((80, 24), (120, 40), (160, 48)):
+        loaded = smollm_loaded(smollm_shaped)
+        turns = [scripted_turn(1, 1000.0, 600, 0, [" w"] * 40, timeline=True)]
+        app = make_app(Settings(smollm_shaped, n_ctx=4096, n_threads=2), lambda s: ScriptedEngine(s, loaded, turns),
+                       tmp_path, live_system=False, write_transcript=False,
+                       hardware=dataclasses.replace(FIXED_HW, source=QUIET_PROBE))
+        async with app.run_test(size=size) as pilot:
+            await wait_until(pilot, lambda: app.loaded is not None, what="load")
+            await send(pilot, "Hi")
+            await wait_until(pilot, lambda: app.turns and not app.turn_running, what="turn")
+            await pilot.pause(0.3)
+            pane = app.dash.estimate
+            for _ in range(4):  # its page, at 80x24
+                if pane.display and pane.content_region.width > 0:
+                    break
+                await pilot.press("f6")
+                await pilot.pause(0.2)
+            text = pane.render().plain.replace("\n", " ")
+            assert "hardware: 30.0 GB/s, 0.25 TFLOPS · CPU probe" in text, (size, text)
