@@ -41,6 +41,15 @@ def gist(text: str) -> str:
     return re.split(r" \(|; ", text, maxsplit=1)[0].replace("other processes", "others")
 
 
+def figures(note: str) -> str:
+    """The hardware line's shortest form: its figures ("hardware: 21.4 GB/s, 1.23 TFLOPS"),
+    said to be lower bounds when the probe was busy."""
+    head, sep, _source = note.partition(" · ")
+    if not sep:
+        return brief(note)
+    return head + (": lower bounds" if _BUSY_PROBE.search(note) else "")
+
+
 def fitted(notes: list[tuple[Content, ...]], room: int, width: int) -> list[Content]:
     """Each note in its full form, or in a shorter one (each note's forms, longest
     first), shortened from the last note up (the least important) until they fit
@@ -222,7 +231,7 @@ class EstimatePane(PaneWidget):
         if self.quality:
             notes.append((Content.styled(self.quality, "italic"), Content.styled(brief(self.quality), "italic")))
         if self.note:
-            notes.append((Content.styled(self.note, "$text-muted"), Content.styled(brief(self.note), "$text-muted")))
+            notes.append(tuple(Content.styled(n, "$text-muted") for n in (self.note, brief(self.note), figures(self.note))))
         region = self.content_region
         lines += fitted(notes, region.height - len(lines), region.width)
         return Content("\n").join(fold(lines, region.width, region.height))
