@@ -13,6 +13,7 @@ the forecast column is left out (a narrow pane) it is headed "vs roof".
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from textual.content import Content
 
@@ -120,6 +121,14 @@ class EstimatePane(PaneWidget):
         self.rows = rows
         self.live = self.live_roofline = None
         self.refresh(layout=True)
+
+    def set_peak(self, peak: int | None) -> None:
+        """The chat's peak RSS, as the Memory pane shows it, once a turn has measured one (it
+        stayed at the figure of the last turn's end while the Memory pane's moved on)."""
+        row = self.rows.peak
+        if row.measured is not None and peak is not None and peak != row.measured:
+            self.rows = replace(self.rows, peak=Row(row.predicted, peak))
+            self.refresh()
 
     def begin_turn(self, forecast: Forecast | None, roofline: Forecast | None) -> None:
         """A turn started: its forecast and roofline at once, its measured column as it runs."""

@@ -10,6 +10,8 @@ from textual.app import App
 
 from kvtop.runner import events as ev
 from kvtop.runner.settings import Settings
+from kvtop.runner.system.hardware import SystemMemory
+from kvtop.runner.system.memory import MemorySample
 from kvtop.tui.panes.decode_chart import legend, plan_chart
 from kvtop.tui.panes.prefill import PrefillPane
 
@@ -143,6 +145,9 @@ async def test_the_estimate_pane_s_hardware_line_keeps_its_figures_at_every_size
             assert "hardware: 30.0 GB/s, 0.25 TFLOPS · CPU probe" in text, (size, text)
 
 
+MEMORY = MemorySample(engine_rss=251 * 2**20, ui_rss=61 * 2**20,
+                      system=SystemMemory(24 * 2**30, 22 * 2**30, 2 * 2**30, 0, 2**30),
+                      gpus=(), gpu_note="no NVIDIA GPU (NVML Shared Library Not Found)")
 BAD_END = re.compile(r"(\d[x%]?|\b(of|the|at|a|per|to|in))$")  # a line ending in a number or a word that leads
 BAD_START = re.compile(r"^(s|ms|tok/s|tok|MiB|GiB|x|it|of it)\b")  # one starting with a unit or "it"
 
@@ -206,3 +211,40 @@ async def test_no_pane_s_prose_breaks_inside_a_phrase_at_any_size(tmp_path, smol
                 lines = w.render().plain.split("\n")
                 assert all(len(line) <= w.content_region.width for line in lines), (size, wid, lines)
                 assert bad_breaks(lines) == [], (size, wid, lines)
+
+
+async def test_the_memory_pane_s_peak_and_the_estimate_pane_s_are_one_figure_after_f7(tmp_path, smollm_shaped,
+                                                                                        monkeypatch):
+    """After F7 the Memory pane read "peak 865 MiB" (its measurement's contexts) beside
+    the Estimate pane's "peak mem 281 MiB" (the chat's, at the last turn's end). The peak
+    both show is the chat's; what F7 reached is said apart, as F7's."""
+    import dataclasses
+
+    from kvtop.tui.turn import cpu_watch
+
+    rss = {"now": 281 * 2**20}
+    monkeypatch.setattr(cpu_watch, "take_sample", lambda *a, **k: dataclasses.replace(MEMORY, engine_rss=rss["now"]))
+    loaded = smollm_loaded(smollm_shaped)
+    app = make_app(Settings(smollm_shaped, n_ctx=4096, n_threads=2),
+                   lambda s: ScriptedEngine(s, loaded, [scripted_turn(1, 1000.0, 40, 0, ["Hi", "."])]), tmp_path,
+                   live_system=False, write_transcript=False)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await wait_until(pilot, lambda: app.loaded is not None, what="load")
+        app.cpu_watch.sample()
+        await send(pilot, "Hi")
+        await wait_until(pilot, lambda: app.turns and not app.turn_running, what="turn")
+        rss["now"] = 300 * 2**20  # after the turn's end: the chat's peak moved on
+        app.cpu_watch.sample()
+        app.quality.turn_id, app.quality.engine = 99, app.session.engine  # F7 measuring
+        assert app.quality.running
+        rss["now"] = 865 * 2**20
+        app.cpu_watch.sample()
+        app.quality.turn_id = None
+        rss["now"] = 290 * 2**20
+        app.cpu_watch.sample()
+        await pilot.pause(0.2)
+        memory = app.dash.memory.render().plain.replace("\n", " ")
+        assert "peak 300.00 MiB" in memory and "(865.00 MiB while F7 measured)" in memory, memory
+        assert app.dash.estimate.rows.peak.measured == 300 * 2**20
+        estimate = app.dash.estimate.render().plain
+        assert any(line.startswith("peak mem") and "300 MiB" in line for line in estimate.split("\n")), estimate
