@@ -6,7 +6,8 @@ panes give their lines to ``flow`` first, which breaks only where a reader would
 
 * never between a number and the word after it (its unit: "1.10 s", "0.66x of", "49 tok");
 * never after a word that leads the next one ("of", "the", "at", "per", …, "CPU", "-t");
-* never before a short word that ends a clause ("of it", "a plain step,").
+* never before a short word that ends a clause ("of it", "a plain step,"), nor before
+  a paragraph's last word ("lower bounds").
 
 Every line it returns fits the width, so Textual never wraps it again. A run of words so
 joined that is wider than the line is broken at its spaces after all, and a word wider
@@ -35,6 +36,8 @@ def joined(a: str, b: str, b_last: bool) -> bool:
     if b.startswith("("):  # an aside may start a line: "no NVIDIA GPU" above "(NVML … not found)"
         return False
     if a.lower() in _LEADS or _ACRONYM.match(a) or _FLAG.match(a):
+        return True
+    if b_last and len(b) <= 8:  # no word alone on a paragraph's last line ("lower" above "bounds")
         return True
     return bool(_CLAUSE_END.match(b)) and (b_last or not b[-1].isalnum())
 

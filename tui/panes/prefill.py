@@ -253,7 +253,8 @@ class PrefillPane(PaneWidget):
             ("pp ", "$text-muted"), fmt_rate(self.rate),
         )
         line2 = Content.assemble(
-            ("elapsed ", "$text-muted"), fmt_seconds(self.elapsed if self.total else None), "  ",
+            # the clock runs before the first report too (F7's measurement read "elapsed N/A" for 20 s)
+            ("elapsed ", "$text-muted"), fmt_seconds(self.elapsed if self.total or self._since else None), "  ",
             ("ETA ", "$text-muted"), fmt_seconds(eta) if eta is not None else "-", "  ",
             (self.note, "$text-muted"),
         )

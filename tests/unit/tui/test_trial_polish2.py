@@ -54,9 +54,14 @@ async def test_the_eta_never_reads_0_while_f7_s_last_slice_runs():
     clock = Clock()
     async with PrefillApp(clock).run_test(size=(80, 12)) as pilot:
         pane = pilot.app.query_one(PrefillPane)
+        clock.now = 95.0
         pane.begin(ev.TurnStarted(1, 512, 0, 4096, "gguf", None, 0.002, 0.0005, None, 1.0))
         pane.progress(ev.PrefillProgress(1, 512, 512, 0, 1.0, 512.0, 512, 1.0, 2.0))
         pane.measuring("measuring q8_0/q8_0 against f16/f16 (Esc stops)")
+        clock.now = 97.0  # before its first report its clock runs: it read "elapsed N/A" for 20 s
+        pane.tick(clock.now)
+        assert "elapsed 2.00 s  ETA -" in pane.render().plain, pane.render().plain
+        clock.now = 100.0
         pane.measured_so_far(256, 400, 5.0)  # 51 tok/s: 144 tokens, about 2.8 s, to go
         first = pane.eta()
         assert first is not None and 2.5 < first < 3.0, first
@@ -248,3 +253,23 @@ async def test_the_memory_pane_s_peak_and_the_estimate_pane_s_are_one_figure_aft
         assert app.dash.estimate.rows.peak.measured == 300 * 2**20
         estimate = app.dash.estimate.render().plain
         assert any(line.startswith("peak mem") and "300 MiB" in line for line in estimate.split("\n")), estimate
+
+
+async def test_the_header_keeps_refresh_at_160_columns_after_a_turn_on_fewer_threads(tmp_path, smollm_shaped):
+    """At 160 columns, after a turn that ran on the free core of a busy machine, the
+    header dropped "refresh 1 s": "threads 2/2 (all 2 usable cores; last turn 1/1)" took
+    the room. "usable" goes first (the figures stay as they read at every width)."""
+    from kvtop.tui.panes.status import StatusBar
+
+    loaded = smollm_loaded(smollm_shaped)
+    app = make_app(Settings(smollm_shaped, n_ctx=4096, n_threads=2, threads_why="all 2 usable cores"),
+                   lambda s: ScriptedEngine(s, loaded, []), tmp_path, live_system=False, write_transcript=False)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await wait_until(pilot, lambda: app.loaded is not None, what="load")
+        bar = app.query_one(StatusBar)
+        bar.set_turn_threads(1, 1, (2, 2), "all 2 usable cores")
+        await pilot.pause()
+        text = bar.render().plain
+        assert len(text) <= 160 and "refresh 1 s" in text, text
+        assert "threads 2/2 (all 2 cores; last turn 1/1)" in text and "arch llama" in text, text
+        assert screen_text(app).split("\n")[0].rstrip().endswith("refresh 1 s")  # drawn, not cut at the edge
