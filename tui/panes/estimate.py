@@ -42,6 +42,18 @@ def gist(text: str) -> str:
     return re.split(r" \(|; ", text, maxsplit=1)[0].replace("other processes", "others")
 
 
+def ranged_short(text: str) -> str:
+    """"TTFT and decode inside the forecast's 80% range": the range verdict without its
+    figures (the table beside has them), for a pane with no room (at 160x48 on a busy
+    machine the hardware line was folded away under the full one)."""
+    found = re.findall(r"(?:^|; )(\w+) [^;]*?, (inside|outside)", text)
+    if not found:
+        return text
+    if len({where for _, where in found}) == 1:
+        return f"{' and '.join(name for name, _ in found)} {found[0][1]} the forecast's 80% range"
+    return ", ".join(f"{name} {where}" for name, where in found) + " the forecast's 80% range"
+
+
 def figures(note: str) -> str:
     """The hardware line's shortest form: its figures ("hardware: 21.4 GB/s, 1.23 TFLOPS"),
     said to be lower bounds when the probe was busy."""
@@ -229,7 +241,7 @@ class EstimatePane(PaneWidget):
             calibrated = self.forecast.basis == "calibrated"  # the roofline says what it is: a ceiling
             if calibrated and self.live is None and (ranged := range_verdict(
                     self.forecast, self.rows.row("ttft").measured, self.rows.row("decode").measured)):
-                notes.append((Content.styled(ranged, "italic"),) * 2)
+                notes.append((Content.styled(ranged, "italic"), Content.styled(ranged_short(ranged), "italic")))
             iv = self.forecast.interval_text() if calibrated else ""
             if "forecast" in cols:  # what the column rests on
                 label = f"forecast: {self.forecast.label()}"

@@ -273,3 +273,15 @@ async def test_the_header_keeps_refresh_at_160_columns_after_a_turn_on_fewer_thr
         assert len(text) <= 160 and "refresh 1 s" in text, text
         assert "threads 2/2 (all 2 cores; last turn 1/1)" in text and "arch llama" in text, text
         assert screen_text(app).split("\n")[0].rstrip().endswith("refresh 1 s")  # drawn, not cut at the edge
+
+
+def test_the_range_verdict_has_a_short_form_for_a_full_pane():
+    """At 160x48 on a busy machine the range verdict took three lines and the hardware
+    line under it was folded away."""
+    from kvtop.tui.panes.estimate import ranged_short
+
+    both = "TTFT 1.05 s, inside the forecast 509 ms–1.88 s; decode 28.6 tok/s, inside 11.0 tok/s–40.6 tok/s"
+    assert ranged_short(both) == "TTFT and decode inside the forecast's 80% range"
+    mixed = "TTFT 2.90 s, outside the forecast 1.10 s–1.60 s; decode 28.6 tok/s, inside 11.0 tok/s–40.6 tok/s"
+    assert ranged_short(mixed) == "TTFT outside, decode inside the forecast's 80% range"
+    assert ranged_short("TTFT 2.90 s, outside the forecast 1.10 s–1.60 s") == "TTFT outside the forecast's 80% range"
