@@ -285,3 +285,14 @@ def test_the_range_verdict_has_a_short_form_for_a_full_pane():
     mixed = "TTFT 2.90 s, outside the forecast 1.10 s–1.60 s; decode 28.6 tok/s, inside 11.0 tok/s–40.6 tok/s"
     assert ranged_short(mixed) == "TTFT outside, decode inside the forecast's 80% range"
     assert ranged_short("TTFT 2.90 s, outside the forecast 1.10 s–1.60 s") == "TTFT outside the forecast's 80% range"
+
+
+def test_the_kv_pane_s_quality_row_keeps_both_figures_at_80x24():
+    """At 80x24 the row read "KLD q8_0 0.0056 (−47%) · q4_0 0.0911 (−…": the savings go
+    before a figure does."""
+    from kvtop.tui.panes.kv import KVPane
+
+    pane = KVPane()
+    pane.set_quality(["q8_0/q8_0: KLD 0.0056 …", "q4_0/q4_0: KLD 0.0911 …"], ["q8_0 0.0056 (−47%)", "q4_0 0.0911 (−72%)"])
+    assert pane._quality_rows(40)[0].plain == "KLD q8_0 0.0056 · q4_0 0.0911"
+    assert pane._quality_rows(60)[0].plain == "KLD q8_0 0.0056 (−47%) · q4_0 0.0911 (−72%)"
