@@ -232,9 +232,9 @@ class EstimatePane(PaneWidget):
         if self.live is not None:  # the rows' verdict is the last turn's, not this one's
             said = Content.styled("the verdict comes when this turn ends", "$text-muted")
             notes.append((said, said))
-        else:
-            said = Content.styled(estimate_verdict(self.rows), "italic")
-            notes.append((said, said))
+        else:  # its asides go last of all (the full-screen shot folded the advice and hardware lines away)
+            verdict = estimate_verdict(self.rows)
+            notes.append((Content.styled(verdict, "italic"), Content.styled(_ASIDE.sub("", verdict), "italic")))
         if self.forecast is not None:
             from kvtop.runner.calibration.interval import range_verdict
 
