@@ -10,8 +10,11 @@ from typing import Protocol
 class Message(Protocol):
     """A chat message (runner.process.commands.ChatMessage)."""
 
-    role: str
-    content: str
+    @property
+    def role(self) -> str: ...
+
+    @property
+    def content(self) -> str: ...
 
 
 def with_system_prompt(system_prompt: str, messages: Iterable[Message | Mapping[str, str]]) -> list[dict[str, str]]:
