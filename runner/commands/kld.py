@@ -13,9 +13,11 @@ an ETA go to stderr; Ctrl+C prints the statistics so far, marked partial, and ex
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from kvtop.runner.cli_types import INT32_MAX, int_in
@@ -98,9 +100,17 @@ def kv_saving(a: argparse.Namespace, base: Settings, cand: Settings) -> dict[str
     return {"at": at}
 
 
-def _progress(done: int, total: int, seconds: float) -> None:
+def _progress(done: int, total: int, seconds: float, decode_tokens: int = 0) -> None:
+    """One chunk scored. The ETA is of the chunks, rounded up (it read "ETA 0 s" with a
+    chunk to go); the decode speed measured after them is said, not counted in it (it
+    read 0 for the 12 s the decode speed then took: new-user trial)."""
+    then = ", then the decode speed" if decode_tokens > 0 else ""
+    if done >= total:
+        rest = f"; measuring the decode speed ({decode_tokens} tokens a side)" if decode_tokens > 0 else ""
+        to_stderr(f"kvtop kld: chunk {done}/{total}, {seconds:.1f} s: every chunk scored{rest}")
+        return
     left = seconds / done * (total - done) if done else 0.0
-    to_stderr(f"kvtop kld: chunk {done}/{total}, {seconds:.1f} s, ETA {left:.0f} s")
+    to_stderr(f"kvtop kld: chunk {done}/{total}, {seconds:.1f} s, ETA {max(1, math.ceil(left))} s{then}")
 
 
 def kld_main(argv: list[str]) -> int:
@@ -153,7 +163,7 @@ def measure(a: argparse.Namespace, base: Settings, cand: Settings, text: str, te
         run = KldRun(base, cand, text, a.n_ctx, a.chunks)
         to_stderr(f"kvtop kld: {len(run.tokens):,} tokens, {run.n_chunk} chunks of {a.n_ctx}; "
                   f"{meta['candidate']} against {meta['base']}")
-        res = run.run(_progress, a.decode_tokens)
+        res = run.run(partial(_progress, decode_tokens=a.decode_tokens), a.decode_tokens)
     except KldError as exc:
         if exc.stats is not None:
             meta.update(n_tokens=len(run.tokens) if run else 0, seconds=0.0)

@@ -43,6 +43,7 @@ from kvtop.runner.engine.timeline import TOKENS, PromptInfo, TurnClock, turn_met
 from kvtop.runner.llama_buffers import parse_buffers
 from kvtop.runner.model.gguf_header import check_loadable, read_header
 from kvtop.runner.policy.context_shift import Fitted, fit_turns, prompt_fits, reply_room, turn_ranges
+from kvtop.runner.policy.system_prompt import with_system_prompt
 from kvtop.runner.sanitize import clean_line
 from kvtop.runner.settings import Settings
 from kvtop.runner.units import fmt_int
@@ -181,9 +182,7 @@ class Engine:
         return self._parts()[0].vocab.tokenize(text, add_special)
 
     def render(self, messages: list[dict[str, str]], add_generation_prompt: bool = True) -> RenderedPrompt:
-        msgs = list(messages)
-        if self.settings.system_prompt and not any(m.get("role") == "system" for m in msgs):
-            msgs = [{"role": "system", "content": self.settings.system_prompt}] + msgs
+        msgs = with_system_prompt(self.settings.system_prompt, messages)
         return render_chat(self._template, msgs, self._bos_text, self._eos_text, add_generation_prompt,
                            override=self.settings.chat_template,
                            architecture=self._parts()[0].meta("general.architecture"), tokenize=self.tokenize)

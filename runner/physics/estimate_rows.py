@@ -129,6 +129,15 @@ class _TurnRows(TypedDict, total=False):
     turn: TurnFigures
 
 
+def hardware_note(hw: HardwareProfile) -> str:
+    """"hardware: 21.4 GB/s, 1.23 TFLOPS · CPU probe (2 threads, …)": the figures the
+    roofline uses first, where they stay in the short form a narrow pane takes (it drops
+    the asides: at 160x48 after a turn the line read "hardware: CPU probe", no figure)."""
+    figures = [f"{hw.bandwidth_gbs:.1f} GB/s" if hw.bandwidth_gbs else "", f"{hw.tflops:.3g} TFLOPS" if hw.tflops else ""]
+    said = ", ".join(f for f in figures if f)
+    return f"hardware: {said} · {hw.source}" if said else f"hardware: {hw.source}"
+
+
 def estimate_rows(facts: ModelFacts, layout: KVLayout, hw: HardwareProfile, settings: Settings, *,
                   buffers: LlamaBuffers | None = None, peak_rss: int | None = None,
                   turn: TurnMetrics | None = None, turn_ran: bool = False,
@@ -178,6 +187,6 @@ def estimate_rows(facts: ModelFacts, layout: KVLayout, hw: HardwareProfile, sett
         weights=Row(f.weights_bytes, weights_meas),
         peak=Row(peak_pred, peak_rss if ran else None),
         context=context,
-        note=f"hardware: {hw.source}",
+        note=hardware_note(hw),
         **kw,
     )

@@ -51,7 +51,7 @@ def spec_phrases(m: TurnMetrics) -> list[str] | None:
         return [f"speculation: {per},", f"{accepted},", f"{x:.1f}x plain decode"]
     size = m.spec_drafted / m.spec_passes + 1
     cost = (m.spec_verify_s / m.spec_passes) / m.spec_plain_step_s if m.spec_plain_step_s else 0.0
-    return [f"speculation cost {1 - x:.0%}:", f"{accepted},", f"each verify pass of {size:.0f}",
+    return [f"speculation cost {1 - x:.0%}:", f"{accepted},", f"each verify pass of {size:.0f} tok",
             f"costs {cost:.1f}x a plain step (measured)"]  # the roof's cost is modelled: both say which
 
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from kvtop.runner import events as ev
 from kvtop.runner.llama_buffers import LlamaBuffers
+from kvtop.runner.policy.system_prompt import with_system_prompt
 from kvtop.runner.process.commands import Chat, Command, Generate, Load, MeasurePrompt, Quit, Reset, Tokenize
 from kvtop.runner.process.contract import SERVER, QueuedCommands, ReaderGuard, Sink
 from kvtop.runner.sanitize import clean_line
@@ -119,9 +120,7 @@ class ServerEngine(QueuedCommands):
         chat request would prefill. Which of it the slot has cached only the server knows
         when the request arrives (another client may have used the slot): None."""
         try:
-            msgs = [m.as_dict() for m in cmd.messages]
-            if self.settings.system_prompt and not any(m["role"] == "system" for m in msgs):
-                msgs.insert(0, {"role": "system", "content": self.settings.system_prompt})
+            msgs = with_system_prompt(self.settings.system_prompt, cmd.messages)
             if not self.capabilities.token_timings:  # an OpenAI-style server: /tokenize takes the messages
                 n = openai_prompt_tokens(self.client, msgs)
                 sink(ev.PromptMeasured(cmd.request_id, n, None, self.loaded.n_ctx if self.loaded else 0))
@@ -158,10 +157,8 @@ class ServerEngine(QueuedCommands):
             common["seed"] = s.seed
         if isinstance(cmd, Chat):
             n = s.n_predict if cmd.n_predict is None else cmd.n_predict
-            msgs = [m.as_dict() for m in cmd.messages]
-            if s.system_prompt and not any(m["role"] == "system" for m in msgs):
-                msgs.insert(0, {"role": "system", "content": s.system_prompt})
-            body = {**common, "messages": msgs, "max_tokens": n if n >= 0 else -1}
+            body = {**common, "messages": with_system_prompt(s.system_prompt, cmd.messages),
+                    "max_tokens": n if n >= 0 else -1}
             if s.ignore_eos:
                 body["ignore_eos"] = True
             return "/v1/chat/completions", body

@@ -9,6 +9,7 @@ clock: the server sends no timings.
 
 from __future__ import annotations
 
+from kvtop.runner.policy.system_prompt import with_system_prompt
 from kvtop.runner.process.commands import Chat, Generate
 from kvtop.runner.server.http import ServerClient, ServerError
 from kvtop.runner.settings import Settings
@@ -23,10 +24,7 @@ def openai_request(s: Settings, cmd: Chat | Generate) -> tuple[str, dict[str, ob
         common["seed"] = s.seed
     if isinstance(cmd, Chat):
         n = s.n_predict if cmd.n_predict is None else cmd.n_predict
-        msgs = [m.as_dict() for m in cmd.messages]
-        if s.system_prompt and not any(m["role"] == "system" for m in msgs):
-            msgs.insert(0, {"role": "system", "content": s.system_prompt})
-        body = {**common, "messages": msgs}
+        body = {**common, "messages": with_system_prompt(s.system_prompt, cmd.messages)}
         if n >= 0:
             body["max_tokens"] = n
         if s.ignore_eos:

@@ -63,8 +63,11 @@ def test_a_quantized_cache_report_has_the_statistics_the_bytes_and_the_speed(tin
     d = rep["decode"]
     assert d["base"] > 0 and d["candidate"] > 0 and d["tokens"] == 8 and d["depth"] == 120
     assert rep["type_k"] == "q8_0" and rep["base_type_k"] == "f16" and rep["other_model"] is None
-    progress = [ln for ln in r.stderr.splitlines() if "chunk" in ln and "ETA" in ln]
-    assert len(progress) == 3 and progress[-1].startswith("kvtop kld: chunk 3/3")
+    progress = [ln for ln in r.stderr.splitlines() if ln.startswith("kvtop kld: chunk ")]
+    assert len(progress) == 3 and progress[-1].startswith("kvtop kld: chunk 3/3"), progress
+    # no "ETA 0 s" before the decode speed is measured (new-user trial): the last line says what comes
+    assert all("ETA" in ln and "ETA 0 " not in ln for ln in progress[:-1]), progress
+    assert "ETA" not in progress[-1] and "measuring the decode speed (8 tokens a side)" in progress[-1], progress
 
 
 def test_the_md_report_reads_like_llama_perplexity(tiny):

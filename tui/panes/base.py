@@ -21,6 +21,8 @@ from textual.widget import Widget
 from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
+from kvtop.tui.base.flow import flow, flowed_lines
+
 
 def lines_at(content, width: int) -> int:
     """Lines ``content`` (a textual Content) takes at ``width`` cells, wrapped (-1 for no
@@ -30,7 +32,7 @@ def lines_at(content, width: int) -> int:
     lines = content.plain.split("\n")
     if all(cell_len(line) <= width for line in lines):
         return len(lines)
-    return len(content.wrap(width))
+    return flowed_lines(content, width)
 
 
 def fold(lines: list, width: int, height: int) -> list:
@@ -39,13 +41,13 @@ def fold(lines: list, width: int, height: int) -> list:
     changes with what the pane happens to say. Lines are kept in order (a pane lists
     what matters most first); when they do not all fit, the last line kept ends in
     "…". No width or height yet (a pane not laid out): everything."""
-    if width <= 0 or height <= 0 or sum(max(1, lines_at(line, width)) for line in lines) <= height:
+    if width <= 0:
         return lines
     out: list = []
-    for line in lines:
-        out += line.wrap(width) if cell_len(line.plain) > width else [line]
-        if len(out) >= height:
-            break
+    for line in lines:  # broken between phrases here, never by Textual's wrap (tui/base/flow.py)
+        out += flow(line, width) if cell_len(line.plain) > width else [line]
+    if height <= 0 or len(out) <= height:
+        return out
     out = out[:height]
     last = out[-1]
     if last.cell_length >= width:

@@ -109,7 +109,9 @@ def plan_chart(series, stalls, ceiling_at: Callable[[int], float | None], bucket
         plan.runs.append(bucket_series(run, max(1, round(buckets * len(run) / n))))
     xs = [x for run in plan.runs for x, _ in run]
     plan.measured_top = max(y for run in plan.runs for _, y in run)
-    plan.measured_last = plan.runs[-1][-1][1]
+    # the latest token's own rate, not its bucket's mean: the buckets follow the chart's width,
+    # and the legend's "Nx the measured rate" read 8x at 80 columns and 7x at 160 (new-user trial)
+    plan.measured_last = float(series[-1][1])
     ceiling = [(x, ceiling_at(round(x))) for x in xs]
     if ceiling and all(c is not None and c > 0 for _, c in ceiling):
         plan.ceiling = ceiling

@@ -13,6 +13,7 @@ the forecast column is left out (a narrow pane) it is headed "vs roof".
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from textual.content import Content
 
@@ -39,6 +40,27 @@ def gist(text: str) -> str:
     """A note's first clause, for a pane with no room for more ("at today's load: others
     use 80% of the CPU")."""
     return re.split(r" \(|; ", text, maxsplit=1)[0].replace("other processes", "others")
+
+
+def ranged_short(text: str) -> str:
+    """"TTFT and decode inside the forecast's 80% range": the range verdict without its
+    figures (the table beside has them), for a pane with no room (at 160x48 on a busy
+    machine the hardware line was folded away under the full one)."""
+    found = re.findall(r"(?:^|; )(\w+) [^;]*?, (inside|outside)", text)
+    if not found:
+        return text
+    if len({where for _, where in found}) == 1:
+        return f"{' and '.join(name for name, _ in found)} {found[0][1]} the forecast's 80% range"
+    return ", ".join(f"{name} {where}" for name, where in found) + " the forecast's 80% range"
+
+
+def figures(note: str) -> str:
+    """The hardware line's shortest form: its figures ("hardware: 21.4 GB/s, 1.23 TFLOPS"),
+    said to be lower bounds when the probe was busy."""
+    head, sep, _source = note.partition(" · ")
+    if not sep:
+        return brief(note)
+    return head + (": lower bounds" if _BUSY_PROBE.search(note) else "")
 
 
 def fitted(notes: list[tuple[Content, ...]], room: int, width: int) -> list[Content]:
@@ -111,6 +133,14 @@ class EstimatePane(PaneWidget):
         self.rows = rows
         self.live = self.live_roofline = None
         self.refresh(layout=True)
+
+    def set_peak(self, peak: int | None) -> None:
+        """The chat's peak RSS, as the Memory pane shows it, once a turn has measured one (it
+        stayed at the figure of the last turn's end while the Memory pane's moved on)."""
+        row = self.rows.peak
+        if row.measured is not None and peak is not None and peak != row.measured:
+            self.rows = replace(self.rows, peak=Row(row.predicted, peak))
+            self.refresh()
 
     def begin_turn(self, forecast: Forecast | None, roofline: Forecast | None) -> None:
         """A turn started: its forecast and roofline at once, its measured column as it runs."""
@@ -202,16 +232,16 @@ class EstimatePane(PaneWidget):
         if self.live is not None:  # the rows' verdict is the last turn's, not this one's
             said = Content.styled("the verdict comes when this turn ends", "$text-muted")
             notes.append((said, said))
-        else:
-            said = Content.styled(estimate_verdict(self.rows), "italic")
-            notes.append((said, said))
+        else:  # its asides go last of all (the full-screen shot folded the advice and hardware lines away)
+            verdict = estimate_verdict(self.rows)
+            notes.append((Content.styled(verdict, "italic"), Content.styled(_ASIDE.sub("", verdict), "italic")))
         if self.forecast is not None:
             from kvtop.runner.calibration.interval import range_verdict
 
             calibrated = self.forecast.basis == "calibrated"  # the roofline says what it is: a ceiling
             if calibrated and self.live is None and (ranged := range_verdict(
                     self.forecast, self.rows.row("ttft").measured, self.rows.row("decode").measured)):
-                notes.append((Content.styled(ranged, "italic"),) * 2)
+                notes.append((Content.styled(ranged, "italic"), Content.styled(ranged_short(ranged), "italic")))
             iv = self.forecast.interval_text() if calibrated else ""
             if "forecast" in cols:  # what the column rests on
                 label = f"forecast: {self.forecast.label()}"
@@ -222,7 +252,7 @@ class EstimatePane(PaneWidget):
         if self.quality:
             notes.append((Content.styled(self.quality, "italic"), Content.styled(brief(self.quality), "italic")))
         if self.note:
-            notes.append((Content.styled(self.note, "$text-muted"), Content.styled(brief(self.note), "$text-muted")))
+            notes.append(tuple(Content.styled(n, "$text-muted") for n in (self.note, brief(self.note), figures(self.note))))
         region = self.content_region
         lines += fitted(notes, region.height - len(lines), region.width)
         return Content("\n").join(fold(lines, region.width, region.height))

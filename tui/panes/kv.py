@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from rich.cells import cell_len
 from textual.content import Content
 
@@ -45,6 +47,8 @@ class KVPane(PaneWidget):
             return [Content("")]
         whole = self.quality[0]
         row = whole if len(self.quality) == 1 and cell_len(whole) <= width else "KLD " + " · ".join(self.quality_brief)
+        if cell_len(row) > width:  # both figures before the savings: at 80x24 q4_0's read "(−…"
+            row = re.sub(r" \([−+]\d+%\)", "", row)
         return [Content.styled(row if cell_len(row) <= width else row[:max(0, width - 1)] + "…", "$text-muted")]
 
     def height_at(self, width: int) -> int:

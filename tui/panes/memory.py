@@ -25,7 +25,9 @@ class MemoryPane(PaneWidget):
         self.border_title = "Memory"
         self.sample: MemorySample | None = None
         self.buffers = None  # runner.llama_buffers.LlamaBuffers
-        self.peak_engine_rss: int | None = None
+        self.peak_engine_rss: int | None = None  # the chat's: the Estimate pane's "peak mem" row is this figure
+        self.measuring: str | None = None  # "F7" / "F8" while a measurement runs in contexts of its own
+        self.peak_measuring: tuple[int, str] | None = None  # (the engine's peak then, which) when over the chat's
         self.stale = False  # holds a sample not drawn yet
         self.drawn_at = 0.0
         self.not_sampled: str | None = None  # why there are no live samples (a replay)
@@ -41,7 +43,10 @@ class MemoryPane(PaneWidget):
         ``redraw_if_stale``, so it can share a frame with other panes."""
         relayout = self.sample is None or len(self.sample.gpus) != len(s.gpus)
         self.sample = s
-        if s.engine_rss is not None:
+        if s.engine_rss is not None and self.measuring:  # F7's or F8's own contexts: not the chat's peak
+            if s.engine_rss > (self.peak_measuring or (0, ""))[0]:
+                self.peak_measuring = (s.engine_rss, self.measuring)
+        elif s.engine_rss is not None:
             self.peak_engine_rss = max(self.peak_engine_rss or 0, s.engine_rss)
         if redraw or relayout:
             self._redraw(relayout)
@@ -56,6 +61,17 @@ class MemoryPane(PaneWidget):
         self.stale = False
         self.drawn_at = time.monotonic()
         self.refresh(layout=relayout)
+
+    def _rss(self, rss: int | None) -> list[Content]:
+        """The engine's RSS and the chat's peak (the Estimate pane's row), and the peak a
+        measurement reached in contexts of its own when over it: after F7 the pane read
+        "peak 865 MiB" beside the Estimate pane's 281 MiB (new-user trial)."""
+        out = [Content.assemble(("engine RSS ", "$text-muted"), fmt_bytes(rss)),
+               Content.assemble(("peak ", "$text-muted"), fmt_bytes(self.peak_engine_rss))]
+        over = self.peak_measuring
+        if over is not None and over[0] > (self.peak_engine_rss or 0):
+            out.append(Content.styled(f"({fmt_bytes(over[0])} while {over[1]} measured)", "$text-muted"))
+        return out
 
     def set_cpu(self, use) -> None:
         """Cores used by the engine, the UI and everything else; drawn with the next sample."""
@@ -87,8 +103,7 @@ class MemoryPane(PaneWidget):
         if s is None:
             lines.append(Content.styled(self.not_sampled or "sampling…", "$text-muted"))
         else:
-            lines.append(Content.assemble(("engine RSS ", "$text-muted"), fmt_bytes(s.engine_rss),
-                                          ("  peak ", "$text-muted"), fmt_bytes(self.peak_engine_rss)))
+            lines += pack(self._rss(s.engine_rss), self.content_region.width)
             lines.append(Content.assemble(("UI RSS ", "$text-muted"),
                                           fmt_bytes(s.ui_rss) if s.ui_rss else "same process as the engine"))
             sm = s.system

@@ -185,13 +185,14 @@ class PrefillPane(PaneWidget):
 
     def measuring(self, note: str) -> None:
         """The KV cache's quality measurement starts (tui/turn/quality.py): its progress here."""
-        self.total = self.done = self.reused = 0
+        self.total = self.done = self.reused = self._ubatch = 0
         self.elapsed, self.rate, self.finished = 0.0, None, False
         self.note, self.waterfall, self.shift, self.diverged = note, None, None, None
         self._run_clock(0.0)
         self.refresh(layout=True)
 
     def measured_so_far(self, done: int, total: int, elapsed: float) -> None:
+        self._ubatch = max(0, done - self.done)  # the slice just reported: the one in flight is its size
         self.total, self.done, self.elapsed = total, done, elapsed
         self.rate = done / elapsed if elapsed > 0 else None
         self._run_clock(elapsed)
@@ -225,13 +226,19 @@ class PrefillPane(PaneWidget):
     def eta(self) -> float | None:
         """Seconds left of the prefill at the rate measured so far (None: no rate yet),
         counting down between reports, but never below what the micro-batch in flight
-        leaves after it."""
+        leaves after it. Once the countdown has run out and the batch in flight is
+        late, the pace so far with this wait counted: the ETA read "0 ms" for 12 s
+        while F7's last slice ran (new-user trial), and it never reads 0 before the end."""
         remaining = self.total - self.done
         if not self.rate or remaining <= 0 or self.finished:
             return None
         left = remaining / self.rate
         if self._since is not None:
-            left = max(left - (self.elapsed - self._since[1]), max(0, remaining - self._ubatch) / self.rate)
+            floor = max(0, remaining - self._ubatch) / self.rate
+            left -= self.elapsed - self._since[1]
+            computed = self.done - self.reused
+            if left <= floor and computed > 0 and self.elapsed > 0:  # late: the pace with this wait in it
+                left = max(floor, remaining * self.elapsed / computed)
         return left
 
     def render(self) -> Content:
@@ -243,10 +250,13 @@ class PrefillPane(PaneWidget):
         line1 = Content.assemble(
             (f"{fmt_int(self.done)}/{fmt_int(self.total)} tok", "bold"), "  ",
             ("reused ", "$text-muted"), (fmt_int(self.reused), "$kvtop-reused"), "  ",
-            ("pp ", "$text-muted"), fmt_rate(self.rate),
+            # F7's pace is of the chat through every cache measured, no prefill rate (it read "pp 3.9 tok/s")
+            ("measured at " if self.note.startswith(("measuring", "quality")) else "pp ", "$text-muted"),
+            fmt_rate(self.rate),
         )
         line2 = Content.assemble(
-            ("elapsed ", "$text-muted"), fmt_seconds(self.elapsed if self.total else None), "  ",
+            # the clock runs before the first report too (F7's measurement read "elapsed N/A" for 20 s)
+            ("elapsed ", "$text-muted"), fmt_seconds(self.elapsed if self.total or self._since else None), "  ",
             ("ETA ", "$text-muted"), fmt_seconds(eta) if eta is not None else "-", "  ",
             (self.note, "$text-muted"),
         )

@@ -151,10 +151,14 @@ class StatusBar(PaneWidget):
         def total() -> int:
             return base + (len(self.meta_name) + 3 if meta else 0) + sum(3 + len(k) + len(v) for k, v in fields)
 
-        for step in ("refresh", "arch", "threads-why", "fa", "kv", "ngl", "lora", "meta", "quant"):
+        for step in ("usable", "refresh", "arch", "threads-why", "fa", "kv", "ngl", "lora", "meta", "quant"):
             if total() <= width:
                 break
-            if step == "meta":
+            if step == "usable":  # "all 2 usable cores" as "all 2 cores": at 160 columns, after a turn on
+                # fewer threads ("; last turn 1/1"), "refresh 1 s" went for the 7 cells it took
+                fields = [(k, re.sub(r"\(all (\S+) usable cores", r"(all \1 cores", v) if k == "threads" else v)
+                          for k, v in fields]
+            elif step == "meta":
                 meta = False
             elif step == "threads-why":
                 short = self.narrow_threads

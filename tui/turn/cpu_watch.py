@@ -54,7 +54,9 @@ class CPUWatch:
         pid = app.session.engine.pid
         pane = app.dash.memory
         wait = app.session.turn_running and time.monotonic() - pane.drawn_at < MEMORY_HOLD_S
+        pane.measuring = "F7" if app.quality.running else "F8" if app.tuning.running else None
         pane.set_sample(take_sample(pid, os.getpid(), same_process=pid == os.getpid()), redraw=not wait)
+        app.dash.estimate.set_peak(pane.peak_engine_rss)  # one figure in both panes
         self.tick()
         app.dash.decode.note_waiting(time.monotonic(), max(3.0, 3 * app.refresh_s))
 

@@ -22,7 +22,6 @@ from textual.containers import VerticalScroll
 from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widget import Widget
-from textual.widgets import Static
 
 from kvtop.runner.events import STOP_LABELS
 from kvtop.runner.physics.diagnosis import predicted_ubatch_seconds
@@ -30,6 +29,7 @@ from kvtop.runner.physics.verdicts import ttft_verdict
 from kvtop.runner.sanitize import clean_line
 from kvtop.tui.base.format import fmt_int, fmt_seconds, segment_style
 from kvtop.tui.turn.spec_view import SpecLines
+from kvtop.tui.base.prose import Prose
 
 if TYPE_CHECKING:
     from kvtop.tui.app import KvtopApp
@@ -73,6 +73,13 @@ class LiveTurn:
             segs.append((label, base + prev_s, elapsed - prev_s))
             prev_done, prev_s = done, elapsed
         return tuple(segs)
+
+    def prefilling(self) -> bool:
+        """A micro-batch is being computed now: the segments so far leave it out (it has
+        not reported), and the sum under them says so (a trial read the sum as the time so far)."""
+        s = self.started
+        done = self.reports[-1][0] if self.reports else s.reused_tokens if s is not None else 0
+        return s is not None and self.first_token_s is None and done < s.prompt_tokens
 
     def state(self) -> str:
         s = self.started
@@ -168,13 +175,13 @@ def _shift(turn: dict):
     return ContextShifted(**{**d, "dropped_turns": tuple(d.get("dropped_turns") or ())})
 
 
-def shift_static(shift) -> Static:
+def shift_static(shift) -> Prose:
     """The line that says the turn's prefix broke because the context was full, and why."""
     from kvtop.runner.policy.context_shift import shift_line
 
     why = (" (the chat no longer fit the context; kvtop left its oldest turns out of the prompt, "
            "--no-context-shift refuses instead)")
-    return Static(Content.styled(shift_line(shift) + why, "$kvtop-warn"), markup=False, id="waterfall-shift")
+    return Prose(Content.styled(shift_line(shift) + why, "$kvtop-warn"), markup=False, id="waterfall-shift")
 
 
 def forecast_said(fc: dict | None, ttft_s: float | None) -> list:
@@ -245,20 +252,20 @@ class WaterfallScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="waterfall-box", classes="dialog"):
             if self.pos < 0:
-                yield Static(Content("No turn yet: send a message, then press F2."), markup=False)
+                yield Prose(Content("No turn yet: send a message, then press F2."), markup=False)
                 return
             heading = f"Turn {self.pos + 1} of {self.count}"
             if self.pos >= len(self.turns):
                 yield from self._live(heading)
             else:
                 yield from self._finished(heading, self.turns[self.pos].to_dict())
-            yield Static(Content.styled(KEYS_HINT, "$text-muted"), markup=False, id="waterfall-keys")
+            yield Prose(Content.styled(KEYS_HINT, "$text-muted"), markup=False, id="waterfall-keys")
 
     def _finished(self, heading: str, turn: dict) -> ComposeResult:
         m = _metrics(turn)
         stop = turn.get("stop_reason")
         ended = f" · {STOP_LABELS.get(stop, stop)}" if stop in ("cancelled", "new_chat", "context_full") else ""
-        yield Static(Content.assemble((f"{heading}{_asked(turn.get('user', ''))}", "bold"), (f"{ended}\n", "$kvtop-warn"),
+        yield Prose(Content.assemble((f"{heading}{_asked(turn.get('user', ''))}", "bold"), (f"{ended}\n", "$kvtop-warn"),
                                       (f"Time to first token: {fmt_seconds(m.ttft_s)}", "bold"),
                                       *forecast_said(turn.get("forecast"), m.ttft_s)),
                      markup=False, id="waterfall-title")
@@ -266,25 +273,29 @@ class WaterfallScreen(ModalScreen[None]):
         if shift is not None:
             yield shift_static(shift)
         yield WaterfallBar(m.timeline, m.ttft_s or 0, id="waterfall-bar")
-        yield Static(waterfall_table(m, self.prefill_s), markup=False, id="waterfall-table")
+        yield Prose(waterfall_table(m, self.prefill_s), markup=False, id="waterfall-table")
         if not (spec := SpecLines(m, id="waterfall-spec")).empty:  # the decode after the first token
             yield spec
         verdict = ttft_verdict(m, turn.get("first_diff_index"), turn.get("diff_context"), turn.get("others_cpu"),
                                shift, self.cpu, self.tuned)
-        yield Static(Content.styled(verdict, "italic"), markup=False, id="waterfall-verdict")
+        yield Prose(Content.styled(verdict, "italic"), markup=False, id="waterfall-verdict")
 
     def _live(self, heading: str) -> ComposeResult:
         live = self.live
         segs = live.segments()
         so_far = sum(dt for _, _, dt in segs)
-        yield Static(Content.assemble((f"{heading}{_asked(live.user)}\n", "bold"),
+        yield Prose(Content.assemble((f"{heading}{_asked(live.user)}\n", "bold"),
                                       (f"in progress: {live.state()}", "bold $kvtop-warn")),
                      markup=False, id="waterfall-title")
         if live.shift is not None:
             yield shift_static(live.shift)
         yield WaterfallBar(segs, so_far, id="waterfall-bar")
-        yield Static(segments_table(segs, {}, so_far, "   so far"), markup=False, id="waterfall-table")
+        table = segments_table(segs, {}, so_far, "   so far")
+        if live.prefilling():  # the sum read as the prefill's time so far (new-user trial)
+            table = Content.assemble(table, ("\nso far, excluding the ubatch running: it has not reported yet",
+                                             "$text-muted"))
+        yield Prose(table, markup=False, id="waterfall-table")
         note = ("The segments after prefill (first token, first character on screen) and the verdict come "
                 "when the turn ends." if live.first_token_s is not None else
                 "The time to first token and the verdict come when the turn's first character does.")
-        yield Static(Content.styled(note, "italic"), markup=False, id="waterfall-verdict")
+        yield Prose(Content.styled(note, "italic"), markup=False, id="waterfall-verdict")

@@ -140,7 +140,7 @@ async def test_esc_stops_the_load_and_the_server_is_left_idle_then_q_quits():
             await pilot.pause()
             from kvtop.tui.panes.prefill import PrefillPane
 
-            assert "no chat turn: the load shows in the Server" in app.query_one(PrefillPane).render().plain
+            assert "no chat turn: the load shows in the Server" in app.query_one(PrefillPane).render().plain.replace("\n", " ")
             keys = app.query_one("#keys").render().plain
             assert "quit and print the table" in keys and "stop the load" not in keys, keys  # nothing left to stop
             await pilot.press("q")

@@ -46,7 +46,7 @@ def the_apps_former_dicts(f, lay, hw, s, buffers, peak_rss, mt, ran):
         rows["decode"] = (min(x for x in (p.decode_ceiling_tok_s, p.compute_ceiling_tok_s) if x is not None)
                           if (p.decode_ceiling_tok_s or p.compute_ceiling_tok_s) else None, mt.decode_tok_s)
         ctx["prompt_tokens"] = mt.prefill_tokens
-    return rows, ctx, f"hardware: {hw.source}"
+    return rows, ctx, f"hardware: {hw.bandwidth_gbs:.1f} GB/s, {hw.tflops:.3g} TFLOPS · {hw.source}"
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +74,7 @@ def test_the_same_rows_as_the_app_built(smollm, case):
         assert got.row(key) == want.row(key), key
     # the threads and cores are new since the former dicts (the packed-threads verdict needs them)
     assert got.context.threads == 2 and got.context.n_cores == usable_cores()  # FIXED_HW has no probe
-    assert replace(got.context, threads=0, n_cores=0) == want.context and got.note == want.note == "hardware: test profile"
+    assert replace(got.context, threads=0, n_cores=0) == want.context and got.note == want.note == "hardware: 30.0 GB/s, 0.25 TFLOPS · test profile"
     if mt is not None:
         assert got.turn == TurnFigures.from_metrics(mt) and got.turn.prefill_tokens == want.turn.prefill_tokens
 

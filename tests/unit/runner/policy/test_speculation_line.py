@@ -29,7 +29,7 @@ def test_a_costly_turn_says_by_how_much_and_what_a_verify_pass_costs():
     # plain step 0.02 s: 25 / 0.53 * 0.02 = 0.94x; a pass 0.026 s = 1.3x a plain step
     m = replace(BASE, spec_type="ngram-simple", spec_drafted=12, spec_accepted=1, spec_passes=4,
                 spec_tokens=25, spec_s=0.53, spec_verify_s=0.104, spec_plain_step_s=0.02)
-    assert spec_line(m) == ("speculation cost 6%: 8% of 12 drafted accepted, each verify pass of 4 costs "
+    assert spec_line(m) == ("speculation cost 6%: 8% of 12 drafted accepted, each verify pass of 4 tok costs "
                             "1.3x a plain step (measured)")
 
 

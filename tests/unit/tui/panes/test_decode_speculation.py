@@ -125,8 +125,8 @@ async def test_the_speculation_line_breaks_between_phrases_within_the_pane(tmp_p
         assert width > 0 and all(cell_len(line) <= width for line in lines), (width, lines)
         assert summary.content_region.height == len(lines), (summary.content_region.height, lines)
         assert " ".join(lines[3:]).startswith("speculation cost 6%: 8% of 12 drafted accepted, each verify pass "
-                                              "of 4 costs 1.3x a plain step (measured)")
-        for phrase in ("each verify pass of 4", "costs 1.3x a plain step (measured)"):
+                                              "of 4 tok costs 1.3x a plain step (measured)")
+        for phrase in ("each verify pass of 4 tok", "costs 1.3x a plain step (measured)"):
             assert any(phrase in line for line in lines), (phrase, lines)
 
 
