@@ -28,8 +28,8 @@ from kvtop.runner.physics.diagnosis import predicted_ubatch_seconds
 from kvtop.runner.physics.verdicts import ttft_verdict
 from kvtop.runner.sanitize import clean_line
 from kvtop.tui.base.format import fmt_int, fmt_seconds, segment_style
-from kvtop.tui.turn.spec_view import SpecLines
 from kvtop.tui.base.prose import Prose
+from kvtop.tui.turn.spec_view import SpecLines
 
 if TYPE_CHECKING:
     from kvtop.tui.app import KvtopApp
