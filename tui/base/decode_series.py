@@ -32,6 +32,9 @@ SLOW_RUN = 3  # this many long gaps in a row are not a pause but the new pace (a
 # microseconds apart: 8 gaps inside one pass read as 250,000 tok/s, and the pause before
 # the next pass as a stall. Gaps under BURST_GAP_S are no gap for the stall rule, and a
 # point's window reaches back until it spans at least MIN_SPAN_S (or holds TIMES_KEPT).
+# A long pass (49 tokens, compute-bound) is a long wait before its burst: taken for a
+# stall when it comes, it is taken back when the burst follows, and the burst's points
+# are measured across it (the turn's chart ended at the pass, its 27 tokens no points).
 BURST_GAP_S = 0.001
 MIN_SPAN_S = 0.05
 TIMES_KEPT = 256
@@ -52,6 +55,7 @@ class DecodeSeries:
         self.passes: list[tuple[int, int]] = []  # (KV position of a burst's first token, its tokens)
         self._last: tuple[int, float] | None = None  # the previous token's (position, time)
         self._in_burst = False
+        self._undo: tuple[list[float], int] | None = None  # the last stall's (times before it, its index)
 
     def add(self, pos: int, t: float) -> None:
         """A token at KV position ``pos``, decoded at ``t`` (seconds)."""
@@ -60,13 +64,23 @@ class DecodeSeries:
         self._note_pass(pos, t)
         if times:
             gap = t - times[-1]
+            undo, self._undo = self._undo, None
             if gap < BURST_GAP_S:  # one pass's tokens: no gap to judge a pause by
-                pass
+                if undo is not None:  # the pause before them was the pass computing them, not a stall
+                    before, at = undo
+                    del self.stalls[at:]
+                    if self._slow:
+                        self._slow.pop()
+                    first = times[-1]
+                    times.clear()
+                    times.extend(before)
+                    times.append(first)
             elif not self._is_stall(gap):
                 self._slow.clear()
                 self._gaps.append(gap)
             elif len(self._slow) + 1 < SLOW_RUN:
                 self._slow.append((gap, times[-1]))
+                self._undo = (list(times), len(self.stalls))
                 self.stalls.append((pos, gap))
                 times.clear()  # the rate is measured again from this token on
             else:  # the new pace: its gaps are measured, the stalls it was taken for taken back

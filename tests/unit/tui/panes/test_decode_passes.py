@@ -25,6 +25,25 @@ def test_a_burst_of_tokens_is_one_pass_and_a_lone_token_none():
     assert series.passes == [(100, 12), (113, 3)]
 
 
+def test_a_long_pass_is_no_stall_and_its_tokens_are_points():
+    """13 tokens at 6.7 tok/s, then a verify pass that computed for 2 s and made 27
+    tokens: a real turn's chart took the wait for a stall and drew none of the 27."""
+    series, t, pos = DecodeSeries(), 0.0, 77
+    for _ in range(13):
+        t += 0.15
+        series.add(pos, t)
+        pos += 1
+    t += 2.0
+    for k in range(27):
+        series.add(pos, t + k * 20e-6)
+        pos += 1
+    assert series.stalls == [] and series.passes == [(90, 27)]
+    assert series.points[-1][0] == 116 and 10 < series.rate < 20  # 27 tokens in about 2 s
+    series.add(pos, t + 3.5)  # a real pause after it (no burst follows) stays a stall
+    series.add(pos + 1, t + 3.65)
+    assert [p for p, _ in series.stalls] == [117]
+
+
 def test_one_mark_a_column_and_the_legend_counts_every_pass():
     series = [(p, 100.0) for p in range(100, 300)]
     passes = [(p, 3) for p in range(100, 300, 2)] + [(151, 9)]  # a pass every 2 tokens: 101 of them
