@@ -136,7 +136,7 @@ def verdicts(row: Row) -> str:
 
 
 def report(rows: list[Row], a: argparse.Namespace, load: list[float | None], elapsed: float) -> None:
-    print(f"demo model {os.path.basename(a.model)}, depth {a.depth}, pp{a.p}, tg{a.n}, {a.rounds} rounds of {a.r} "
+    print(f"demo model {os.path.basename(a.model)}, depth {a.depth}, pp{a.p}, tg{a.n}, {a.rounds} round{'s' if a.rounds != 1 else ''} of {a.r} "
           f"repetitions per arm and tool; other processes' share of the CPU at the start and after each round: "
           + ", ".join("?" if x is None else f"{x:.0%}" for x in load) + f"; {elapsed:.0f} s")
     print()
