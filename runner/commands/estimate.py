@@ -172,9 +172,11 @@ def format_report(r: Report) -> str:
     rows += spec_lines(r)
     sv = r.get("server")
     if sv:
-        rows += [("server", f"{sv['url']} ({sv['build_info']}), {sv['total_slots']} slots of "
-                            f"{sv['n_ctx_per_slot']:,} tokens"),
-                 ("KV, all slots", fmt_bytes(sv["kv_bytes_all_slots"])),
+        pool = sv.get("kv_pool_tokens")
+        rows += [("server", f"{sv['url']} ({sv['build_info']}), " + (
+                  f"up to {sv['total_slots']} sequences of {sv['n_ctx_per_slot']:,} tokens sharing a KV pool of "
+                  f"{pool:,} tokens" if pool else f"{sv['total_slots']} slots of {sv['n_ctx_per_slot']:,} tokens")),
+                 ("KV, the pool" if pool else "KV, all slots", fmt_bytes(sv["kv_bytes_all_slots"])),
                  (f"all slots at depth {sv['all_slots_decoding_at_depth']:,}",
                   f"{fmt_rate(sv['batched_ceiling_tok_s'])} together, "
                   f"{fmt_rate(sv['per_slot_ceiling_tok_s'])} each (batched ceiling"
@@ -289,10 +291,12 @@ def server_facts(a: argparse.Namespace) -> tuple[Report | None, str | None]:
     from kvtop.runner.server.http import ServerClient, ServerError
     from kvtop.runner.server.props import read_server_info
     from kvtop.runner.server.urls import api_key_from_env, is_loopback
+    from kvtop.runner.server.vllm_info import kv_pool_tokens
 
     client = ServerClient(a.server, api_key_from_env(a.api_key))
     try:
         info = read_server_info(client)
+        pool = None if info.capabilities.slots else kv_pool_tokens(client)  # vLLM: its KV block pool
     except ServerError as exc:
         return None, str(exc)
     finally:
@@ -302,9 +306,10 @@ def server_facts(a: argparse.Namespace) -> tuple[Report | None, str | None]:
             return None, (f"the server's model ({info.model_path or 'no model_path'}) is not readable here: "
                           "give a local copy of the GGUF as MODEL")
         a.model = info.local_model
-    a.ctx = info.n_ctx * max(info.total_slots or 1, 1)  # the KV and memory of every slot (they are allocated)
+    a.ctx = pool or info.n_ctx * max(info.total_slots or 1, 1)  # the KV and memory allocated: every slot's
     return {"url": client.url, "local": is_loopback(client.url), "total_slots": info.total_slots,
-            "n_ctx_per_slot": info.n_ctx, "build_info": info.build_info, "model_path": info.model_path}, None
+            "n_ctx_per_slot": info.n_ctx, "build_info": info.build_info, "model_path": info.model_path,
+            "kv_pool_tokens": pool}, None
 
 
 def server_block(server: Report, slot: Here, a: argparse.Namespace) -> Report:
@@ -325,5 +330,6 @@ def server_block(server: Report, slot: Here, a: argparse.Namespace) -> Report:
     out["batched_ceiling_tok_s"] = c.aggregate_tok_s if c else None
     out["per_slot_ceiling_tok_s"] = c.per_user_tok_s if c else None
     out["batched_bound"] = c.bound if c else None
-    out["kv_bytes_all_slots"] = lay.bytes_allocated * server["total_slots"]
+    pool = server.get("kv_pool_tokens")  # a batching server's pool, shared by its sequences
+    out["kv_bytes_all_slots"] = round(lay.bytes_per_token * pool) if pool else lay.bytes_allocated * server["total_slots"]
     return out

@@ -159,6 +159,16 @@ def served_kv_bytes_per_token(client: ServerClient) -> int | None:
     return kv_bytes_per_token(config, argv)
 
 
+def kv_pool_tokens(client: ServerClient) -> int | None:
+    """The tokens of a vLLM's KV block pool (``cache_config_info``: blocks × block size)."""
+    from kvtop.runner.server.vllm import VllmReading
+
+    try:
+        return VllmReading.parse(client.get_text("/metrics")).cache.tokens
+    except ServerError:
+        return None
+
+
 def restart_props(client: ServerClient, batching: bool) -> object:
     """What ``RestartWatch`` compares between two processes on one URL: llama-server's
     ``/props``; for a vLLM (``batching``) its ``/version`` and ``/v1/models`` in that shape."""

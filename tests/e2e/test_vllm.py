@@ -248,6 +248,9 @@ def test_bench_and_estimate_against_vllm(vllm, tmp_path):
     assert e.returncode == 0, e.stderr[-3000:]
     est = json.loads(e.stdout)
     assert est["n_params"] == 134_515_008 and est["kv_bytes_per_token"] == 23_040, est
+    # vLLM's KV is its block pool (20 x 128 tokens here), not max-num-seqs x max-model-len
+    assert est["server"]["kv_pool_tokens"] == KV_BLOCKS * 128 and est["n_ctx"] == KV_BLOCKS * 128
+    assert est["server"]["kv_bytes_all_slots"] == est["kv_bytes"] == KV_BLOCKS * 128 * 23_040
 
 
 async def test_vllm_killed_mid_reply_then_restarted(vllm, tmp_path):
