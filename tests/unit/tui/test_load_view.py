@@ -80,7 +80,7 @@ def args(**kw):
 def infos(slots=4):
     from kvtop.runner.process.contract import SERVER
 
-    return [SimpleNamespace(total_slots=slots, n_ctx=1024, build_info="b1-fake", model_path="", capabilities=SERVER)]
+    return [SimpleNamespace(total_slots=slots, n_ctx=1024, build_info="b1-fake", model_path="", local_model="", capabilities=SERVER)]
 
 
 async def wait_for(pilot, cond, timeout=20.0):
