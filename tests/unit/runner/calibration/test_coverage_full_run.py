@@ -21,10 +21,9 @@ from kvtop.runner.calibration.calibration import Calibration
 from kvtop.runner.calibration.interval import inside, measured_ttft
 from kvtop.runner.calibration.load import CPULoad
 from kvtop.runner.calibration.pace import TurnLoad
-from kvtop.runner.calibration.service import ForecastService
+from kvtop.runner.calibration.service import EngineSite, ForecastService
 from kvtop.runner.events import TurnMetrics
 from kvtop.runner.records.trace import Trace
-from kvtop.runner.session.site import flags_site
 from kvtop.runner.settings import Settings
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "coverage_full_run.json")
@@ -49,9 +48,12 @@ def _play(path, rec, turns, cache):
 
     hw = Trace({"hardware": rec["hardware"]}, []).hardware
     facts = load_facts(path, need_weights=True)
-    settings = Settings(path, n_ctx=rec["lengths"][1] + rec["n_gen"] + 64, n_threads=rec["threads"]).resolved()
+    # the run's engine: 2 threads that follow the load (no -t, on its 2 cores), whatever this
+    # test process's affinity (a pytest-xdist worker is pinned to one core)
+    cores = rec["cores"]
+    settings = Settings(path, n_ctx=rec["lengths"][1] + rec["n_gen"] + 64, n_threads=cores).resolved()
     service = ForecastService(Here.at(facts, hw, settings), Calibration(cache, {"replay": path}),
-                              flags_site(settings, facts, hw, None))
+                              EngineSite(cores, cores, picks_threads=True))
     rows = []
     for i, (m, sent, load) in enumerate(turns, 1):
         fc = service.forecast(m.prompt_tokens, 0, m.decode_tokens, sent)
