@@ -250,8 +250,8 @@ class PrefillPane(PaneWidget):
         line1 = Content.assemble(
             (f"{fmt_int(self.done)}/{fmt_int(self.total)} tok", "bold"), "  ",
             ("reused ", "$text-muted"), (fmt_int(self.reused), "$kvtop-reused"), "  ",
-            # F7's pace is of the chat through every cache measured, no prefill rate (it read "pp 3.9 tok/s")
-            ("measured at " if self.note.startswith(("measuring", "quality")) else "pp ", "$text-muted"),
+            # F7's pace: the chat through every cache measured, no prefill rate (it read "pp 3.9 tok/s")
+            ("rate " if self.note.startswith(("measuring", "quality")) else "pp ", "$text-muted"),
             fmt_rate(self.rate),
         )
         line2 = Content.assemble(

@@ -75,7 +75,7 @@ async def test_the_eta_never_reads_0_while_f7_s_last_slice_runs():
         assert "pp " not in pane.render().plain  # no prefill rate: the chat through three caches
         pane.measured_so_far(400, 400, 17.0)
         pane.measurement_over(None)
-        assert "measured at 23.5 tok/s" in pane.render().plain, pane.render().plain
+        assert "reused 0  rate 23.5 tok/s" in pane.render().plain, pane.render().plain
         assert pane.eta() is None and eta_shown(pane).startswith("- ")
 
 
