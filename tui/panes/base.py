@@ -21,18 +21,19 @@ from textual.widget import Widget
 from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
-from kvtop.tui.base.flow import flow, flowed_lines
+from kvtop.tui.base.flow import flow
 
 
 def lines_at(content, width: int) -> int:
-    """Lines ``content`` (a textual Content) takes at ``width`` cells, wrapped (-1 for no
-    width: a pane on another page, or not laid out yet, has none)."""
+    """Lines ``content`` (a textual Content) takes at ``width`` cells, wrapped as Textual
+    draws it (-1 for no width: a pane on another page, or not laid out yet, has none);
+    lines that went through ``fold`` all fit, so they are counted as they are."""
     if width <= 0:
         return -1
     lines = content.plain.split("\n")
     if all(cell_len(line) <= width for line in lines):
         return len(lines)
-    return flowed_lines(content, width)
+    return len(content.wrap(width))
 
 
 def fold(lines: list, width: int, height: int) -> list:

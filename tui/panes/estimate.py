@@ -21,8 +21,9 @@ from kvtop.runner.calibration.forecast import Forecast
 from kvtop.runner.calibration.load import load_note
 from kvtop.runner.physics.estimate_rows import EstimateRows, Row
 from kvtop.runner.physics.verdicts import estimate_verdict
+from kvtop.tui.base.flow import flowed_lines
 from kvtop.tui.base.format import NA, fmt_bytes, fmt_rate, fmt_seconds
-from kvtop.tui.panes.base import PaneWidget, fold, lines_at
+from kvtop.tui.panes.base import PaneWidget, fold
 
 _ASIDE = re.compile(r" \(([^()]*)\)")
 _BUSY_PROBE = re.compile(r"probed at (\d+% busy)")
@@ -71,7 +72,7 @@ def fitted(notes: list[tuple[Content, ...]], room: int, width: int) -> list[Cont
     tier = [0] * len(notes)
 
     def fits() -> bool:
-        return sum(max(1, lines_at(n[t], width)) for n, t in zip(notes, tier)) <= room
+        return sum(max(1, flowed_lines(n[t], width)) for n, t in zip(notes, tier)) <= room  # as fold breaks them
 
     while width > 0 and not fits():
         shorter = [i for i in range(len(notes) - 1, -1, -1) if tier[i] + 1 < len(notes[i])]

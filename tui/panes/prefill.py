@@ -226,19 +226,18 @@ class PrefillPane(PaneWidget):
     def eta(self) -> float | None:
         """Seconds left of the prefill at the rate measured so far (None: no rate yet),
         counting down between reports, but never below what the micro-batch in flight
-        leaves after it. Once the countdown has run out and the batch in flight is
-        late, the pace so far with this wait counted: the ETA read "0 ms" for 12 s
-        while F7's last slice ran (new-user trial), and it never reads 0 before the end."""
+        leaves after it. Once the countdown has run out with the last batch in flight,
+        the pace so far with this wait counted: the ETA read "0 ms" for 12 s while F7's
+        last slice ran (new-user trial); it never reads 0 before the end."""
         remaining = self.total - self.done
         if not self.rate or remaining <= 0 or self.finished:
             return None
         left = remaining / self.rate
         if self._since is not None:
-            floor = max(0, remaining - self._ubatch) / self.rate
-            left -= self.elapsed - self._since[1]
+            left = max(left - (self.elapsed - self._since[1]), max(0, remaining - self._ubatch) / self.rate)
             computed = self.done - self.reused
-            if left <= floor and computed > 0 and self.elapsed > 0:  # late: the pace with this wait in it
-                left = max(floor, remaining * self.elapsed / computed)
+            if left <= 0 and computed > 0 and self.elapsed > 0:  # the last batch is late: the pace, this wait in it
+                left = remaining * self.elapsed / computed
         return left
 
     def render(self) -> Content:
@@ -250,8 +249,8 @@ class PrefillPane(PaneWidget):
         line1 = Content.assemble(
             (f"{fmt_int(self.done)}/{fmt_int(self.total)} tok", "bold"), "  ",
             ("reused ", "$text-muted"), (fmt_int(self.reused), "$kvtop-reused"), "  ",
-            # F7's pace is of the chat through every cache measured, no prefill rate (it read "pp 3.9 tok/s")
-            ("measured at " if self.note.startswith(("measuring", "quality")) else "pp ", "$text-muted"),
+            # F7's pace: the chat through every cache measured, no prefill rate (it read "pp 3.9 tok/s")
+            ("rate " if self.note.startswith(("measuring", "quality")) else "pp ", "$text-muted"),
             fmt_rate(self.rate),
         )
         line2 = Content.assemble(
