@@ -204,7 +204,7 @@ class SequenceBreakers(argparse.Action):
 def add_chat_flags(g: argparse._ArgumentGroup | argparse.ArgumentParser) -> None:
     """The sampler and the chat: what a turn uses, not a bench."""
     g.add_argument("--ignore-eos", dest="ignore_eos", action="store_true",
-                   help="keep generating past end-of-generation tokens (for benchmarks)")
+                   help="never sample an end-of-generation token, as llama.cpp (for benchmarks)")
     g.add_argument("--temp", "--temperature", dest="temp", type=float_in(0.0, MAX_TEMP), default=None, metavar="N",
                    help="temperature (default: the model's recommendation, else 0.8)")
     g.add_argument("--top-k", dest="top_k", type=non_negative_int, default=None, metavar="N",

@@ -87,11 +87,12 @@ class Sampling:
         """The prompt tokens DRY sees: its window (its ring buffer keeps no more)."""
         return int(dict(self.more).get("dry_penalty_last_n", 64))
 
-    def chain(self, n_vocab: int, vocab: object = None) -> SamplerChain:
-        """``vocab``: the model's vocabulary pointer, which a grammar needs."""
+    def chain(self, n_vocab: int, vocab: object = None, suppress: tuple[int, ...] = ()) -> SamplerChain:
+        """``vocab``: the model's vocabulary pointer, which a grammar needs; ``suppress``:
+        tokens never sampled (the chain's first stage, a -inf logit bias)."""
         return SamplerChain.build(self.temp, self.top_k, self.top_p, self.seed, self.min_p, n_vocab,
                                   self.repeat_last_n, self.repeat_penalty, self.frequency_penalty,
-                                  self.presence_penalty, vocab=vocab, **dict(self.more))
+                                  self.presence_penalty, vocab=vocab, suppress=suppress, **dict(self.more))
 
 
 class Decode:
@@ -106,6 +107,17 @@ class Decode:
         self.n_ctx = n_ctx
         self.one = TokenBuffer([0])
         self.spec = spec(self) if spec is not None else None
+        self._eog: tuple[int, ...] | None = None
+
+    def eog_tokens(self) -> tuple[int, ...]:
+        """What ``ignore_eog`` suppresses, as llama.cpp's ``--ignore-eos`` (common/common.cpp):
+        every end-of-generation token, none when the vocabulary has no EOS (llama.cpp then
+        ignores the flag). Found once (a pass over the vocabulary)."""
+        if self._eog is None:
+            v, is_eog = self.vocab.ptr, llama_cpp.llama_vocab_is_eog
+            none = self.vocab.eos() < 0
+            self._eog = () if none else tuple(t for t in range(self.vocab.n_tokens()) if is_eog(v, t))
+        return self._eog
 
     def close(self) -> None:
         if self.spec is not None:
@@ -120,12 +132,13 @@ class Decode:
         held back is emitted."""
         stream = Utf8Stream()
         out = Decoded(stop)
-        chain = sampling.chain(self.vocab.n_tokens(), self.vocab.ptr) if stop is None else None
+        suppress = self.eog_tokens() if ignore_eog and stop is None else ()
+        chain = sampling.chain(self.vocab.n_tokens(), self.vocab.ptr, suppress) if stop is None else None
         if chain is not None:
             # as llama-server does: the penalties and DRY also see the prompt's tokens, so a
             # reply does not repeat the question word for word; only those stages (the
-            # chain's first ones): a grammar starts at the reply
-            accept, stage = llama_cpp.llama_sampler_accept, 0
+            # chain's first ones after the bias): a grammar starts at the reply
+            accept, stage = llama_cpp.llama_sampler_accept, 1 if suppress else 0
             for on, last_n in ((sampling.penalties, sampling.repeat_last_n), (sampling.dry, sampling.dry_last_n)):
                 if on:
                     smpl = llama_cpp.llama_sampler_chain_get(chain.ptr, stage)

@@ -14,6 +14,7 @@ freed memory. Whoever opens a handle closes it (the engine in ``close()``).
 from __future__ import annotations
 
 import ctypes
+import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, ClassVar, cast
 
@@ -199,7 +200,7 @@ class SamplerChain(Handle):
               xtc_probability: float = 0.0, xtc_threshold: float = 0.1, mirostat: int = 0,
               mirostat_lr: float = 0.1, mirostat_ent: float = 5.0, dry_multiplier: float = 0.0, dry_base: float = 1.75,
               dry_allowed_length: int = 2, dry_penalty_last_n: int = 64, dry_sequence_breakers: Sequence[str] = (),
-              grammar: str = "", vocab: object = None) -> SamplerChain:
+              grammar: str = "", vocab: object = None, suppress: Sequence[int] = ()) -> SamplerChain:
         """llama.cpp's default order (common/sampling.cpp): penalties, DRY, top-n-sigma, top-k,
         typical, top-p, min-p, XTC, temperature, then a draw (``seed < 0``: llama.cpp's
         random seed); greedy when ``temp <= 0``, after the penalties, which change which
@@ -207,10 +208,15 @@ class SamplerChain(Handle):
         else (as llama.cpp). A stage that would change nothing is left out (the penalties
         and mirostat 1 need ``n_vocab``; DRY needs the model's ``vocab``, which tokenizes its
         sequence breakers). ``grammar`` (GBNF, with ``vocab``) comes after the penalties and
-        DRY: tokens it does not allow are out before the rest see them."""
+        DRY: tokens it does not allow are out before the rest see them. ``suppress``: tokens
+        biased to -inf before all of them, as llama.cpp's ``--ignore-eos`` does to the
+        end-of-generation tokens (common/common.cpp's ``logit_bias_eog``, the chain's first stage)."""
         lc = llama_cpp
         chain = cls(lc.llama_sampler_chain_init(lc.llama_sampler_chain_default_params()))
         add = lc.llama_sampler_chain_add
+        if suppress:
+            bias = (lc.llama_logit_bias * len(suppress))(*(lc.llama_logit_bias(t, -math.inf) for t in suppress))
+            add(chain.ptr, lc.llama_sampler_init_logit_bias(n_vocab, len(suppress), bias))
         seed = seed if seed >= 0 else 0xFFFFFFFF  # LLAMA_DEFAULT_SEED: random
         if mirostat:
             cls._grammar(chain, grammar, vocab)
