@@ -99,7 +99,7 @@ class ScriptedEngine:
     def __init__(self, settings: Settings, loaded: ev.Loaded, turns: list[list[object]], *,
                  speed: float = 0.0, max_gap: float = 1.0, load_s: float = 0.0, real_clock: bool = False,
                  load_gate: threading.Event | None = None,
-                 hold: tuple[Callable[[object], bool], threading.Event] | None = None):
+                 hold: tuple[Callable[[object], bool], threading.Event] | list | None = None):
         self.settings = settings.resolved()
         self.loaded = loaded
         self.turn_scripts = list(turns)
@@ -107,9 +107,10 @@ class ScriptedEngine:
         self.max_gap = max_gap
         self.load_s = load_s
         self.load_gate = load_gate  # the load ends when the test sets it (not after a time a busy machine may pass)
-        # (is_it, gate): after the first event ``is_it`` picks, the script waits for the test to set ``gate``
-        # (a turn held where the test looks at it, not paced slowly enough for a busy machine to catch it)
-        self.hold = hold
+        # (is_it, gate), or a list of them taken in turn: after the first event ``is_it`` picks, the
+        # script waits for the test to set ``gate`` (a turn held where the test looks at it, not paced
+        # slowly enough for a busy machine to catch it)
+        self.holds = list(hold) if isinstance(hold, list) else [hold] if hold is not None else []
         self.real_clock = real_clock  # stamp events with time.monotonic() as they are played, as engines do
         self.chats: list[list[dict]] = []
         self.commands: list[object] = []
@@ -223,8 +224,8 @@ class ScriptedEngine:
                 if self.real_clock and t is not None:
                     e = dataclasses.replace(e, t=time.monotonic())
                 sink(e)
-                if self.hold is not None and self.hold[0](e):
-                    gate, self.hold = self.hold[1], None
+                if self.holds and self.holds[0][0](e):
+                    gate = self.holds.pop(0)[1]
                     while not gate.wait(0.02) and not self._cancelled.is_set():
                         pass
         finally:
