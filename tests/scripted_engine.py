@@ -12,6 +12,7 @@ import queue
 import sys
 import threading
 import time
+from collections.abc import Callable
 
 from kvtop.runner import events as ev
 from kvtop.runner.llama_buffers import KVBufferLine, LlamaBuffers
@@ -97,7 +98,8 @@ class ScriptedEngine:
 
     def __init__(self, settings: Settings, loaded: ev.Loaded, turns: list[list[object]], *,
                  speed: float = 0.0, max_gap: float = 1.0, load_s: float = 0.0, real_clock: bool = False,
-                 load_gate: threading.Event | None = None):
+                 load_gate: threading.Event | None = None,
+                 hold: tuple[Callable[[object], bool], threading.Event] | list | None = None):
         self.settings = settings.resolved()
         self.loaded = loaded
         self.turn_scripts = list(turns)
@@ -105,6 +107,10 @@ class ScriptedEngine:
         self.max_gap = max_gap
         self.load_s = load_s
         self.load_gate = load_gate  # the load ends when the test sets it (not after a time a busy machine may pass)
+        # (is_it, gate), or a list of them taken in turn: after the first event ``is_it`` picks, the
+        # script waits for the test to set ``gate`` (a turn held where the test looks at it, not paced
+        # slowly enough for a busy machine to catch it)
+        self.holds = list(hold) if isinstance(hold, list) else [hold] if hold is not None else []
         self.real_clock = real_clock  # stamp events with time.monotonic() as they are played, as engines do
         self.chats: list[list[dict]] = []
         self.commands: list[object] = []
@@ -218,6 +224,10 @@ class ScriptedEngine:
                 if self.real_clock and t is not None:
                     e = dataclasses.replace(e, t=time.monotonic())
                 sink(e)
+                if self.holds and self.holds[0][0](e):
+                    gate = self.holds.pop(0)[1]
+                    while not gate.wait(0.02) and not self._cancelled.is_set():
+                        pass
         finally:
             self._running = 0
 

@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
 import socket
-import struct
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -251,23 +249,12 @@ class ServerClient:
 
     def close_stream(self) -> None:
         """End the stream being read (cancel): the server sees the client go and stops.
-        The socket is shut down, which wakes a read blocked in another thread."""
+        The socket is shut down and set to reset (``DeadlineSocket.wake``), which wakes
+        the reader blocked in another thread; that reader closes it."""
         with self._lock:
             sock = self._stream
-        if sock is None:
-            return
-        try:
-            sock.shutdown(socket.SHUT_RDWR)  # wakes the reader blocked in recv
-        except OSError:
-            pass
-        try:
-            # Close it now with a reset: the server stops the task at its next write. A
-            # plain close waits for the last reference (the response's file), and until
-            # then the server's writes still succeed and it generates on.
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            os.close(sock.detach())
-        except OSError:
-            pass
+        if sock is not None:
+            sock.wake()
 
     def close(self) -> None:
         self.close_stream()

@@ -19,6 +19,8 @@ import http.client
 import io
 import json
 import socket
+import struct
+import threading
 import time
 from array import array
 from itertools import accumulate
@@ -44,6 +46,7 @@ class DeadlineSocket:
         self.received = 0
         self._files = 0  # open response files: the socket closes when the last one does
         self._closing = False
+        self._lock = threading.Lock()  # ``wake`` (another thread) never meets a close half done
 
     def _arm(self) -> None:
         left = self.deadline - time.monotonic()
@@ -84,12 +87,33 @@ class DeadlineSocket:
     def _decref_socketios(self) -> None:
         self._files -= 1
         if self._closing and self._files <= 0:
+            self._close()
+
+    def _close(self) -> None:
+        with self._lock:
             self._sock.close()
 
     def abort(self) -> None:
         """Close now, files or not: the exchange failed and nothing will read on."""
         self._closing = True
-        self._sock.close()
+        self._close()
+
+    def wake(self) -> None:
+        """From another thread: end the exchange another thread is reading, at once, and
+        leave the closing to that reader. The socket is shut down (a read blocked in it
+        returns, and so does the next one) and set to reset when it closes (the server
+        stops at its next write instead of generating on). Closing it here instead freed
+        its number while the reader may already have taken it for its next ``poll``
+        (CPython reads it with the GIL held, then waits without it): the reader then waited
+        on whatever socket took that number next, until its deadline."""
+        with self._lock:
+            if self._sock.fileno() < 0:
+                return  # the reader has closed it: nothing to wake
+            try:
+                self._sock.shutdown(socket.SHUT_RDWR)
+                self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            except OSError:
+                pass  # already reset by the server: the reader's read returns anyway
 
     def fileno(self) -> int:
         return self._sock.fileno()
@@ -99,7 +123,7 @@ class DeadlineSocket:
         socket to it) keeps it open until its file closes."""
         self._closing = True
         if self._files <= 0:
-            self._sock.close()
+            self._close()
 
     def __getattr__(self, name: str) -> Any:  # setsockopt, shutdown, detach, …
         return getattr(self._sock, name)

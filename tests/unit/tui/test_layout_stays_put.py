@@ -14,11 +14,13 @@ long lines a new user saw push Estimate and Memory onto a second page."""
 import dataclasses
 import os
 import threading
+import time
 
 import pytest
 from helpers import make_app, screen_text, send, wait_until
 from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
 
+from kvtop.runner import events as ev
 from kvtop.runner.calibration.load import CPULoad
 from kvtop.runner.settings import Settings
 
@@ -31,9 +33,9 @@ BUSY_PROBE = ("CPU probe (2 threads, 2026-12-03 10:04, FLOPS of llama.cpp q5_K m
 
 def turns() -> list[list[object]]:
     """A short first turn (its TTFT waterfall lands in the Prefill pane), then a long one
-    paced so the test sees its prefill and its decode: 1,200 tokens in micro-batches of
-    256, 0.4 s apart, a reply of 8 tokens, 0.2 s apart (a second and half a second took
-    10 s a size, most of it waiting); its prefix diverged (one more line in the Prefill pane)."""
+    the test holds in its prefill and its decode: 1,200 tokens in micro-batches of 256
+    timed 0.4 s apart, a reply of 8 tokens timed 0.2 s apart (the events' times: the turn
+    is not paced); its prefix diverged (one more line in the Prefill pane)."""
     first = scripted_turn(1, 1000.0, 30, 0, ["Hello", " there", "."], timeline=True)
     second = scripted_turn(2, 2000.0, 1200, 30, [" word"] * 8, pp_tok_s=640.0, tg_tok_s=5.0, ubatch=256,
                            timeline=True)
@@ -54,18 +56,27 @@ def every_title_shown(app) -> bool:
 @pytest.mark.parametrize("size", list(PAGES))
 async def test_the_pages_never_change_through_load_turns_new_chat_and_undo(tmp_path, smollm_shaped, size):
     gate = threading.Event()
+    # turn 2 held in its prefill, then after its first token, while the test looks (it was
+    # paced in real time, 3.6 s a size). The app's clock skips 2 s as the prefill is let go:
+    # the first token then comes an update interval after the turn began, as paced it did,
+    # so the Decode pane shows the turn decoding
+    in_prefill, in_decode = threading.Event(), threading.Event()
+    holds = [(lambda e: isinstance(e, ev.PrefillProgress) and e.turn_id == 2, in_prefill),
+             (lambda e: isinstance(e, ev.TokenEvent) and e.turn_id == 2 and e.index >= 1, in_decode)]
+    skipped = [0.0]
     settings = Settings(smollm_shaped, n_ctx=4096, n_threads=2)
     loaded = smollm_loaded(smollm_shaped)
     engine = {}
 
     def factory(s):
-        engine["e"] = ScriptedEngine(s, loaded, turns(), speed=1.0, max_gap=1.0, load_gate=gate)
+        engine["e"] = ScriptedEngine(s, loaded, turns(), load_gate=gate, hold=holds)
         return engine["e"]
 
     from helpers import FIXED_HW
 
     app = make_app(settings, factory, root=tmp_path, live_system=False, write_transcript=False,
-                   hardware=dataclasses.replace(FIXED_HW, source=BUSY_PROBE))
+                   hardware=dataclasses.replace(FIXED_HW, source=BUSY_PROBE),
+                   clock=lambda: time.monotonic() + skipped[0])
     app.cpu_watch.load_now = lambda: CPULoad.of_share(0.8, 2)  # other processes hold 1.6 of 2 cores
     app.cpu_watch.turn_others_share = lambda: 0.8
     seen: dict[str, tuple[str, ...]] = {}
@@ -95,8 +106,12 @@ async def test_the_pages_never_change_through_load_turns_new_chat_and_undo(tmp_p
         await wait_until(pilot, lambda: app.turn_running and prefill.reused < prefill.done < prefill.total,
                          what="turn 2's prefill")
         await record("prefill")
-        await wait_until(pilot, lambda: app.turn_running and prefill.done >= prefill.total, what="turn 2's decode")
+        skipped[0] += 2.0
+        in_prefill.set()
+        await wait_until(pilot, lambda: app.turn_running and prefill.done >= prefill.total
+                         and app.dash.decode.state == "decoding", what="turn 2's decode")
         await record("decode")
+        in_decode.set()
         await wait_until(pilot, lambda: len(app.turns) == 2 and not app.turn_running, what="turn 2")
         await record("after turn 2")
         assert "diverged" in prefill.render().plain or "…" in prefill.render().plain

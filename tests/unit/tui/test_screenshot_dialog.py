@@ -5,6 +5,16 @@ import html
 import re
 
 from helpers import screen_text, scripted_app, wait_until
+from textual.command import CommandPalette
+from textual.widgets import OptionList
+
+
+def _top_match(app) -> str:
+    """The palette's highlighted command ('' while it has none)."""
+    results = app.screen.query_one(OptionList)
+    if results.highlighted is None:
+        return ""
+    return str(results.get_option_at_index(results.highlighted).prompt)
 
 
 def _saved_text(app, path: str | None = None) -> str:
@@ -113,9 +123,12 @@ async def test_the_palette_s_screenshot_without_the_chat_leaves_the_chat_out(tmp
         for _ in range(3):
             before = app.share.last_saved
             await pilot.press("ctrl+p")
-            await pilot.pause(0.2)
+            await wait_until(pilot, lambda: isinstance(app.screen, CommandPalette), timeout=5, what="the palette")
             await pilot.press(*"screenshot without")
-            await pilot.pause(0.5)
+            # the palette's search runs in the background: Enter once it has found the command
+            # (fixed waits of 0.2 s and 0.5 s before)
+            await wait_until(pilot, lambda: _top_match(app).startswith("Screenshot without the chat"), timeout=5,
+                             what="the command found")
             await pilot.press("enter")
             await wait_until(pilot, lambda: app.share.last_saved != before, what="the screenshot")
             text = _saved_text(app)

@@ -10,6 +10,7 @@ notice would: kvtop ends that turn itself."""
 from __future__ import annotations
 
 import json
+import time
 
 from fake_servers import FakeServer, Reply, llama_routes
 from helpers import make_app, screen_text, send, wait_until
@@ -85,7 +86,11 @@ async def test_a_turn_the_server_lost_stops_counting_no_token_and_keeps_its_repl
             await wait_until(pilot, lambda: "turn lost" in getattr(chat.children[-1], "footer", ""), timeout=10,
                              what="the turn lost")
             decode = app.query_one(DecodePane)
-            await pilot.pause(3.5)  # past the 3 s after which a decoding turn says "no token for …"
+            # the once-a-second sample (tui/turn/cpu_watch.py), as it would run past the 3 s
+            # after which a decoding turn says "no token for …". With live_system=False the app
+            # takes no samples: the fixed 3.5 s wait here before never called it
+            after = max(3.0, 3 * app.refresh_s)
+            decode.note_waiting(time.monotonic() + after + 0.5, after)
             assert decode.waiting_s is None and decode.state == "lost"
             while not decode.display:  # at 120x40 with --server the Decode pane is on page 2
                 await pilot.press("f6")

@@ -2,6 +2,7 @@
 the session (left/right), and always says which turn it shows."""
 
 import dataclasses
+import threading
 
 from helpers import make_app, screen_text, wait_until
 from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
@@ -27,10 +28,10 @@ def _with_timeline(script: list) -> list:
     return script[:-1] + [dataclasses.replace(done, metrics=m)]
 
 
-def _app(tmp_path, smollm_shaped, turns, speed=0.0):
+def _app(tmp_path, smollm_shaped, turns, speed=0.0, hold=None):
     loaded = smollm_loaded(smollm_shaped)
     settings = Settings(smollm_shaped, n_ctx=4096, n_threads=2)
-    return make_app(settings, lambda s: ScriptedEngine(s, loaded, turns, speed=speed, max_gap=2.0), tmp_path,
+    return make_app(settings, lambda s: ScriptedEngine(s, loaded, turns, speed=speed, max_gap=2.0, hold=hold), tmp_path,
                     live_system=False, write_transcript=False, record_trace=False, refresh=0.25)
 
 
@@ -79,9 +80,13 @@ async def test_f2_picks_any_turn_of_the_session(tmp_path, smollm_shaped):
 
 
 async def test_f2_during_a_turn_shows_that_turn_in_progress(tmp_path, smollm_shaped):
-    slow = scripted_turn(2, 2000.0, 1536, 0, ["B", "."], pp_tok_s=512 / 1.5)  # a micro-batch every 1.5 s
-    app = _app(tmp_path, smollm_shaped, [_with_timeline(scripted_turn(1, 1000.0, 600, 0, ["A", "."])),
-                                       _with_timeline(slow)], speed=1.0)
+    # turn 2 is held after its first micro-batch until F2 has shown it in progress (it was
+    # paced a micro-batch every 1.5 s, 4.5 s of waiting, for the keys to land mid-prefill)
+    gate = threading.Event()
+    first_batch = (lambda e: isinstance(e, ev.PrefillProgress) and e.turn_id == 2 and e.done >= 512, gate)
+    slow = scripted_turn(2, 2000.0, 1536, 0, ["B", "."], pp_tok_s=512 / 1.5)
+    turns = [_with_timeline(scripted_turn(1, 1000.0, 600, 0, ["A", "."])), _with_timeline(slow)]
+    app = _app(tmp_path, smollm_shaped, turns, hold=first_batch)
     async with app.run_test(size=(140, 45)) as pilot:
         await wait_until(pilot, lambda: app.loaded is not None, what="load")
         await _send(pilot, "first")
@@ -99,6 +104,9 @@ async def test_f2_during_a_turn_shows_that_turn_in_progress(tmp_path, smollm_sha
         await wait_until(pilot, lambda: "Turn 1 of 2" in _title(app), timeout=5, what="turn 1 shown")
         assert "in progress" not in _title(app)
         await pilot.press("right")
+        await wait_until(pilot, lambda: "Turn 2 of 2" in _title(app), timeout=5, what="turn 2 shown again")
+        assert "in progress" in _title(app)
+        gate.set()
         # the turn ends while it is shown: the screen shows it finished
         await wait_until(pilot, lambda: not app.turn_running, timeout=15, what="turn 2 end")
         await wait_until(pilot, lambda: _title(app) and "in progress" not in _title(app), timeout=5,
