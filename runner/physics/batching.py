@@ -16,6 +16,7 @@ conversations of the current average length fit.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -44,6 +45,41 @@ def batched_decode_ceiling(bandwidth_bytes_s: float, weights_bytes: float,
     if compute_tok_s is not None and 0 < compute_tok_s < aggregate:
         return BatchCeiling(b, step, compute_tok_s, compute_tok_s / b, "compute")
     return BatchCeiling(b, step, aggregate, aggregate / b)
+
+
+@dataclass(frozen=True)
+class SpecBatchCeiling:
+    """The batched ceiling when every decoding slot speculates: each pass verifies
+    ``draft`` drafted tokens plus one for every slot in one batch (the weights and each
+    slot's KV read once, ``slots x (draft + 1)`` tokens' FLOPs) and keeps
+    ``tokens_per_pass`` tokens a slot (the server's measured acceptance)."""
+
+    slots: int
+    draft: int
+    tokens_per_pass: float
+    pass_s: float
+    aggregate_tok_s: float
+    bound: str  # "bandwidth" or "compute": what sets a pass's time
+
+    def over_plain(self, plain: BatchCeiling) -> float:
+        return self.aggregate_tok_s / plain.aggregate_tok_s if plain.aggregate_tok_s > 0 else 0.0
+
+
+def speculative_batched_ceiling(plain: BatchCeiling, bandwidth_bytes_s: float, flops_per_token: float | None,
+                                tflops_at: Callable[[int], float | None], draft: float,
+                                tokens_per_pass: float) -> SpecBatchCeiling | None:
+    """``plain``'s slots speculating with drafts of ``draft`` tokens (a mean: the batch
+    is the nearest whole size) that yield ``tokens_per_pass`` tokens a slot a pass;
+    ``tflops_at(n)``: the FLOPS of a batch of ``n`` tokens (None unknown)."""
+    k = max(int(round(draft)), 1)
+    if bandwidth_bytes_s <= 0 or tokens_per_pass <= 0 or plain.slots <= 0:
+        return None
+    read_s = plain.step_bytes / bandwidth_bytes_s
+    tokens = plain.slots * (k + 1)
+    tf = tflops_at(tokens)
+    comp_s = tokens * flops_per_token / (tf * 1e12) if flops_per_token and tf else 0.0
+    pass_s, bound = (comp_s, "compute") if comp_s > read_s else (read_s, "bandwidth")
+    return SpecBatchCeiling(plain.slots, k, tokens_per_pass, pass_s, plain.slots * tokens_per_pass / pass_s, bound)
 
 
 def more_conversations_fit(cells_total: int, cells_used: int, average_length: float) -> int | None:

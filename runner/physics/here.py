@@ -19,7 +19,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Protocol
 
-from kvtop.runner.physics.batching import BatchCeiling, batched_decode_ceiling, compute_tok_s, more_conversations_fit
+from kvtop.runner.physics.batching import (
+    BatchCeiling,
+    SpecBatchCeiling,
+    batched_decode_ceiling,
+    compute_tok_s,
+    more_conversations_fit,
+    speculative_batched_ceiling,
+)
 from kvtop.runner.physics.kv_bytes import KVLayout, kv_bytes_read_at_depth, kv_layout
 from kvtop.runner.physics.machine import ceilings_here, predict_here, prefill_seconds_here
 from kvtop.runner.physics.placement import effective_gpu_layers
@@ -178,6 +185,20 @@ class Here:
             float(kv_bytes_read_at_depth(self.layout, 0))]
         return batched_decode_ceiling(hw.bandwidth_gbs * 1e9, f.weights_bytes_active, kv,
                                       compute_tok_s(f, hw.tflops))
+
+
+def speculative_server_ceiling(here: Here | None, plain: BatchCeiling | None, drafted: int, drafts: int,
+                               accepted: int) -> SpecBatchCeiling | None:
+    """The batched ceiling with speculation, from a server's counters (drafted and
+    accepted tokens over ``drafts`` verify passes): None without a plain ceiling or a pass."""
+    from kvtop.runner.physics.machine import hardware_at_batch
+    from kvtop.runner.physics.phase_costs import decode_flops
+
+    if here is None or plain is None or drafts <= 0 or drafted <= 0 or not here.hw.bandwidth_gbs:
+        return None
+    return speculative_batched_ceiling(plain, here.hw.bandwidth_gbs * 1e9, decode_flops(here.facts),
+                                       lambda n: hardware_at_batch(here.hw, n).tflops, drafted / drafts,
+                                       1 + accepted / drafts)
 
 
 def server_physics(here: Here | None, slots: Sequence[Slot]) -> tuple[BatchCeiling | None, int | None, float | None]:

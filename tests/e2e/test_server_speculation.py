@@ -75,6 +75,27 @@ async def test_the_server_panes_accepted_counter_grows_by_the_turns_own(spec_ser
     t = after.spec.totals
     assert f"speculation: {t.accepted:,} of {t.drafted:,} drafted accepted" in text
     assert "tok/pass over" in text and "by position" in text
+    # the batched roof with speculation, from the server's own counters and the demo model's facts
+    from helpers import FIXED_HW
+
+    from kvtop.runner.model.inspect import load_facts
+    from kvtop.runner.physics.here import Here, server_physics, speculative_server_ceiling
+
+    here = Here.at(load_facts(smollm_path, need_weights=True), FIXED_HW, Settings(smollm_path).resolved())
+    plain, *_ = server_physics(here, after.slots)
+    spec = speculative_server_ceiling(here, plain, t.drafted, t.drafts, t.accepted)
+    assert plain is not None and spec is not None
+    assert spec.tokens_per_pass == pytest.approx(1 + t.accepted / t.drafts)
+    async with PaneApp().run_test(size=(160, 40)) as pilot:
+        from kvtop.tui.panes.server import ServerPane
+
+        pane = pilot.app.query_one(ServerPane)
+        pane.spec_ceiling = spec
+        pane.set_snapshot(after, plain)
+        await pilot.pause()
+        text = " ".join(pane.render().plain.split("\n"))
+    assert "with speculation" in text and f"({spec.over_plain(plain):.2f}x)" in text
+    assert f"{spec.tokens_per_pass:.1f} tok/pass, drafts of {spec.draft}" in text
 
 
 def test_kvtop_load_rows_carry_the_levels_drafted_and_accepted(spec_served):

@@ -26,6 +26,7 @@ class ServerPane(PaneWidget):
         self.url = url
         self.snapshot = None  # runner.server.monitor.ServerSnapshot
         self.ceiling = None  # runner.physics.batching.BatchCeiling
+        self.spec_ceiling = None  # runner.physics.batching.SpecBatchCeiling: the slots speculating
         self.more_fit: int | None = None
         self.average_length: float | None = None
         self.own_slot: int | None = None
@@ -139,6 +140,14 @@ class ServerPane(PaneWidget):
             if measured:
                 items.append(Content.assemble(("measured ", "$text-muted"), (fmt_rate(measured), "$kvtop-measured"),
                                               f" {measured / c.aggregate_tok_s * 100:.0f}%"))
+            sc = self.spec_ceiling
+            if sc is not None:  # the server speculates: the roof its measured acceptance lifts (or lowers)
+                items += [Content.assemble(("with speculation ", "$text-muted"),
+                                           (fmt_rate(sc.aggregate_tok_s), "$kvtop-ceiling"),
+                                           f" ({sc.over_plain(c):.2f}x)"),
+                          Content.styled(f"({sc.tokens_per_pass:.1f} tok/pass, drafts of {sc.draft},"
+                                         + (" compute-bound)" if sc.bound == "compute" else " bandwidth-bound)"),
+                                         "$text-muted")]
         else:
             items.append(Content.styled("batched ceiling: needs the model's facts (--model GGUF, or the folder a "
                                         "local vLLM serves) and a bandwidth", "$text-muted"))

@@ -3,7 +3,7 @@ server pane, with the many-users physics computed from the slots decoding now.""
 
 from __future__ import annotations
 
-from kvtop.runner.physics.here import server_physics
+from kvtop.runner.physics.here import server_physics, speculative_server_ceiling
 from kvtop.tui.base import messages as msg
 from kvtop.tui.base.guards import while_running
 
@@ -30,6 +30,10 @@ class ServerRouting:
             self.dash.server.perf = perf_check(self.here, s.batch)
         else:
             ceiling, fit, avg = server_physics(self.here, s.slots)  # the machine model computes, the pane draws
+        spec = getattr(s, "spec", None)  # the server's speculation counters (runner.server.spec_metrics)
+        t = spec.totals if spec is not None else None
+        self.dash.server.spec_ceiling = speculative_server_ceiling(
+            self.here, ceiling, t.drafted, t.drafts, t.accepted) if t is not None else None
         # a change in the pane's lines re-plans the dashboard (PaneWidget.refresh asks for it)
         self.dash.server.set_snapshot(s, ceiling, fit, avg)
         if s.slots:
