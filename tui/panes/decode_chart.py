@@ -189,7 +189,10 @@ def legend_items(plan: ChartPlan) -> list[Content]:
         n, most, least = plan.pass_count, plan.pass_most, plan.pass_least
         size = fmt_int(most) if least == most else f"{fmt_int(least)}–{fmt_int(most)}"
         items.append(Content.assemble((f"{PASS_MARK} ", "$kvtop-ok"),
-                                      (f"{fmt_int(n)} verify pass{'es' if n > 1 else ''} of {size} tok", "$text-muted")))
+                                      # the tokens each gave (kept), not the batch it checked: "each
+                                      # verify pass of 49 tok" in the speculation line is that batch
+                                      (f"{fmt_int(n)} verify pass{'es' if n > 1 else ''} gave {size} tok"
+                                       + (" each" if n > 1 else ""), "$text-muted")))
     if plan.stalls:
         pos, seconds = plan.stalls[0]
         n = plan.stall_count

@@ -49,7 +49,7 @@ def test_one_mark_a_column_and_the_legend_counts_every_pass():
     passes = [(p, 3) for p in range(100, 300, 2)] + [(151, 9)]  # a pass every 2 tokens: 101 of them
     plan = plan_chart(series, [], lambda d: 150.0, 40, passes)  # a chart of 20 columns
     assert len(plan.passes) <= 20 and (151, 9) in plan.passes  # the column's biggest pass is its mark
-    assert plan.pass_count == 101 and "▲ 101 verify passes of 3–9 tok" in legend(plan).plain
+    assert plan.pass_count == 101 and "▲ 101 verify passes gave 3–9 tok each" in legend(plan).plain
     assert plan_chart(series, [], lambda d: 150.0, 40).passes == []
 
 
@@ -82,6 +82,6 @@ async def test_a_speculating_engines_passes_are_marked_at_80x24(tmp_path, smollm
     turn = bursts(scripted_turn(1, 1000.0, 40, 0, [" w"] * 60, tg_tok_s=150.0), 4)
     chart, screen = await chart_of(tmp_path, smollm_shaped, turn, spec_type="ngram-simple")
     assert PASS_MARK in chart
-    assert re.search(r"▲\d+verifypassesof4tok", screen), screen
+    assert re.search(r"▲\d+verifypassesgave4tokeach", screen), screen
     chart, screen = await chart_of(tmp_path, smollm_shaped, turn)  # the same bunching, no speculation
     assert PASS_MARK not in chart and "verifypass" not in screen
