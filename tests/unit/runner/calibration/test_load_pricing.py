@@ -115,6 +115,9 @@ def test_the_border_says_the_load_before_the_token_counts():
     assert "at today's load (" in wide and "on a quiet machine)" in wide and wide.endswith("; fits")
     narrow = forecast_line(fc, 4096, 60)
     assert "at today's load" in narrow and narrow.endswith("; fits"), narrow
+    for width in (46, 57):  # the input at 160 columns: the draft's tokens are said too (new-user trial)
+        line = forecast_line(fc, 4096, width)
+        assert line.startswith(f"{fc.prompt_tokens:,} tok → TTFT") and "at today's load" in line, (width, line)
     # 1.5 of 2 cores held and 2 threads: packed onto a shared core, so the border says what to do before Enter
     assert forecast_basis_line(fc, 120) == ("others use 75% of the CPU; more threads than free cores: try -t 1 (not measured: kvtop tune)")
     assert forecast_basis_line(fc, 56) == "others use 75% of the CPU; try -t 1"  # 160 columns
