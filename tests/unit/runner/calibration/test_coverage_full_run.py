@@ -9,7 +9,12 @@ samples were priced at what the load held through the turn: with both cores held
 median TTFT forecast was 1.42x (SmolLM2) and 1.52x (Gemma-3) of the measured, Gemma's
 decode 0.71x. Goals (issue 35): 70-90% of the turns inside the 80% interval, the median
 forecast/measured 0.8-1.25 after the 3rd turn, in every regime. A regime's share moves in
-steps of one turn in 30 (3.3%): the coverage is held within one turn of 70-90%."""
+steps of one turn in 30 (3.3%): the coverage is held within one turn of 70-90%.
+
+data/coverage_both_rerun.json is the live rerun of the "both" regime on the code that fixed
+that (held_load): its Gemma-3 intervals held 97% of the turns for TTFT and decode, too
+wide, one early 2.7x miss's square holding the spread up (fixed by the robust spread in
+runner.calibration.interval)."""
 
 import json
 import os
@@ -27,11 +32,12 @@ from kvtop.runner.records.trace import Trace
 from kvtop.runner.settings import Settings
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "coverage_full_run.json")
+RERUN = os.path.join(os.path.dirname(__file__), "data", "coverage_both_rerun.json")
 ONE_TURN = 1 / 30 + 1e-9
 
 
-def _regimes():
-    with open(DATA) as fh:
+def _regimes(data=DATA):
+    with open(data) as fh:
         rec = json.load(fh)
     out: dict[tuple[str, str], list] = {}
     for t in rec["turns"]:
@@ -62,10 +68,8 @@ def _play(path, rec, turns, cache):
     return rows
 
 
-@pytest.mark.parametrize("model", ["SmolLM2-135M Q4_1", "Gemma-3 270M Q4_K_M"])
-def test_the_full_coverage_run_meets_the_goals_in_every_regime(model, smollm_path, gemma_path, tmp_path):
-    rec, regimes = _regimes()
-    path = smollm_path if model.startswith("SmolLM2") else gemma_path
+def _seen(data, model, path, tmp_path) -> dict:
+    rec, regimes = _regimes(data)
     seen = {}
     for (label, regime), turns in regimes.items():
         if label != model:
@@ -76,7 +80,25 @@ def test_the_full_coverage_run_meets_the_goals_in_every_regime(model, smollm_pat
         t_ratio = statistics.median(fc.ttft_s / measured_ttft(m) for i, fc, m, _ in rows if i > 3)
         d_ratio = statistics.median(fc.decode_tok_s / m.decode_tok_s for i, fc, m, _ in rows if i > 3)
         seen[regime] = (len(rows), t_cover, d_cover, t_ratio, d_ratio)
-    assert set(seen) == {"quiet", "one", "both", "flicker"} and all(v[0] == 30 for v in seen.values()), seen
+    return seen
+
+
+def _meets_the_goals(seen: dict, cover_slack: float) -> None:
     for regime, (_n, t_cover, d_cover, t_ratio, d_ratio) in seen.items():
-        assert 0.7 - ONE_TURN <= t_cover <= 0.9 + ONE_TURN and 0.7 - ONE_TURN <= d_cover <= 0.9 + ONE_TURN, (regime, seen)
+        lo, hi = 0.7 - cover_slack, 0.9 + cover_slack
+        assert lo <= t_cover <= hi and lo <= d_cover <= hi, (regime, seen)
         assert 0.8 <= t_ratio <= 1.25 and 0.8 <= d_ratio <= 1.25, (regime, seen)
+
+
+@pytest.mark.parametrize("model", ["SmolLM2-135M Q4_1", "Gemma-3 270M Q4_K_M"])
+def test_the_full_coverage_run_meets_the_goals_in_every_regime(model, smollm_path, gemma_path, tmp_path):
+    seen = _seen(DATA, model, smollm_path if model.startswith("SmolLM2") else gemma_path, tmp_path)
+    assert set(seen) == {"quiet", "one", "both", "flicker"} and all(v[0] == 30 for v in seen.values()), seen
+    _meets_the_goals(seen, ONE_TURN)
+
+
+@pytest.mark.parametrize("model", ["SmolLM2-135M Q4_1", "Gemma-3 270M Q4_K_M"])
+def test_the_rerun_with_both_cores_held_meets_the_goals(model, smollm_path, gemma_path, tmp_path):
+    seen = _seen(RERUN, model, smollm_path if model.startswith("SmolLM2") else gemma_path, tmp_path)
+    assert set(seen) == {"both"} and seen["both"][0] == 30, seen
+    _meets_the_goals(seen, ONE_TURN)
