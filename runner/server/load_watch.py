@@ -21,6 +21,7 @@ from kvtop.runner.server.monitor import ServerMonitor, ServerSnapshot
 if TYPE_CHECKING:
     from kvtop.runner.server.credentials import Credentials
 from kvtop.runner.server.urls import is_loopback
+from kvtop.runner.system.cpu_use import tree_seconds
 
 
 def _cpu_seconds(pid: int | None) -> float | None:
@@ -31,27 +32,6 @@ def _cpu_seconds(pid: int | None) -> float | None:
         return float(t.user + t.system)
     except Exception:
         return None
-
-
-def _server_cpu_seconds(pid: int) -> float | None:
-    """CPU seconds of a local server's process and every process under it: vLLM's API
-    server answers on the port while its engine core and worker, its children, compute
-    (counted as other processes, every local vLLM level read "figures are low")."""
-    import psutil
-
-    try:
-        proc = psutil.Process(pid)
-        procs = [proc, *proc.children(recursive=True)]
-    except Exception:
-        return _cpu_seconds(pid)
-    total = 0.0
-    for p in procs:
-        try:
-            t = p.cpu_times()
-        except Exception:
-            continue  # a child that ended between the listing and the read
-        total += float(t.user + t.system)
-    return total
 
 
 def _system_busy() -> float | None:
@@ -104,7 +84,7 @@ class ServerWatch:
 
         if not hasattr(self, "_pids"):
             self._pids = [listening_pid(u) for u in self.urls if is_loopback(u)]
-        servers = [_server_cpu_seconds(p) for p in self._pids if p]
+        servers = [tree_seconds(p) for p in self._pids if p]
         return time.monotonic(), _cpu_seconds(None), sum(x for x in servers if x is not None), _system_busy()
 
     def start(self) -> None:
