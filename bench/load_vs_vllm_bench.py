@@ -16,6 +16,16 @@ requests in flight, ``users`` warm-up requests before the measured ones, streame
 ``include_usage``, throughput over the span from the first request sent to the last token.
 Rounds alternate kvtop, vllm, kvtop, vllm...; the figure per level is the median over rounds.
 
+How each tool's requests met in vLLM's engine: around every tool run the bench reads vLLM's
+``iteration_tokens_total`` histogram (one observation per engine step: its prompt and
+generated tokens) and prints the steps and the steps that held two prompts or more (prefills
+that arrived together and were batched). Both include the tool's warm-up: kvtop's ``users``
+requests of 4 tokens, vllm bench's test request and ``users`` warm-ups of N tokens (at most
+one step of 2+ prompts each). A closed loop whose users prefill together stays in lockstep
+(same P, same N, ``ignore_eos``): about R such steps per run; one whose users arrived a step
+apart stays a step apart: about none. Reading the two columns beside the rate says whether a
+gap at one level comes from that alignment or from slower steps.
+
     python bench/load_vs_vllm_bench.py [--users 1,2,4] [-p 64] [-n 32] [-r 4] [--rounds 2] [--url URL]
 
 Without --url it starts the tests' vLLM (tests/vllm_server.py; build it once with .ci/build-vllm).
@@ -25,11 +35,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
+import urllib.request
+from collections.abc import Callable
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -37,10 +50,40 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))
 
 from vllm_server import cache_dir, start_vllm, why_not_built  # noqa: E402
 
-Level = tuple[float, float, float, float]  # out tok/s, TTFT p50 s, prompt and output tokens per request
+from kvtop.runner.server.prom import Histogram, Metrics  # noqa: E402
+
+Level = tuple[float, float, float, float, float, float]
+# out tok/s, TTFT p50 s, prompt and output tokens per request, vLLM's engine steps, the steps that held 2+ prompts
+ITERATION = "vllm:iteration_tokens_total"  # vLLM observes each engine step's tokens (prompt + generated)
 
 
-def kvtop_level(url: str, users: int, a: argparse.Namespace) -> Level:
+def steps_now(url: str) -> Histogram | None:
+    with urllib.request.urlopen(url + "/metrics", timeout=30) as r:
+        return Metrics(r.read().decode("utf-8", "replace")).histogram(ITERATION)
+
+
+def step_shape(before: Histogram | None, after: Histogram | None, n_prompt: int, users: int) -> tuple[float, float]:
+    """(engine steps, steps that held two prompts or more) between two reads. A step with one
+    prompt holds at most P + users tokens; only buckets wholly above that count (a lower bound:
+    a bucket that straddles it is left out)."""
+    if after is None:
+        return math.nan, math.nan
+    d = after.minus(before)
+    together, lower, below = 0.0, 0.0, 0.0
+    for bound, cum in d.buckets:
+        if lower >= n_prompt + users:
+            together += cum - below
+        lower, below = (bound if math.isfinite(bound) else lower), cum
+    return d.count, together
+
+
+def measured(url: str, users: int, a: argparse.Namespace, run: Callable[[], tuple[float, float, float, float]]) -> Level:
+    before = steps_now(url)
+    got = run()
+    return (*got, *step_shape(before, steps_now(url), a.n_prompt, users))
+
+
+def kvtop_level(url: str, users: int, a: argparse.Namespace) -> tuple[float, float, float, float]:
     cmd = [sys.executable, "-m", "kvtop", "load", url, "--users", str(users), "-p", str(a.n_prompt),
            "-n", str(a.n_predict), "--requests", str(a.requests), "--no-tui", "-o", "json"]
     r = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=1800)
@@ -50,7 +93,7 @@ def kvtop_level(url: str, users: int, a: argparse.Namespace) -> Level:
     return lv["level"]["gen_tok_s"], per["ttft_p50_s"], per["prompt_tokens"], per["generated_tokens_per_request"]
 
 
-def vllm_level(url: str, users: int, a: argparse.Namespace, out: str) -> Level:
+def vllm_level(url: str, users: int, a: argparse.Namespace, out: str) -> tuple[float, float, float, float]:
     vllm = os.path.join(cache_dir(), "venv", "bin", "vllm")
     cmd = [vllm, "bench", "serve", "--backend", "vllm", "--base-url", url, "--model", "smollm2",
            "--tokenizer", os.path.join(cache_dir(), "model"), "--dataset-name", "random",
@@ -74,21 +117,24 @@ def sweep(url: str, a: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as out:
         for _ in range(a.rounds):
             for users in levels:
-                got.setdefault(("kvtop", users), []).append(kvtop_level(url, users, a))
-                got.setdefault(("vllm", users), []).append(vllm_level(url, users, a, out))
+                got.setdefault(("kvtop", users), []).append(measured(url, users, a, lambda: kvtop_level(url, users, a)))
+                got.setdefault(("vllm", users), []).append(measured(url, users, a,
+                                                                    lambda: vllm_level(url, users, a, out)))
     print(f"kvtop load vs vllm bench serve: -p {a.n_prompt} -n {a.n_predict}, {a.requests} requests per user, "
           f"median of {a.rounds} rounds, {url}")
     print("| users | kvtop out tok/s | vllm bench out tok/s | ratio | kvtop TTFT p50 s | vllm bench TTFT p50 s | ratio "
-          "| prompt tok/req kvtop, vllm | out tok/req kvtop, vllm |")
+          "| prompt tok/req kvtop, vllm | out tok/req kvtop, vllm | engine steps kvtop, vllm | steps with 2+ prompts kvtop, vllm |")
     print("| ----: | --------------: | -------------------: | ----: | ---------------: | --------------------: | ----: "
-          "| ---: | ---: |")
+          "| ---: | ---: | ---: | ---: |")
     worst = 0.0
     for users in levels:
         k, v = got[("kvtop", users)], got[("vllm", users)]
-        kt, vt, kf, vf, kp, vp, ko, vo = (statistics.median(x[i] for x in rows) for i in range(4) for rows in (k, v))
+        kt, vt, kf, vf, kp, vp, ko, vo, ks, vs, kb, vb = (statistics.median(x[i] for x in rows)
+                                                          for i in range(6) for rows in (k, v))
         worst = max(worst, abs(kt / vt - 1), abs(kf / vf - 1))
         print(f"| {users} | {kt:.2f} | {vt:.2f} | {kt / vt:.2f} | {kf:.3f} | {vf:.3f} | {kf / vf:.2f} "
-              f"| {kp:.0f}, {vp:.0f} | {ko:.0f}, {vo:.0f} |")
+              f"| {kp:.0f}, {vp:.0f} | {ko:.0f}, {vo:.0f} | {ks:.0f}, {vs:.0f} | {kb:.0f}, {vb:.0f} |")
+    print("engine steps and steps with 2+ prompts: vLLM's iteration_tokens_total over each tool run, warm-up included")
     print(f"goal (within 10%): {'met' if worst <= 0.10 else 'not met'} (worst {worst:.0%})")
 
 

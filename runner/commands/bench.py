@@ -160,9 +160,9 @@ def server_refusals(a: argparse.Namespace) -> str | None:
     if given:
         return (f"{', '.join(given)} cannot change on a running llama-server: it keeps the settings it was "
                 f"started with (give them to llama-server, or bench a MODEL file)")
-    if a.n_depth and any(a.n_depth):
-        return ("-d needs the KV cache kept between requests, and kvtop asks llama-server to compute every "
-                "prompt whole (cache_prompt false): bench a MODEL file for depth tests")
+    if a.n_depth and any(a.n_depth):  # vLLM: its prefix cache keeps the depth (runner/server/vllm_depth.py)
+        from kvtop.runner.server.vllm_depth import depth_refusal
+        return depth_refusal(a.server, a.api_key, a.n_depth)
     return None
 
 

@@ -32,7 +32,7 @@ def cpu_reading(eng: object, loaded: Loaded) -> CPUReading | None:
 
         if not is_loopback(loaded.server):
             return None
-    return read_cpu(pid, os.getpid(), same_process=pid == os.getpid())
+    return read_cpu(pid, os.getpid(), same_process=pid == os.getpid(), tree=bool(loaded.server))  # vLLM's children
 
 
 def others_share(start: CPUReading | None, eng: object, loaded: Loaded) -> float | None:

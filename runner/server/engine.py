@@ -28,6 +28,7 @@ from kvtop.runner.server.openai_request import openai_prompt_tokens, openai_requ
 from kvtop.runner.server.props import ServerInfo, read_server_info
 from kvtop.runner.server.stream import TurnTranslator
 from kvtop.runner.server.urls import is_loopback
+from kvtop.runner.server.vllm_depth import Salts, prefix_hits
 from kvtop.runner.server.vllm_timing import prefill_counts, prefill_ms_since
 from kvtop.runner.settings import Settings
 
@@ -51,6 +52,7 @@ class ServerEngine(QueuedCommands):
         self._cancel_upto = 0
         self._running = 0
         self._closed = False
+        self._salts = Salts()  # bench on vLLM: a depth and the prompt after it share one
 
     @property
     def pid(self) -> int | None:
@@ -140,7 +142,7 @@ class ServerEngine(QueuedCommands):
     def _request(self, cmd: Chat | Generate) -> tuple[str, dict[str, object]]:
         s = self.settings
         if not self.capabilities.token_timings:  # vLLM: the OpenAI fields it reads, usage in the last chunk
-            return openai_request(s, cmd)
+            return openai_request(s, cmd, self._salts.for_tokens(cmd.tokens) if isinstance(cmd, Generate) else None)
         common: dict[str, object] = {
                   "stream": True, "return_progress": True, "timings_per_token": True, "cache_prompt": True,
                   "temperature": s.temp, "top_k": s.top_k, "top_p": s.top_p, "min_p": s.min_p,
@@ -175,6 +177,7 @@ class ServerEngine(QueuedCommands):
         tr = TurnTranslator(cmd.turn_id, cmd.t_submit, n_ctx, sink)
         timed = isinstance(cmd, Generate) and not self.capabilities.token_timings  # bench on vLLM: its prefill time
         before = prefill_counts(self.client) if timed else None
+        hits = prefix_hits(self.client) if timed else None
         self._running = cmd.turn_id
         try:
             for chunk in self.client.stream_events(path, body):
@@ -194,6 +197,8 @@ class ServerEngine(QueuedCommands):
         cancelled = cmd.turn_id <= self._cancel_upto
         if timed and not cancelled:
             tr.server_prefill_ms = prefill_ms_since(self.client, before)
+            after = prefix_hits(self.client) if hits is not None else None
+            tr.server_cached = after - hits if after is not None and hits is not None and after >= hits else None
         sink(tr.done(time.monotonic(), "cancelled" if cancelled else None))
 
 

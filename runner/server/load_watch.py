@@ -21,6 +21,7 @@ from kvtop.runner.server.monitor import ServerMonitor, ServerSnapshot
 if TYPE_CHECKING:
     from kvtop.runner.server.credentials import Credentials
 from kvtop.runner.server.urls import is_loopback
+from kvtop.runner.system.cpu_use import tree_seconds
 
 
 def _cpu_seconds(pid: int | None) -> float | None:
@@ -83,7 +84,7 @@ class ServerWatch:
 
         if not hasattr(self, "_pids"):
             self._pids = [listening_pid(u) for u in self.urls if is_loopback(u)]
-        servers = [_cpu_seconds(p) for p in self._pids if p]
+        servers = [tree_seconds(p) for p in self._pids if p]
         return time.monotonic(), _cpu_seconds(None), sum(x for x in servers if x is not None), _system_busy()
 
     def start(self) -> None:

@@ -15,7 +15,7 @@ from kvtop.runner.server.http import ServerClient, ServerError
 from kvtop.runner.settings import Settings
 
 
-def openai_request(s: Settings, cmd: Chat | Generate) -> tuple[str, dict[str, object]]:
+def openai_request(s: Settings, cmd: Chat | Generate, salt: str | None = None) -> tuple[str, dict[str, object]]:
     common: dict[str, object] = {"stream": True, "stream_options": {"include_usage": True},
                                  "temperature": s.temp, "top_k": s.top_k, "top_p": s.top_p, "min_p": s.min_p,
                                  "repetition_penalty": s.repeat_penalty, "presence_penalty": s.presence_penalty,
@@ -32,9 +32,10 @@ def openai_request(s: Settings, cmd: Chat | Generate) -> tuple[str, dict[str, ob
         return "/v1/chat/completions", body
     from kvtop.runner.server.vllm_timing import cache_salt
 
-    # kvtop bench: every repetition computes its whole prompt (no block of another request's cache)
+    # kvtop bench: every repetition computes its whole prompt (no block of another request's cache),
+    # or, given the salt of the depth it continues, the prompt after it (runner/server/vllm_depth.py)
     return "/v1/completions", {**common, "prompt": list(cmd.tokens), "max_tokens": cmd.n_predict,
-                               "ignore_eos": cmd.ignore_eog, "cache_salt": cache_salt()}
+                               "ignore_eos": cmd.ignore_eog, "cache_salt": salt or cache_salt()}
 
 
 def openai_prompt_tokens(client: ServerClient, messages: list[dict[str, str]]) -> int:

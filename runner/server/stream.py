@@ -66,6 +66,7 @@ class TurnTranslator:
         self.last_ms = 0.0
         self.t_prefill_start: float | None = None  # client clock, derived from the first progress
         self.server_prefill_ms: float | None = None  # vLLM's own, from its /metrics (runner.server.vllm_timing)
+        self.server_cached: float | None = None  # the prompt tokens its prefix cache served (runner.server.vllm_depth)
         self.ubatches: list[tuple[int, float]] = []
         self.token_times: list[float] = []
         self.text: list[str] = []
@@ -173,6 +174,7 @@ class TurnTranslator:
             return {}
         details = u.get("prompt_tokens_details")
         cached = _num(details, "cached_tokens") if isinstance(details, dict) else 0.0
+        cached = max(cached, self.server_cached or 0.0)  # usage has no details without --enable-prompt-tokens-details
         prompt = _num(u, "prompt_tokens")
         out: dict[str, object] = {"prompt_n": max(prompt - cached, 0.0), "cache_n": cached,
                                   "predicted_n": _num(u, "completion_tokens", len(self.token_times))}

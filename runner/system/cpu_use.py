@@ -50,6 +50,29 @@ def _process_seconds(pid: int | None) -> float | None:
         return None
 
 
+def tree_seconds(pid: int | None) -> float | None:
+    """CPU seconds of a process and every process under it: vLLM's API server answers on
+    its port while its engine core and worker, its children, compute (counted as other
+    processes, every local vLLM run read "other processes used 97% of the CPU")."""
+    if not pid:
+        return None
+    import psutil
+
+    try:
+        procs = [psutil.Process(pid)]
+        procs += procs[0].children(recursive=True)
+    except Exception:
+        return None
+    total = None
+    for p in procs:
+        try:
+            t = p.cpu_times()
+        except Exception:
+            continue  # one that ended between the listing and the read
+        total = (total or 0.0) + float(t.user + t.system)
+    return total
+
+
 def _system_busy() -> float | None:
     import psutil
 
@@ -61,9 +84,10 @@ def _system_busy() -> float | None:
         return None
 
 
-def read_cpu(engine_pid: int | None, ui_pid: int, same_process: bool = False) -> CPUReading:
+def read_cpu(engine_pid: int | None, ui_pid: int, same_process: bool = False, tree: bool = False) -> CPUReading:
+    """``tree``: the engine's CPU with its processes' (a server's, ``tree_seconds``)."""
     ui = None if same_process else _process_seconds(ui_pid)
-    return CPUReading(time.monotonic(), _system_busy(), _process_seconds(engine_pid), ui)
+    return CPUReading(time.monotonic(), _system_busy(), (tree_seconds if tree else _process_seconds)(engine_pid), ui)
 
 
 def cpu_use(a: CPUReading, b: CPUReading) -> CPUUse:

@@ -253,6 +253,23 @@ def test_bench_and_estimate_against_vllm(vllm, tmp_path):
     assert est["server"]["kv_bytes_all_slots"] == est["kv_bytes"] == KV_BLOCKS * 128 * 23_040
 
 
+def test_bench_pp_at_depth_against_vllm(vllm, tmp_path):
+    """-d D on vLLM: each repetition's depth is served by its prefix cache (the same
+    cache_salt as its fill), so the timed prefill is the P tokens after it, as llama-bench's
+    pp at depth; a depth off vLLM's 128-token blocks is refused, saying why."""
+    hits0 = metric(metrics_text(vllm.url), "vllm:prefix_cache_hits_total")
+    r = _kvtop("bench", "--server", vllm.url, "-p", "64", "-n", "0", "-d", "0,128", "-r", "2", "-o", "json",
+               home=str(tmp_path))
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = {row["n_depth"]: row for row in json.loads(r.stdout)}
+    assert rows[0]["avg_ts"] > 0 and rows[128]["avg_ts"] > 0, rows
+    hits = metric(metrics_text(vllm.url), "vllm:prefix_cache_hits_total") - hits0
+    # the depth's 128 tokens from the cache in each timed repetition and the warm-up; none at d0
+    assert hits % 128 == 0 and hits >= 2 * 128, hits
+    odd = _kvtop("bench", "--server", vllm.url, "-p", "64", "-n", "0", "-d", "100", home=str(tmp_path))
+    assert odd.returncode == 2 and "vLLM caches whole blocks of 128 tokens" in odd.stderr, odd.stderr[-2000:]
+
+
 async def test_vllm_killed_mid_reply_then_restarted(vllm, tmp_path):
     """Last in this file (the server is killed): one line in the chat, the chat kept, the
     restart seen and said, the next turn served by the new process, and quitting at once."""
