@@ -132,11 +132,14 @@ class SpecLoop:
         one, single = dec.one.arr, dec.one.single()
         assert one is not None
 
-        def put(tok: int, at: int) -> str | None:
-            """The plain loop's per-token steps for a token at KV position ``at``: its stop, if any."""
+        def put(tok: int, at: int, now: float | None = None) -> str | None:
+            """The plain loop's per-token steps for a token at KV position ``at``: its stop, if any.
+            A verify pass's tokens all came at ``now``: they carry that one time (stamped as each
+            was handed over, they were 0.01-9 ms apart, and the chart took some for passes of their own)."""
             if not ignore_eog and is_eog(vocab_ptr, tok):
                 return "eog"
-            now = monotonic()
+            if now is None:
+                now = monotonic()
             if out.t_first_token is None:
                 out.t_first_token = now
             text = feed(piece(tok))
@@ -184,9 +187,9 @@ class SpecLoop:
                     n_acc = len(accepted) - 1
                     spec.accept(n_acc)
                     tally.count(len(draft), n_acc)
-                    keep = pos + 1 + n_acc
+                    keep, t_pass = pos + 1 + n_acc, monotonic()
                     for j, a in enumerate(accepted):
-                        stop = put(a, pos + 1 + j)
+                        stop = put(a, pos + 1 + j, t_pass)
                         if stop is not None:
                             keep = pos + 1 + j
                             break
