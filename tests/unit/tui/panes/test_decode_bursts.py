@@ -102,36 +102,37 @@ async def chart_of(tmp_path, model, size):
             await pilot.press("f6")  # at 80x24 the Decode pane is the second page
         await wait_until(pilot, lambda: app.query_one("#decode-chart").size.width > 0, what="decode page")
         await pilot.pause(0.3)
-        ceiling = Color.parse(app.theme_variables["kvtop-ceiling"]).get_truecolor()
-        return app.query_one("#decode-chart").render(), ceiling, re.sub(r"\s+", "", screen_text(app))
+        colors = [Color.parse(app.theme_variables[f"kvtop-{v}"]).get_truecolor() for v in ("ceiling", "measured")]
+        return app.query_one("#decode-chart").render(), colors, re.sub(r"\s+", "", screen_text(app))
 
 
-def rows_drawn_in(text, rgb) -> tuple[list[int], int]:
-    """(the plot rows, from the top, that have a braille dot in colour ``rgb``; the plot's rows)."""
+def drawn_in(text, rgb) -> tuple[set[tuple[int, int]], int]:
+    """(the plot's cells (row from the top, column) that hold a braille dot in colour ``rgb``;
+    the plot's rows)."""
     lines = text.split("\n")
     top = next(i for i, line in enumerate(lines) if "┌" in line.plain)
     bottom = next(i for i, line in enumerate(lines) if "└" in line.plain)
-    rows = []
+    cells = set()
     for i, line in enumerate(lines[top + 1:bottom]):
         for span in line.spans:
-            color = span.style.color if hasattr(span.style, "color") else None
-            piece = line.plain[span.start:span.end]
-            if color is not None and color.get_truecolor() == rgb and any("\u2801" <= c <= "\u28ff" for c in piece):
-                rows.append(i)
-                break
-    return rows, bottom - top - 1
+            color = getattr(span.style, "color", None)
+            if color is not None and color.get_truecolor() == rgb:
+                cells |= {(i, c) for c in range(span.start, span.end) if "\u2801" <= line.plain[c] <= "\u28ff"}
+    return cells, bottom - top - 1
 
 
 async def check_chart(tmp_path, model, size):
-    chart, ceiling, screen = await chart_of(tmp_path, model, size)
+    chart, (ceiling, measured), screen = await chart_of(tmp_path, model, size)
     lines = chart.plain.splitlines()
     bottom = next(i for i, line in enumerate(lines) if "└" in line)
     xs = [int(x.replace(",", "")) for x in lines[bottom + 1].split()]
     assert xs[0] <= 80 and xs[-1] >= 140, xs  # the burst (positions 70-116) and the turn around it
     ys = [int(row.split("┤")[0].replace(",", "")) for row in lines if "┤" in row and row.split("┤")[0].strip()]
     assert max(ys) < 600, ys  # 100 tok/s plain, about 250 over the burst: not 1,000
-    rows, n_rows = rows_drawn_in(chart, ceiling)
-    assert rows and max(rows) < n_rows - 1, (rows, n_rows, lines)  # the ~308 tok/s ceiling is not on the 0 row
+    cells, n_rows = drawn_in(chart, ceiling)
+    assert cells and max(r for r, _ in cells) < n_rows - 1, lines  # the ~308 tok/s ceiling is not on the 0 row
+    line = sorted({c for _, c in drawn_in(chart, measured)[0]})
+    assert line == list(range(line[0], line[-1] + 1)), lines  # the measured line has no gap: the burst is drawn
     assert "▲" in chart.plain and re.search(r"▲6verifypassesgave6–47tokeach", screen), screen
 
 
