@@ -15,6 +15,7 @@ from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
 from kvtop.runner import events as ev
 from kvtop.runner.settings import Settings
 from kvtop.tui.base.decode_series import DecodeSeries
+from kvtop.tui.panes.decode import DecodePane
 
 # Recorded: kvtop --spec-type ngram-simple on the demo model, a "Repeat this text exactly"
 # prompt at 80x24, a busy 2-core machine (before the engine stamped a pass's tokens with
@@ -64,17 +65,17 @@ def test_a_wait_as_long_as_a_verify_pass_that_gave_one_token_is_no_stall():
     assert [p for p, _ in series.stalls] == [pos]
 
 
-def speculative(events):
+def speculative(events, slow: float = 1.0):
     """The turn's tokens as a speculating engine hands them over at 100 tok/s plain: 30
     plain steps, a verify pass of 47 tokens that computed for 0.15 s, 20 plain steps,
     five passes of 6 tokens (0.03 s each), then plain steps. A pass's tokens are spread as
     the recorded turn's were (an older kvtop's trace, replayed): the second 1.4 ms after the
-    first, the rest 20 µs apart."""
+    first, the rest 20 µs apart. ``slow``: every wait that many times longer."""
     sizes = [1] * 30 + [47] + [1] * 20 + [6] * 5 + [1] * 40
     waits = {47: 0.15, 6: 0.03, 1: 0.01}
     times, t = [], 1000.1
     for n in sizes:
-        t += waits[n]
+        t += waits[n] * slow
         times += [t] + [t + 1.4e-3 + j * 20e-6 for j in range(n - 1)]
         t = times[-1]
     toks = [e for e in events if isinstance(e, ev.TokenEvent)]
@@ -83,14 +84,18 @@ def speculative(events):
     for e in events:
         if isinstance(e, ev.TokenEvent):
             e = dataclasses.replace(e, t=times[e.index])
-        elif isinstance(e, ev.TurnDone):
-            e = dataclasses.replace(e, t=times[len(toks) - 1] + 0.001)
+        elif isinstance(e, ev.TurnDone):  # with its speculation figures: the summary's lines they add
+            m = dataclasses.replace(e.metrics, spec_type="ngram-simple", spec_drafted=6 * 48, spec_accepted=46 + 5 * 5,
+                                    spec_passes=6, spec_plain_steps=90, spec_tokens=len(toks),
+                                    spec_s=times[len(toks) - 1] - times[0], spec_draft_s=0.01, spec_verify_s=0.3,
+                                    spec_accepted_per_pos=(6,) * 5 + (1,) * 41, spec_plain_step_s=0.01)
+            e = dataclasses.replace(e, t=times[len(toks) - 1] + 0.001, metrics=m)
         out.append(e)
     return out
 
 
-async def chart_of(tmp_path, model, size):
-    turn = speculative(scripted_turn(1, 1000.0, 40, 0, [" w"] * 150, tg_tok_s=100.0))
+async def chart_of(tmp_path, model, size, slow: float = 1.0):
+    turn = speculative(scripted_turn(1, 1000.0, 40, 0, [" w"] * 150, tg_tok_s=100.0), slow)
     settings = Settings(model, n_ctx=4096, n_threads=2, spec_type="ngram-simple")
     app = make_app(settings, lambda s: ScriptedEngine(s, smollm_loaded(model), [turn]), tmp_path,
                    live_system=False, write_transcript=False)
@@ -102,8 +107,9 @@ async def chart_of(tmp_path, model, size):
             await pilot.press("f6")  # at 80x24 the Decode pane is the second page
         await wait_until(pilot, lambda: app.query_one("#decode-chart").size.width > 0, what="decode page")
         await pilot.pause(0.3)
-        colors = [Color.parse(app.theme_variables[f"kvtop-{v}"]).get_truecolor() for v in ("ceiling", "measured")]
-        return app.query_one("#decode-chart").render(), colors, re.sub(r"\s+", "", screen_text(app))
+        ceiling = Color.parse(app.theme_variables["kvtop-ceiling"]).get_truecolor()
+        positions = [p for p, _ in app.query_one(DecodePane).series]
+        return app.query_one("#decode-chart").render(), (ceiling, positions), re.sub(r"\s+", "", screen_text(app))
 
 
 def drawn_in(text, rgb) -> tuple[set[tuple[int, int]], int]:
@@ -122,7 +128,7 @@ def drawn_in(text, rgb) -> tuple[set[tuple[int, int]], int]:
 
 
 async def check_chart(tmp_path, model, size):
-    chart, (ceiling, measured), screen = await chart_of(tmp_path, model, size)
+    chart, (ceiling, positions), screen = await chart_of(tmp_path, model, size)
     lines = chart.plain.splitlines()
     bottom = next(i for i, line in enumerate(lines) if "└" in line)
     xs = [int(x.replace(",", "")) for x in lines[bottom + 1].split()]
@@ -131,8 +137,7 @@ async def check_chart(tmp_path, model, size):
     assert max(ys) < 600, ys  # 100 tok/s plain, about 250 over the burst: not 1,000
     cells, n_rows = drawn_in(chart, ceiling)
     assert cells and max(r for r, _ in cells) < n_rows - 1, lines  # the ~308 tok/s ceiling is not on the 0 row
-    line = sorted({c for _, c in drawn_in(chart, measured)[0]})
-    assert line == list(range(line[0], line[-1] + 1)), lines  # the measured line has no gap: the burst is drawn
+    assert positions == list(range(43, 190)), positions  # a point at every token's position, the burst's too
     assert "▲" in chart.plain and re.search(r"▲6verifypassesgave6–47tokeach", screen), screen
 
 
@@ -142,3 +147,14 @@ async def test_a_speculative_turn_s_chart_covers_its_burst_at_80x24(tmp_path, sm
 
 async def test_a_speculative_turn_s_chart_covers_its_burst_at_160x48(tmp_path, smollm_shaped):
     await check_chart(tmp_path, smollm_shaped, (160, 48))
+
+
+async def test_a_slow_speculative_turn_s_legend_keeps_the_ceiling_note_and_its_passes(tmp_path, smollm_shaped):
+    """20 tok/s under a ~300 tok/s ceiling: the ceiling is above the chart. The speculation
+    lines left the legend one line at 160x48 and at 80x24, and the verify passes' phrase
+    was cut: the legend takes its short forms, and at 80x24 leaves out what the chart or
+    the summary says already (the line's key, the ceiling the summary states)."""
+    chart, _, screen = await chart_of(tmp_path, smollm_shaped, (160, 48), slow=5.0)
+    assert "↑bandwidthceiling15x:abovethechart▲6passes:6–47tokeach│" in screen, screen
+    chart, _, screen = await chart_of(tmp_path, smollm_shaped, (80, 24), slow=5.0)
+    assert "│▲6passes:6–47tokeach│" in screen and "bandwidthceiling297tok/s" in screen, screen
