@@ -24,7 +24,6 @@ from kvtop.tui.base.format import fmt_int, fmt_rate, fmt_seconds, pack
 from kvtop.tui.panes.base import PanePlot, PaneWidget
 from kvtop.tui.panes.decode_chart import ChartLegend, draw, fitting_legend, plan_chart
 
-
 CHART_MIN_ROWS = 6  # app.tcss: #decode-chart's min-height
 LEGEND_MAX_ROWS = 3  # and #decode-legend's max-height
 
