@@ -15,9 +15,8 @@ value (seen: "31.7 tok/s live" for 33 s while 12 tokens came).
 
 The rate is measured over **passes**, not tokens. A speculative verify pass (or a
 server's SSE read) hands over its k tokens at once: the engine stamps them with one
-time, and tokens closer than ``BURST_GAP_S`` or a ``BURST_SHARE`` of the median gap are
-taken as one pass even when they were stamped apart (an older trace's were 0.01-9 ms
-apart). A point's window is the last ``RATE_WINDOW`` passes before it (for a plain
+time; tokens closer than ``BURST_GAP_S`` are one pass, and so are an older trace's,
+stamped 0.01-9 ms apart (below). A point's window is the last ``RATE_WINDOW`` passes before it (for a plain
 decode, 8 tokens as before): its tokens over the time from the pass before the window
 to the last one. Every token of a pass gets the pass's rate, so a burst is drawn as a
 step k positions wide, not collapsed. Counted per token, a window of 8 tokens inside a
@@ -41,8 +40,12 @@ STALL_MIN_S = 0.1  # ...and over this many seconds is a stall
 GAP_HISTORY = 16  # gaps the median is taken over
 MIN_GAPS = 4  # gaps needed before anything is called a stall
 SLOW_RUN = 3  # this many long gaps in a row are not a pause but the new pace (a busy CPU)
-# A pass's tokens: gaps under either are one pass (the engine stamps a pass's tokens
-# with one time; a trace from before that, or a server's SSE reads, spread them).
+# A pass's tokens: gaps under BURST_GAP_S are one pass (the engine stamps a pass's tokens
+# with one time; a server's SSE reads bunch them). A trace from before that spread them:
+# the second 0.2-9 ms after the first, the rest microseconds apart. A gap under
+# BURST_SHARE of the median gap followed by one under BURST_GAP_S (but not 0) is one
+# pass too. Taken as one pass by the gap alone, a busy machine's plain steps after a
+# verify pass (the median gap then a verify pass's) were joined to it.
 BURST_GAP_S = 0.001
 BURST_SHARE = 0.25
 MIN_SPAN_S = 0.05  # a window reaches back until it spans this long (or holds every pass kept)
@@ -75,14 +78,44 @@ class DecodeSeries:
         self._pass_gap = 0.0  # the wait before the current pass
         self._pointed = 0  # how many of them have points (the last of ``points``)
         self._undo: tuple[list[Pass], int] | None = None  # the last stall's (run before it, its index)
+        self._redo: tuple[tuple, tuple[int, float]] | None = None  # the state before a token a small gap after one
 
     def add(self, pos: int, t: float) -> None:
         """A token at KV position ``pos``, decoded at ``t`` (seconds)."""
+        redo, self._redo = self._redo, None
+        gap = t - self._last_t if self._last_t is not None else 0.0
+        if redo is not None and 0 < gap < BURST_GAP_S:
+            # spread tokens of one pass (an older trace's): the one before was its second, its
+            # gap (0.2-9 ms) the time the first took to be handed over: taken again, as joining it
+            state, (before_pos, before_t) = redo
+            self._restore(state)
+            self._add(before_pos, before_t, join=True)
+        elif self._run and gap >= BURST_GAP_S and self._small(gap):
+            self._redo = (self._state(), (pos, t))
+        self._add(pos, t)
+
+    def _state(self) -> tuple:
+        return (self.count, list(self.points), list(self.stalls), list(self.passes), deque(self._run, PASSES_KEPT),
+                deque(self._gaps, GAP_HISTORY), deque(self._verify, VERIFY_KEPT), list(self._slow), self._last_t,
+                list(self._pass_pos), self._pass_gap, self._pointed, self._undo)
+
+    def _restore(self, state: tuple) -> None:
+        (self.count, self.points, self.stalls, self.passes, self._run, self._gaps, self._verify, self._slow,
+         self._last_t, self._pass_pos, self._pass_gap, self._pointed, self._undo) = state
+
+    def _small(self, gap: float) -> bool:
+        """Under ``BURST_SHARE`` of the median gap: it may be a pass's spread tokens (taken so
+        only when the next token comes within ``BURST_GAP_S``, but not at the same time: a
+        pass the engine stamped is its own pass, however short its wait)."""
+        gaps = self._gaps
+        return len(gaps) >= MIN_GAPS and gap < BURST_SHARE * sorted(gaps)[len(gaps) // 2]
+
+    def _add(self, pos: int, t: float, join: bool = False) -> None:
         self.count += 1
         run, last, self._last_t = self._run, self._last_t, t
         undo, self._undo = self._undo, None
         gap = t - last if last is not None else 0.0
-        if last is not None and run and self._in_pass(gap):
+        if last is not None and run and (join or gap < BURST_GAP_S):
             if undo is not None:  # the wait before this pass was the pass computing, not a stall
                 before, at = undo
                 del self.stalls[at:]
@@ -121,12 +154,6 @@ class DecodeSeries:
             self._gaps.clear()
             self._gaps.extend(g for g, _ in self._slow)
             self._slow.clear()
-
-    def _in_pass(self, gap: float) -> bool:
-        if gap < BURST_GAP_S:
-            return True
-        gaps = self._gaps
-        return len(gaps) >= MIN_GAPS and gap < BURST_SHARE * sorted(gaps)[len(gaps) // 2]
 
     def _note_pass(self) -> None:
         first, n = self._pass_pos[0], len(self._pass_pos)

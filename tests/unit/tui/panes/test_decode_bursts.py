@@ -158,3 +158,17 @@ async def test_a_slow_speculative_turn_s_legend_keeps_the_ceiling_note_and_its_p
     assert "↑bandwidthceiling15x:abovethechart▲6passes:6–47tokeach│" in screen, screen
     chart, _, screen = await chart_of(tmp_path, smollm_shaped, (80, 24), slow=5.0)
     assert "│▲6passes:6–47tokeach│" in screen and "bandwidthceiling297tok/s" in screen, screen
+
+
+def test_a_quick_plain_step_after_verify_passes_is_its_own_pass():
+    """A busy machine: verify passes of 0.3 s are most gaps, so a 25 ms plain step is under a
+    quarter of the median gap. Joined by that alone, the real engine's plain steps were
+    taken into the passes before them (a pass of 5 read as 7); a pass the engine stamped
+    (its tokens at one time) is what it is."""
+    series, t, pos = DecodeSeries(), 0.0, 100
+    for n, wait in [(1, 0.3)] * 3 + [(5, 0.3), (1, 0.025), (1, 0.3), (4, 0.3), (1, 0.025), (1, 0.025), (3, 0.3)]:
+        t += wait
+        for _ in range(n):
+            series.add(pos, t)
+            pos += 1
+    assert series.passes == [(103, 5), (110, 4), (116, 3)], series.passes
