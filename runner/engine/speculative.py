@@ -132,11 +132,12 @@ class SpecLoop:
         one, single = dec.one.arr, dec.one.single()
         assert one is not None
 
-        def put(tok: int, at: int) -> str | None:
-            """The plain loop's per-token steps for a token at KV position ``at``: its stop, if any."""
+        def put(tok: int, at: int, now: float | None = None) -> str | None:
+            """The plain loop's steps for a token at ``at``: its stop, if any. A verify pass's
+            tokens carry its one time ``now`` (stamped one by one, they were 0.01-9 ms apart)."""
             if not ignore_eog and is_eog(vocab_ptr, tok):
                 return "eog"
-            now = monotonic()
+            now = monotonic() if now is None else now
             if out.t_first_token is None:
                 out.t_first_token = now
             text = feed(piece(tok))
@@ -184,10 +185,9 @@ class SpecLoop:
                     n_acc = len(accepted) - 1
                     spec.accept(n_acc)
                     tally.count(len(draft), n_acc)
-                    keep = pos + 1 + n_acc
+                    keep, t_pass = pos + 1 + n_acc, monotonic()
                     for j, a in enumerate(accepted):
-                        stop = put(a, pos + 1 + j)
-                        if stop is not None:
+                        if (stop := put(a, pos + 1 + j, t_pass)) is not None:
                             keep = pos + 1 + j
                             break
                     kv.keep(keep)

@@ -12,11 +12,23 @@ process took the cores), so they are measured as the new pace and the stalls the
 were first taken for are taken back. Without that, every later gap of a slowed turn
 was a "stall", no point was made again, and the live rate stayed at its last fast
 value (seen: "31.7 tok/s live" for 33 s while 12 tokens came).
+
+The rate is measured over **passes**, not tokens. A speculative verify pass (or a
+server's SSE read) hands over its k tokens at once: the engine stamps them with one
+time; tokens closer than ``BURST_GAP_S`` are one pass, and so are an older trace's,
+stamped 0.01-9 ms apart (below). A point's window is the last ``RATE_WINDOW`` passes before it (for a plain
+decode, 8 tokens as before): its tokens over the time from the pass before the window
+to the last one. Every token of a pass gets the pass's rate, so a burst is drawn as a
+step k positions wide, not collapsed. Counted per token, a window of 8 tokens inside a
+47-token burst spanned microseconds and read 900 tok/s (the axis went to 1,000 and the
+338 tok/s ceiling lay on its 0 row), or no point was made for the burst at all (the
+chart's x axis spanned 164-165 after a pass that gave 47 tokens).
 """
 
 from __future__ import annotations
 
 from collections import deque
+from itertools import islice
 
 RATE_WINDOW = 8  # token gaps over which a point's tok/s is measured
 MIN_WINDOW = 3  # gaps a point needs: a turn's first gap holds the first decode's one-off
@@ -28,95 +40,164 @@ STALL_MIN_S = 0.1  # ...and over this many seconds is a stall
 GAP_HISTORY = 16  # gaps the median is taken over
 MIN_GAPS = 4  # gaps needed before anything is called a stall
 SLOW_RUN = 3  # this many long gaps in a row are not a pause but the new pace (a busy CPU)
-# A speculative verify pass (or a server's SSE read) hands over several tokens at once,
-# microseconds apart: 8 gaps inside one pass read as 250,000 tok/s, and the pause before
-# the next pass as a stall. Gaps under BURST_GAP_S are no gap for the stall rule, and a
-# point's window reaches back until it spans at least MIN_SPAN_S (or holds TIMES_KEPT).
-# A long pass (49 tokens, compute-bound) is a long wait before its burst: taken for a
-# stall when it comes, it is taken back when the burst follows, and the burst's points
-# are measured across it (the turn's chart ended at the pass, its 27 tokens no points).
+# A pass's tokens: gaps under BURST_GAP_S are one pass (the engine stamps a pass's tokens
+# with one time; a server's SSE reads bunch them). A trace from before that spread them:
+# the second 0.2-9 ms after the first, the rest microseconds apart. A gap under
+# BURST_SHARE of the median gap followed by one under BURST_GAP_S (but not 0) is one
+# pass too. Taken as one pass by the gap alone, a busy machine's plain steps after a
+# verify pass (the median gap then a verify pass's) were joined to it.
 BURST_GAP_S = 0.001
-MIN_SPAN_S = 0.05
-TIMES_KEPT = 256
-# Such a run of tokens is one verify pass that made more than one token: recorded as
-# (KV position of its first token, its tokens) for the chart's marks (a llama-server's
-# SSE reads bunch tokens too: the chart marks passes only of an engine that speculates).
+BURST_SHARE = 0.25
+MIN_SPAN_S = 0.05  # a window reaches back until it spans this long (or holds every pass kept)
+PASSES_KEPT = 256
+# A long wait before a pass of more than one token is the pass computing, not a stall:
+# taken for a stall when it comes, it is taken back when the pass's next token follows.
+# A wait no longer than VERIFY_SLACK times the recent verify passes' is one more verify
+# pass (one that kept no draft and gave one token), not a stall either.
+VERIFY_SLACK = 1.5
+VERIFY_KEPT = 8
+# Such a pass is recorded as (KV position of its first token, its tokens) for the
+# chart's marks (the chart marks passes only of an engine that speculates).
 MAX_PASSES = 4096
+
+Pass = tuple[float, int]  # (the time its tokens came, its tokens)
 
 
 class DecodeSeries:
     def __init__(self) -> None:
         self.count = 0  # tokens seen
-        self.points: list[tuple[int, float]] = []  # (KV position, tok/s)
+        self.points: list[tuple[int, float]] = []  # (KV position, tok/s), one a token
         self.stalls: list[tuple[int, float]] = []  # (KV position after the pause, seconds)
-        self._times: deque[float] = deque(maxlen=TIMES_KEPT)  # this run's last token times
-        self._gaps: deque[float] = deque(maxlen=GAP_HISTORY)  # recent gaps, stalls left out
-        self._slow: list[tuple[float, float]] = []  # the long gaps in a row so far: (gap, time before it)
-        self.passes: list[tuple[int, int]] = []  # (KV position of a burst's first token, its tokens)
-        self._last: tuple[int, float] | None = None  # the previous token's (position, time)
-        self._in_burst = False
-        self._undo: tuple[list[float], int] | None = None  # the last stall's (times before it, its index)
+        self.passes: list[tuple[int, int]] = []  # (KV position of a pass's first token, its tokens), tokens > 1
+        self._run: deque[Pass] = deque(maxlen=PASSES_KEPT)  # this run's passes (since the last stall)
+        self._gaps: deque[float] = deque(maxlen=GAP_HISTORY)  # recent gaps between passes, stalls left out
+        self._verify: deque[float] = deque(maxlen=VERIFY_KEPT)  # the waits before recent passes of > 1 token
+        self._slow: list[tuple[float, Pass]] = []  # the long gaps in a row so far: (gap, the pass before it)
+        self._last_t: float | None = None
+        self._pass_pos: list[int] = []  # the current pass's tokens' KV positions
+        self._pass_gap = 0.0  # the wait before the current pass
+        self._pointed = 0  # how many of them have points (the last of ``points``)
+        self._undo: tuple[list[Pass], int] | None = None  # the last stall's (run before it, its index)
+        self._redo: tuple[tuple, tuple[int, float]] | None = None  # the state before a token a small gap after one
 
     def add(self, pos: int, t: float) -> None:
         """A token at KV position ``pos``, decoded at ``t`` (seconds)."""
-        times = self._times
-        self.count += 1
-        self._note_pass(pos, t)
-        if times:
-            gap = t - times[-1]
-            undo, self._undo = self._undo, None
-            if gap < BURST_GAP_S:  # one pass's tokens: no gap to judge a pause by
-                if undo is not None:  # the pause before them was the pass computing them, not a stall
-                    before, at = undo
-                    del self.stalls[at:]
-                    if self._slow:
-                        self._slow.pop()
-                    first = times[-1]
-                    times.clear()
-                    times.extend(before)
-                    times.append(first)
-            elif not self._is_stall(gap):
-                self._slow.clear()
-                self._gaps.append(gap)
-            elif len(self._slow) + 1 < SLOW_RUN:
-                self._slow.append((gap, times[-1]))
-                self._undo = (list(times), len(self.stalls))
-                self.stalls.append((pos, gap))
-                times.clear()  # the rate is measured again from this token on
-            else:  # the new pace: its gaps are measured, the stalls it was taken for taken back
-                self._slow.append((gap, times[-1]))
-                del self.stalls[len(self.stalls) - (len(self._slow) - 1):]
-                times.clear()
-                times.extend(before for _, before in self._slow)
-                self._gaps.clear()
-                self._gaps.extend(g for g, _ in self._slow)
-                self._slow.clear()
-        times.append(t)
-        first = max(0, len(times) - 1 - RATE_WINDOW)
-        while first > 0 and times[-1] - times[first] < MIN_SPAN_S:
-            first -= 1
-        k = len(times) - 1 - first
-        if k >= MIN_WINDOW and times[-1] - times[first] >= min(MIN_SPAN_S, BURST_GAP_S * k):
-            self.points.append((pos, k / (times[-1] - times[first])))
-            if len(self.points) > MAX_POINTS:
-                del self.points[: len(self.points) - MAX_POINTS]
+        redo, self._redo = self._redo, None
+        gap = t - self._last_t if self._last_t is not None else 0.0
+        if redo is not None and 0 < gap < BURST_GAP_S:
+            # spread tokens of one pass (an older trace's): the one before was its second, its
+            # gap (0.2-9 ms) the time the first took to be handed over: taken again, as joining it
+            state, (before_pos, before_t) = redo
+            self._restore(state)
+            self._add(before_pos, before_t, join=True)
+        elif self._run and gap >= BURST_GAP_S and self._small(gap):
+            self._redo = (self._state(), (pos, t))
+        self._add(pos, t)
 
-    def _note_pass(self, pos: int, t: float) -> None:
-        last, self._last = self._last, (pos, t)
-        burst = last is not None and t - last[1] < BURST_GAP_S
-        if burst and self._in_burst:
-            start, n = self.passes[-1]
-            self.passes[-1] = (start, n + 1)
-        elif burst and last is not None:
-            self.passes.append((last[0], 2))
+    def _state(self) -> tuple:
+        return (self.count, list(self.points), list(self.stalls), list(self.passes), deque(self._run, PASSES_KEPT),
+                deque(self._gaps, GAP_HISTORY), deque(self._verify, VERIFY_KEPT), list(self._slow), self._last_t,
+                list(self._pass_pos), self._pass_gap, self._pointed, self._undo)
+
+    def _restore(self, state: tuple) -> None:
+        (self.count, self.points, self.stalls, self.passes, self._run, self._gaps, self._verify, self._slow,
+         self._last_t, self._pass_pos, self._pass_gap, self._pointed, self._undo) = state
+
+    def _small(self, gap: float) -> bool:
+        """Under ``BURST_SHARE`` of the median gap: it may be a pass's spread tokens (taken so
+        only when the next token comes within ``BURST_GAP_S``, but not at the same time: a
+        pass the engine stamped is its own pass, however short its wait)."""
+        gaps = self._gaps
+        return len(gaps) >= MIN_GAPS and gap < BURST_SHARE * sorted(gaps)[len(gaps) // 2]
+
+    def _add(self, pos: int, t: float, join: bool = False) -> None:
+        self.count += 1
+        run, last, self._last_t = self._run, self._last_t, t
+        undo, self._undo = self._undo, None
+        gap = t - last if last is not None else 0.0
+        if last is not None and run and (join or gap < BURST_GAP_S):
+            if undo is not None:  # the wait before this pass was the pass computing, not a stall
+                before, at = undo
+                del self.stalls[at:]
+                if self._slow:
+                    self._slow.pop()
+                first = run[-1]
+                run.clear()
+                run.extend(before)
+                run.append(first)
+            run[-1] = (t, run[-1][1] + 1)
+            self._pass_pos.append(pos)
+            self._note_pass()
+        else:
+            if last is not None:
+                self._judge(gap, pos)
+            run.append((t, 1))
+            self._pass_pos, self._pass_gap, self._pointed = [pos], gap, 0
+        self._point()
+
+    def _judge(self, gap: float, pos: int) -> None:
+        """The gap before a new pass: a pace, a stall, or the pace changing."""
+        run = self._run
+        if not self._is_stall(gap):
+            self._slow.clear()
+            self._gaps.append(gap)
+        elif len(self._slow) + 1 < SLOW_RUN:
+            self._slow.append((gap, run[-1]))
+            self._undo = (list(run), len(self.stalls))
+            self.stalls.append((pos, gap))
+            run.clear()  # the rate is measured again from this token on
+        else:  # the new pace: its gaps are measured, the stalls it was taken for taken back
+            self._slow.append((gap, run[-1]))
+            del self.stalls[len(self.stalls) - (len(self._slow) - 1):]
+            run.clear()
+            run.extend(p for _, p in self._slow)
+            self._gaps.clear()
+            self._gaps.extend(g for g, _ in self._slow)
+            self._slow.clear()
+
+    def _note_pass(self) -> None:
+        first, n = self._pass_pos[0], len(self._pass_pos)
+        if n == 2:
+            self.passes.append((first, n))
+            self._verify.append(self._pass_gap)
             if len(self.passes) > MAX_PASSES:
                 del self.passes[: len(self.passes) - MAX_PASSES]
-        self._in_burst = burst
+        else:
+            self.passes[-1] = (first, n)
+
+    def _point(self) -> None:
+        """The current pass's tokens, each at the rate of the window that ends with it."""
+        rate = self._window_rate()
+        if rate is None:
+            return
+        points = self.points
+        n = min(self._pointed, len(points))
+        for i in range(len(points) - n, len(points)):
+            points[i] = (points[i][0], rate)
+        points.extend((p, rate) for p in self._pass_pos[self._pointed:])
+        self._pointed = len(self._pass_pos)
+        if len(points) > MAX_POINTS:
+            del points[: len(points) - MAX_POINTS]
+
+    def _window_rate(self) -> float | None:
+        run = self._run
+        n = len(run)
+        if n < 2:
+            return None
+        end = run[-1][0]
+        j = max(1, n - RATE_WINDOW)  # the window's first pass: it is timed from the pass before it
+        while j > 1 and end - run[j - 1][0] < MIN_SPAN_S:
+            j -= 1
+        span = end - run[j - 1][0]
+        tokens = sum(k for _, k in islice(run, j, n))
+        return tokens / span if tokens >= MIN_WINDOW and span > 0 else None
 
     def _is_stall(self, gap: float) -> bool:
         gaps = self._gaps
         if len(gaps) < MIN_GAPS or gap <= STALL_MIN_S:
             return False
+        if self._verify and gap <= VERIFY_SLACK * max(self._verify):
+            return False  # as long as a verify pass: one that gave a single token
         ordered = sorted(gaps)
         return gap > STALL_GAPS * ordered[len(ordered) // 2]
 

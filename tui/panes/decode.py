@@ -22,7 +22,10 @@ from kvtop.runner.physics.spec_roof import spec_roof_phrases, turn_roof
 from kvtop.runner.policy.speculation import PAID, spec_phrases, speedup
 from kvtop.tui.base.format import fmt_int, fmt_rate, fmt_seconds, pack
 from kvtop.tui.panes.base import PanePlot, PaneWidget
-from kvtop.tui.panes.decode_chart import ChartLegend, draw, legend_items, plan_chart
+from kvtop.tui.panes.decode_chart import ChartLegend, draw, fitting_legend, plan_chart
+
+CHART_MIN_ROWS = 6  # app.tcss: #decode-chart's min-height
+LEGEND_MAX_ROWS = 3  # and #decode-legend's max-height
 
 
 class DecodeSummary(PaneWidget):
@@ -238,4 +241,8 @@ class DecodePane(Vertical):
                   (("measured", "measured"), ("ceiling", "ceiling"), ("stall", "warn"), ("pass", "ok"))}
         draw(plt, plan, colors, width, height)
         chart.refresh()
-        self.query_one(ChartLegend).show(legend_items(plan))
+        legend = self.query_one(ChartLegend)
+        # the rows the chart leaves the legend: after a speculative turn the summary has more lines
+        room = self.content_region.height - self.query_one(DecodeSummary).wrapped_height() - CHART_MIN_ROWS
+        room = -1 if self.content_region.height <= 0 else max(0, room)
+        legend.show(fitting_legend(plan, legend.content_region.width, min(room, LEGEND_MAX_ROWS)))

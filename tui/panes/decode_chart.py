@@ -170,36 +170,65 @@ def draw(plt, plan: ChartPlan, colors: dict[str, tuple[int, int, int]], width: i
     plt.ylim(0, plan.y_top)
 
 
-def legend_items(plan: ChartPlan) -> list[Content]:
-    """The legend's phrases: the lines, the ceiling when it is above the scale, the stalls.
+def legend_items(plan: ChartPlan, short: bool = False) -> list[Content]:
+    return [item for _, item in legend_parts(plan, short)]
+
+
+def legend_parts(plan: ChartPlan, short: bool = False) -> list[tuple[str, Content]]:
+    """The legend's phrases, each with its kind: the lines, the ceiling when it is above the scale, the stalls.
     A narrow legend is broken between them (``ChartLegend``), never inside one: word-wrapped,
-    "bandwidth" ended a line and "ceiling" began the next."""
+    "bandwidth" ended a line and "ceiling" began the next. ``short``: the forms a squeezed
+    pane has room for (after a speculative turn the summary's lines left the legend one line
+    at 160x48, and the verify passes' phrase was cut)."""
     if plan.empty:
         return []
-    items = [Content.assemble(("━ ", "$kvtop-measured"), ("measured", "$text-muted"))]
+    items = [("measured", Content.assemble(("━ ", "$kvtop-measured"), ("measured", "$text-muted")))]
     if plan.ceiling_drawn:
-        items.append(Content.assemble(("━ ", "$kvtop-ceiling"), ("bandwidth ceiling", "$text-muted")))
+        items.append(("ceiling", Content.assemble(("━ ", "$kvtop-ceiling"), ("bandwidth ceiling", "$text-muted"))))
     elif plan.ceiling_last is not None:
         times = plan.ceiling_last / (plan.measured_last or plan.measured_top)  # both at the last position
         # its figure is the summary's, above the chart (at the depth of the latest token): stated
         # here too, from the chart's last redraw seconds before, the two disagreed ("50.9" beside "52.4")
-        items += [Content.assemble(("↑ ", "$kvtop-ceiling"), ("bandwidth ceiling", "$text-muted")),
-                  Content.styled(f"{fmt_int(round(times))}x the measured rate: above the chart", "$text-muted")]
+        note = "x: above the chart" if short else "x the measured rate: above the chart"
+        items += [("ceiling", Content.assemble(("↑ ", "$kvtop-ceiling"), ("bandwidth ceiling", "$text-muted"))),
+                  ("ceiling", Content.styled(f"{fmt_int(round(times))}{note}", "$text-muted"))]
     if plan.pass_count:
         n, most, least = plan.pass_count, plan.pass_most, plan.pass_least
         size = fmt_int(most) if least == most else f"{fmt_int(least)}–{fmt_int(most)}"
-        items.append(Content.assemble((f"{PASS_MARK} ", "$kvtop-ok"),
-                                      # the tokens each gave (kept), not the batch it checked: "each
-                                      # verify pass of 49 tok" in the speculation line is that batch
-                                      (f"{fmt_int(n)} verify pass{'es' if n > 1 else ''} gave {size} tok"
-                                       + (" each" if n > 1 else ""), "$text-muted")))
+        # the tokens each gave (kept), not the batch it checked: "each verify pass of 49 tok"
+        # in the speculation line is that batch
+        what = (f"{fmt_int(n)} pass{'es' if n > 1 else ''}: {size} tok" if short else
+                f"{fmt_int(n)} verify pass{'es' if n > 1 else ''} gave {size} tok")
+        items.append(("passes", Content.assemble((f"{PASS_MARK} ", "$kvtop-ok"),
+                                                 (what + (" each" if n > 1 else ""), "$text-muted"))))
     if plan.stalls:
         pos, seconds = plan.stalls[0]
         n = plan.stall_count
-        items.append(Content.assemble(
+        items.append(("stall", Content.assemble(
             ("│ ", "$kvtop-warn"),
             (f"{fmt_int(n)} stall{'s' if n > 1 else ''}" + (", longest " if n > 1 else " of "), "$text-muted"),
-            (f"{fmt_seconds(seconds)} at {fmt_int(pos)}", "$kvtop-warn")))
+            (f"{fmt_seconds(seconds)} at {fmt_int(pos)}", "$kvtop-warn"))))
+    return items
+
+
+DROPPED_FIRST = ("measured", "stall", "ceiling")  # the one line's key; the stalls' lines are marked;
+# the summary states the ceiling: the verify passes' marks have nothing else to say what they are
+
+
+def fitting_legend(plan: ChartPlan, width: int, lines: int) -> list[Content]:
+    """The legend's items in their full forms when they fit ``lines`` lines of ``width``,
+    else the short forms, else the short forms less the kinds in ``DROPPED_FIRST``, one
+    kind at a time, until they fit (a width or room not known yet, -1: the full forms).
+    At 80x24 a speculative turn's summary left the legend one line."""
+    full = legend_items(plan)
+    if width <= 0 or lines < 0 or len(pack(full, width)) <= lines:
+        return full
+    parts = legend_parts(plan, short=True)
+    for kind in (None, *DROPPED_FIRST):
+        parts = [(k, item) for k, item in parts if k != kind]
+        items = [item for _, item in parts]
+        if len(pack(items, width)) <= lines:
+            return items
     return items
 
 
