@@ -101,15 +101,26 @@ def turn_roof(here: Here | None, m: TurnMetrics, depth: int) -> SpecRoof | None:
 def spec_roof_phrases(r: SpecRoof | None) -> list[str] | None:
     """The speculative roof beside the plain ceilings: "speculative roof 1,009 tok/s",
     "(3.3x the plain ceiling,", "33.6 tok/pass)"; under the plain ceiling, that speculation
-    cannot pay at this acceptance and draft size, and the verify pass's modelled cost
-    (the decode line's is the measured one)."""
+    cannot pay at this acceptance and draft size (the verify pass's modelled cost is
+    ``kvtop estimate --spec-type``'s; the decode line's is the measured one)."""
     from kvtop.runner.units import fmt_rate
 
     if r is None:
         return None
     if r.speedup < 1:
-        return ["speculation cannot pay here:", f"its roof {fmt_rate(r.roof_tok_s)}",
-                f"({r.tokens_per_pass:.1f} tok/pass)", f"is under the plain ceiling {fmt_rate(1 / r.plain_s)}",
-                f"({r.speedup:.1f}x): a pass of {round(r.draft) + 1}", f"costs {r.pass_cost:.1f}x a plain step (modelled)"]
+        return [f"roof {fmt_rate(r.roof_tok_s)} at {r.tokens_per_pass:.1f} tok/pass,",
+                f"under the plain ceiling {fmt_rate(1 / r.plain_s)}:", "speculation cannot pay here"]
     return [f"speculative roof {fmt_rate(r.roof_tok_s)}", f"({r.speedup:.1f}x the plain ceiling,",
             f"{r.tokens_per_pass:.1f} tok/pass)"]
+
+
+def spec_roof_short(r: SpecRoof | None) -> str | None:
+    """The roof in at most 40 cells: "spec roof 1,009 tok/s (3.3x)", or under the plain
+    ceiling "spec roof 299 < plain 326 tok/s"."""
+    from kvtop.runner.units import fmt_rate
+
+    if r is None:
+        return None
+    if r.speedup < 1:
+        return f"spec roof {fmt_rate(r.roof_tok_s, '').strip()} < plain {fmt_rate(1 / r.plain_s)}"
+    return f"spec roof {fmt_rate(r.roof_tok_s)} ({r.speedup:.1f}x)"

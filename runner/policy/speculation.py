@@ -55,6 +55,24 @@ def spec_phrases(m: TurnMetrics) -> list[str] | None:
             f"costs {cost:.1f}x a plain step (measured)"]  # the roof's cost is modelled: both say which
 
 
+def spec_short(m: TurnMetrics) -> str | None:
+    """The line in at most 40 cells, for a Decode pane whose chart would otherwise get
+    too few rows ("spec cost 25%, 19% accepted"; F1 and F2 keep the whole line)."""
+    if not m.spec_type:
+        return None
+    x, per_pass = speedup(m), tokens_per_pass(m)
+    if not m.spec_drafted:
+        return "spec: nothing drafted"
+    acc = f"{m.spec_accepted / m.spec_drafted:.0%} of {m.spec_drafted:,}"
+    if per_pass is None:
+        return f"spec: {acc} accepted"
+    if x is None:
+        return f"spec: {per_pass:.1f} tok/pass, {acc} kept"
+    if x >= PAID:
+        return f"spec {x:.1f}x plain: {per_pass:.1f} tok/pass, {acc}"
+    return f"spec cost {1 - x:.0%}: {per_pass:.1f} tok/pass, {acc}"
+
+
 def spec_line(m: TurnMetrics) -> str | None:
     """"speculation: 2.4 tok/pass, 71% of 48 drafted accepted, 1.8x plain decode", or
     "speculation cost 6%: …" when the turn ran slower than plain decode, or "…: nothing

@@ -18,13 +18,18 @@ from textual.geometry import Size
 
 from kvtop.runner.physics.here import Here
 from kvtop.runner.physics.roofline import binding_ceiling
-from kvtop.runner.physics.spec_roof import spec_roof_phrases, turn_roof
-from kvtop.runner.policy.speculation import PAID, spec_phrases, speedup
+from kvtop.runner.physics.spec_roof import spec_roof_phrases, spec_roof_short, turn_roof
+from kvtop.runner.policy.speculation import PAID, spec_phrases, spec_short, speedup
 from kvtop.tui.base.format import fmt_int, fmt_rate, fmt_seconds, pack
 from kvtop.tui.panes.base import PanePlot, PaneWidget
 from kvtop.tui.panes.decode_chart import ChartLegend, draw, fitting_legend, plan_chart
 
 CHART_MIN_ROWS = 6  # app.tcss: #decode-chart's min-height
+# the chart's rows the summary leaves before its speculation lines take their short forms:
+# 3 plot rows (the full lines left a 160x48 chart 2, after a trial's copy prompt), and the
+# legend's (its full forms take 3 lines in a 40-column pane, 1-2 from 60)
+CHART_WANT_ROWS = 7
+NARROW = 60
 LEGEND_MAX_ROWS = 3  # and #decode-legend's max-height
 
 
@@ -38,12 +43,21 @@ class DecodeSummary(PaneWidget):
     def __init__(self, **kw) -> None:
         super().__init__(**kw)
         self.lines: list[tuple[Content, Content] | list[Content]] = []
+        self.short: list[Content] = []  # the speculation lines' short forms, one line each
+        self.max_lines = 0  # more lines than this (0: no limit): the short forms
 
-    def show(self, lines: list[tuple[Content, Content] | list[Content]]) -> None:
+    def show(self, lines: list[tuple[Content, Content] | list[Content]], short: list[Content] | None = None) -> None:
         width = self.content_region.width
         before = len(self.at(width))
-        self.lines = lines
+        self.lines, self.short = lines, short or []
         self.refresh(layout=len(self.at(width)) != before)
+
+    def fit(self, max_lines: int) -> None:
+        """The pane's room for the summary (the chart keeps ``CHART_WANT_ROWS``)."""
+        if max_lines != self.max_lines:
+            before = len(self.at(self.content_region.width))
+            self.max_lines = max_lines
+            self.refresh(layout=len(self.at(self.content_region.width)) != before)
 
     def at(self, width: int) -> list[Content]:
         out: list[Content] = []
@@ -53,6 +67,9 @@ class DecodeSummary(PaneWidget):
             else:
                 full, short = entry
                 out.append(full if width <= 0 or full.cell_length <= width else short)
+        fixed = sum(1 for e in self.lines if not isinstance(e, list))
+        if self.short and self.max_lines and len(out) > self.max_lines:
+            out = out[:fixed] + [line for s in self.short for line in pack([s], width, " ")]
         return out
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
@@ -90,9 +107,12 @@ class DecodePane(Vertical):
         self.spec_paid = True
         self.roof: list[str] | None = None  # the speculative roof beside the plain ceilings
         self.roof_tok_s: float | None = None  # and its rate: what a speculative turn's rate is a share of
+        self.spec_short: str | None = None  # both in 40 cells, where the chart needs the rows
+        self.roof_short: str | None = None
+        self.summary = DecodeSummary()
 
     def compose(self) -> ComposeResult:
-        yield DecodeSummary()
+        yield self.summary
         yield PanePlot(id="decode-chart")
         yield ChartLegend(id="decode-legend")
 
@@ -145,10 +165,12 @@ class DecodePane(Vertical):
         """A new chat: no turn yet (the cancelled turn's rate, depth and chart go)."""
         self.state, self.rate, self.pos, self.series, self.stalls, self.passes = "idle", None, 0, (), (), ()
         self.waiting_s, self.spec, self.roof, self.roof_tok_s = None, None, None, None
+        self.spec_short = self.roof_short = None
         self._show()
         self._draw_chart()
 
-    SHOWN = ("state", "rate", "pos", "series", "stalls", "spec", "spec_paid", "passes", "marks_passes")  # a finished turn's, for Ctrl+Z
+    SHOWN = ("state", "rate", "pos", "series", "stalls", "spec", "spec_paid", "passes", "marks_passes",
+             "spec_short", "roof", "roof_tok_s", "roof_short")  # a finished turn's, for Ctrl+Z
 
     def shown(self) -> tuple:
         return tuple(getattr(self, name) for name in self.SHOWN)
@@ -169,6 +191,7 @@ class DecodePane(Vertical):
             self._show()
 
     def on_resize(self) -> None:
+        self._fit_summary()
         if self.series:  # the points per column depend on the chart's width
             self._draw_chart()
 
@@ -176,9 +199,10 @@ class DecodePane(Vertical):
         self.state, self.waiting_s = "done", None
         self.rate = metrics.decode_tok_s
         self.pos = max(0, metrics.kv_cells_used - 1)
-        self.spec = spec_phrases(metrics)
+        self.spec, self.spec_short = spec_phrases(metrics), spec_short(metrics)
         roof = turn_roof(self.here, metrics, self.pos)
         self.roof, self.roof_tok_s = spec_roof_phrases(roof), roof.roof_tok_s if roof else None
+        self.roof_short = spec_roof_short(roof)
         x = speedup(metrics)
         self.spec_paid = x is None or x >= PAID
         if series:
@@ -213,12 +237,21 @@ class DecodePane(Vertical):
             (Content.assemble(("compute ceiling ", "$text-muted"), fmt_rate(comp), "  ", bound),
              Content.assemble(("compute ", "$text-muted"), fmt_rate(comp), "  ", bound)),
         ]
+        short = []
         if self.spec:  # plain text from numbers and the --spec-type names kvtop checked
             style = "$kvtop-ok" if self.spec_paid else "bold $kvtop-warn"
             lines.append([Content.styled(p, style) for p in self.spec])
+            short += [Content.styled(self.spec_short, style)] if self.spec_short else []
         if self.roof:
             lines.append([Content.styled(p, "$text-muted") for p in self.roof])
-        self.query_one(DecodeSummary).show(lines)
+            short += [Content.styled(self.roof_short, "$text-muted")] if self.roof_short else []
+        self.summary.show(lines, short)
+        self._fit_summary()
+
+    def _fit_summary(self) -> None:
+        height, width = self.content_region.height, self.content_region.width
+        legend = LEGEND_MAX_ROWS if width < NARROW else 1
+        self.summary.fit(max(3, height - CHART_WANT_ROWS - legend) if height > 0 else 0)
 
     def _color(self, var: str) -> tuple[int, int, int]:
         value = self.app.theme_variables.get(var, "#ff0000")
@@ -243,6 +276,6 @@ class DecodePane(Vertical):
         chart.refresh()
         legend = self.query_one(ChartLegend)
         # the rows the chart leaves the legend: after a speculative turn the summary has more lines
-        room = self.content_region.height - self.query_one(DecodeSummary).wrapped_height() - CHART_MIN_ROWS
+        room = self.content_region.height - self.summary.wrapped_height() - CHART_MIN_ROWS
         room = -1 if self.content_region.height <= 0 else max(0, room)
         legend.show(fitting_legend(plan, legend.content_region.width, min(room, LEGEND_MAX_ROWS)))
