@@ -205,7 +205,7 @@ class PrefillPane(PaneWidget):
     def measured_so_far(self, done: int, total: int, elapsed: float) -> None:
         self._ubatch = max(0, done - self.done)  # the slice just reported: the one in flight is its size
         self.total, self.done, self.elapsed = total, done, elapsed
-        self.rate = done / elapsed if elapsed > 0 else None
+        self.rate = done / elapsed if elapsed > 0 and done > 0 else None
         self._run_clock(elapsed)
         self.refresh()
 
