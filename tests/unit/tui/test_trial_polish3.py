@@ -35,3 +35,28 @@ async def test_f7_on_a_chat_under_one_slice_shows_its_forecast_eta(tmp_path, smo
         await wait_until(pilot, lambda: pane.done == 200, what="the slice")
         assert "forecast" not in _plain(pane), _plain(pane)
 
+
+async def test_f2_s_verdict_is_on_screen_at_80x24_without_scrolling(tmp_path, smollm_shaped):
+    """F2 at 80x24 after a long prompt: the verdict came after the table of six micro-batches
+    and took scrolling to reach; it is under the heading now."""
+    from helpers import make_app, screen_text
+    from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
+
+    from kvtop.runner.settings import Settings
+
+    turn = scripted_turn(1, 1000.0, 3000, 0, ["Hi", "."], pp_tok_s=300.0, timeline=True)
+    settings = Settings(smollm_shaped, n_ctx=4096, n_threads=2)
+    app = make_app(settings, lambda s: ScriptedEngine(s, smollm_loaded(smollm_shaped), [turn]), tmp_path,
+                   live_system=False, write_transcript=False, record_trace=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_until(pilot, lambda: app.loaded is not None, what="load")
+        app.query_one("#prompt").value = "hello"
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: app.turns and not app.turn_running, what="turn")
+        await pilot.press("f2")
+        await wait_until(pilot, lambda: app.screen.query("#waterfall-verdict"), what="F2")
+        await pilot.pause()
+        verdict = " ".join(app.screen.query_one("#waterfall-verdict").render().plain.split())
+        shown = " ".join(screen_text(app).split())
+        assert verdict.startswith("compute-bound") and verdict[:40] in shown, (verdict, shown)
+        assert app.screen.query_one("#waterfall-box").scroll_y == 0
