@@ -60,3 +60,23 @@ async def test_f2_s_verdict_is_on_screen_at_80x24_without_scrolling(tmp_path, sm
         shown = " ".join(screen_text(app).split())
         assert verdict.startswith("compute-bound") and verdict[:40] in shown, (verdict, shown)
         assert app.screen.query_one("#waterfall-box").scroll_y == 0
+
+
+async def test_a_notice_covers_no_pane_and_no_status_line(tmp_path, smollm_shaped):
+    """A notice (toast) sat at Textual's lower right, over a pane's last line (the Memory
+    pane's at 160x48, the Estimate pane's peak at 80x24); it goes over the chat's oldest
+    lines now, under the status bar, at every size."""
+    from textual.widgets._toast import Toast
+
+    for size in ((80, 24), (160, 48)):
+        app = scripted_app(tmp_path, smollm_shaped, ["Hi", "."])
+        async with app.run_test(size=size, notifications=True) as pilot:
+            await wait_until(pilot, lambda: app.loaded is not None, what="load")
+            app.notify("measuring the KV cache's quality on this chat: q8_0/q8_0, q4_0/q4_0 against f16/f16, "
+                       "in contexts of their own beside the chat's (Esc stops)", markup=False)
+            await wait_until(pilot, lambda: app.screen.query(Toast), what="the notice")
+            await pilot.pause()
+            (toast,) = app.screen.query(Toast)
+            chat = app.query_one("#chat-column").region
+            covered = [w.id for w in app.query(".pane, #status, #about") if w.region.overlaps(toast.region)]
+            assert not covered and chat.contains_region(toast.region), (size, toast.region, chat, covered)
