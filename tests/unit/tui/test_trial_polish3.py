@@ -80,3 +80,22 @@ async def test_a_notice_covers_no_pane_and_no_status_line(tmp_path, smollm_shape
             chat = app.query_one("#chat-column").region
             covered = [w.id for w in app.query(".pane, #status, #about") if w.region.overlaps(toast.region)]
             assert not covered and chat.contains_region(toast.region), (size, toast.region, chat, covered)
+
+
+async def test_the_estimate_pane_shows_forecast_vs_actual_at_80x24(tmp_path, smollm_shaped):
+    """At 80x24 the Estimate pane's 40 columns had no forecast column: short labels make room."""
+    app = scripted_app(tmp_path, smollm_shaped, ["Hi", "."])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_until(pilot, lambda: app.loaded is not None, what="load")
+        app.query_one("#prompt").value = "hello"
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: app.turns and not app.turn_running, what="turn")
+        pane = app.dash.estimate
+        while not pane.size.width:  # its page
+            await pilot.press("f6")
+        await pilot.pause()
+        lines = pane.render().plain.split("\n")
+        assert lines[0].split() == ["roofline", "forecast", "measured", "ratio"], lines
+        ttft = lines[1].split()
+        assert ttft[0] == "TTFT" and len(ttft) == 8 and ttft[-1].endswith("x"), lines  # roofline, forecast, measured
+        assert all(len(line) <= pane.size.width for line in lines[:7]), lines
