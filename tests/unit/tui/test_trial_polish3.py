@@ -99,3 +99,31 @@ async def test_the_estimate_pane_shows_forecast_vs_actual_at_80x24(tmp_path, smo
         ttft = lines[1].split()
         assert ttft[0] == "TTFT" and len(ttft) == 8 and ttft[-1].endswith("x"), lines  # roofline, forecast, measured
         assert all(len(line) <= pane.size.width for line in lines[:7]), lines
+
+
+async def test_the_ceiling_above_the_chart_is_not_a_line_of_its_own_at_120_columns(tmp_path, smollm_shaped):
+    """At 120 columns the legend read "━ measured  ↑ bandwidth ceiling" and, alone on the
+    next line, "8x the measured rate: above the chart": where the short forms take fewer
+    lines they are shown; at 160 the full form fits one line."""
+    from helpers import make_app
+    from scripted_engine import ScriptedEngine, scripted_turn, smollm_loaded
+
+    from kvtop.runner.settings import Settings
+    from kvtop.tui.panes.decode_chart import ChartLegend
+
+    for size, said in (((120, 40), "↑ bandwidth ceiling  25x: above the chart"),
+                       ((160, 48), "↑ bandwidth ceiling  25x the measured rate: above the chart")):
+        turn = scripted_turn(1, 1000.0, 40, 0, [" w"] * 60, tg_tok_s=12.0)
+        app = make_app(Settings(smollm_shaped, n_ctx=4096, n_threads=2),
+                       lambda s, turn=turn: ScriptedEngine(s, smollm_loaded(smollm_shaped), [turn]), tmp_path,
+                       live_system=False, write_transcript=False, record_trace=False)
+        async with app.run_test(size=size) as pilot:
+            await wait_until(pilot, lambda: app.loaded is not None, what="load")
+            app.query_one("#prompt").value = "hello"
+            await pilot.press("enter")
+            await wait_until(pilot, lambda: app.turns and not app.turn_running, what="turn")
+            await pilot.pause()
+            legend = app.query_one(ChartLegend)
+            lines = legend.render().plain.split("\n")
+            assert len(lines) == 1 and lines[0] == f"━ measured  {said}", (size, legend.content_region.width, lines)
+            assert legend.size.height == 1, legend.size
