@@ -87,24 +87,14 @@ def _rate(x: float | None) -> str:
     return fmt_rate(x, "").strip()
 
 
-def _bytes(n: float | None) -> str:
-    """Three significant digits: ``281 MiB``, ``92.1 MiB``, ``1.45 MiB``."""
-    text = fmt_bytes(n)
-    if text == NA or " " not in text:
-        return text
-    num, unit = text.split(" ", 1)
-    x = float(num.replace(",", ""))
-    return f"{x:,.0f} {unit}" if x >= 100 else f"{x:.1f} {unit}" if x >= 10 else f"{x:.2f} {unit}"
-
-
 # (key, label, format, lower is better)
 SPEC = [
     ("ttft", "TTFT", fmt_seconds, True),
     ("prefill", "pp tok/s", _rate, False),
     ("decode", "tg tok/s", _rate, False),
-    ("kv", "KV bytes", _bytes, False),
-    ("weights", "weights", _bytes, False),
-    ("peak", "peak mem", _bytes, False),
+    ("kv", "KV bytes", fmt_bytes, False),
+    ("weights", "weights", fmt_bytes, False),
+    ("peak", "peak mem", fmt_bytes, False),
 ]
 TIMED = ("ttft", "prefill", "decode")  # the rows a forecast predicts
 W_LABEL, W_COL, W_RATIO = 9, 9, 8  # "127.35x" and a space: a ratio never touches the measured column
