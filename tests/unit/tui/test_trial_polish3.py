@@ -79,7 +79,7 @@ async def test_a_notice_covers_no_pane_and_no_status_line(tmp_path, smollm_shape
             (toast,) = app.screen.query(Toast)
             chat = app.query_one("#chat-column").region
             covered = [w.id for w in app.query(".pane") if w.content_region.overlaps(toast.region)]
-            covered += [w.id for w in app.query("#status, #about") if w.region.overlaps(toast.region)]
+            covered += [w.id for w in app.query("#status, #about, #pager") if w.region.overlaps(toast.region)]
             assert not covered and toast.region.x < chat.right, (size, toast.region, chat, covered)
 
 
