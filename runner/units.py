@@ -41,6 +41,18 @@ def fmt_bytes(n: float | None) -> str:
     return NA  # pragma: no cover - the loop always returns
 
 
+def fmt_size(n: float | None) -> str:
+    """Bytes in binary units to three significant digits: ``512 B``, ``22.5 KiB``,
+    ``92.1 MiB``, ``281 MiB``, ``1.45 GiB`` (the panes' one form: the Memory pane read
+    "300.00 MiB" beside the Estimate pane's "300 MiB"); ``N/A`` when unknown."""
+    text = fmt_bytes(n)
+    if text == NA or text.endswith(" B"):
+        return text
+    num, unit = text.split(" ", 1)
+    x = float(num.replace(",", ""))
+    return f"{x:,.0f} {unit}" if x >= 100 else f"{x:.1f} {unit}" if x >= 10 else f"{x:.2f} {unit}"
+
+
 def fmt_int(n: int | None) -> str:
     """An integer with thousands separators (``4,096``); ``N/A`` when unknown."""
     if n is None or not _finite(n):

@@ -245,7 +245,7 @@ def load_settings(a: argparse.Namespace, load: Load, tests: list[BenchTest]) -> 
 def run_load(a: argparse.Namespace, load: Load, tests: list[BenchTest], notes: list[str],
              progress: tuple[int, int]) -> Iterator[tuple[Row, str]]:
     """One engine load and its tests: yields (row, label) as each test finishes."""
-    from kvtop.runner.commands.bench_busy import busy_fields, cpu_reading, others_share, warn_if_busy
+    from kvtop.runner.commands.bench_busy import busy_fields, cpu_reading, run_use, thread_advice, warn_if_busy
     from kvtop.runner.process.contract import EngineUnavailable
 
     settings = load_settings(a, load, tests)
@@ -274,12 +274,14 @@ def run_load(a: argparse.Namespace, load: Load, tests: list[BenchTest], notes: l
                 m = run_once(eng, stream, t)
                 metrics.append(m)
                 seconds.append(seconds_of(t, m))
-            share = others_share(start, eng, loaded)
-            warn_if_busy(t.label, share, "json" if a.json else a.output or "md")
+            use = run_use(start, eng, loaded)
+            share, threads = use.others_share if use else None, loaded.n_threads if t.n_gen else loaded.n_threads_batch
+            advice = thread_advice(use, threads, loaded)  # the -t that fits the free cores, where the run shows it
+            warn_if_busy(t.label, share, "json" if a.json else a.output or "md", advice=advice)
             record_calibration(settings, metrics, loaded.server, share)  # the app's rule: runner.calibration.service
             meta = meta or row_meta(loaded, load)
             row = make_row(meta, t, test_time, seconds, metrics, loaded, threads_why, a)
-            row.extras.update(busy_fields(share))
+            row.extras.update(busy_fields(share, advice))
             yield row, t.label
     except EngineUnavailable as exc:
         raise BenchError(str(exc)) from None

@@ -87,6 +87,8 @@ def measure_chat(engine: Engine, turn_id: int, messages: list[dict[str, str]], e
 
     if n < MIN_TOKENS:
         return done((), f"the chat has {n:,} tokens: the measurement needs at least {MIN_TOKENS} (send a message first)")
+    # the chat's size before its first slice: a chat under a slice reported only at its end (ETA "-" throughout)
+    emit(ev.KldProgress(turn_id, 0, n, time.monotonic() - t0, time.monotonic()))
     sides: list[ScoringContext] = []
     errors: dict[Pair, str] = {}
     try:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kvtop.runner.units import fmt_bytes
+from kvtop.runner.units import fmt_size as fmt_bytes  # the panes' one form for bytes
 
 SOURCE = "chat"  # a kept measurement made on a chat in the app, not by ``kvtop kld``
 

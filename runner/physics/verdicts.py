@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING
 from kvtop.runner.physics.estimate_rows import EstimateContext, EstimateRows, TurnFigures
 from kvtop.runner.policy.tune_evidence import TuneEvidence, advise, roofline_gap
 from kvtop.runner.system.cpu_pace import free_cores
-from kvtop.runner.units import MIB, fmt_bytes, fmt_seconds
+from kvtop.runner.units import MIB, fmt_seconds
+from kvtop.runner.units import fmt_size as fmt_bytes  # the panes' one form for bytes
 
 if TYPE_CHECKING:
     from kvtop.runner.events import ContextShifted, TurnMetrics

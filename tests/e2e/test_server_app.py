@@ -48,7 +48,7 @@ async def test_a_turn_through_the_server_fills_every_pane(served, smollm_path, t
         # the KV allocated is every slot's (2 of 4,096 tokens), the fill is this chat's slot
         assert app.here.layout.n_ctx == 2 * 4096
         kv_text = app.query_one(KVPane).render().plain  # the pane scrolls in this layout
-        assert "all 2 slots" in kv_text and "of 180.00 MiB allocated" in kv_text and "/4,096 cells" in kv_text
+        assert "all 2 slots" in kv_text and "of 180 MiB allocated" in kv_text and "/4,096 cells" in kv_text
         assert app.query_one(EstimatePane).rows.kv.predicted == app.here.layout.bytes_allocated
         await pilot.press("f2")
         await wait_until(pilot, lambda: "network + server queue" in screen_text(app), timeout=5, what="waterfall")

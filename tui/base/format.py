@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from textual.content import Content
 
-# one set of formatters for the panes and the headless commands
-from kvtop.runner.units import NA, fmt_bytes, fmt_int, fmt_rate, fmt_ratio, fmt_seconds  # noqa: F401
+# one set of formatters for the panes and the headless commands; the panes' bytes to three
+# significant digits, one form in every pane ("300 MiB" in Memory as in Estimate)
+from kvtop.runner.units import NA, fmt_int, fmt_rate, fmt_ratio, fmt_seconds  # noqa: F401
+from kvtop.runner.units import fmt_size as fmt_bytes  # noqa: F401
 from kvtop.tui.base.flow import flow, joined
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from textual.content import Content
 
-from kvtop.runner.units import fmt_bytes, fmt_int
+from kvtop.runner.units import fmt_int
+from kvtop.tui.base.format import fmt_bytes
 
 NAMES = {"ttft": "TTFT", "itl": "ITL", "queue": "queue"}
 

@@ -216,13 +216,21 @@ DROPPED_FIRST = ("measured", "stall", "ceiling")  # the one line's key; the stal
 
 
 def fitting_legend(plan: ChartPlan, width: int, lines: int) -> list[Content]:
-    """The legend's items in their full forms when they fit ``lines`` lines of ``width``,
-    else the short forms, else the short forms less the kinds in ``DROPPED_FIRST``, one
-    kind at a time, until they fit (a width or room not known yet, -1: the full forms).
+    """The legend's items in their full forms when they fit ``lines`` lines of ``width``
+    and the short forms take no fewer, else the short forms, else the short forms less
+    the kinds in ``DROPPED_FIRST``, one kind at a time, until they fit (a width or room
+    not known yet, -1: the full forms).
     At 80x24 a speculative turn's summary left the legend one line."""
     full = legend_items(plan)
-    if width <= 0 or lines < 0 or len(pack(full, width)) <= lines:
+    if width <= 0 or lines < 0:
         return full
+    # the short forms where they take fewer lines: at 120 columns "8x the measured rate: above
+    # the chart" sat alone on the legend's second line (new-user trial)
+    n_full, short = len(pack(full, width)), legend_items(plan, short=True)
+    if n_full <= lines and n_full <= len(pack(short, width)):
+        return full
+    if len(pack(short, width)) < min(n_full, lines + 1):
+        return short
     parts = legend_parts(plan, short=True)
     for kind in (None, *DROPPED_FIRST):
         parts = [(k, item) for k, item in parts if k != kind]

@@ -87,27 +87,21 @@ def _rate(x: float | None) -> str:
     return fmt_rate(x, "").strip()
 
 
-def _bytes(n: float | None) -> str:
-    """Three significant digits: ``281 MiB``, ``92.1 MiB``, ``1.45 MiB``."""
-    text = fmt_bytes(n)
-    if text == NA or " " not in text:
-        return text
-    num, unit = text.split(" ", 1)
-    x = float(num.replace(",", ""))
-    return f"{x:,.0f} {unit}" if x >= 100 else f"{x:.1f} {unit}" if x >= 10 else f"{x:.2f} {unit}"
-
-
 # (key, label, format, lower is better)
 SPEC = [
     ("ttft", "TTFT", fmt_seconds, True),
     ("prefill", "pp tok/s", _rate, False),
     ("decode", "tg tok/s", _rate, False),
-    ("kv", "KV bytes", _bytes, False),
-    ("weights", "weights", _bytes, False),
-    ("peak", "peak mem", _bytes, False),
+    ("kv", "KV bytes", fmt_bytes, False),
+    ("weights", "weights", fmt_bytes, False),
+    ("peak", "peak mem", fmt_bytes, False),
 ]
 TIMED = ("ttft", "prefill", "decode")  # the rows a forecast predicts
 W_LABEL, W_COL, W_RATIO = 9, 9, 8  # "127.35x" and a space: a ratio never touches the measured column
+# a narrow pane's labels (its units are in the figures, its rates per second): at 80x24 the pane's 42
+# columns left the forecast out, and with it forecast vs actual, the pane's point (new-user trial)
+SHORT = {"prefill": "pp/s", "decode": "tg/s", "kv": "KV", "weights": "wts", "peak": "peak"}
+W_SHORT = 5
 
 
 class EstimatePane(PaneWidget):
@@ -194,21 +188,24 @@ class EstimatePane(PaneWidget):
             return None
         return {"ttft": fc.ttft_s, "prefill": fc.prefill_tok_s, "decode": fc.decode_tok_s}.get(key)
 
-    def _columns(self) -> list[str]:
-        """The columns that fit the pane: the forecast goes first when it is narrow (the
-        prompt's border says it too), then the roofline. The verdict under the table
-        compares with the roofline: at 80x24 the roofline column went first and the
-        verdict quoted a column, and a ratio, that the pane did not show."""
-        width = self.size.width - 2 if self.size.width else 10**6  # unmounted: every column
+    def _columns(self) -> tuple[list[str], int]:
+        """The columns that fit the pane and the labels' width: the short labels first
+        (``SHORT``: kept only while they keep every column), then the forecast goes (the prompt's border says it too), then the
+        roofline. The verdict under the table compares with the roofline: at 80x24 the
+        roofline column went first and the verdict quoted a column, and a ratio, that
+        the pane did not show."""
+        width = self.size.width or 10**6  # the content's width (unmounted: every column)
         cols = ["roofline", "forecast", "measured"]
+        wide = W_LABEL + W_COL * len(cols) + W_RATIO <= width
+        label = W_SHORT if not wide and W_SHORT + W_COL * len(cols) + W_RATIO <= width else W_LABEL
         for drop in ("forecast", "roofline"):
-            if W_LABEL + W_COL * len(cols) + W_RATIO > width:
+            if label + W_COL * len(cols) + W_RATIO > width:
                 cols.remove(drop)
-        return cols
+        return cols, label
 
     def render(self) -> Content:
-        cols = self._columns()
-        head = [(f"{'':<{W_LABEL}}", "")] + [(f"{c:>{W_COL}}", "$text-muted") for c in cols]
+        cols, w_label = self._columns()
+        head = [(f"{'':<{w_label}}", "")] + [(f"{c:>{W_COL}}", "$text-muted") for c in cols]
         # without the forecast column every ratio is over the roofline: the header says so (at 80x24 the
         # verdict said "inside the forecast" above ratios of the roofline, headed only "ratio")
         over = "ratio" if "forecast" in cols else "vs roof"
@@ -227,7 +224,8 @@ class EstimatePane(PaneWidget):
             cells = {"roofline": (fmt(row.predicted), ""),
                      "forecast": (fmt(fc) if key in TIMED else "", "$kvtop-forecast"),
                      "measured": (fmt(row.measured), "$kvtop-measured")}
-            lines.append(Content.assemble(f"{label:<{W_LABEL}}", *[(f"{cells[c][0]:>{W_COL}}", cells[c][1]) for c in cols],
+            label = label if w_label == W_LABEL else SHORT.get(key, label)
+            lines.append(Content.assemble(f"{label:<{w_label}}", *[(f"{cells[c][0]:>{W_COL}}", cells[c][1]) for c in cols],
                                           (f"{rtxt:>{W_RATIO}}", style)))
         notes: list[tuple[Content, ...]] = []  # each note's forms, longest first, by importance
         if self.live is not None:  # the rows' verdict is the last turn's, not this one's

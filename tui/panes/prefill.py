@@ -12,6 +12,7 @@ from textual.content import Content
 
 from kvtop.tui.base.format import bar, fmt_int, fmt_rate, fmt_seconds, segment_style
 from kvtop.tui.panes.base import PaneWidget, fold
+from kvtop.tui.panes.prefill_eta import forecast_eta, in_flight
 
 
 def compact_waterfall(ttft: float, timeline, width: int) -> list[Content]:
@@ -59,6 +60,8 @@ class PrefillPane(PaneWidget):
         self.tick_s, self.clock = tick_s, clock
         self._since: tuple[float, float] | None = None  # (clock, elapsed then) while a prefill runs
         self._ubatch = 0  # tokens of the last micro-batch reported
+        self.forecast_s: float | None = None  # the turn's forecast of its prefill, shown until a report
+        self.ubatch_size = 0  # the engine's micro-batch (0: its reports are not per micro-batch)
         self._ticker = None
         self.border_title = "Prefill"
         self.total = 0
@@ -108,6 +111,7 @@ class PrefillPane(PaneWidget):
         self.shift = None
         self.waterfall = None
         self.undo_note = None
+        self.forecast_s, self.ubatch_size = None, 0
         self.stop_ticking()
         self.refresh(layout=True)
 
@@ -131,8 +135,15 @@ class PrefillPane(PaneWidget):
         self.waterfall = None
         self.undo_note = None
         self._ubatch = 0
+        self.forecast_s, self.ubatch_size = None, 0
         self._run_clock(0.0)
         self.refresh(layout=self.wrapped_height() != before)
+
+    def expect(self, forecast_s: float | None, ubatch: int) -> None:
+        """The turn's forecast of its prefill (seconds) and the engine's micro-batch size
+        (0: unknown): the ETA and the tokens in flight before the first report."""
+        self.forecast_s, self.ubatch_size = forecast_s, max(0, ubatch)
+        self.refresh()
 
     def progress(self, p) -> None:
         before = self.wrapped_height()
@@ -185,8 +196,8 @@ class PrefillPane(PaneWidget):
 
     def measuring(self, note: str) -> None:
         """The KV cache's quality measurement starts (tui/turn/quality.py): its progress here."""
-        self.total = self.done = self.reused = self._ubatch = 0
-        self.elapsed, self.rate, self.finished = 0.0, None, False
+        self.total = self.done = self.reused = self._ubatch = self.ubatch_size = 0
+        self.elapsed, self.rate, self.finished, self.forecast_s = 0.0, None, False, None
         self.note, self.waterfall, self.shift, self.diverged = note, None, None, None
         self._run_clock(0.0)
         self.refresh(layout=True)
@@ -194,7 +205,7 @@ class PrefillPane(PaneWidget):
     def measured_so_far(self, done: int, total: int, elapsed: float) -> None:
         self._ubatch = max(0, done - self.done)  # the slice just reported: the one in flight is its size
         self.total, self.done, self.elapsed = total, done, elapsed
-        self.rate = done / elapsed if elapsed > 0 else None
+        self.rate = done / elapsed if elapsed > 0 and done > 0 else None
         self._run_clock(elapsed)
         self.refresh()
 
@@ -240,6 +251,13 @@ class PrefillPane(PaneWidget):
                 left = remaining * self.elapsed / computed
         return left
 
+    def _eta_text(self, eta: float | None) -> str:
+        if eta is not None:
+            return fmt_seconds(eta)
+        if self.forecast_s and not self.rate and not self.finished and self.done < self.total:
+            return forecast_eta(self.forecast_s, self.elapsed)  # nothing measured yet: the forecast's
+        return "-"
+
     def render(self) -> Content:
         w = max(0, self.size.width - 2)
         total = max(self.total, 1)
@@ -256,8 +274,8 @@ class PrefillPane(PaneWidget):
         line2 = Content.assemble(
             # the clock runs before the first report too (F7's measurement read "elapsed N/A" for 20 s)
             ("elapsed ", "$text-muted"), fmt_seconds(self.elapsed if self.total or self._since else None), "  ",
-            ("ETA ", "$text-muted"), fmt_seconds(eta) if eta is not None else "-", "  ",
-            (self.note, "$text-muted"),
+            ("ETA ", "$text-muted"), self._eta_text(eta), "  ",
+            (in_flight(self.note, self.done, self.total, self.ubatch_size), "$text-muted"),
         )
         lines = [b, line1, line2]
         if self.waterfall is not None:

@@ -147,6 +147,18 @@ class LiveQuality:
     def progress(self, p: ev.KldProgress) -> None:
         if p.turn_id == self.turn_id or self.app.session.engine.capabilities.replaying:
             self.app.dash.prefill.measured_so_far(p.done, p.total, p.elapsed_s)
+            if p.done == 0:  # the chat's size, before its first slice: the ETA is the forecast's until one reports
+                self.app.dash.prefill.expect(self._forecast_s(p.total), 0)
+
+    def _forecast_s(self, n: int) -> float | None:
+        """The measurement's forecast: the chat's ``n`` tokens computed from scratch, once
+        through the base cache and once through each candidate (None: no calibration)."""
+        from kvtop.runner.engine.live_kld import live_pairs
+
+        fc = self.app.estimates.forecast(n, 0, 1)
+        if fc is None or fc.prefill_s is None:
+            return None
+        return fc.prefill_s * (1 + len(live_pairs(*self._running_types())[1]))
 
     def measured(self, m: ev.KldMeasured) -> None:
         app = self.app

@@ -103,6 +103,10 @@ class TurnView:
         dash.prefill.begin(started, active.shift if active is not None else None)
         dash.kv.set_cells(started.reused_tokens)
         app.estimates.forecast_turn(started)
+        fc, loaded = app.estimates.turn_forecast, app.session.loaded
+        # kvtop's own engine reports per micro-batch (a server's progress is its own)
+        ubatch = loaded.n_ubatch if loaded is not None and app.session.engine.capabilities.runs_model else 0
+        dash.prefill.expect(fc.prefill_s if fc is not None else None, ubatch)
         app.cpu_watch.turn_begin()
 
     def over(self) -> None:

@@ -270,15 +270,16 @@ class WaterfallScreen(ModalScreen[None]):
                                       *forecast_said(turn.get("forecast"), m.ttft_s)),
                      markup=False, id="waterfall-title")
         shift = _shift(turn)
+        # the verdict under the heading: below the table it took scrolling to reach at 80x24 (new-user trial)
+        verdict = ttft_verdict(m, turn.get("first_diff_index"), turn.get("diff_context"), turn.get("others_cpu"),
+                               shift, self.cpu, self.tuned)
+        yield Prose(Content.styled(verdict, "italic"), markup=False, id="waterfall-verdict")
         if shift is not None:
             yield shift_static(shift)
         yield WaterfallBar(m.timeline, m.ttft_s or 0, id="waterfall-bar")
         yield Prose(waterfall_table(m, self.prefill_s), markup=False, id="waterfall-table")
         if not (spec := SpecLines(m, id="waterfall-spec")).empty:  # the decode after the first token
             yield spec
-        verdict = ttft_verdict(m, turn.get("first_diff_index"), turn.get("diff_context"), turn.get("others_cpu"),
-                               shift, self.cpu, self.tuned)
-        yield Prose(Content.styled(verdict, "italic"), markup=False, id="waterfall-verdict")
 
     def _live(self, heading: str) -> ComposeResult:
         live = self.live

@@ -63,6 +63,7 @@ def test_measures_the_chat_and_leaves_the_next_turn_as_it_was(smollm_path, plain
     assert q8.error is None and 0 < q8.kld_mean < q4.kld_mean < 1  # 4 bits move the predictions further
     assert 0.5 < q4.same_top <= q8.same_top <= 1 and q8.kld_99 >= q8.kld_mean
     assert progress and progress[-1].done == progress[-1].total == measured.n_tokens
+    assert (progress[0].done, progress[0].total) == (0, measured.n_tokens)  # the chat's size before its first slice
 
 
 def test_a_cancelled_measurement_stops_and_leaves_the_next_turn(smollm_path, plain):

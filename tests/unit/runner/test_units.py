@@ -15,6 +15,7 @@ from kvtop.runner.units import (
     fmt_rate,
     fmt_ratio,
     fmt_seconds,
+    fmt_size,
     mib_to_bytes,
 )
 
@@ -34,10 +35,25 @@ def test_fmt_bytes(n, text):
 
 @pytest.mark.parametrize("bad", [None, math.nan, math.inf, -math.inf])
 def test_unknown_and_non_finite_read_na_everywhere(bad):
-    for f in (fmt_bytes, fmt_int, fmt_num, fmt_rate, fmt_seconds):
+    for f in (fmt_bytes, fmt_size, fmt_int, fmt_num, fmt_rate, fmt_seconds):
         assert f(bad) == NA == "N/A"
     assert fmt_ratio(bad, 2.0) == NA and fmt_ratio(2.0, bad) == NA
     assert mib_to_bytes(bad) is None
+
+
+@pytest.mark.parametrize("n,text", [
+    (512, "512 B"), (22.5 * 1024, "22.5 KiB"), (92.1 * MIB, "92.1 MiB"), (300 * MIB, "300 MiB"),
+    (1.45 * GIB, "1.45 GiB"), (2048 * 1024 * GIB, "2,048 TiB"),
+])
+def test_fmt_size_is_three_significant_digits(n, text):
+    """The panes' bytes: the Memory pane read "300.00 MiB" beside the Estimate pane's "300 MiB"."""
+    assert fmt_size(n) == text
+
+
+def test_the_memory_and_estimate_panes_format_bytes_alike():
+    from kvtop.tui.panes import estimate, memory
+
+    assert memory.fmt_bytes is estimate.fmt_bytes is fmt_size
 
 
 def test_fmt_int_has_thousands_separators():
@@ -59,6 +75,7 @@ def test_the_panes_use_the_same_formatters():
     import kvtop.runner.units as units
     import kvtop.tui.base.format as fmt
 
-    for name in ("NA", "fmt_bytes", "fmt_int", "fmt_rate", "fmt_seconds", "fmt_ratio"):
+    for name in ("NA", "fmt_int", "fmt_rate", "fmt_seconds", "fmt_ratio"):
         assert getattr(fmt, name) is getattr(units, name)
+    assert fmt.fmt_bytes is units.fmt_size  # the panes' bytes: three significant digits
 

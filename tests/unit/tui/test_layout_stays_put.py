@@ -118,9 +118,9 @@ async def test_the_pages_never_change_through_load_turns_new_chat_and_undo(tmp_p
 
         # F7's two measurements (their whole lines take three rows each in a narrow KV pane):
         # at 160x48 they moved Estimate and Memory to a second page
-        whole = ["q8_0/q8_0: \u221247% KV (47.81 MiB at 4,096), KLD 0.0056 (99%: 0.043), same top token 97.4% "
+        whole = ["q8_0/q8_0: \u221247% KV (47.8 MiB at 4,096), KLD 0.0056 (99%: 0.043), same top token 97.4% "
                  "over this chat's 78 tokens",
-                 "q4_0/q4_0: \u221272% KV (25.31 MiB at 4,096), KLD 0.0928 (99%: 0.689), same top token 81.0% "
+                 "q4_0/q4_0: \u221272% KV (25.3 MiB at 4,096), KLD 0.0928 (99%: 0.689), same top token 81.0% "
                  "over this chat's 78 tokens"]
         app.dash.kv.set_quality(whole, ["q8_0 0.0056 (\u221247%)", "q4_0 0.0928 (\u221272%)"])
         await record("kv quality")

@@ -39,7 +39,7 @@ async def test_screenshot_with_help_open_shows_the_dashboard_beneath(tmp_path, s
         assert "kvtop keys" in text  # the dialog
         # the panes beneath it (their titles and figures, not the help's list of them)
         # (the two-column help covers the middle: the KV pane's right edge shows beside it)
-        assert "KV cache" in text and "22.50 KiB/token" in text and "arch llama" in text
+        assert "KV cache" in text and "22.5 KiB/token" in text and "arch llama" in text
 
 
 async def test_screenshot_never_shows_the_previous_saved_notice(tmp_path, smollm_shaped):

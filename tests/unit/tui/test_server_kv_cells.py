@@ -25,7 +25,7 @@ async def test_the_kv_pane_counts_the_cells_of_every_slot(tmp_path, smollm_shape
                              what="every slot's cells on the KV pane")
             assert kv.cells == 0 and "this chat 0/1,024 cells" in kv.render().plain  # the chat's own slot: empty, and said so
             # each kind's bytes are every slot's, as the all-slots line above them (a trial read
-            # "■ full 30L×2,048 0 B/45.00 MiB" under "all 2 slots 106/2,048 cells")
+            # "■ full 30L×2,048 0 B/45.0 MiB" under "all 2 slots 106/2,048 cells")
             lines = kv.render().plain.splitlines()
             all_bytes = next(ln for ln in lines if ln.startswith("all 4 slots")).split(" · ")[1].split(" of ")[0]
             kind = next(ln for ln in lines if ln.startswith("■ full"))

@@ -43,3 +43,35 @@ def test_a_busy_run_is_a_field_in_json_formats(fmt, formatter):
     assert obj["kvtop_busy"] == busy_run_note(0.48) == "other processes used 48% of the CPU during this run: figures are low"
     assert busy_fields(0.1) == {"kvtop_others_cpu": 0.1, "kvtop_busy": None}
     assert busy_fields(None) == {"kvtop_others_cpu": None, "kvtop_busy": None}
+
+
+def _loaded(server=None):
+    from dataclasses import replace
+
+    from scripted_engine import smollm_loaded
+
+    return replace(smollm_loaded("m.gguf"), server=server)
+
+
+def test_a_busy_run_on_more_threads_than_free_cores_names_the_t_that_fits():
+    """On 2 threads beside a busy machine the bench read tg 17.7 where the app on the one
+    free core decoded 40-60, and said only "figures are low": where the run shows the
+    threads outnumbered the free cores and did not get a core each, it names the -t."""
+    from kvtop.runner.commands.bench_busy import thread_advice
+    from kvtop.runner.system.cpu_use import CPUUse
+
+    starved = CPUUse(engine=1.1, ui=0.0, others=1.0, cores=2)
+    advice = thread_advice(starved, 2, _loaded())
+    assert advice == "others held 1.0 of 2 cores: try -t 1"
+    err = io.StringIO()
+    assert warn_if_busy("tg128", starved.others_share, "md", err, advice=advice) is True
+    assert err.getvalue() == ("kvtop bench: tg128: other processes used 50% of the CPU during this run: figures are low "
+                              "(calibrated at that load); others held 1.0 of 2 cores: try -t 1\n")
+    assert busy_fields(0.5, advice)["kvtop_busy"].endswith("figures are low; others held 1.0 of 2 cores: try -t 1")
+    # what the measurement does not support is not advised
+    assert thread_advice(CPUUse(engine=1.9, ui=0.0, others=1.0, cores=2), 2, _loaded()) == ""  # each got a core
+    assert thread_advice(CPUUse(engine=1.0, ui=0.0, others=1.0, cores=2), 1, _loaded()) == ""  # already fits
+    assert thread_advice(CPUUse(engine=3.0, ui=0.0, others=2.4, cores=8), 4, _loaded()) == ""  # 5 free cores
+    assert thread_advice(starved, 2, _loaded(server="http://127.0.0.1:8080")) == ""  # a server's threads are its own
+    assert thread_advice(CPUUse(engine=1.1, ui=0.0, others=None, cores=2), 2, _loaded()) == ""
+    assert thread_advice(None, 2, _loaded()) == ""

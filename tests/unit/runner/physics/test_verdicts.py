@@ -126,7 +126,7 @@ def test_prefill_faster_than_predicted_is_never_called_too_short(ctx, cause):
 @pytest.mark.parametrize("ctx,cause", [
     (EstimateContext(kv_quantised=True, kv_types="q8_0/q8_0", weights_bytes=4 * GIB),
      "quantised KV (q8_0/q8_0) adds dequantisation work"),
-    (CPU_TINY, "a tiny model (92.00 MiB) is bound by per-token overhead (20.0 ms/token), not by reading the weights"),
+    (CPU_TINY, "a tiny model (92.0 MiB) is bound by per-token overhead (20.0 ms/token), not by reading the weights"),
     (CPU_BIG, "memory bandwidth not saturated (threads? other load?)"),
     (GPU_UNUSED, gpu_idle(None)),
 ])
@@ -136,7 +136,7 @@ def test_decode_slower_than_predicted(ctx, cause):
 
 
 @pytest.mark.parametrize("ctx,cause", [
-    (CPU_TINY, "part of a small model (92.00 MiB) stays in the CPU caches"),
+    (CPU_TINY, "part of a small model (92.0 MiB) stays in the CPU caches"),
     (CPU_BIG, "the machine reads faster than the bandwidth figure the estimate uses"),
 ])
 def test_decode_faster_than_predicted(ctx, cause):
@@ -150,7 +150,7 @@ def test_decode_stall_is_named_and_the_median_judges_the_rest():
     turn = stalled(17.0, 1.3)
     v = estimate_verdict(rows(CPU_TINY, turn, decode=(100, turn.decode_tok_s)))
     assert v == ("decode at 0.12x of the ceiling: stalls took 1.28 s of 1.61 s (mean gap 84.5 ms, median 17.0 ms, "
-                 "p95 80.0 ms); by the median 0.59x: a tiny model (92.00 MiB) is bound by per-token overhead "
+                 "p95 80.0 ms); by the median 0.59x: a tiny model (92.0 MiB) is bound by per-token overhead "
                  "(17.0 ms/token), not by reading the weights")
     assert "84.5 ms/token" not in v
 
