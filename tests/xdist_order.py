@@ -8,8 +8,9 @@ job first: each worker's last file is then a short one), each file whole and in 
 order so a file's module fixtures stay on one worker, and the vLLM file (its server's
 start is 39 s) starts at once instead of part-way through.
 
-The seconds are the last CI run's (its slowest items, summed per file: lower bounds); a
-file not listed is estimated from its number of tests. While a first run builds
+The seconds are the last CI run's (its slowest items, summed per file: lower bounds) and
+docs/test-timings.md's for a few unit files; a file not listed is estimated from its number
+of tests. While a first run builds
 llama-server (a cold cache), the files that need the server still go last, so the build
 runs while the others' tests do (tests/conftest.py).
 """
@@ -33,6 +34,15 @@ SLOW_FILES = {
     "e2e/test_secrets_never_written.py": 21.0,
     "e2e/test_bench_cli.py": 20.0,
     "e2e/test_server_restart.py": 18.0,
+    # unit files of a few long App tests (docs/test-timings.md, a busy run): before the bulk of
+    # short unit files, not at the end of the run
+    "unit/tui/test_screenshot_dialog.py": 18.0,
+    "unit/tui/test_secrets_every_writer.py": 15.0,
+    "unit/tui/test_textual_private.py": 13.0,
+    "unit/tui/test_markdown_toggle.py": 12.0,
+    "unit/tui/test_waterfall_turns.py": 11.0,
+    "unit/tui/test_server_restart_ui.py": 10.0,
+    "unit/tui/test_layout_stays_put.py": 10.0,
 }
 E2E_TEST_S = 3.0  # a guess per test for a file not listed: e2e tests start models and servers
 UNIT_TEST_S = 0.3
