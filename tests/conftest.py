@@ -116,6 +116,8 @@ def pytest_configure(config):
 
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False  # the files' order is tests/xdist_order.py's
     index = _worker_index(config)
     if index is None or not hasattr(os, "sched_setaffinity"):
         return
@@ -231,11 +233,27 @@ def _uses_server(item) -> bool:
 
 
 def pytest_collection_modifyitems(config, items):
-    """The files whose tests use llama-server run last (each file stays whole and in its
-    order, so --dist loadfile keeps a file's module fixtures on one worker): a first run
-    builds the server meanwhile. Every worker collects the same order."""
-    server_files = {item.path for item in items if _uses_server(item)}
-    items.sort(key=lambda item: item.path in server_files)
+    """The files go slowest first (tests/xdist_order.py), and while a first run builds
+    llama-server the files whose tests use it go last (each file stays whole and in its
+    order, so --dist loadfile keeps a file's module fixtures on one worker): the build runs
+    meanwhile. Every worker collects the same order: the controller decides whether a
+    build runs (``pytest_configure_node``)."""
+    from xdist_order import order_items
+
+    workerinput = getattr(config, "workerinput", {})
+    if "kvtop_server_building" in workerinput:
+        building = bool(workerinput["kvtop_server_building"])
+    else:
+        from llama_server import cached_binary
+
+        building = not os.environ.get("KVTOP_LLAMA_SERVER") and not cached_binary()
+    order_items(items, os.path.join(ROOT, "tests"), building, _uses_server)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """xdist's controller tells each worker whether it started the llama-server build."""
+    node.workerinput["kvtop_server_building"] = "controller" in _SERVER_BUILD
 
 
 def pytest_collection_finish(session):

@@ -217,7 +217,20 @@ def hostile_routes(kind: str) -> dict | None:
     return llama_routes(**kinds[kind])
 
 
+def write_polls(servers: list, path: str, every_s: float = 0.1) -> None:
+    """Forever: how many times each server has answered /metrics (one poll of kvtop's each),
+    one number per server on one line, replaced in ``path`` at once."""
+    import os
+
+    while True:
+        with open(path + ".tmp", "w", encoding="utf-8") as fh:
+            fh.write(" ".join(str(srv.requests.count("/metrics")) for srv in servers))
+        os.replace(path + ".tmp", path)
+        time.sleep(every_s)
+
+
 if __name__ == "__main__":  # python tests/fake_servers.py KIND… (good, blackhole, trickle, …); prints URLs
+    import os
     import sys
 
     servers = []
@@ -229,6 +242,8 @@ if __name__ == "__main__":  # python tests/fake_servers.py KIND… (good, blackh
     for srv in servers:
         srv.__enter__()
         print(srv.url, flush=True)
+    if os.environ.get("FAKES_POLLS"):  # a file for the test to read the polls from (write_polls)
+        threading.Thread(target=write_polls, args=(servers, os.environ["FAKES_POLLS"]), daemon=True).start()
     try:
         while True:
             time.sleep(3600)

@@ -13,8 +13,9 @@ from helpers import make_app, screen_text, send, wait_until
 from kvtop.runner.process.parent import EngineProcess
 from kvtop.runner.settings import Settings
 
-# long enough for several of the measurement's slices (Esc lands between two)
-FIRST = ("Here are some notes about the weather in a small town by the sea. " * 40
+# long enough for three of the measurement's slices of 256 tokens (Esc lands in the second, and
+# the cancel is seen before the third): about 560 tokens with the reply (40 repeats: 648 tokens)
+FIRST = ("Here are some notes about the weather in a small town by the sea. " * 34
          + "Summarise the notes in one sentence.")
 SECOND = "Now say it again in five words."
 
