@@ -37,7 +37,12 @@ async def test_a_real_turn_fills_every_pane_with_the_engines_figures(settings, t
         assert kv.cells == m.prompt_tokens + m.decode_tokens - (1 if stop == "n_predict" else 0)
         dec = app.query_one(DecodePane)
         assert dec.rate == pytest.approx((m.decode_tokens - 1) / m.decode_s)
-        assert len(dec.series) == m.decode_tokens - MIN_WINDOW  # a point per token once its window has MIN_WINDOW gaps
+        if not dec.stalls:  # a point per token once its window has MIN_WINDOW gaps
+            assert len(dec.series) == m.decode_tokens - MIN_WINDOW
+        else:  # a real pause on a busy machine: the rate is measured again after it (fewer points)
+            assert 0 < len(dec.series) < m.decode_tokens - MIN_WINDOW, (len(dec.series), dec.stalls)
+        positions = [p for p, _ in dec.series]
+        assert positions == sorted(set(positions))
         reply = app.query(ChatMessage)[-1]
         assert reply.role == "assistant" and reply.text == app.session.messages[-1].content and reply.text
         assert "TTFT" in reply.footer and f"{m.decode_tokens} tok" in reply.footer
