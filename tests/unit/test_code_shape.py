@@ -4,7 +4,7 @@ no class over 300, no function over 80 (README lists any exception and why)."""
 import ast
 import os
 
-from ast_cache import parsed
+from ast_cache import calls, parsed
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LIMITS = {"module": 400, "class": 300, "function": 80}
@@ -19,6 +19,17 @@ def sources():
                     yield os.path.join(dirpath, f)
 
 
+def statements(tree: ast.AST):
+    """Every statement in ``tree``, nested ones too (a def or class is always a statement:
+    no need to walk each expression's nodes)."""
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        yield node
+        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+            todo.extend(getattr(node, field, ()))
+
+
 def oversized() -> list[str]:
     out = []
     for path in sources():
@@ -27,7 +38,7 @@ def oversized() -> list[str]:
         n = text.count("\n")
         if n > LIMITS["module"] and rel not in ALLOWED:
             out.append(f"{rel}: {n} lines")
-        for node in ast.walk(ast.parse(text)):
+        for node in statements(parsed(path)):
             kind = "class" if isinstance(node, ast.ClassDef) else \
                 "function" if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
             if kind is None:
@@ -82,12 +93,7 @@ def calls_to(attr: str, top: str = "tui") -> list[str]:
         rel = os.path.relpath(path, ROOT)
         if not rel.startswith(top + os.sep):
             continue
-        for node in ast.walk(parsed(path)):
-            if isinstance(node, ast.Call):
-                f = node.func
-                name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
-                if name == attr:
-                    out.append(f"{rel}:{node.lineno}")
+        out.extend(f"{rel}:{line}" for line in calls(path).get(attr, ()))
     return out
 
 

@@ -6,6 +6,8 @@ import dataclasses
 import os
 import re
 
+from ast_cache import parsed
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -24,8 +26,8 @@ def python_files(*tops):
 
 def engine_classes(*tops):
     """(file, class) for every class that implements the contract's reader (``pump``)."""
-    for rel, text in python_files(*tops):
-        for node in ast.walk(ast.parse(text)):
+    for rel, _text in python_files(*tops):
+        for node in ast.walk(parsed(os.path.join(ROOT, rel))):
             if isinstance(node, ast.ClassDef) and any(
                     isinstance(b, ast.FunctionDef) and b.name == "pump" for b in node.body):
                 yield rel, node

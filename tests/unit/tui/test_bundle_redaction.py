@@ -137,20 +137,67 @@ async def panes(pilot) -> dict[str, list[str]]:
     return {p: pane_text(pilot.app, grid, p) for p in PANES}
 
 
-async def test_default_bundle_leaks_no_text_and_no_home(home, tmp_path):
+async def test_escape_writes_nothing_the_screenshot_leaves_the_chat_out_and_the_text_goes_in_only_when_asked(home):
+    """The dialog's three ways out, one after the other on one chat (each was a test of its
+    own, with its own App and two turns): Escape writes nothing; the third choice blanks the
+    chat pane and says so, while Ctrl+S still saves what the user sees; "t" writes the
+    bundle with the text."""
     home_dir, model = home
     app = live_app(home_dir, model)
     async with app.run_test(size=(150, 50), notifications=True) as pilot:
         await chat_two_turns(pilot)
-        assert "ZEBRAFISH" in screen_text(app)  # the live chat shows it all
+        # Escape writes nothing
+        await pilot.press("ctrl+e")
+        await wait_until(pilot, lambda: type(app.screen).__name__ == "ExportScreen", what="the dialog")
+        await pilot.press("ctrl+e")  # a second Ctrl+E opens no second dialog
+        await pilot.pause()
+        assert len(app.screen_stack) == 2
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: len(app.screen_stack) == 1, what="the dialog closed")
+        await pilot.pause(0.3)
+        assert app.share.last_saved is None and not (home_dir / ".kvtop" / "data" / "exports").exists()
+
+        # the screenshot without the chat
+        app.query_one("#prompt").value = "half-typed GUAVA question"
+        path, _ = await export(pilot, "s")
+        assert path.endswith(".svg")
+        svg = open(path, encoding="utf-8").read()
+        for secret in SECRETS[:6] + ["GUAVA"]:
+            assert secret not in svg, secret
+        shot = svg_text(svg)
+        assert "chat left out of this screenshot" in shot and "─ Prefill ─" in shot
+        await pilot.press("ctrl+s")
+        await wait_until(pilot, lambda: app.share.last_saved != path, what="Ctrl+S")
+        assert "ZEBRAFISH" in open(app.share.last_saved, encoding="utf-8").read()
+
+        # the text goes in only when asked
+        path, _dialog = await export(pilot, "t")
+        await wait_until(pilot, lambda: "WITH the conversation text" in screen_text(app), timeout=5,
+                         what="the warning that the bundle holds the text")
+    bundle = json.load(open(path))
+    assert bundle["redacted"] is False and "people you trust" in bundle["redaction"]
+    assert [t["user"] for t in bundle["turns"]] == [FIRST, SECOND]
+    assert bundle["settings"]["system_prompt"] == SYSTEM and "ZEBRAFISH" in json.dumps(bundle["trace"])
+    assert "--api-key" not in bundle["command_line"]
+
+
+async def test_bundle_text_flag_makes_enter_write_the_text(home):
+    home_dir, model = home
+    app = live_app(home_dir, model, bundle_text=True)
+    async with app.run_test(size=(150, 50)) as pilot:
+        await chat_two_turns(pilot)
         path, dialog = await export(pilot, None)
-        assert "Redacted, safe to post" in dialog and "With conversation text" in dialog
-        await wait_until(pilot, lambda: "redacted, safe to post" in screen_text(app), timeout=5,
-                         what="the notice that says the bundle is redacted")
-        assert "ZEBRAFISH" in screen_text(app)  # the chat is back after the shot
-        raw = open(path, encoding="utf-8").read()
-        csv_raw = open(app.share.last_csv, encoding="utf-8").read()
-        live_metrics = [t.metrics.to_dict() for t in app.turns]
+    assert "--bundle-text: Enter writes the bundle with the text." in dialog
+    assert json.load(open(path))["turns"][0]["user"] == FIRST
+
+
+def footers(app) -> list[str]:
+    from kvtop.tui.panes.chat import ChatLog
+
+    return [m.footer for m in app.query_one(ChatLog).children if m.role == "assistant"]
+
+
+def _leaks_no_text_and_no_home(app, home_dir, tmp_path, raw, csv_raw, live_metrics):
     for secret in SECRETS + [str(home_dir)]:
         assert secret not in raw, secret
         assert secret not in csv_raw, secret
@@ -180,73 +227,6 @@ async def test_default_bundle_leaks_no_text_and_no_home(home, tmp_path):
     assert rows[1][1] == f"<redacted: {len(FIRST)} chars>" and rows[1][3] == "30"
 
 
-async def test_the_text_goes_in_only_when_asked(home):
-    home_dir, model = home
-    app = live_app(home_dir, model)
-    async with app.run_test(size=(150, 50), notifications=True) as pilot:
-        await chat_two_turns(pilot)
-        path, _dialog = await export(pilot, "t")
-        await wait_until(pilot, lambda: "WITH the conversation text" in screen_text(app), timeout=5,
-                         what="the warning that the bundle holds the text")
-    bundle = json.load(open(path))
-    assert bundle["redacted"] is False and "people you trust" in bundle["redaction"]
-    assert [t["user"] for t in bundle["turns"]] == [FIRST, SECOND]
-    assert bundle["settings"]["system_prompt"] == SYSTEM and "ZEBRAFISH" in json.dumps(bundle["trace"])
-    assert "--api-key" not in bundle["command_line"]
-
-
-async def test_bundle_text_flag_makes_enter_write_the_text(home):
-    home_dir, model = home
-    app = live_app(home_dir, model, bundle_text=True)
-    async with app.run_test(size=(150, 50)) as pilot:
-        await chat_two_turns(pilot)
-        path, dialog = await export(pilot, None)
-    assert "--bundle-text: Enter writes the bundle with the text." in dialog
-    assert json.load(open(path))["turns"][0]["user"] == FIRST
-
-
-async def test_escape_writes_nothing(home):
-    home_dir, model = home
-    app = live_app(home_dir, model)
-    async with app.run_test(size=(150, 50)) as pilot:
-        await chat_two_turns(pilot)
-        await pilot.press("ctrl+e")
-        await wait_until(pilot, lambda: type(app.screen).__name__ == "ExportScreen", what="the dialog")
-        await pilot.press("ctrl+e")  # a second Ctrl+E opens no second dialog
-        await pilot.pause()
-        assert len(app.screen_stack) == 2
-        await pilot.press("escape")
-        await wait_until(pilot, lambda: len(app.screen_stack) == 1, what="the dialog closed")
-        await pilot.pause(0.3)
-        assert app.share.last_saved is None and not (home_dir / ".kvtop" / "data" / "exports").exists()
-
-
-async def test_screenshot_without_the_chat(home):
-    """The dialog's third choice blanks the chat pane and says so; Ctrl+S still saves what
-    the user sees."""
-    home_dir, model = home
-    app = live_app(home_dir, model)
-    async with app.run_test(size=(150, 50)) as pilot:
-        await chat_two_turns(pilot)
-        app.query_one("#prompt").value = "half-typed GUAVA question"
-        path, _ = await export(pilot, "s")
-        assert path.endswith(".svg")
-        svg = open(path, encoding="utf-8").read()
-        for secret in SECRETS[:6] + ["GUAVA"]:
-            assert secret not in svg, secret
-        shot = svg_text(svg)
-        assert "chat left out of this screenshot" in shot and "─ Prefill ─" in shot
-        await pilot.press("ctrl+s")
-        await wait_until(pilot, lambda: app.share.last_saved != path, what="Ctrl+S")
-        assert "ZEBRAFISH" in open(app.share.last_saved, encoding="utf-8").read()
-
-
-def footers(app) -> list[str]:
-    from kvtop.tui.panes.chat import ChatLog
-
-    return [m.footer for m in app.query_one(ChatLog).children if m.role == "assistant"]
-
-
 async def replayed(trace, root):
     """The panes and reply footers a replay of ``trace`` ends with, and its chat's text."""
     app = make_app(trace.settings(), lambda s: ReplayEngine(trace, speed=0), root, hardware=trace.hardware,
@@ -258,16 +238,29 @@ async def replayed(trace, root):
         return await panes(pilot), footers(app), screen_text(app)
 
 
-async def test_redacted_bundle_replays_with_the_same_numbers(home, tmp_path, monkeypatch):
-    """``kvtop replay BUNDLE``: the bundle's trace, redacted text in the chat, the same
-    figures in every pane as the live session and as a replay of the full trace."""
+async def test_the_default_bundle_leaks_no_text_and_no_home_and_replays_with_the_same_numbers(
+        home, tmp_path, monkeypatch):
+    """Enter in Ctrl+E's dialog: the redacted bundle, which leaks no text and no home
+    folder; ``kvtop replay BUNDLE`` then shows its trace, redacted text in the chat, the
+    same figures in every pane as the live session and as a replay of the full trace. (Two
+    tests before, each with its own App and two turns.)"""
     home_dir, model = home
     app = live_app(home_dir, model)
-    async with app.run_test(size=(150, 50)) as pilot:
+    async with app.run_test(size=(150, 50), notifications=True) as pilot:
         await chat_two_turns(pilot)
         live, live_footers = await panes(pilot), footers(app)
-        path, _ = await export(pilot, None)
+        assert "ZEBRAFISH" in screen_text(app)  # the live chat shows it all
+        path, dialog = await export(pilot, None)
         full_trace = app.session.trace.path
+        assert "Redacted, safe to post" in dialog and "With conversation text" in dialog
+        await wait_until(pilot, lambda: "redacted, safe to post" in screen_text(app), timeout=5,
+                         what="the notice that says the bundle is redacted")
+        assert "ZEBRAFISH" in screen_text(app)  # the chat is back after the shot
+        raw = open(path, encoding="utf-8").read()
+        csv_raw = open(app.share.last_csv, encoding="utf-8").read()
+        live_metrics = [t.metrics.to_dict() for t in app.turns]
+    _leaks_no_text_and_no_home(app, home_dir, tmp_path, raw, csv_raw, live_metrics)
+
     redacted, redacted_footers, shown = await replayed(read_trace(path), tmp_path / "a")
     full, _f, _s = await replayed(read_trace(full_trace), tmp_path / "b")
     assert redacted == full  # redaction changes no figure of any pane

@@ -123,35 +123,6 @@ async def test_f2_s_running_sum_says_it_leaves_out_the_ubatch_running(tmp_path, 
 QUIET_PROBE = "CPU probe (2 threads, 2026-12-03 13:00, FLOPS of llama.cpp q4_1 matmul, CPU 3% busy before it)"
 
 
-async def test_the_estimate_pane_s_hardware_line_keeps_its_figures_at_every_size(tmp_path, smollm_shaped):
-    """At 160x48 after a turn the hardware line took its short form, "hardware: CPU
-    probe": no figure, and nothing said it was cut. The figures come first now, so the
-    short form keeps them."""
-    import dataclasses
-
-    from helpers import FIXED_HW
-
-    for size in ((80, 24), (120, 40), (160, 48)):
-        loaded = smollm_loaded(smollm_shaped)
-        turns = [scripted_turn(1, 1000.0, 600, 0, [" w"] * 40, timeline=True)]
-        app = make_app(Settings(smollm_shaped, n_ctx=4096, n_threads=2), lambda s: ScriptedEngine(s, loaded, turns),
-                       tmp_path, live_system=False, write_transcript=False,
-                       hardware=dataclasses.replace(FIXED_HW, source=QUIET_PROBE))
-        async with app.run_test(size=size) as pilot:
-            await wait_until(pilot, lambda: app.loaded is not None, what="load")
-            await send(pilot, "Hi")
-            await wait_until(pilot, lambda: app.turns and not app.turn_running, what="turn")
-            await pilot.pause(0.3)
-            pane = app.dash.estimate
-            for _ in range(4):  # its page, at 80x24
-                if pane.display and pane.content_region.width > 0:
-                    break
-                await pilot.press("f6")
-                await pilot.pause(0.2)
-            text = pane.render().plain.replace("\n", " ")
-            assert "hardware: 30.0 GB/s, 0.25 TFLOPS · CPU probe" in text, (size, text)
-
-
 MEMORY = MemorySample(engine_rss=251 * 2**20, ui_rss=61 * 2**20,
                       system=SystemMemory(24 * 2**30, 22 * 2**30, 2 * 2**30, 0, 2**30),
                       gpus=(), gpu_note="no NVIDIA GPU (NVML Shared Library Not Found)")
@@ -187,15 +158,25 @@ def test_flow_never_parts_a_number_from_its_unit_or_a_short_phrase():
         assert bad_breaks(lines) == [] and any("pass of 49 tok" in line for line in lines), (width, lines)
 
 
-async def test_no_pane_s_prose_breaks_inside_a_phrase_at_any_size(tmp_path, smollm_shaped):
+async def test_no_pane_s_prose_breaks_inside_a_phrase_and_the_hardware_line_keeps_its_figures_at_any_size(
+        tmp_path, smollm_shaped):
     """Textual's word-wrap broke the Estimate verdict's "decode at 0.55x of the" above
     "ceiling" at 160x48 and F2's title where it fell; the panes and F2 break their prose
-    themselves now (tui/base/flow.py)."""
+    themselves now (tui/base/flow.py).
+
+    And at 160x48 after a turn the hardware line took its short form, "hardware: CPU
+    probe": no figure, and nothing said it was cut. The figures come first now, so the
+    short form keeps them. (Two tests before, each starting the App at the three sizes.)"""
+    import dataclasses
+
+    from helpers import FIXED_HW
+
     for size in ((80, 24), (120, 40), (160, 48)):
         loaded = smollm_loaded(smollm_shaped)
         turns = [scripted_turn(1, 1000.0, 600, 0, [" w"] * 40, timeline=True)]
         app = make_app(Settings(smollm_shaped, n_ctx=4096, n_threads=2), lambda s: ScriptedEngine(s, loaded, turns),
-                       tmp_path, live_system=False, write_transcript=False)
+                       tmp_path, live_system=False, write_transcript=False,
+                       hardware=dataclasses.replace(FIXED_HW, source=QUIET_PROBE))
         async with app.run_test(size=size) as pilot:
             await wait_until(pilot, lambda: app.loaded is not None, what="load")
             await send(pilot, "Hi")
@@ -207,6 +188,8 @@ async def test_no_pane_s_prose_breaks_inside_a_phrase_at_any_size(tmp_path, smol
                     break
                 await pilot.press("f6")
                 await pilot.pause(0.2)
+            text = pane.render().plain.replace("\n", " ")
+            assert "hardware: 30.0 GB/s, 0.25 TFLOPS · CPU probe" in text, (size, text)
             shown = [line for line in screen_text(app).split("\n")]
             prose = pane.render().plain.split("\n")[7:]  # under the table
             assert prose and all(any(p in line for line in shown) for p in prose), (size, prose)  # drawn as flowed

@@ -36,16 +36,9 @@ async def summary_after(tmp_path, model, turn, size=(120, 40)) -> str:
         return app.query_one(DecodeSummary).render().plain
 
 
-async def test_a_speculative_turn_that_paid_says_its_speedup(tmp_path, smollm_shaped):
-    turn = with_spec(scripted_turn(1, 0.0, 20, 0, ["a"] * 30), **PAID)
-    text = await summary_after(tmp_path, smollm_shaped, turn)
-    spec = " ".join(text.splitlines()[3:])
-    assert spec.startswith("speculation: 3.4 tok/pass, 75% of 48 drafted accepted, 1.7x plain decode ")
-    # the speculative roof beside the plain ceilings: 3.2 drafts a pass, 75% of them kept
-    assert "speculative roof" in spec and "x the plain ceiling, 3.4 tok/pass)" in spec
-
-
-async def test_the_speculative_roof_is_the_physics_at_the_turns_acceptance(tmp_path, smollm_shaped):
+async def test_a_speculative_turn_that_paid_says_its_speedup_and_its_roof_is_the_physics_at_its_acceptance(
+        tmp_path, smollm_shaped):
+    """(Two tests of the same turn before, each with its own App.)"""
     from helpers import FIXED_HW
 
     from kvtop.runner.model.inspect import load_facts
@@ -54,7 +47,13 @@ async def test_the_speculative_roof_is_the_physics_at_the_turns_acceptance(tmp_p
     from kvtop.runner.units import fmt_rate
 
     turn = with_spec(scripted_turn(1, 0.0, 20, 0, ["a"] * 30), **PAID)
-    text = " ".join((await summary_after(tmp_path, smollm_shaped, turn)).splitlines())
+    summary = await summary_after(tmp_path, smollm_shaped, turn)
+    spec = " ".join(summary.splitlines()[3:])
+    assert spec.startswith("speculation: 3.4 tok/pass, 75% of 48 drafted accepted, 1.7x plain decode ")
+    # the speculative roof beside the plain ceilings: 3.2 drafts a pass, 75% of them kept
+    assert "speculative roof" in spec and "x the plain ceiling, 3.4 tok/pass)" in spec
+
+    text = " ".join(summary.splitlines())
     here = Here.at(load_facts(smollm_shaped), FIXED_HW, Settings(smollm_shaped, n_ctx=4096, n_threads=2).resolved())
     r = spec_roof(here, 48 / 15, 36 / 48, depth=49)  # 48 drafted in 15 passes; 50 cells used
     assert f"speculative roof {fmt_rate(r.roof_tok_s)} ({r.speedup:.1f}x the plain ceiling" in text
@@ -90,20 +89,11 @@ async def test_a_roof_under_the_plain_ceiling_says_speculation_cannot_pay(tmp_pa
     assert "(measured)" in text  # the turn's own verify cost (the modelled one is kvtop estimate's)
 
 
-async def test_a_plain_turn_is_a_share_of_the_plain_ceiling(tmp_path, smollm_shaped):
-    text = await summary_after(tmp_path, smollm_shaped, scripted_turn(1, 0.0, 20, 0, ["a"] * 30))
-    assert text.splitlines()[0].endswith("% of ceiling")
-
-
-async def test_a_speculative_turn_that_cost_says_by_how_much(tmp_path, smollm_shaped):
-    turn = with_spec(scripted_turn(1, 0.0, 20, 0, ["a"] * 30), **COST)
-    text = await summary_after(tmp_path, smollm_shaped, turn)
-    assert " ".join(text.splitlines()[3:]).startswith("speculation cost 6%: 8% of 12 drafted accepted")
-
-
 @pytest.mark.parametrize("size", [(80, 24), (120, 40), (160, 48)])
 async def test_the_speculation_line_breaks_between_phrases_within_the_pane(tmp_path, smollm_shaped, size):
-    # a trial found the long line clipped at the pane's edge at 80 columns
+    """A speculative turn that cost says by how much (its line at 120x40, the size that had
+    a test of its own), and a trial found the long line clipped at the pane's edge at 80
+    columns."""
     turn = with_spec(scripted_turn(1, 0.0, 20, 0, ["a"] * 30), **COST)
     settings = Settings(smollm_shaped, n_ctx=4096, n_threads=2)
     app = make_app(settings, lambda s: ScriptedEngine(s, smollm_loaded(smollm_shaped), [turn]), tmp_path,
@@ -133,8 +123,10 @@ async def test_the_speculation_line_breaks_between_phrases_within_the_pane(tmp_p
             assert any(phrase in line for line in lines), (phrase, lines)
 
 
-async def test_a_plain_turn_has_no_speculation_line(tmp_path, smollm_shaped):
+async def test_a_plain_turn_is_a_share_of_the_plain_ceiling_and_has_no_speculation_line(tmp_path, smollm_shaped):
+    """(Two tests of the same turn before, each with its own App.)"""
     text = await summary_after(tmp_path, smollm_shaped, scripted_turn(1, 0.0, 20, 0, ["a"] * 30))
+    assert text.splitlines()[0].endswith("% of ceiling")
     assert "speculation" not in text and len(text.splitlines()) == 3
 
 
