@@ -19,14 +19,21 @@ from kvtop.runner.commands.load import load_main
 
 @pytest.fixture
 def spinning():
-    procs = [subprocess.Popen(["nice", "-n", "19", sys.executable, "-c", "while True: pass"])
-             for _ in range(os.cpu_count() or 1)]
+    """Spinners that are not this process's children: the stand-in server runs in this
+    process, and kvtop counts a local server's child processes as the server's CPU (vLLM's
+    engine core is its API server's child), so spinners started by it read as the server."""
+    n = os.cpu_count() or 1
+    out = subprocess.run(["bash", "-c", f"for i in $(seq {n}); do nice -n 19 {sys.executable} -c 'while True: pass' "
+                          "</dev/null >/dev/null 2>&1 & echo $!; done"], capture_output=True, text=True, check=True)
+    pids = [int(x) for x in out.stdout.split()]
     try:
         yield
     finally:
-        for p in procs:
-            p.kill()
-            p.wait()
+        for pid in pids:
+            try:
+                os.kill(pid, 9)
+            except ProcessLookupError:
+                pass
 
 
 ARGS = ["--users", "1,2", "-p", "8", "-n", "60", "--requests", "1", "--no-warmup", "--quiet"]
