@@ -12,16 +12,21 @@ def _plain(widget) -> str:
     return " ".join(widget.render().plain.split())
 
 
+async def hello_turn(pilot, app) -> None:
+    """The model loads, "hello" is sent, and its turn ends."""
+    await wait_until(pilot, lambda: app.loaded is not None, what="load")
+    app.query_one("#prompt").value = "hello"
+    await pilot.press("enter")
+    await wait_until(pilot, lambda: app.turns and not app.turn_running, what="turn")
+
+
 async def test_f7_on_a_chat_under_one_slice_shows_its_forecast_eta(tmp_path, smollm_shaped):
     """F7 on a chat under 256 tokens: one slice, reported only at its end, so the ETA
     read "-" all through; the engine now says the chat's size first and the pane counts
     down the forecast of the chat through the base cache and both candidates."""
     app = scripted_app(tmp_path, smollm_shaped, ["Hi", "."])
     async with app.run_test(size=(160, 50)) as pilot:
-        await wait_until(pilot, lambda: app.loaded is not None, what="load")
-        app.query_one("#prompt").value = "hello"
-        await pilot.press("enter")
-        await wait_until(pilot, lambda: app.turns and not app.turn_running, what="turn")
+        await hello_turn(pilot, app)
         await pilot.press("f7")
         await wait_until(pilot, lambda: app.quality.running, what="F7")
         app.post_message(QualityProgress(ev.KldProgress(app.quality.turn_id, 0, 200, 0.05, 1.0)))
@@ -49,10 +54,7 @@ async def test_f2_s_verdict_is_on_screen_at_80x24_without_scrolling(tmp_path, sm
     app = make_app(settings, lambda s: ScriptedEngine(s, smollm_loaded(smollm_shaped), [turn]), tmp_path,
                    live_system=False, write_transcript=False, record_trace=False)
     async with app.run_test(size=(80, 24)) as pilot:
-        await wait_until(pilot, lambda: app.loaded is not None, what="load")
-        app.query_one("#prompt").value = "hello"
-        await pilot.press("enter")
-        await wait_until(pilot, lambda: app.turns and not app.turn_running, what="turn")
+        await hello_turn(pilot, app)
         await pilot.press("f2")
         await wait_until(pilot, lambda: app.screen.query("#waterfall-verdict"), what="F2")
         await pilot.pause()
@@ -87,10 +89,7 @@ async def test_the_estimate_pane_shows_forecast_vs_actual_at_80x24(tmp_path, smo
     """At 80x24 the Estimate pane's 40 columns had no forecast column: short labels make room."""
     app = scripted_app(tmp_path, smollm_shaped, ["Hi", "."])
     async with app.run_test(size=(80, 24)) as pilot:
-        await wait_until(pilot, lambda: app.loaded is not None, what="load")
-        app.query_one("#prompt").value = "hello"
-        await pilot.press("enter")
-        await wait_until(pilot, lambda: app.turns and not app.turn_running, what="turn")
+        await hello_turn(pilot, app)
         pane = app.dash.estimate
         while not pane.size.width:  # its page
             await pilot.press("f6")
