@@ -51,8 +51,10 @@ def forecast_line(fc: Forecast, n_ctx: int, width: int) -> str:
     ttfts = ttft_texts(fc)
     if len(ttfts) > 1:  # today's load slows it: what it costs is kept before the token counts
         busy, short, ttft = ttfts
+        loaded = f"{ttft} at today's load"  # the new tokens and the reply before the quiet figure (a trial)
         texts = [f"{long_head} → {busy}, {reply}; fits", f"{head} → {busy}, {reply}; fits",
-                 f"{head} → {busy}; fits", f"{n} tok → {busy}; fits", f"{n} tok → {short}; fits",
+                 f"{head} → {busy}; fits", f"{head} → {loaded}, reply ≈ {fmt_seconds(fc.reply_s)}; fits",
+                 f"{head} → {loaded}; fits", f"{n} tok → {busy}; fits", f"{n} tok → {short}; fits",
                  # the token count before the quiet figure: at 160 columns on a busy machine the
                  # input's ~57 columns said only "TTFT ≈ 5.56 s at today's load (2.69 s quiet); fits"
                  f"{n} tok → {ttft} at today's load; fits", f"{short}; fits", f"{ttft}; fits", ttft]

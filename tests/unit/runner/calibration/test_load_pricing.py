@@ -117,7 +117,8 @@ def test_the_border_says_the_load_before_the_token_counts():
     assert "at today's load" in narrow and narrow.endswith("; fits"), narrow
     for width in (46, 57):  # the input at 160 columns: the draft's tokens are said too (new-user trial)
         line = forecast_line(fc, 4096, width)
-        assert line.startswith(f"{fc.prompt_tokens:,} tok → TTFT") and "at today's load" in line, (width, line)
+        assert line.startswith(f"{fc.prompt_tokens:,} tok") and "→ TTFT" in line and "at today's load" in line, \
+            (width, line)
     # 1.5 of 2 cores held and 2 threads: packed onto a shared core, so the border says what to do before Enter
     assert forecast_basis_line(fc, 120) == ("others use 75% of the CPU; more threads than free cores: try -t 1 (not measured: kvtop tune)")
     assert forecast_basis_line(fc, 56) == "others use 75% of the CPU; try -t 1"  # 160 columns
@@ -210,3 +211,17 @@ def test_fewer_threads_cost_what_was_measured_within_the_benchmarks_goal():
     for m in FEWER_THREADS["decode"]:
         assert 0.8 <= thread_scaling(2, 1) / m <= 1.25
     assert thread_scaling(2, 2) == 1.0 and thread_scaling(1, 2) < 1.0 < thread_scaling(8, 4)
+
+
+def test_the_border_at_160_columns_on_a_busy_machine_keeps_the_new_tokens():
+    """A trial at 160 columns, others at 91-99%: "1,007 tok → TTFT ≈ 8.76 s at today's load;
+    fits", without the count the cache leaves to compute that the README promises."""
+    import dataclasses
+
+    from kvtop.tui.turn.forecasting import forecast_line
+
+    fc = dataclasses.replace(at_load(quiet(), CPULoad.of_share(0.75, 2), LoadedEngine(2, 2, 1.0)),
+                             cached_tokens=366)
+    line = forecast_line(fc, 4096, 57)
+    assert f", {fc.prompt_tokens - 366:,} new → TTFT" in line and "at today's load" in line, line
+    assert line.endswith("; fits"), line
