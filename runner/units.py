@@ -108,6 +108,7 @@ def nice_ticks(lo: float, hi: float, most: int, whole: bool = True) -> list[floa
     if hi <= lo:
         return [float(lo)]
     base = 10 ** math.floor(math.log10((hi - lo) / max(1, most)))
+    before: tuple[float, float, int] | None = None  # the last spacing that gave too many
     for step in (m * base for m in (1, 2, 5, 10, 20, 50, 100)):
         if whole and step < 1:
             continue
@@ -115,6 +116,12 @@ def nice_ticks(lo: float, hi: float, most: int, whole: bool = True) -> list[floa
         n = int(math.floor((hi - first) / step + 1e-9)) + 1
         if n <= most:
             break
+        before = (first, step, n)
+    if n < 2 <= most and before is not None:
+        # one tick left (0 to 45 in 2: 20 apart gives 3, 50 apart only 0): the closer
+        # spacing's first and last, so a short chart keeps a label above its 0
+        b_first, b_step, b_n = before
+        return [b_first, b_first + (b_n - 1) * b_step]
     return [first + i * step for i in range(max(n, 1))]
 
 

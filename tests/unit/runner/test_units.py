@@ -79,3 +79,13 @@ def test_the_panes_use_the_same_formatters():
         assert getattr(fmt, name) is getattr(units, name)
     assert fmt.fmt_bytes is units.fmt_size  # the panes' bytes: three significant digits
 
+
+
+def test_two_ticks_asked_keep_a_label_above_zero():
+    """A 3-row decode chart asks 2 ticks; to 45 tok/s it got only [0] (20 apart gives 3,
+    50 apart 1), so the chart's line moved over rows with no scale (a trial)."""
+    from kvtop.runner.units import nice_ticks
+
+    assert nice_ticks(0, 45, 2) == [0, 40]
+    assert nice_ticks(0, 58, 2) == [0, 50] and nice_ticks(0, 45, 3) == [0, 20, 40]
+    assert nice_ticks(0, 4.5, 2) == [0, 4]
